@@ -1,0 +1,61 @@
+"""corral: reinforcement learning with a small core and algorithms as plugins.
+
+This module is the public face and holds re-exports only. They are resolved on
+first access (PEP 562), so ``import corral`` stays light and ``corral list``
+never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    # errors
+    "CorralError": "corral.core.errors",
+    "ConfigError": "corral.core.errors",
+    "UnknownPluginError": "corral.core.errors",
+    "UnknownAlgorithmError": "corral.core.errors",
+    "PluginLoadError": "corral.core.errors",
+    "CheckpointError": "corral.core.errors",
+    "EnvError": "corral.core.errors",
+    # registry
+    "list_algorithms": "corral.registry",
+    "get_algorithm": "corral.registry",
+    "get_config": "corral.registry",
+    "register_algorithm": "corral.registry",
+    "list_explorations": "corral.registry",
+    "get_exploration": "corral.registry",
+    "register_exploration": "corral.registry",
+    "hookimpl": "corral.core.hookspecs",
+    # core contracts
+    "Algorithm": "corral.core.algorithm",
+    "AlgorithmConfig": "corral.core.config",
+    "Policy": "corral.core.policy",
+    "Exploration": "corral.core.exploration",
+    "Callbacks": "corral.core.callbacks",
+    "DefaultCallbacks": "corral.core.callbacks",
+    "MultiCallbacks": "corral.core.callbacks",
+    "SampleBatch": "corral.core.sample_batch",
+    "MultiAgentBatch": "corral.core.sample_batch",
+    "DEFAULT_POLICY_ID": "corral.core.sample_batch",
+    "register_env": "corral.core.envs",
+    "EnvContext": "corral.core.envs",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'corral' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,363 @@
+"""The ``corral`` command: ``train``, ``evaluate`` (alias ``rollout``) and ``list``.
+
+A :class:`~corral.core.errors.CorralError` (or malformed JSON/YAML) is the
+user's mistake: it is printed as one line and the exit status is 2. Anything
+else is a bug and keeps its traceback. ``corral list`` imports neither torch
+nor any plugin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from corral.core.errors import ConfigError, CorralError, did_you_mean
+
+# Top-level keys of every result dict (see Algorithm.train); stop criteria are checked against them.
+RESULT_KEYS = (
+    "training_iteration", "timesteps_total", "num_env_steps_sampled", "num_env_steps_trained",
+    "num_agent_steps_sampled", "num_agent_steps_trained", "episode_reward_mean", "episode_reward_min",
+    "episode_reward_max", "episode_len_mean", "episodes_this_iter", "episodes_total",
+    "num_env_steps_sampled_this_iter", "num_env_steps_sampled_throughput_per_sec", "time_this_iter_s",
+    "time_total_s", "timestamp", "custom_metrics", "info", "evaluation",
+)  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``corral`` console script; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(_normalise(list(sys.argv[1:] if argv is None else argv)))
+    try:
+        return int(args.handler(args) or 0)
+    except CorralError as exc:
+        print(f"corral: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("corral: interrupted", file=sys.stderr)
+        return 130
+
+
+def _normalise(argv: list[str]) -> list[str]:
+    """Accept ``rollout`` for ``evaluate`` and ``train file X`` for ``train -f X``, as the seeds' docs do."""
+    if argv[:1] == ["rollout"]:
+        argv[0] = "evaluate"
+    if argv[:2] == ["train", "file"]:
+        argv[1] = "-f"
+    return argv
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="corral", description="Train and evaluate reinforcement-learning agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train an algorithm on an environment")
+    train.add_argument("--algo", "--run", dest="algo", help="registered algorithm name, e.g. PPO (`corral list`)")
+    train.add_argument("--env", help="gymnasium id, 'package.module:Class', or a registered env name")
+    train.add_argument("-f", "--file", help="a YAML file of experiments: name: {env, run, stop, config}")
+    train.add_argument("--stop", type=_json_object("--stop"), default=None,
+                       help='stop when any result key reaches its value, e.g. \'{"episode_reward_mean": 475}\'')
+    train.add_argument("--config", type=_json_object("--config"), default=None, help="config overrides as JSON")
+    train.add_argument("--checkpoint-freq", type=int, default=None, help="save a checkpoint every N iterations")
+    train.add_argument("--checkpoint-at-end", action="store_true", default=None, help="save a checkpoint when training ends")
+    train.add_argument("--storage-path", help="folder for experiment folders (default $CORRAL_RESULTS_DIR or ~/corral_results)")
+    train.add_argument("--seed", type=int, help="random seed")
+    train.add_argument("-v", "--verbose", action="count", default=0, help="-v: a line per iteration; -vv: full results")
+    train.add_argument("--help-config", action="store_true", help="list the algorithm's config options and exit")
+    train.set_defaults(handler=_train)
+
+    evaluate = sub.add_parser("evaluate", help="run a checkpoint's policy without exploration (alias: rollout)")
+    evaluate.add_argument("checkpoint", help="a checkpoint folder")
+    evaluate.add_argument("--env", help="another environment with the same spaces")
+    duration = evaluate.add_mutually_exclusive_group()
+    duration.add_argument("--episodes", type=int, default=None, help="episodes to run (default 10)")
+    duration.add_argument("--steps", type=int, default=None, help="env steps to run")
+    evaluate.add_argument("--render", action="store_true", help="render the environment (gymnasium render_mode='human')")
+    evaluate.add_argument("--explore", action="store_true", help="sample actions instead of taking the greedy one")
+    evaluate.set_defaults(handler=_evaluate)
+
+    listing = sub.add_parser("list", help="installed algorithms, explorations and hook plugins")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(handler=_list)
+    return parser
+
+
+def _json_object(flag: str) -> Any:
+    def parse(text: str) -> dict[str, Any]:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise argparse.ArgumentTypeError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno}): {text}") from None
+        if not isinstance(value, dict):
+            raise argparse.ArgumentTypeError(f"{flag} must be a JSON object like '{{\"key\": value}}', got {text}")
+        return value
+
+    return parse
+
+
+# ---------------------------------------------------------------------- #
+# train
+# ---------------------------------------------------------------------- #
+def _train(args: argparse.Namespace) -> int:
+    if args.help_config:
+        return _help_config(args.algo or "PPO")
+    experiments = _experiments_from_file(args.file) if args.file else [_experiment_from_flags(args)]
+    for exp in experiments:
+        _override_from_flags(exp, args)
+    # Validate every experiment fully before any of them starts.
+    prepared = [_prepare(exp) for exp in experiments]
+    for exp, config in prepared:
+        _run_experiment(exp, config, args.verbose)
+    return 0
+
+
+def _experiment_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.algo or not args.env:
+        raise ConfigError("corral train needs --algo and --env (or -f FILE.yaml); e.g. corral train --algo PPO --env CartPole-v1")
+    return {"name": f"{args.algo}_{args.env}", "run": args.algo, "env": args.env, "stop": {}, "config": {}}
+
+
+def _experiments_from_file(path: str) -> list[dict[str, Any]]:
+    import yaml
+
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"experiment file {path!r} does not exist")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(f"{path} must map experiment names to {{env, run, stop, config}}")
+    experiments = []
+    for name, spec in data.items():
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{path}: experiment {name!r} must be a mapping with keys env, run, stop, config")
+        unknown = set(spec) - {"env", "run", "stop", "config", "checkpoint_freq", "checkpoint_at_end", "storage_path"}
+        if unknown:
+            key = sorted(unknown)[0]
+            raise ConfigError(f"{path}: experiment {name!r} has unknown key {key!r}.{did_you_mean(key, ['env', 'run', 'stop', 'config'])}")
+        if "run" not in spec:
+            raise ConfigError(f"{path}: experiment {name!r} needs 'run: <algorithm name>'")
+        config = dict(spec.get("config") or {})
+        for key in ("checkpoint_freq", "checkpoint_at_end", "storage_path"):
+            if key in spec:
+                config[{"checkpoint_freq": "checkpoint_frequency"}.get(key, key)] = spec[key]
+        experiments.append({"name": name, "run": spec["run"], "env": spec.get("env") or config.pop("env", None),
+                            "stop": dict(spec.get("stop") or {}), "config": config})
+    return experiments
+
+
+def _override_from_flags(exp: dict[str, Any], args: argparse.Namespace) -> None:
+    if args.file and args.algo:
+        exp["run"] = args.algo
+    if args.file and args.env:
+        exp["env"] = args.env
+    if args.stop is not None:
+        exp["stop"] = args.stop
+    config = exp["config"]
+    config.update(args.config or {})
+    for flag, key in (("checkpoint_freq", "checkpoint_frequency"), ("checkpoint_at_end", "checkpoint_at_end"),
+                      ("storage_path", "storage_path"), ("seed", "seed")):
+        value = getattr(args, flag)
+        if value is not None:
+            config[key] = value
+    if args.verbose >= 2:
+        config.setdefault("log_level", "DEBUG")
+    elif args.verbose == 1:
+        config.setdefault("log_level", "INFO")
+
+
+def _prepare(exp: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    from corral import registry
+
+    algo_class = registry.get_algorithm(str(exp["run"]))
+    config = algo_class.get_default_config()
+    config.update_from_dict(exp["config"])
+    if exp["env"] is not None:
+        config.environment(exp["env"])
+    config.validate()
+    _check_stop(exp["stop"], evaluation=config.evaluation_interval is not None)
+    from corral.core.envs import resolve_creator
+
+    resolve_creator(config.env)  # an unknown env fails here, before anything is built
+    return exp, config
+
+
+def _check_stop(stop: dict[str, Any], evaluation: bool) -> None:
+    for key, value in stop.items():
+        head = key.split("/")[0]
+        if head not in RESULT_KEYS:
+            raise ConfigError(f"--stop key {key!r} is not a result key.{did_you_mean(head, RESULT_KEYS)} Result keys: {', '.join(RESULT_KEYS)}")
+        if head == "evaluation" and not evaluation:
+            raise ConfigError(f"--stop key {key!r} needs evaluation; set evaluation_interval in --config")
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ConfigError(f"--stop value for {key!r} must be a number, got {value!r}")
+
+
+def _lookup(result: dict[str, Any], key: str) -> Any:
+    value: Any = result
+    for part in key.split("/"):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _should_stop(result: dict[str, Any], stop: dict[str, Any]) -> bool:
+    for key, threshold in stop.items():
+        value = _lookup(result, key)
+        if isinstance(value, (int, float)) and not math.isnan(value) and value >= threshold:
+            return True
+    return False
+
+
+def _run_experiment(exp: dict[str, Any], config: Any, verbose: int) -> None:
+    from rich.console import Console
+
+    console = Console(stderr=False, highlight=False)
+    algo = config.build()
+    stop = exp["stop"]
+    if not stop:
+        console.print("[yellow]no --stop given: training until interrupted (Ctrl-C)[/yellow]")
+    last_checkpoint = None
+    live = console.is_terminal and verbose == 0
+    status = console.status("starting") if live else None
+    try:
+        if status:
+            status.start()
+        while True:
+            result = algo.train()
+            line = _progress_line(result)
+            if status:
+                status.update(line)
+            elif verbose >= 2:
+                console.print_json(json.dumps(result, default=str))
+            else:
+                console.print(line)
+            if algo.config.checkpoint_frequency and result["training_iteration"] % algo.config.checkpoint_frequency == 0:
+                last_checkpoint = str(algo.logdir / f"checkpoint_{algo.iteration:06d}")
+            if stop and _should_stop(result, stop):
+                break
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]")
+    finally:
+        if status:
+            status.stop()
+            if algo.iteration:
+                console.print(_progress_line(result))
+    if algo.config.checkpoint_at_end and algo.iteration:
+        last_checkpoint = algo.save()
+    algo.stop()
+    console.print(f"results: {algo.logdir}")
+    if last_checkpoint:
+        console.print(f"last checkpoint: {last_checkpoint}")
+        console.print(f"evaluate it with: corral evaluate {last_checkpoint} --episodes 10")
+    else:
+        console.print("no checkpoint was saved; pass --checkpoint-at-end or --checkpoint-freq N to keep one")
+
+
+def _progress_line(result: dict[str, Any]) -> str:
+    reward = result["episode_reward_mean"]
+    text = (
+        f"iter {result['training_iteration']:>4}  steps {result['timesteps_total']:>9,}  "
+        f"reward {reward:8.2f}  len {result['episode_len_mean']:7.1f}  "
+        f"time {result['time_total_s']:7.1f}s  {result['num_env_steps_sampled_throughput_per_sec']:,.0f} steps/s"
+    )
+    if "evaluation" in result:
+        text += f"  eval {result['evaluation']['episode_reward_mean']:.2f}"
+    return text
+
+
+def _help_config(algo: str) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from corral import registry
+
+    config_class = type(registry.get_config(algo))
+    table = Table(title=f"{algo} config options", show_lines=False)
+    for column in ("option", "builder", "default", "meaning"):
+        table.add_column(column)
+    for name, field in config_class.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        shown = json.dumps(default.model_dump() if hasattr(default, "model_dump") else default, default=str)
+        table.add_row(name, f".{config_class.field_group(name)}()", shown, field.description or "")
+    Console().print(table)
+    return 0
+
+
+# ---------------------------------------------------------------------- #
+# evaluate
+# ---------------------------------------------------------------------- #
+def _evaluate(args: argparse.Namespace) -> int:
+    from corral.core.algorithm import Algorithm
+    from corral.core.checkpoints import read_checkpoint
+
+    for name, value in (("--episodes", args.episodes), ("--steps", args.steps)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{name} must be at least 1, got {value}")
+    _, saved_config, _, _ = read_checkpoint(args.checkpoint)
+    unit = "timesteps" if args.steps else "episodes"
+    duration = args.steps or args.episodes or 10
+    eval_overrides: dict[str, Any] = {"explore": bool(args.explore)}
+    if args.render:
+        eval_overrides["env_config"] = {**saved_config.get("env_config", {}), "render_mode": "human"}
+    overrides = {
+        "evaluation_duration": duration,
+        "evaluation_duration_unit": unit,
+        "evaluation_config": eval_overrides,
+        "evaluation_num_envs": 1 if args.render else None,
+        "num_envs_per_env_runner": 1,
+        "log_to_tensorboard": False,
+    }
+    algo = Algorithm.from_checkpoint(args.checkpoint, env=args.env, config_overrides=overrides)
+    metrics = algo.evaluate()
+    algo.stop()
+    print(
+        f"{metrics['episodes_this_iter']} episodes: reward mean {metrics['episode_reward_mean']:.2f} "
+        f"(min {metrics['episode_reward_min']:.2f}, max {metrics['episode_reward_max']:.2f}), "
+        f"length mean {metrics['episode_len_mean']:.1f}"
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------- #
+# list
+# ---------------------------------------------------------------------- #
+def _list(args: argparse.Namespace) -> int:
+    from corral import registry
+
+    sections = {
+        "algorithms": registry.list_algorithms(),
+        "explorations": registry.list_explorations(),
+        "hook plugins": registry.list_hook_plugins(),
+    }
+    if args.json:
+        print(json.dumps({k.replace(" ", "_"): [asdict(p) for p in v] for k, v in sections.items()}, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for title, plugins in sections.items():
+        table = Table(title=title, title_justify="left")
+        for column in ("name", "provider", "version", "entry point", "status"):
+            table.add_column(column)
+        for p in plugins:
+            status = p.status if not p.error else f"{p.status}: {p.error.splitlines()[0]}"
+            style = {"broken": "red", "conflict": "yellow", "blocked": "dim"}.get(p.status, "")
+            table.add_row(p.name, p.dist or "", p.version or "", p.value, f"[{style}]{status}[/{style}]" if style else status)
+        if not plugins:
+            table.add_row("(none)", "", "", "", "")
+        console.print(table)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

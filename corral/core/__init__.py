@@ -1,0 +1,64 @@
+"""The contracts every algorithm builds on; plugins import from here.
+
+Re-exports only, resolved on first access so that importing the registry or
+the errors (``corral list``) does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Algorithm": "corral.core.algorithm",
+    "AlgorithmConfig": "corral.core.config",
+    "ModelConfig": "corral.core.config",
+    "option": "corral.core.config",
+    "Policy": "corral.core.policy",
+    "Model": "corral.core.models",
+    "ActorCriticModel": "corral.core.models",
+    "build_model": "corral.core.models",
+    "mlp": "corral.core.models",
+    "ActionDistribution": "corral.core.distributions",
+    "Categorical": "corral.core.distributions",
+    "MultiCategorical": "corral.core.distributions",
+    "DiagGaussian": "corral.core.distributions",
+    "Exploration": "corral.core.exploration",
+    "Callbacks": "corral.core.callbacks",
+    "DefaultCallbacks": "corral.core.callbacks",
+    "MultiCallbacks": "corral.core.callbacks",
+    "hookimpl": "corral.core.hookspecs",
+    "SampleBatch": "corral.core.sample_batch",
+    "MultiAgentBatch": "corral.core.sample_batch",
+    "DEFAULT_POLICY_ID": "corral.core.sample_batch",
+    "EnvRunner": "corral.core.env_runner",
+    "Episode": "corral.core.env_runner",
+    "EnvContext": "corral.core.envs",
+    "register_env": "corral.core.envs",
+    "compute_gae": "corral.core.postprocessing",
+    "PiecewiseSchedule": "corral.core.schedules",
+    "linear_schedule": "corral.core.schedules",
+    "MeanStdFilter": "corral.core.filters",
+    "CorralError": "corral.core.errors",
+    "ConfigError": "corral.core.errors",
+    "UnknownPluginError": "corral.core.errors",
+    "UnknownAlgorithmError": "corral.core.errors",
+    "PluginLoadError": "corral.core.errors",
+    "CheckpointError": "corral.core.errors",
+    "EnvError": "corral.core.errors",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'corral.core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

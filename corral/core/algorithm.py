@@ -1,0 +1,410 @@
+"""Algorithm: the training loop every plugin shares; a plugin writes ``training_step()``.
+
+``train()`` runs ``training_step()`` (at least once, longer if the reporting
+minimums ask), gathers episode metrics, evaluates on schedule, calls the
+``on_train_result`` hook, writes the result files and checkpoints on schedule.
+Samples and learner stats are keyed by policy id throughout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from corral.core import checkpoints
+from corral.core.callbacks import CallbackRunner
+from corral.core.config import AlgorithmConfig, import_object, object_path
+from corral.core.env_runner import EnvRunner, EnvRunnerGroup
+from corral.core.envs import env_name
+from corral.core.errors import CheckpointError, ConfigError, UnknownPluginError
+from corral.core.loggers import ResultWriter, new_experiment_dir
+from corral.core.metrics import EpisodeHistory, summarize_episodes
+from corral.core.policy import Policy
+from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
+from corral.core.spaces import space_to_json
+
+logger = logging.getLogger("corral")
+
+
+class Algorithm:
+    """Base class of every corral algorithm.
+
+    A plugin subclass sets ``config_class`` and ``policy_class`` and implements
+    :meth:`training_step`, usually as ``self.learn_on_batch(self.sample())``.
+
+    Args:
+        config: the algorithm's config (a dict is read with ``from_dict``);
+            default :meth:`get_default_config`.
+        env: optionally the environment, overriding ``config.env``.
+    """
+
+    config_class: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
+    policy_class: ClassVar[type[Policy]] = Policy
+    name: ClassVar[str | None] = None
+    """the registered name; defaults to the class name"""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "config_class" in cls.__dict__ and "algo_class" not in cls.config_class.__dict__:
+            cls.config_class.algo_class = cls  # PPOConfig().build() builds PPO
+        if "name" not in cls.__dict__:
+            cls.name = cls.__name__
+
+    @classmethod
+    def get_default_config(cls) -> AlgorithmConfig:
+        """A fresh config with this algorithm's defaults."""
+        return cls.config_class(algo_class=cls)
+
+    def __init__(self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None) -> None:
+        self.config = self._accept_config(config, env)
+        logger.setLevel(self.config.log_level)
+        if self.config.num_gpus > 0 and not torch.cuda.is_available():
+            raise ConfigError(f"num_gpus={self.config.num_gpus} but torch sees no GPU; set resources(num_gpus=0)")
+        if self.config.num_torch_threads is not None:
+            torch.set_num_threads(self.config.num_torch_threads)
+        seed = self.config.seed
+        if seed is not None:
+            torch.manual_seed(seed)
+        self.rng = np.random.default_rng(seed)
+        self.callbacks = CallbackRunner(self.config.callbacks_class, _hook_plugins())
+        self.policies: dict[str, Policy] = {}
+        local = EnvRunner(self.config, self.policies, 0, self.callbacks, seed=seed)
+        self.policies[DEFAULT_POLICY_ID] = self.policy_class(local.observation_space, local.action_space, self.config)
+        self.env_runner_group = EnvRunnerGroup(local)
+        self.workers = self.env_runner_group
+        self._eval_runner: EnvRunner | None = None
+        self.iteration = 0
+        self.counters = {"num_env_steps_sampled": 0, "num_env_steps_trained": 0, "num_agent_steps_sampled": 0, "num_agent_steps_trained": 0}
+        self.time_total_s = 0.0
+        self.history = EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)
+        self._logdir: Path | None = None
+        self._writer: ResultWriter | None = None
+        self.setup()
+        self.callbacks.algorithm_init(self)
+
+    def _accept_config(self, config: AlgorithmConfig | dict[str, Any] | None, env: Any) -> AlgorithmConfig:
+        if config is None:
+            config = self.get_default_config()
+        elif isinstance(config, dict):
+            config = self.config_class.from_dict(config)
+        elif not isinstance(config, self.config_class):
+            raise ConfigError(
+                f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}; "
+                f"start from {type(self).__name__}.get_default_config() or corral.get_config({self.name!r})"
+            )
+        config = config.copy()
+        if env is not None:
+            config.env = env
+        config.validate()
+        return config.freeze()
+
+    # ------------------------------------------------------------------ #
+    # what a plugin writes
+    # ------------------------------------------------------------------ #
+    def setup(self) -> None:
+        """Build what the algorithm needs beyond policies and env runners. Optional."""
+
+    def training_step(self) -> dict[str, dict[str, Any]]:
+        """One round of sampling and learning; returns learner stats by policy id."""
+        raise NotImplementedError(f"{type(self).__name__} must implement training_step()")
+
+    # ------------------------------------------------------------------ #
+    # building blocks for training_step
+    # ------------------------------------------------------------------ #
+    def sample(self, min_env_steps: int | None = None) -> MultiAgentBatch:
+        """Sample from the env runners until at least ``min_env_steps`` (default: one sample call)."""
+        batches = []
+        steps = 0
+        while not batches or (min_env_steps is not None and steps < min_env_steps):
+            batch = self.env_runner_group.sample()
+            batches.append(batch)
+            steps += batch.env_steps
+        samples = MultiAgentBatch.concat(batches)
+        self.counters["num_env_steps_sampled"] += samples.env_steps
+        self.counters["num_agent_steps_sampled"] += samples.agent_steps
+        return samples
+
+    def learn_on_batch(self, samples: MultiAgentBatch) -> dict[str, dict[str, Any]]:
+        """Each policy learns on its own batch; returns their stats by policy id."""
+        stats = {}
+        for policy_id, batch in samples.policy_batches.items():
+            policy = self.policies[policy_id]
+            result: dict[str, Any] = {}
+            self.callbacks.learn_on_batch(policy, batch, result)
+            result.update(policy.learn_on_batch(batch))
+            stats[policy_id] = result
+        self.counters["num_env_steps_trained"] += samples.env_steps
+        self.counters["num_agent_steps_trained"] += samples.agent_steps
+        return stats
+
+    # ------------------------------------------------------------------ #
+    # the training loop
+    # ------------------------------------------------------------------ #
+    def train(self) -> dict[str, Any]:
+        """Run one training iteration and return its result dict (see README, "Results")."""
+        start = time.perf_counter()
+        sampled_before = self.counters["num_env_steps_sampled"]
+        learner: dict[str, dict[str, Any]] = {}
+        while True:
+            learner = self.training_step()
+            elapsed = time.perf_counter() - start
+            enough_time = elapsed >= (self.config.min_time_s_per_iteration or 0)
+            enough_steps = self.counters["num_env_steps_sampled"] - sampled_before >= self.config.min_sample_timesteps_per_iteration
+            if enough_time and enough_steps:
+                break
+        self.iteration += 1
+        finished = self.env_runner_group.get_metrics()
+        self.history.add(finished)
+        elapsed = time.perf_counter() - start
+        self.time_total_s += elapsed
+        sampled_this_iter = self.counters["num_env_steps_sampled"] - sampled_before
+        result: dict[str, Any] = {
+            "training_iteration": self.iteration,
+            "timesteps_total": self.counters["num_env_steps_sampled"],
+            **self.counters,
+            **summarize_episodes(self.history.episodes),
+            "episodes_this_iter": len(finished),
+            "episodes_total": self.history.total,
+            "num_env_steps_sampled_this_iter": sampled_this_iter,
+            "num_env_steps_sampled_throughput_per_sec": sampled_this_iter / elapsed if elapsed > 0 else 0.0,
+            "time_this_iter_s": elapsed,
+            "time_total_s": self.time_total_s,
+            "timestamp": int(time.time()),
+            "info": {"learner": learner, **self.counters},
+        }
+        interval = self.config.evaluation_interval
+        if interval and self.iteration % interval == 0:
+            result["evaluation"] = self.evaluate()
+        self.callbacks.train_result(self, result)
+        self._result_writer().write(result)
+        frequency = self.config.checkpoint_frequency
+        if frequency and self.iteration % frequency == 0:
+            self.save()
+        return result
+
+    def evaluate(self) -> dict[str, Any]:
+        """Run ``evaluation_duration`` episodes (or timesteps) with ``evaluation_config`` applied."""
+        self.callbacks.evaluate_start(self)
+        if self._eval_runner is None:
+            eval_config = self.config.get_evaluation_config()
+            episodes_unit = eval_config.evaluation_duration_unit == "episodes"
+            num_envs = eval_config.evaluation_num_envs or eval_config.num_envs_per_env_runner
+            if episodes_unit:
+                num_envs = min(num_envs, eval_config.evaluation_duration)
+            seed = None if self.config.seed is None else self.config.seed + 100_003
+            self._eval_runner = EnvRunner(eval_config, self.policies, 0, self.callbacks, num_envs=num_envs, seed=seed)
+        runner = self._eval_runner
+        duration = runner.config.evaluation_duration
+        if runner.config.evaluation_duration_unit == "episodes":
+            episodes = runner.run_episodes(num_episodes=duration, explore=runner.config.explore)
+        else:
+            episodes = runner.run_episodes(num_steps=duration, explore=runner.config.explore)
+        metrics: dict[str, Any] = {**summarize_episodes(episodes), "episodes_this_iter": len(episodes)}
+        self.callbacks.evaluate_end(self, metrics)
+        return metrics
+
+    # ------------------------------------------------------------------ #
+    # acting
+    # ------------------------------------------------------------------ #
+    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
+        """The policy with this id."""
+        try:
+            return self.policies[policy_id]
+        except KeyError:
+            raise ConfigError(f"no policy {policy_id!r}; this algorithm has {sorted(self.policies)}") from None
+
+    def compute_single_action(self, observation: Any, explore: bool | None = None, policy_id: str = DEFAULT_POLICY_ID) -> Any:
+        """The env action for one raw observation (``explore`` defaults to ``config.explore``)."""
+        return self.get_policy(policy_id).compute_single_action(observation, explore=explore)
+
+    def compute_actions(self, observations: Any, explore: bool | None = None, policy_id: str = DEFAULT_POLICY_ID) -> Any:
+        """Env actions for several observations: a dict ``{agent_id: obs}`` gives a dict back, a batch gives a batch."""
+        policy = self.get_policy(policy_id)
+        if isinstance(observations, dict) and not _is_dict_space(policy):
+            return {agent: policy.compute_single_action(obs, explore=explore) for agent, obs in observations.items()}
+        actions, _ = policy.compute_actions(policy.preprocess(observations), explore=explore)
+        return policy.action_adapter(actions)
+
+    def get_weights(self, policies: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
+        """Model weights by policy id (all policies unless ``policies`` names some)."""
+        return {pid: self.get_policy(pid).get_weights() for pid in (policies or self.policies)}
+
+    def set_weights(self, weights: dict[str, dict[str, Any]]) -> None:
+        """Load weights by policy id, as :meth:`get_weights` returns them."""
+        for pid, w in weights.items():
+            self.get_policy(pid).set_weights(w)
+
+    # ------------------------------------------------------------------ #
+    # results folder and checkpoints
+    # ------------------------------------------------------------------ #
+    @property
+    def logdir(self) -> Path:
+        """The experiment folder (created on first use)."""
+        if self._logdir is None:
+            self._logdir = new_experiment_dir(self.config.storage_path, self.name or type(self).__name__, env_name(self.config.env))
+        return self._logdir
+
+    def _result_writer(self) -> ResultWriter:
+        if self._writer is None:
+            params = {"algorithm": self.name, **self.config.to_dict()}
+            self._writer = ResultWriter(self.logdir, params, tensorboard=self.config.log_to_tensorboard)
+        return self._writer
+
+    def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
+        """Write a checkpoint; default ``<experiment folder>/checkpoint_<iteration>``. Returns its path."""
+        path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir / f"checkpoint_{self.iteration:06d}"
+        from corral import __version__
+
+        dist, version = _providing_distribution(type(self))
+        meta = {
+            "algorithm": self.name,
+            "algorithm_class": object_path(type(self)),
+            "distribution": dist,
+            "distribution_version": version,
+            "corral_version": __version__,
+            "policies": {
+                pid: {
+                    "observation_space": space_to_json(p.observation_space),
+                    "action_space": space_to_json(p.action_space),
+                }
+                for pid, p in self.policies.items()
+            },
+        }
+        written = checkpoints.write_checkpoint(
+            path, meta, self.config.to_dict(), self.get_state(), {pid: p.get_state() for pid, p in self.policies.items()}
+        )
+        if checkpoint_dir is None and self.config.keep_checkpoints_num:
+            self._prune_checkpoints(self.config.keep_checkpoints_num)
+        return str(written)
+
+    def _prune_checkpoints(self, keep: int) -> None:
+        found = sorted(p for p in self.logdir.iterdir() if re.fullmatch(r"checkpoint_\d+", p.name))
+        for old in found[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def get_state(self) -> dict[str, Any]:
+        """The algorithm's JSON state: iteration, counters, RNG (policies are saved separately)."""
+        return {
+            "iteration": self.iteration,
+            "counters": dict(self.counters),
+            "time_total_s": self.time_total_s,
+            "episodes_total": self.history.total,
+            "seed": self.config.seed,
+            "rng_state": self.rng.bit_generator.state,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`get_state` returned."""
+        self.iteration = int(state["iteration"])
+        self.counters.update(state["counters"])
+        self.time_total_s = float(state.get("time_total_s", 0.0))
+        self.history.total = int(state.get("episodes_total", 0))
+        if "rng_state" in state:
+            self.rng.bit_generator.state = state["rng_state"]
+
+    def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
+        """Load a checkpoint of this algorithm into this instance (weights, optimizers, counters)."""
+        meta, _, state, policy_states = checkpoints.read_checkpoint(checkpoint_path)
+        if meta.get("algorithm") != self.name and meta.get("algorithm_class") != object_path(type(self)):
+            raise CheckpointError(
+                f"checkpoint {str(checkpoint_path)!r} is of algorithm {meta.get('algorithm')!r}, not {self.name!r}; "
+                "load it with corral.Algorithm.from_checkpoint(path)"
+            )
+        for pid, spaces in meta.get("policies", {}).items():
+            if pid not in self.policies:
+                raise CheckpointError(f"checkpoint has policy {pid!r}, which this algorithm does not: {sorted(self.policies)}")
+            policy = self.policies[pid]
+            for kind, space in (("observation_space", policy.observation_space), ("action_space", policy.action_space)):
+                if spaces.get(kind) != space_to_json(space):
+                    raise CheckpointError(
+                        f"checkpoint policy {pid!r} was trained with {kind} {spaces.get(kind)}, "
+                        f"but this environment has {space_to_json(space)}; evaluate it on the env it was trained on"
+                    )
+        try:
+            for pid, policy_state in policy_states.items():
+                self.policies[pid].set_state(policy_state)
+        except (KeyError, RuntimeError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} does not fit this algorithm's policies: {exc}") from None
+        self.set_state(state)
+        self.callbacks.checkpoint_loaded(self)
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint_path: str | os.PathLike[str], env: Any = None, config_overrides: dict[str, Any] | None = None) -> Algorithm:
+        """Rebuild whatever algorithm a checkpoint holds, with its config, weights and counters.
+
+        Args:
+            env: optionally another environment with the same spaces.
+            config_overrides: config fields to change (e.g. ``{"num_envs_per_env_runner": 1}``).
+        """
+        meta = checkpoints.read_meta(checkpoint_path)
+        algo_class = _algorithm_class_for(meta)
+        _, config_dict, _, _ = checkpoints.read_checkpoint(checkpoint_path)
+        config = algo_class.config_class.from_dict(config_dict)
+        config.update_from_dict(config_overrides or {})
+        algo = algo_class(config=config, env=env)
+        algo.restore(checkpoint_path)
+        return algo
+
+    def stop(self) -> None:
+        """Release environments and close result files."""
+        self.env_runner_group.stop()
+        if self._eval_runner is not None:
+            self._eval_runner.stop()
+        if self._writer is not None:
+            self._writer.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(env={env_name(self.config.env)!r}, iteration={self.iteration})"
+
+
+def _is_dict_space(policy: Policy) -> bool:
+    import gymnasium as gym
+
+    return isinstance(policy.observation_space, gym.spaces.Dict)
+
+
+def _hook_plugins() -> list[object]:
+    from corral import registry
+
+    return [plugin for _, plugin in registry.get_hook_plugins()]
+
+
+def _algorithm_class_for(meta: dict[str, Any]) -> type[Algorithm]:
+    from corral import registry
+
+    name = meta.get("algorithm")
+    try:
+        return registry.get_algorithm(str(name))
+    except UnknownPluginError:
+        path = meta.get("algorithm_class")
+        try:
+            cls = import_object(path) if isinstance(path, str) else None
+        except ConfigError:
+            cls = None
+        if isinstance(cls, type) and issubclass(cls, Algorithm):
+            return cls
+        raise CheckpointError(
+            f"the checkpoint holds algorithm {name!r} from distribution {meta.get('distribution')!r} "
+            f"{meta.get('distribution_version') or ''}, which is not installed; `corral list` shows what is"
+        ) from None
+
+
+def _providing_distribution(cls: type) -> tuple[str | None, str | None]:
+    import importlib_metadata
+
+    top = cls.__module__.split(".")[0]
+    dists = importlib_metadata.packages_distributions().get(top, [])
+    if not dists:
+        return None, None
+    try:
+        return dists[0], importlib_metadata.version(dists[0])
+    except importlib_metadata.PackageNotFoundError:
+        return dists[0], None

@@ -1,0 +1,209 @@
+"""User callbacks, and the one facade through which the core calls hooks.
+
+A user subclasses :class:`Callbacks` and overrides any hook method from
+:mod:`corral.core.hookspecs`; ``config.callbacks([A, B])`` registers an
+instance of each in the algorithm's pluggy PluginManager, so several compose
+without a wrapper. Only methods a subclass overrides are registered, so a hook
+nobody implements costs nothing on the sampling hot path. Hook plugins that a
+distribution ships in entry-point group ``corral.hooks`` join every run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import Iterable
+from types import SimpleNamespace
+from typing import Any
+
+import pluggy
+
+from corral.core import hookspecs
+from corral.core.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+class Callbacks:
+    """Base class of user callbacks: override the hooks you need, with keyword arguments.
+
+    Each method receives only the keywords it declares (plus ``**kwargs`` is
+    allowed), so callbacks keep working when hooks gain arguments. Available
+    hooks and their arguments are in :mod:`corral.core.hookspecs`.
+    """
+
+    def on_algorithm_init(self, *, algorithm: Any, **kwargs: Any) -> None:
+        """See :func:`corral.core.hookspecs.on_algorithm_init`."""
+
+    def on_environment_created(self, *, env_runner: Any, env: Any, env_context: Any, **kwargs: Any) -> None:
+        """See :func:`corral.core.hookspecs.on_environment_created`."""
+
+    def on_episode_start(self, *, episode: Any, env_runner: Any, env_index: int, **kwargs: Any) -> None:
+        """See :func:`corral.core.hookspecs.on_episode_start`."""
+
+    def on_episode_step(self, *, episode: Any, env_runner: Any, env_index: int, **kwargs: Any) -> None:
+        """See :func:`corral.core.hookspecs.on_episode_step`."""
+
+    def on_episode_end(self, *, episode: Any, env_runner: Any, env_index: int, **kwargs: Any) -> None:
+        """See :func:`corral.core.hookspecs.on_episode_end`."""
+
+    def on_sample_end(self, *, env_runner: Any, samples: Any, **kwargs: Any) -> None:
+        """See :func:`corral.core.hookspecs.on_sample_end`."""
+
+    def on_postprocess_trajectory(
+        self, *, policy_id: str, policy: Any, postprocessed_batch: Any, **kwargs: Any
+    ) -> None:
+        """See :func:`corral.core.hookspecs.on_postprocess_trajectory`."""
+
+    def on_learn_on_batch(self, *, policy: Any, train_batch: Any, result: dict, **kwargs: Any) -> None:
+        """See :func:`corral.core.hookspecs.on_learn_on_batch`."""
+
+    def on_train_result(self, *, algorithm: Any, result: dict, **kwargs: Any) -> None:
+        """See :func:`corral.core.hookspecs.on_train_result`."""
+
+    def on_evaluate_start(self, *, algorithm: Any, **kwargs: Any) -> None:
+        """See :func:`corral.core.hookspecs.on_evaluate_start`."""
+
+    def on_evaluate_end(self, *, algorithm: Any, evaluation_metrics: dict, **kwargs: Any) -> None:
+        """See :func:`corral.core.hookspecs.on_evaluate_end`."""
+
+    def on_checkpoint_loaded(self, *, algorithm: Any, **kwargs: Any) -> None:
+        """See :func:`corral.core.hookspecs.on_checkpoint_loaded`."""
+
+
+DefaultCallbacks = Callbacks
+"""RLlib's name for :class:`Callbacks`."""
+
+
+class MultiCallbacks:
+    """Compatibility with RLlib's wrapper: ``MultiCallbacks([A, B])`` is just ``[A, B]``.
+
+    ``config.callbacks([A, B])`` already composes several classes; this exists
+    so RLlib code keeps working.
+    """
+
+    def __new__(cls, callback_classes: Iterable[type[Callbacks]]) -> list[type[Callbacks]]:  # type: ignore[misc]
+        return list(callback_classes)
+
+
+def _hook_adapters(callbacks: Callbacks) -> SimpleNamespace:
+    """Hook implementations for the methods a Callbacks subclass overrides.
+
+    pluggy passes an implementation only the positional-or-keyword parameters
+    it declares, but RLlib-style callbacks take keyword-only arguments and
+    ``**kwargs``. Each adapter declares the hookspec's argument names and calls
+    the method with those it accepts (all of them if it takes ``**kwargs``).
+    """
+    adapters = SimpleNamespace()
+    for name in hookspecs.HOOK_NAMES:
+        method = getattr(callbacks, name)
+        if getattr(type(callbacks), name) is getattr(Callbacks, name):
+            continue
+        spec_args = list(inspect.signature(getattr(hookspecs, name)).parameters)
+        params = inspect.signature(method).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        unknown = [
+            p.name
+            for p in params.values()
+            if p.name not in spec_args
+            and p.default is inspect.Parameter.empty
+            and p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+        ]
+        if unknown:
+            raise ConfigError(
+                f"{type(callbacks).__qualname__}.{name} requires {', '.join(map(repr, unknown))}, "
+                f"which the hook does not pass; it passes {', '.join(spec_args)}"
+            )
+        wanted = spec_args if takes_any else [a for a in spec_args if a in params]
+        namespace: dict[str, Any] = {"method": method, "wanted": wanted}
+        exec(  # a function whose parameter names are the hookspec's, for pluggy to read
+            f"def {name}({', '.join(spec_args)}):\n"
+            f"    given = locals()\n"
+            f"    return method(**{{k: given[k] for k in wanted}})\n",
+            namespace,
+        )
+        setattr(adapters, name, hookspecs.hookimpl(namespace[name]))
+    return adapters
+
+
+class CallbackRunner:
+    """The typed facade the core calls hooks through; one per algorithm (or env runner).
+
+    The ``has_*`` flags let the sampling loop skip per-step Python work when no
+    plugin implements the episode hooks.
+    """
+
+    def __init__(self, callback_classes: Iterable[type[Callbacks]], hook_plugins: Iterable[object] = ()) -> None:
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self._pm.add_hookspecs(hookspecs)
+        self.callbacks: list[Callbacks] = [cls() for cls in callback_classes]
+        # pluggy calls the last registered first; register in reverse so hooks run in the user's order.
+        for index, instance in reversed(list(enumerate(self.callbacks))):
+            self._pm.register(_hook_adapters(instance), name=f"{type(instance).__qualname__}#{index}")
+        for plugin in hook_plugins:
+            try:
+                self._pm.register(plugin)
+            except (pluggy.PluginValidationError, ValueError) as exc:
+                logger.warning("hook plugin %r was not registered: %s", plugin, exc)
+        if _trace_enabled():
+            self._pm.trace.root.setwriter(lambda msg: print(msg, end=""))
+            self._pm.enable_tracing()
+        hook = self._pm.hook
+        self.has_episode_start = bool(hook.on_episode_start.get_hookimpls())
+        self.has_episode_step = bool(hook.on_episode_step.get_hookimpls())
+        self.has_episode_end = bool(hook.on_episode_end.get_hookimpls())
+        self.needs_episodes = self.has_episode_start or self.has_episode_step or self.has_episode_end
+
+    @property
+    def hook(self) -> Any:
+        """pluggy's hook relay, for callers that need a hook not wrapped below."""
+        return self._pm.hook
+
+    def algorithm_init(self, algorithm: Any) -> None:
+        self._pm.hook.on_algorithm_init(algorithm=algorithm)
+
+    def environment_created(self, env_runner: Any, env: Any, env_context: Any) -> None:
+        self._pm.hook.on_environment_created(env_runner=env_runner, worker=env_runner, env=env, env_context=env_context)
+
+    def episode_start(self, episode: Any, env_runner: Any, env_index: int) -> None:
+        self._pm.hook.on_episode_start(
+            episode=episode, env_runner=env_runner, worker=env_runner, env_index=env_index, policies=env_runner.policies
+        )
+
+    def episode_step(self, episode: Any, env_runner: Any, env_index: int) -> None:
+        self._pm.hook.on_episode_step(
+            episode=episode, env_runner=env_runner, worker=env_runner, env_index=env_index, policies=env_runner.policies
+        )
+
+    def episode_end(self, episode: Any, env_runner: Any, env_index: int) -> None:
+        self._pm.hook.on_episode_end(
+            episode=episode, env_runner=env_runner, worker=env_runner, env_index=env_index, policies=env_runner.policies
+        )
+
+    def sample_end(self, env_runner: Any, samples: Any) -> None:
+        self._pm.hook.on_sample_end(env_runner=env_runner, worker=env_runner, samples=samples)
+
+    def postprocess_trajectory(self, env_runner: Any, policy_id: str, policy: Any, batch: Any) -> None:
+        self._pm.hook.on_postprocess_trajectory(
+            env_runner=env_runner, worker=env_runner, policy_id=policy_id, policy=policy, postprocessed_batch=batch
+        )
+
+    def learn_on_batch(self, policy: Any, train_batch: Any, result: dict) -> None:
+        self._pm.hook.on_learn_on_batch(policy=policy, train_batch=train_batch, result=result)
+
+    def train_result(self, algorithm: Any, result: dict) -> None:
+        self._pm.hook.on_train_result(algorithm=algorithm, result=result)
+
+    def evaluate_start(self, algorithm: Any) -> None:
+        self._pm.hook.on_evaluate_start(algorithm=algorithm)
+
+    def evaluate_end(self, algorithm: Any, evaluation_metrics: dict) -> None:
+        self._pm.hook.on_evaluate_end(algorithm=algorithm, evaluation_metrics=evaluation_metrics)
+
+    def checkpoint_loaded(self, algorithm: Any) -> None:
+        self._pm.hook.on_checkpoint_loaded(algorithm=algorithm)
+
+
+def _trace_enabled() -> bool:
+    return os.environ.get("CORRAL_TRACE_PLUGINS", "") not in ("", "0")

@@ -1,0 +1,534 @@
+"""AlgorithmConfig: every setting of a run, validated the moment it is given.
+
+The config is a pydantic v2 model. Each field is written exactly once, with its
+default, its constraint, the builder group it belongs to and a docstring (the
+docstring is the field's description, shown by ``corral train --help-config``
+and checked against the docs by the tests). Builder methods
+(``.training(lr=...)``) set fields of their own group and raise
+:class:`~corral.core.errors.ConfigError` at once for a bad value or a misspelt
+key, naming the field, the value and what is allowed.
+
+An algorithm plugin subclasses the config, adds its own fields (group
+``"training"``) and may change inherited defaults without restating them::
+
+    class PPOConfig(AlgorithmConfig, defaults={"lr": 3e-4}):
+        clip_param: float = option(0.2, "training", ge=0)
+        '''the PPO clipping range for the probability ratio'''
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import importlib
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from corral.core.errors import ConfigError, did_you_mean
+
+GROUPS = (
+    "environment",
+    "env_runners",
+    "training",
+    "evaluation",
+    "exploration",
+    "callbacks",
+    "debugging",
+    "reporting",
+    "resources",
+    "checkpointing",
+)
+
+# Names from older RLlib APIs that map one-to-one onto a corral field.
+LEGACY_KEYS = {
+    "num_workers": "num_env_runners",
+    "num_rollout_workers": "num_env_runners",
+    "num_envs_per_worker": "num_envs_per_env_runner",
+    "lambda": "lambda_",
+    "num_sgd_iter": "num_epochs",
+    "sgd_minibatch_size": "minibatch_size",
+    "callbacks": "callbacks_class",
+}
+
+
+def option(default: Any, group: str, **constraints: Any) -> Any:
+    """Declare a config field: its default, its builder group and its constraints.
+
+    Args:
+        default: the default value (lists and dicts are copied per instance).
+        group: the builder method that sets it, one of :data:`GROUPS`.
+        **constraints: pydantic ``Field`` constraints such as ``gt=0``.
+    """
+    if group not in GROUPS:
+        raise ValueError(f"unknown config group {group!r}; groups are {', '.join(GROUPS)}")
+    if isinstance(default, (list, dict)):
+        return Field(default_factory=lambda: _copy.deepcopy(default), json_schema_extra={"group": group}, **constraints)
+    return Field(default, json_schema_extra={"group": group}, **constraints)
+
+
+def object_path(obj: Any) -> str:
+    """Return ``"module:qualname"`` for a class or function, the form configs store."""
+    return f"{obj.__module__}:{obj.__qualname__}"
+
+
+def import_object(path: str) -> Any:
+    """Import ``"package.module:Name"`` (or ``"package.module.Name"``) and return the object.
+
+    Raises:
+        ConfigError: the path is malformed, or the module or name does not exist.
+    """
+    module_name, sep, qualname = path.partition(":")
+    if not sep:
+        module_name, _, qualname = path.rpartition(".")
+    if not module_name or not qualname:
+        raise ConfigError(f"{path!r} is not an import path; write it as 'package.module:Name'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import module {module_name!r} (from {path!r}): {exc}") from exc
+    for part in qualname.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"module {module_name!r} has no attribute {qualname!r} (from {path!r})")
+        obj = getattr(obj, part)
+    return obj
+
+
+class ModelConfig(BaseModel):
+    """How the policy's neural network is built (RLlib's ``model`` dict)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+    fcnet_hiddens: list[int] = Field(default_factory=lambda: [64, 64])
+    """sizes of the hidden layers of the fully connected network"""
+    fcnet_activation: Literal["tanh", "relu", "swish", "elu", "linear"] = "tanh"
+    """activation function between the fully connected layers"""
+    vf_share_layers: bool = False
+    """whether the value head shares the policy's hidden layers (False: a separate network)"""
+    free_log_std: bool = True
+    """for Box actions: a state-independent, learned log standard deviation instead of a network output"""
+    conv_filters: list[list[int]] | None = None
+    """for image observations: [[out_channels, kernel, stride], ...]; None picks a default by image size"""
+    conv_activation: Literal["tanh", "relu", "swish", "elu"] = "relu"
+    """activation function between the convolution layers"""
+    custom_model: str | None = None
+    """a torch.nn.Module as 'package.module:Class', built as Class(obs_space, action_space, num_outputs, model_config)"""
+    custom_model_config: dict[str, Any] = Field(default_factory=dict)
+    """keyword arguments for the custom model, passed in model_config"""
+
+    @field_validator("fcnet_hiddens")
+    @classmethod
+    def _positive_sizes(cls, value: list[int]) -> list[int]:
+        if any(size <= 0 for size in value):
+            raise ValueError("every hidden layer size must be a positive integer")
+        return value
+
+    @field_validator("conv_filters")
+    @classmethod
+    def _filter_triples(cls, value: list[list[int]] | None) -> list[list[int]] | None:
+        if value is not None and any(len(f) != 3 or min(f) <= 0 for f in value):
+            raise ValueError("each conv filter is [out_channels, kernel, stride] with positive integers")
+        return value
+
+
+class AlgorithmConfig(BaseModel):
+    """The settings of one training run, shared by every algorithm.
+
+    Build it with the builder methods, then ``build()`` the algorithm. Plugins
+    subclass it; ``defaults={...}`` in the class statement changes inherited
+    defaults for that algorithm.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        validate_assignment=True,
+        use_attribute_docstrings=True,
+        arbitrary_types_allowed=True,
+        protected_namespaces=(),
+    )
+
+    # The algorithm this config builds; bound by Algorithm.__init_subclass__.
+    algo_class: ClassVar[type | None] = None
+    _frozen: bool = PrivateAttr(default=False)
+    _algo_class_override: type | None = PrivateAttr(default=None)
+
+    # --- environment -------------------------------------------------------
+    env: Any = option(None, "environment")
+    """a gymnasium id, a 'package.module:Class' path, a class, or a name given to corral.register_env"""
+    env_config: dict[str, Any] = option({}, "environment")
+    """keyword arguments for the environment's creator (an EnvContext with worker and vector indices)"""
+    normalize_actions: bool = option(True, "environment")
+    """for Box actions: the policy acts in [-1, 1] and actions are scaled to the env's bounds"""
+    clip_actions: bool = option(False, "environment")
+    """for Box actions without normalize_actions: clip actions to the env's bounds"""
+    clip_rewards: float | None = option(None, "environment", gt=0)
+    """clip rewards to [-x, x] before learning; None keeps them as they are"""
+
+    # --- env runners -------------------------------------------------------
+    num_env_runners: int = option(0, "env_runners", ge=0)
+    """number of remote sampling actors (Ray); 0 samples in the calling process"""
+    num_envs_per_env_runner: int = option(8, "env_runners", ge=1)
+    """sub-environments each runner steps as one vector, with one batched forward pass per step"""
+    rollout_fragment_length: int | Literal["auto"] = option("auto", "env_runners")
+    """steps per sub-environment in one sample call; 'auto' divides train_batch_size evenly"""
+    vectorize_mode: Literal["auto", "native", "sync"] = option("auto", "env_runners")
+    """'native' uses the env's own vectorised implementation (gymnasium make_vec), 'sync' steps copies in a loop, 'auto' prefers native"""
+    observation_filter: Literal["NoFilter", "MeanStdFilter"] = option("NoFilter", "env_runners")
+    """normalise observations by running mean and std (saved in checkpoints)"""
+
+    # --- training ----------------------------------------------------------
+    gamma: float = option(0.99, "training", ge=0, le=1)
+    """the discount factor"""
+    lr: float = option(1e-3, "training", gt=0)
+    """the learning rate"""
+    lr_schedule: list[tuple[int, float]] | None = option(None, "training")
+    """piecewise-linear learning rate over env steps, [[timestep, lr], ...]; overrides lr"""
+    train_batch_size: int = option(4000, "training", gt=0)
+    """env steps collected for one training iteration's update"""
+    grad_clip: float | None = option(None, "training", gt=0)
+    """clip the global gradient norm to this value; None does not clip"""
+    model: ModelConfig = option(ModelConfig(), "training")
+    """the network: fcnet_hiddens, fcnet_activation, vf_share_layers, conv_filters, custom_model, ..."""
+
+    # --- evaluation --------------------------------------------------------
+    evaluation_interval: int | None = option(None, "evaluation", ge=1)
+    """evaluate every this many training iterations; None never evaluates during train()"""
+    evaluation_duration: int = option(10, "evaluation", ge=1)
+    """how long one evaluation runs, in evaluation_duration_unit"""
+    evaluation_duration_unit: Literal["episodes", "timesteps"] = option("episodes", "evaluation")
+    """the unit of evaluation_duration"""
+    evaluation_config: dict[str, Any] = option({"explore": False}, "evaluation")
+    """config overrides for evaluation, e.g. {'explore': False, 'env_config': {...}}"""
+    evaluation_num_envs: int | None = option(None, "evaluation", ge=1)
+    """sub-environments for evaluation; None uses num_envs_per_env_runner"""
+
+    # --- exploration -------------------------------------------------------
+    explore: bool = option(True, "exploration")
+    """sample exploratory actions while training (False: always the deterministic action)"""
+    exploration_config: dict[str, Any] = option({"type": "StochasticSampling"}, "exploration")
+    """the exploration plugin and its options: {'type': 'EpsilonGreedy', 'final_epsilon': 0.02, ...}"""
+
+    # --- callbacks ---------------------------------------------------------
+    callbacks_class: list[Any] = option([], "callbacks")
+    """Callbacks subclasses (or 'module:Class' paths) whose hooks run during training"""
+
+    # --- debugging ---------------------------------------------------------
+    seed: int | None = option(None, "debugging", ge=0)
+    """seed for torch, numpy and the environments; the same seed gives the same run on CPU"""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = option("WARNING", "debugging")
+    """level of corral's logger"""
+
+    # --- reporting ---------------------------------------------------------
+    metrics_num_episodes_for_smoothing: int = option(100, "reporting", ge=1)
+    """episode metrics (reward, length) are means over this many most recent episodes"""
+    min_time_s_per_iteration: float | None = option(None, "reporting", ge=0)
+    """repeat training_step() until at least this many seconds passed in one train() call"""
+    min_sample_timesteps_per_iteration: int = option(0, "reporting", ge=0)
+    """repeat training_step() until at least this many env steps were sampled in one train() call"""
+    storage_path: str | None = option(None, "reporting")
+    """folder for experiment folders; None uses $CORRAL_RESULTS_DIR or ~/corral_results"""
+    log_to_tensorboard: bool = option(True, "reporting")
+    """write TensorBoard event files beside result.json and progress.csv"""
+
+    # --- resources ---------------------------------------------------------
+    num_gpus: float = option(0, "resources", ge=0)
+    """GPUs for the learner; 0 trains on the CPU"""
+    num_torch_threads: int | None = option(1, "resources", ge=1)
+    """torch intra-op threads; small MLPs are fastest on 1, None keeps torch's default"""
+
+    # --- checkpointing -----------------------------------------------------
+    checkpoint_frequency: int = option(0, "checkpointing", ge=0)
+    """save a checkpoint into the experiment folder every this many iterations of train(); 0 never"""
+    checkpoint_at_end: bool = option(False, "checkpointing")
+    """save a checkpoint when a run driven by the CLI (or Tune) ends"""
+    keep_checkpoints_num: int | None = option(None, "checkpointing", ge=1)
+    """keep only the newest this many checkpoints in the experiment folder; None keeps all"""
+
+    # ------------------------------------------------------------------ #
+    # subclassing
+    # ------------------------------------------------------------------ #
+    def __init_subclass__(cls, defaults: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.__corral_defaults__ = dict(defaults or {})
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        defaults = cls.__dict__.get("__corral_defaults__", {})
+        for name, value in defaults.items():
+            if name not in cls.__pydantic_fields__:
+                raise TypeError(f"{cls.__name__}: defaults names unknown field {name!r}")
+            field = _copy.copy(cls.__pydantic_fields__[name])
+            field.default, field.default_factory = value, None
+            if isinstance(value, (list, dict)):
+                field.default, field.default_factory = None, (lambda v=value: _copy.deepcopy(v))
+            cls.__pydantic_fields__[name] = field
+        if defaults:
+            cls.model_rebuild(force=True)
+
+    def __init__(self, algo_class: type | None = None, **values: Any) -> None:
+        try:
+            super().__init__(**self._canonical_keys(values))
+        except ValidationError as exc:
+            raise self._config_error(exc) from None
+        self._algo_class_override = algo_class
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_"):
+            if self._frozen:
+                raise ConfigError(
+                    f"this {type(self).__name__} is frozen (an algorithm was built from it); "
+                    "change a copy instead: config.copy()"
+                )
+            if name not in type(self).model_fields:
+                raise self._unknown_key(name)
+            try:
+                super().__setattr__(name, value)
+            except ValidationError as exc:
+                raise self._config_error(exc) from None
+            return
+        super().__setattr__(name, value)
+
+    # ------------------------------------------------------------------ #
+    # builder methods
+    # ------------------------------------------------------------------ #
+    def environment(self, env: Any = None, **kwargs: Any) -> AlgorithmConfig:
+        """Set the environment and its options (``env_config``, ``normalize_actions``, ...)."""
+        if env is not None:
+            kwargs["env"] = env
+        return self._set_group("environment", kwargs)
+
+    def env_runners(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set how samples are collected (``num_env_runners``, ``num_envs_per_env_runner``, ...)."""
+        return self._set_group("env_runners", kwargs)
+
+    def rollouts(self, **kwargs: Any) -> AlgorithmConfig:
+        """The older name of :meth:`env_runners`; ``num_rollout_workers`` maps to ``num_env_runners``."""
+        return self.env_runners(**kwargs)
+
+    def training(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set the learning hyperparameters (``lr``, ``gamma``, ``train_batch_size``, ``model``, ...)."""
+        return self._set_group("training", kwargs)
+
+    def evaluation(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set when and how the policy is evaluated (``evaluation_interval``, ``evaluation_config``, ...)."""
+        return self._set_group("evaluation", kwargs)
+
+    def exploration(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set ``explore`` and the ``exploration_config`` (its ``type`` names an exploration plugin)."""
+        return self._set_group("exploration", kwargs)
+
+    def callbacks(self, callbacks_class: Any) -> AlgorithmConfig:
+        """Register one Callbacks subclass or a list of them; their hooks compose."""
+        return self._set_group("callbacks", {"callbacks_class": callbacks_class})
+
+    def debugging(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set ``seed`` and ``log_level``."""
+        return self._set_group("debugging", kwargs)
+
+    def reporting(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set metric smoothing, iteration length and where results are written."""
+        return self._set_group("reporting", kwargs)
+
+    def resources(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set ``num_gpus`` and ``num_torch_threads``."""
+        return self._set_group("resources", kwargs)
+
+    def checkpointing(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set automatic checkpoint frequency, at-end saving and how many to keep."""
+        return self._set_group("checkpointing", kwargs)
+
+    # ------------------------------------------------------------------ #
+    # dict round trip, copies, freezing
+    # ------------------------------------------------------------------ #
+    def to_dict(self) -> dict[str, Any]:
+        """Return every field as JSON-serialisable values; classes become 'module:qualname'."""
+        return {name: _to_jsonable(getattr(self, name)) for name in type(self).model_fields}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> AlgorithmConfig:
+        """Build a config from a (possibly partial) dict such as :meth:`to_dict` returns."""
+        return cls().update_from_dict(values)
+
+    def update_from_dict(self, values: dict[str, Any]) -> AlgorithmConfig:
+        """Set any fields from a flat dict (RLlib's legacy key names accepted); returns self."""
+        if not isinstance(values, dict):
+            raise ConfigError(f"a config must be a mapping of option names to values, got {type(values).__name__}")
+        canonical = self._canonical_keys(values)
+        for name, value in canonical.items():
+            setattr(self, name, value)
+        return self
+
+    def copy(self, copy_frozen: bool = False) -> AlgorithmConfig:  # type: ignore[override]
+        """Return a deep copy; unfrozen unless ``copy_frozen``."""
+        new = self.model_copy(deep=True)
+        object.__setattr__(new, "__pydantic_private__", {**(new.__pydantic_private__ or {}), "_frozen": False})
+        if copy_frozen and self._frozen:
+            new.freeze()
+        return new
+
+    def freeze(self) -> AlgorithmConfig:
+        """Make the config read-only; every later assignment raises ConfigError."""
+        self._frozen = True
+        return self
+
+    @property
+    def is_frozen(self) -> bool:
+        """Whether :meth:`freeze` was called."""
+        return self._frozen
+
+    # ------------------------------------------------------------------ #
+    # validation and building
+    # ------------------------------------------------------------------ #
+    def validate(self) -> None:  # type: ignore[override]
+        """Check what no single field can: combinations, the env, the exploration, overrides.
+
+        Plugins extend this (call ``super().validate()``). Raises ConfigError.
+        """
+        if self.env is None:
+            raise ConfigError(
+                "no environment is set; call config.environment('CartPole-v1') "
+                "(a gymnasium id, a 'module:Class' path, a class or a registered name)"
+            )
+        self.get_rollout_fragment_length()
+        exploration_type = self.exploration_config.get("type")
+        if not isinstance(exploration_type, str):
+            raise ConfigError(
+                "exploration_config needs a 'type' naming an exploration plugin, "
+                "e.g. {'type': 'StochasticSampling'}; `corral list` shows the installed ones"
+            )
+        from corral.core.exploration import validate_exploration_config
+
+        validate_exploration_config(self.exploration_config)
+        overrides = self._canonical_keys(self.evaluation_config)
+        for key in ("evaluation_config", "evaluation_interval"):
+            if key in overrides:
+                raise ConfigError(f"evaluation_config cannot set {key!r}: evaluation does not nest")
+        try:
+            self.copy().update_from_dict(overrides)
+        except ConfigError as exc:
+            raise ConfigError(f"evaluation_config: {exc}") from None
+
+    def get_rollout_fragment_length(self) -> int:
+        """Steps per sub-environment per sample call, resolving ``'auto'``."""
+        per_step = self.num_envs_per_env_runner * max(1, self.num_env_runners)
+        if self.rollout_fragment_length == "auto":
+            return max(1, -(-self.train_batch_size // per_step))
+        if self.rollout_fragment_length <= 0:
+            raise ConfigError(f"rollout_fragment_length must be a positive integer or 'auto', got {self.rollout_fragment_length}")
+        return self.rollout_fragment_length
+
+    def get_evaluation_config(self) -> AlgorithmConfig:
+        """This config with ``evaluation_config`` applied, for the evaluation runner."""
+        return self.copy().update_from_dict(self.evaluation_config)
+
+    def build(self, env: Any = None) -> Any:
+        """Validate and build the algorithm this config belongs to.
+
+        Args:
+            env: optionally the environment, overriding ``config.env``.
+        """
+        config = self.copy()
+        if env is not None:
+            config.env = env
+        algo_class = self._algo_class_override or type(self).algo_class
+        if algo_class is None:
+            raise ConfigError(
+                f"{type(self).__name__} belongs to no algorithm; build from an algorithm's config, "
+                "e.g. corral.get_config('PPO')"
+            )
+        return algo_class(config=config)
+
+    # ------------------------------------------------------------------ #
+    # helpers
+    # ------------------------------------------------------------------ #
+    @classmethod
+    def field_group(cls, name: str) -> str:
+        """The builder group a field belongs to."""
+        extra = cls.model_fields[name].json_schema_extra
+        return extra["group"] if isinstance(extra, dict) else "training"  # type: ignore[return-value]
+
+    @classmethod
+    def _canonical_keys(cls, values: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in values.items():
+            if key == "framework":
+                if value not in ("torch", None):
+                    raise ConfigError(f"framework={value!r} is not supported; corral runs on 'torch'")
+                continue
+            name = LEGACY_KEYS.get(key, key)
+            if name not in cls.model_fields:
+                raise cls._unknown_key(key)
+            out[name] = value
+        return out
+
+    @classmethod
+    def _unknown_key(cls, key: str) -> ConfigError:
+        hint = did_you_mean(key, list(cls.model_fields) + list(LEGACY_KEYS))
+        return ConfigError(f"{cls.__name__} has no option {key!r}.{hint or ' `corral train --help-config` lists them.'}")
+
+    def _set_group(self, group: str, values: dict[str, Any]) -> AlgorithmConfig:
+        canonical = self._canonical_keys(values)
+        for name in canonical:
+            owner = self.field_group(name)
+            if owner != group:
+                raise ConfigError(f"{name!r} is set with .{owner}(), not .{group}()")
+        for name, value in canonical.items():
+            setattr(self, name, value)
+        return self
+
+    @classmethod
+    def _config_error(cls, exc: ValidationError) -> ConfigError:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
+            if err["type"] == "extra_forbidden":
+                parent = loc.rpartition(".")[0]
+                key = str(err["loc"][-1])
+                choices = list(ModelConfig.model_fields) if parent == "model" else list(cls.model_fields)
+                lines.append(f"{parent or cls.__name__} has no key {key!r}.{did_you_mean(key, choices)}")
+            else:
+                lines.append(f"{loc}={err['input']!r} is invalid: {err['msg']}")
+        return ConfigError("; ".join(dict.fromkeys(lines)))
+
+    @field_validator("callbacks_class", mode="before")
+    @classmethod
+    def _resolve_callbacks(cls, value: Any) -> list[Any]:
+        from corral.core.callbacks import Callbacks
+
+        items = value if isinstance(value, (list, tuple)) else [value]
+        resolved = []
+        for item in items:
+            obj = import_object(item) if isinstance(item, str) else item
+            if not (isinstance(obj, type) and issubclass(obj, Callbacks)):
+                raise ValueError(f"{item!r} is not a subclass of corral.Callbacks")
+            resolved.append(obj)
+        return resolved
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _check_env(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str) or callable(value):
+            return value
+        raise ValueError("env must be a gymnasium id, a 'module:Class' path, a class or a creator function")
+
+    @field_validator("lr_schedule", mode="after")
+    @classmethod
+    def _check_schedule(cls, value: list[tuple[int, float]] | None) -> list[tuple[int, float]] | None:
+        if value is not None:
+            steps = [t for t, _ in value]
+            if not value or steps != sorted(steps) or steps[0] < 0:
+                raise ValueError("a schedule is a non-empty list of [timestep, value] with increasing timesteps from >= 0")
+        return value
+
+
+def _to_jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
+        return object_path(value)
+    if isinstance(value, dict):
+        return {str(k): _to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_jsonable(v) for v in value]
+    return value
+

@@ -1,0 +1,162 @@
+"""Action distributions, parameterised by the flat output of a network.
+
+Small and free of torch.distributions' argument validation, because they sit on
+the sampling hot path. Each class knows how many network outputs it needs
+(:meth:`ActionDistribution.required_inputs`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from corral.core.errors import EnvError
+
+
+class ActionDistribution:
+    """A batch of action distributions built from network outputs ``inputs``."""
+
+    def __init__(self, inputs: torch.Tensor) -> None:
+        self.inputs = inputs
+
+    @staticmethod
+    def required_inputs(space: gym.Space) -> int:
+        """Network outputs per row for this action space."""
+        raise NotImplementedError
+
+    def sample(self) -> torch.Tensor:
+        """Random actions."""
+        raise NotImplementedError
+
+    def deterministic_sample(self) -> torch.Tensor:
+        """The most likely actions (mode)."""
+        raise NotImplementedError
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probability (density) of ``actions``, one value per row."""
+        raise NotImplementedError
+
+    def entropy(self) -> torch.Tensor:
+        """Entropy, one value per row."""
+        raise NotImplementedError
+
+    def kl(self, other: ActionDistribution) -> torch.Tensor:
+        """KL(self || other), one value per row."""
+        raise NotImplementedError
+
+
+class Categorical(ActionDistribution):
+    """Discrete actions from logits."""
+
+    def __init__(self, inputs: torch.Tensor) -> None:
+        super().__init__(inputs)
+        self.log_probs = F.log_softmax(inputs, dim=-1)
+
+    @staticmethod
+    def required_inputs(space: gym.Space) -> int:
+        return int(space.n)
+
+    def sample(self) -> torch.Tensor:
+        # Gumbel-max: one pass, no normalisation, no multinomial kernel.
+        noise = torch.rand_like(self.inputs).clamp_(min=1e-20)
+        return torch.argmax(self.inputs - torch.log(-torch.log(noise)), dim=-1)
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return torch.argmax(self.inputs, dim=-1)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        return self.log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return -(self.log_probs.exp() * self.log_probs).sum(-1)
+
+    def kl(self, other: ActionDistribution) -> torch.Tensor:
+        assert isinstance(other, Categorical)  # internal invariant, not user input
+        return (self.log_probs.exp() * (self.log_probs - other.log_probs)).sum(-1)
+
+
+class MultiCategorical(ActionDistribution):
+    """Independent Categoricals, one per MultiDiscrete component."""
+
+    def __init__(self, inputs: torch.Tensor, nvec: list[int]) -> None:
+        super().__init__(inputs)
+        self.parts = [Categorical(x) for x in torch.split(inputs, nvec, dim=-1)]
+
+    @staticmethod
+    def required_inputs(space: gym.Space) -> int:
+        return int(np.sum(space.nvec))
+
+    def sample(self) -> torch.Tensor:
+        return torch.stack([p.sample() for p in self.parts], dim=-1)
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return torch.stack([p.deterministic_sample() for p in self.parts], dim=-1)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        return sum(p.logp(actions[..., i]) for i, p in enumerate(self.parts))  # type: ignore[return-value]
+
+    def entropy(self) -> torch.Tensor:
+        return sum(p.entropy() for p in self.parts)  # type: ignore[return-value]
+
+    def kl(self, other: ActionDistribution) -> torch.Tensor:
+        assert isinstance(other, MultiCategorical)
+        return sum(p.kl(q) for p, q in zip(self.parts, other.parts))  # type: ignore[return-value]
+
+
+class DiagGaussian(ActionDistribution):
+    """Continuous actions: inputs are [mean, log_std] halves."""
+
+    def __init__(self, inputs: torch.Tensor) -> None:
+        super().__init__(inputs)
+        self.mean, self.log_std = torch.chunk(inputs, 2, dim=-1)
+        self.std = self.log_std.exp()
+
+    @staticmethod
+    def required_inputs(space: gym.Space) -> int:
+        return 2 * int(np.prod(space.shape))
+
+    def sample(self) -> torch.Tensor:
+        return self.mean + self.std * torch.randn_like(self.mean)
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mean
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        z = (actions - self.mean) / self.std
+        return -(0.5 * z.pow(2) + self.log_std + 0.5 * math.log(2 * math.pi)).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
+
+    def kl(self, other: ActionDistribution) -> torch.Tensor:
+        assert isinstance(other, DiagGaussian)
+        return (
+            other.log_std
+            - self.log_std
+            + (self.std.pow(2) + (self.mean - other.mean).pow(2)) / (2.0 * other.std.pow(2))
+            - 0.5
+        ).sum(-1)
+
+
+def distribution_for(space: gym.Space) -> tuple[type[ActionDistribution], int]:
+    """The distribution class for an action space and the network outputs it needs.
+
+    Returns a class (MultiDiscrete gets a factory that binds its ``nvec``).
+    """
+    if isinstance(space, gym.spaces.Discrete):
+        return Categorical, Categorical.required_inputs(space)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = [int(n) for n in space.nvec.ravel()]
+
+        class _Bound(MultiCategorical):
+            def __init__(self, inputs: torch.Tensor) -> None:
+                super().__init__(inputs, nvec)
+
+        return _Bound, MultiCategorical.required_inputs(space)
+    if isinstance(space, gym.spaces.Box):
+        return DiagGaussian, DiagGaussian.required_inputs(space)
+    raise EnvError(f"action space {space} is not supported; use Discrete, MultiDiscrete or Box")

@@ -1,0 +1,322 @@
+"""The env runner: steps a vector of sub-environments with a policy and records samples.
+
+One batched forward pass per vector step, under ``torch.inference_mode()``
+(inside :meth:`Policy.compute_actions`); samples go into preallocated ``[T, N]``
+numpy arrays; episode statistics are kept in numpy counters. Episode objects
+for callbacks are made only when a callback implements an episode hook.
+
+Sub-environments reset on the step after an episode ends (gymnasium's
+next-step autoreset). That step's row is recorded but marked invalid; its
+observation is the episode's final one, which return estimators use to
+bootstrap truncated episodes (see :mod:`corral.core.postprocessing`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from corral.core.callbacks import CallbackRunner
+from corral.core.config import AlgorithmConfig
+from corral.core.envs import EnvContext, make_vector_env
+from corral.core.policy import Policy
+from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+
+_episode_ids = itertools.count()
+
+
+class Episode:
+    """One episode of one sub-environment, as callbacks see it.
+
+    ``user_data`` is free for callbacks to use; numbers put in
+    ``custom_metrics`` are aggregated (mean/min/max) into the results.
+    """
+
+    def __init__(self, env_index: int, first_observation: Any) -> None:
+        self.episode_id = next(_episode_ids)
+        self.env_index = env_index
+        self.length = 0
+        self.total_reward = 0.0
+        self.user_data: dict[str, Any] = {}
+        self.custom_metrics: dict[str, float] = {}
+        self.hist_data: dict[str, list[float]] = {}
+        self.last_observation: Any = first_observation
+        self.last_action: Any = None
+        self.last_reward = 0.0
+        self.last_info: dict[str, Any] = {}
+        self.terminated = False
+        self.truncated = False
+
+
+@dataclass
+class EpisodeSummary:
+    """What metrics need of a finished episode."""
+
+    reward: float
+    length: int
+    custom_metrics: dict[str, float] = field(default_factory=dict)
+
+
+class EnvRunner:
+    """Steps ``num_envs`` sub-environments with the policies and returns samples.
+
+    Args:
+        config: the algorithm's config (the evaluation config for evaluation runners).
+        policies: policies by id; a local runner shares the algorithm's.
+        worker_index: 0 for the local runner, 1..N for remote ones.
+        callbacks: the hook facade; none runs if omitted.
+        num_envs: sub-environments; default ``config.num_envs_per_env_runner``.
+        seed: base seed for the sub-environments (sub-env i gets ``seed + i``).
+    """
+
+    def __init__(
+        self,
+        config: AlgorithmConfig,
+        policies: dict[str, Policy],
+        worker_index: int = 0,
+        callbacks: CallbackRunner | None = None,
+        num_envs: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.config = config
+        self.worker_index = worker_index
+        self.policies = policies
+        self.callbacks = callbacks or CallbackRunner([])
+        self.num_envs = num_envs or config.num_envs_per_env_runner
+        self.env = make_vector_env(config, self.num_envs, worker_index)
+        self.callbacks.environment_created(
+            self, self.env, EnvContext(config.env_config, worker_index, 0, config.num_env_runners)
+        )
+        self._seed = seed
+        self._obs: Any = None
+        self._reset_pending = np.zeros(self.num_envs, dtype=bool)
+        self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
+        self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
+        self._episodes: list[Episode | None] = [None] * self.num_envs
+        self._completed: list[EpisodeSummary] = []
+        self._buffers: dict[str, np.ndarray] = {}
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """One sub-environment's observation space."""
+        return self.env.single_observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        """One sub-environment's action space."""
+        return self.env.single_action_space
+
+    @property
+    def policy(self) -> Policy:
+        """The policy acting in this (single-agent) runner."""
+        return self.policies[DEFAULT_POLICY_ID]
+
+    # ------------------------------------------------------------------ #
+    # sampling
+    # ------------------------------------------------------------------ #
+    def sample(self, num_steps: int | None = None, explore: bool | None = None) -> MultiAgentBatch:
+        """Step every sub-environment ``num_steps`` times and return the postprocessed samples.
+
+        Args:
+            num_steps: steps per sub-environment; default the config's rollout fragment length.
+            explore: default ``config.explore``.
+        """
+        steps = num_steps or self.config.get_rollout_fragment_length()
+        explore = self.config.explore if explore is None else explore
+        if self._obs is None:
+            self._reset()
+        policy = self.policy
+        valid_steps = 0
+        for t in range(steps):
+            valid_steps += self._step(policy, explore, t, steps)
+        fragment = SampleBatch(self._buffers)
+        bootstrap_obs = policy.preprocess(self._obs)
+        batch = policy.postprocess_trajectory(fragment, bootstrap_obs)
+        self.callbacks.postprocess_trajectory(self, DEFAULT_POLICY_ID, policy, batch)
+        samples = MultiAgentBatch({DEFAULT_POLICY_ID: batch}, valid_steps)
+        self.callbacks.sample_end(self, samples)
+        return samples
+
+    def run_episodes(self, num_episodes: int | None = None, num_steps: int | None = None, explore: bool = False) -> list[EpisodeSummary]:
+        """Evaluate: run from fresh resets until ``num_episodes`` episodes end (or ``num_steps`` steps pass).
+
+        Nothing is recorded for training and the policies' timesteps do not move.
+        """
+        self._reset()
+        self._completed = []
+        policy, steps = self.policy, 0
+        while (num_episodes is not None and len(self._completed) < num_episodes) or (
+            num_steps is not None and steps < num_steps
+        ):
+            steps += self._step(policy, explore, None, 0)
+        episodes = self._completed[:num_episodes] if num_episodes is not None else self._completed
+        self._completed = []
+        return episodes
+
+    def _step(self, policy: Policy, explore: bool, t: int | None, horizon: int) -> int:
+        """One vector step; records row ``t`` if given. Returns the number of real transitions."""
+        obs = policy.preprocess(self._obs, update_filter=explore and t is not None)
+        actions, extras = policy.compute_actions(obs, explore=explore)
+        next_obs, rewards, terminateds, truncateds, infos = self.env.step(policy.action_adapter(actions))
+        valid = ~self._reset_pending
+        n_valid = int(valid.sum())
+        if t is not None:
+            if not self._buffers or self._buffers[SampleBatch.OBS].shape[0] != horizon:
+                self._allocate(horizon, obs, actions, extras)
+            buf = self._buffers
+            buf[SampleBatch.OBS][t] = obs
+            buf[SampleBatch.ACTIONS][t] = actions
+            buf[SampleBatch.REWARDS][t] = (
+                rewards if self.config.clip_rewards is None else np.clip(rewards, -self.config.clip_rewards, self.config.clip_rewards)
+            )
+            buf[SampleBatch.TERMINATEDS][t] = terminateds
+            buf[SampleBatch.TRUNCATEDS][t] = truncateds
+            buf["valid"][t] = valid
+            for key, value in extras.items():
+                buf[key][t] = value
+            policy.global_timestep += n_valid
+        self._track_episodes(rewards, terminateds, truncateds, valid, next_obs, actions, infos)
+        self._obs = next_obs
+        return n_valid
+
+    def _allocate(self, horizon: int, obs: np.ndarray, actions: np.ndarray, extras: dict[str, np.ndarray]) -> None:
+        n = self.num_envs
+        self._buffers = {
+            SampleBatch.OBS: np.zeros((horizon, *obs.shape), dtype=obs.dtype),
+            SampleBatch.ACTIONS: np.zeros((horizon, *actions.shape), dtype=actions.dtype),
+            SampleBatch.REWARDS: np.zeros((horizon, n), dtype=np.float32),
+            SampleBatch.TERMINATEDS: np.zeros((horizon, n), dtype=bool),
+            SampleBatch.TRUNCATEDS: np.zeros((horizon, n), dtype=bool),
+            "valid": np.zeros((horizon, n), dtype=bool),
+        }
+        for key, value in extras.items():
+            self._buffers[key] = np.zeros((horizon, *value.shape), dtype=value.dtype)
+
+    # ------------------------------------------------------------------ #
+    # episodes
+    # ------------------------------------------------------------------ #
+    def _reset(self) -> None:
+        seed = self._seed
+        self._obs, _ = self.env.reset(seed=seed)
+        self._seed = None if seed is None else seed + 7919  # a later reset gives new episodes
+        self._reset_pending[:] = False
+        self._ep_return[:] = 0.0
+        self._ep_len[:] = 0
+        if self.callbacks.needs_episodes:
+            for i in range(self.num_envs):
+                self._start_episode(i, _row(self._obs, i))
+
+    def _start_episode(self, index: int, first_obs: Any) -> None:
+        episode = Episode(index, first_obs)
+        self._episodes[index] = episode
+        if self.callbacks.has_episode_start:
+            self.callbacks.episode_start(episode, self, index)
+
+    def _track_episodes(
+        self,
+        rewards: np.ndarray,
+        terminateds: np.ndarray,
+        truncateds: np.ndarray,
+        valid: np.ndarray,
+        next_obs: Any,
+        actions: np.ndarray,
+        infos: dict[str, Any],
+    ) -> None:
+        self._ep_return += rewards * valid
+        self._ep_len += valid
+        done = (terminateds | truncateds) & valid
+        callbacks = self.callbacks
+        if callbacks.needs_episodes:
+            for i in np.flatnonzero(~valid):  # reset rows: a new episode begins with next_obs
+                self._start_episode(int(i), _row(next_obs, i))
+            if callbacks.has_episode_step:
+                for i in np.flatnonzero(valid):
+                    episode = self._episodes[i]
+                    assert episode is not None
+                    episode.length, episode.total_reward = int(self._ep_len[i]), float(self._ep_return[i])
+                    episode.last_observation, episode.last_action = _row(next_obs, i), actions[i]
+                    episode.last_reward, episode.last_info = float(rewards[i]), _info_row(infos, i)
+                    callbacks.episode_step(episode, self, int(i))
+        for i in np.flatnonzero(done):
+            summary = EpisodeSummary(float(self._ep_return[i]), int(self._ep_len[i]))
+            episode = self._episodes[i]
+            if episode is not None:
+                episode.length, episode.total_reward = summary.length, summary.reward
+                episode.terminated, episode.truncated = bool(terminateds[i]), bool(truncateds[i])
+                episode.last_observation = _row(next_obs, i)
+                if callbacks.has_episode_end:
+                    callbacks.episode_end(episode, self, int(i))
+                summary.custom_metrics = dict(episode.custom_metrics)
+            self._completed.append(summary)
+            self._ep_return[i] = 0.0
+            self._ep_len[i] = 0
+        self._reset_pending = done
+
+    def get_metrics(self) -> list[EpisodeSummary]:
+        """Episodes finished since the last call."""
+        completed, self._completed = self._completed, []
+        return completed
+
+    # ------------------------------------------------------------------ #
+    # lifecycle
+    # ------------------------------------------------------------------ #
+    def apply(self, fn: Any) -> Any:
+        """Call ``fn(self)`` (what ``foreach_env_runner`` does on each runner)."""
+        return fn(self)
+
+    def stop(self) -> None:
+        """Close the environments."""
+        self.env.close()
+
+
+def _row(obs: Any, index: int) -> Any:
+    if isinstance(obs, dict):
+        return {k: _row(v, index) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_row(v, index) for v in obs)
+    return obs[index]
+
+
+def _info_row(infos: dict[str, Any], index: int) -> dict[str, Any]:
+    row = {}
+    for key, value in infos.items():
+        if key.startswith("_"):
+            continue
+        mask = infos.get("_" + key)
+        if mask is None or mask[index]:
+            row[key] = _info_row(value, index) if isinstance(value, dict) else value[index]
+    return row
+
+
+class EnvRunnerGroup:
+    """The local env runner and (with Ray) the remote ones; one place to sample and broadcast.
+
+    ``num_env_runners=0`` samples in the calling process with the local runner.
+    """
+
+    def __init__(self, local_env_runner: EnvRunner) -> None:
+        self.local_env_runner = local_env_runner
+        self.remote_env_runners: list[Any] = []
+
+    def sample(self) -> MultiAgentBatch:
+        """One sample call on every runner, joined."""
+        return self.local_env_runner.sample()
+
+    def foreach_env_runner(self, fn: Any) -> list[Any]:
+        """``[fn(runner) for runner in runners]``, the local runner first."""
+        return [self.local_env_runner.apply(fn)]
+
+    foreach_worker = foreach_env_runner
+    """RLlib's older name."""
+
+    def get_metrics(self) -> list[EpisodeSummary]:
+        """Episodes finished on every runner since the last call."""
+        return self.local_env_runner.get_metrics()
+
+    def stop(self) -> None:
+        """Close every runner's environments."""
+        self.local_env_runner.stop()

@@ -1,0 +1,247 @@
+"""Exploration: how a policy turns its action distribution into the action it takes.
+
+Each class here is a plugin in entry-point group ``corral.explorations`` (so a
+third party can add one) and is chosen by ``exploration_config={"type": ...}``;
+the other keys are the class's keyword arguments. An exploration's state
+(timestep, noise) is saved in checkpoints through :meth:`Exploration.get_state`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from corral.core.distributions import ActionDistribution
+from corral.core.errors import ConfigError, UnknownPluginError, did_you_mean
+from corral.core.schedules import linear_schedule
+
+
+class Exploration:
+    """Base class: choose actions from a distribution, given the training timestep.
+
+    Args:
+        action_space: the space the policy acts in (for Box actions with
+            ``normalize_actions`` this is [-1, 1]).
+    """
+
+    supports: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
+
+    def __init__(self, action_space: gym.Space) -> None:
+        if not isinstance(action_space, self.supports):
+            allowed = " or ".join(s.__name__ for s in self.supports)
+            raise ConfigError(
+                f"exploration {type(self).__name__} works with {allowed} actions, not {action_space}; "
+                "choose another exploration_config type"
+            )
+        self.action_space = action_space
+
+    def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
+        """The actions to take; ``explore=False`` asks for the deterministic action."""
+        raise NotImplementedError
+
+    def get_state(self) -> dict[str, Any]:
+        """Tensors and numbers to save in a checkpoint."""
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`get_state` returned."""
+
+    def get_info(self, timestep: int) -> dict[str, float]:
+        """Numbers to report under the learner stats (e.g. current epsilon)."""
+        return {}
+
+    def _uniform(self, batch: int, like: torch.Tensor) -> torch.Tensor:
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return torch.randint(0, int(space.n), (batch,), device=like.device)
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            nvec = torch.as_tensor(space.nvec.ravel(), device=like.device)
+            return (torch.rand(batch, len(nvec), device=like.device) * nvec).long()
+        low = torch.as_tensor(space.low, dtype=torch.float32, device=like.device)
+        high = torch.as_tensor(space.high, dtype=torch.float32, device=like.device)
+        return low + torch.rand(batch, *space.shape, device=like.device) * (high - low)
+
+
+class StochasticSampling(Exploration):
+    """Sample from the policy's distribution (on-policy methods); uniform for the first ``random_timesteps``."""
+
+    def __init__(self, action_space: gym.Space, random_timesteps: int = 0) -> None:
+        super().__init__(action_space)
+        self.random_timesteps = int(random_timesteps)
+
+    def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
+        if not explore:
+            return dist.deterministic_sample()
+        if timestep < self.random_timesteps:
+            return self._uniform(dist.inputs.shape[0], dist.inputs)
+        return dist.sample()
+
+
+class EpsilonGreedy(Exploration):
+    """The greedy action, or a uniformly random one with probability epsilon (annealed linearly)."""
+
+    supports = (gym.spaces.Discrete,)
+
+    def __init__(
+        self,
+        action_space: gym.Space,
+        initial_epsilon: float = 1.0,
+        final_epsilon: float = 0.05,
+        epsilon_timesteps: int = 100_000,
+        warmup_timesteps: int = 0,
+    ) -> None:
+        super().__init__(action_space)
+        for name, value in (("initial_epsilon", initial_epsilon), ("final_epsilon", final_epsilon)):
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"EpsilonGreedy {name}={value} must be in [0, 1]")
+        self.epsilon = linear_schedule(initial_epsilon, final_epsilon, int(epsilon_timesteps), int(warmup_timesteps))
+        self.initial_epsilon = initial_epsilon
+        self.warmup_timesteps = int(warmup_timesteps)
+
+    def current_epsilon(self, timestep: int) -> float:
+        """Epsilon at ``timestep`` (initial during warm-up)."""
+        return self.initial_epsilon if timestep < self.warmup_timesteps else self.epsilon(timestep)
+
+    def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
+        greedy = dist.deterministic_sample()
+        if not explore:
+            return greedy
+        random_rows = torch.rand(greedy.shape[0], device=greedy.device) < self.current_epsilon(timestep)
+        return torch.where(random_rows, self._uniform(greedy.shape[0], greedy), greedy)
+
+    def get_info(self, timestep: int) -> dict[str, float]:
+        return {"cur_epsilon": self.current_epsilon(timestep)}
+
+
+class SoftQ(Exploration):
+    """Boltzmann exploration: sample from softmax(logits / temperature)."""
+
+    supports = (gym.spaces.Discrete,)
+
+    def __init__(self, action_space: gym.Space, temperature: float = 1.0) -> None:
+        super().__init__(action_space)
+        if temperature <= 0:
+            raise ConfigError(f"SoftQ temperature={temperature} must be > 0")
+        self.temperature = float(temperature)
+
+    def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
+        if not explore:
+            return dist.deterministic_sample()
+        logits = dist.inputs / self.temperature
+        noise = torch.rand_like(logits).clamp_(min=1e-20)
+        return torch.argmax(logits - torch.log(-torch.log(noise)), dim=-1)
+
+
+class GaussianNoise(Exploration):
+    """The deterministic action plus Gaussian noise of annealed scale; uniform for the first ``random_timesteps``."""
+
+    supports = (gym.spaces.Box,)
+
+    def __init__(
+        self,
+        action_space: gym.Space,
+        stddev: float = 0.1,
+        initial_scale: float = 1.0,
+        final_scale: float = 0.02,
+        scale_timesteps: int = 10_000,
+        random_timesteps: int = 1_000,
+    ) -> None:
+        super().__init__(action_space)
+        self.stddev = float(stddev)
+        self.random_timesteps = int(random_timesteps)
+        self.scale = linear_schedule(initial_scale, final_scale, int(scale_timesteps), self.random_timesteps)
+        self._low = torch.as_tensor(action_space.low, dtype=torch.float32)
+        self._high = torch.as_tensor(action_space.high, dtype=torch.float32)
+
+    def _noise(self, shape: torch.Size, device: torch.device) -> torch.Tensor:
+        return torch.randn(shape, device=device) * self.stddev
+
+    def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
+        action = dist.deterministic_sample()
+        if not explore:
+            return action
+        if timestep < self.random_timesteps:
+            return self._uniform(action.shape[0], action)
+        noisy = action + self.scale(timestep) * self._noise(action.shape, action.device)
+        return torch.max(torch.min(noisy, self._high.to(action.device)), self._low.to(action.device))
+
+    def get_info(self, timestep: int) -> dict[str, float]:
+        return {"cur_noise_scale": self.scale(timestep)}
+
+
+class OrnsteinUhlenbeckNoise(GaussianNoise):
+    """Temporally correlated noise (an Ornstein-Uhlenbeck process per row), as in DDPG."""
+
+    def __init__(
+        self,
+        action_space: gym.Space,
+        ou_theta: float = 0.15,
+        ou_sigma: float = 0.2,
+        ou_base_scale: float = 0.1,
+        initial_scale: float = 1.0,
+        final_scale: float = 0.02,
+        scale_timesteps: int = 10_000,
+        random_timesteps: int = 1_000,
+    ) -> None:
+        super().__init__(action_space, 1.0, initial_scale, final_scale, scale_timesteps, random_timesteps)
+        self.theta, self.sigma, self.base_scale = float(ou_theta), float(ou_sigma), float(ou_base_scale)
+        self.state = torch.zeros(0, *action_space.shape)
+
+    def _noise(self, shape: torch.Size, device: torch.device) -> torch.Tensor:
+        if self.state.shape != shape:
+            self.state = torch.zeros(shape)
+        self.state = self.state + (-self.theta * self.state + self.sigma * torch.randn(shape))
+        return (self.base_scale * self.state).to(device)
+
+    def get_state(self) -> dict[str, Any]:
+        return {"ou_state": self.state.clone()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.state = state["ou_state"].clone()
+
+
+class Random(Exploration):
+    """Uniformly random actions, ignoring the policy (a baseline, or for pure data collection)."""
+
+    def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
+        if not explore:
+            return dist.deterministic_sample()
+        return self._uniform(dist.inputs.shape[0], dist.inputs)
+
+
+def _exploration_class(type_name: str) -> type[Exploration]:
+    from corral import registry
+
+    try:
+        cls = registry.get_exploration(type_name)
+    except UnknownPluginError as exc:
+        raise ConfigError(f"exploration_config type: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Exploration)):
+        raise ConfigError(f"exploration {type_name!r} ({cls!r}) does not subclass corral.core.exploration.Exploration")
+    return cls
+
+
+def validate_exploration_config(exploration_config: dict[str, Any]) -> None:
+    """Check the type exists and every other key is one of its arguments, without building it."""
+    options = dict(exploration_config)
+    cls = _exploration_class(options.pop("type"))
+    params = inspect.signature(cls.__init__).parameters
+    allowed = [p for p in params if p not in ("self", "action_space")]
+    for key in options:
+        if key not in allowed:
+            raise ConfigError(
+                f"exploration {cls.__name__} has no option {key!r}.{did_you_mean(key, allowed)} "
+                f"Its options: {', '.join(allowed) or 'none'}"
+            )
+
+
+def make_exploration(exploration_config: dict[str, Any], action_space: gym.Space) -> Exploration:
+    """Build the exploration named by ``exploration_config['type']`` for ``action_space``."""
+    validate_exploration_config(exploration_config)
+    options = dict(exploration_config)
+    cls = _exploration_class(options.pop("type"))
+    return cls(action_space, **options)
+

@@ -1,0 +1,99 @@
+"""Result files of an experiment folder: params.json, result.json, progress.csv, TensorBoard.
+
+Written by the algorithm itself, so training from Python produces the same
+folder as the CLI. TensorBoard events come from tensorboardX (a small,
+well-kept writer that needs no TensorFlow); it is imported only when the first
+result is written.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def default_storage_path(storage_path: str | None) -> Path:
+    """``storage_path``, else ``$CORRAL_RESULTS_DIR``, else ``~/corral_results``."""
+    return Path(storage_path or os.environ.get("CORRAL_RESULTS_DIR") or "~/corral_results").expanduser()
+
+
+def new_experiment_dir(storage_path: str | None, algo_name: str, env_name: str) -> Path:
+    """A fresh ``<ALGO>_<ENV>_<timestamp>`` folder under the storage path."""
+    root = default_storage_path(storage_path)
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+    safe_env = "".join(c if c.isalnum() or c in "-_." else "_" for c in env_name)
+    base = root / f"{algo_name}_{safe_env}_{stamp}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}_{n}")
+    path.mkdir(parents=True)
+    return path
+
+
+def flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts to ``a/b/c`` keys (lists and other non-scalars are dropped)."""
+    flat: dict[str, Any] = {}
+    for key, value in result.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, name + "/"))
+        elif isinstance(value, (int, float, str, bool)) or value is None:
+            flat[name] = value
+    return flat
+
+
+class ResultWriter:
+    """Appends each iteration's result to result.json, progress.csv and TensorBoard."""
+
+    def __init__(self, logdir: Path, params: dict[str, Any], tensorboard: bool = True) -> None:
+        self.logdir = logdir
+        (logdir / "params.json").write_text(json.dumps(params, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        self._rows: list[dict[str, Any]] = []
+        self._columns: list[str] = []
+        self._tensorboard = tensorboard
+        self._tb: Any = None
+
+    def write(self, result: dict[str, Any]) -> None:
+        """Record one iteration's result."""
+        with open(self.logdir / "result.json", "a", encoding="utf-8") as f:
+            f.write(json.dumps(result, default=str) + "\n")
+        flat = flatten(result)
+        self._rows.append(flat)
+        new_columns = [k for k in flat if k not in self._columns]
+        if new_columns or not self._columns:
+            # A key appeared (evaluation, say): rewrite the file with the wider header.
+            self._columns.extend(new_columns)
+            self._write_csv(self._rows, "w")
+        else:
+            self._write_csv([flat], "a")
+        if self._tensorboard:
+            self._write_tensorboard(flat, int(result.get("training_iteration", len(self._rows))))
+
+    def _write_csv(self, rows: list[dict[str, Any]], mode: str) -> None:
+        with open(self.logdir / "progress.csv", mode, newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=self._columns, extrasaction="ignore")
+            if mode == "w":
+                writer.writeheader()
+            writer.writerows(rows)
+
+    def _write_tensorboard(self, flat: dict[str, Any], step: int) -> None:
+        if self._tb is None:
+            from tensorboardX import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.logdir), flush_secs=30)
+        for key, value in flat.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                self._tb.add_scalar(f"corral/{key}", value, step)
+        self._tb.flush()
+
+    def close(self) -> None:
+        """Flush and close the TensorBoard writer."""
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None

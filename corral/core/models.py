@@ -1,0 +1,154 @@
+"""The model catalog: networks built from a ModelConfig for an observation space.
+
+A model writes one ``_forward(obs) -> dict`` (keys ``action_dist_inputs`` and,
+for actor-critic models, ``vf_preds``); ``forward_inference``,
+``forward_exploration`` and ``forward_train`` default to it, and an algorithm
+may override any of them. Vector observations get an MLP, images (H, W, C) a
+CNN; ``custom_model`` plugs in any ``torch.nn.Module``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from corral.core.config import ModelConfig, import_object
+from corral.core.errors import ConfigError
+from corral.core.spaces import ObservationPreprocessor, is_image_space
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "tanh": nn.Tanh,
+    "relu": nn.ReLU,
+    "swish": nn.SiLU,
+    "elu": nn.ELU,
+    "linear": nn.Identity,
+}
+
+
+class Model(nn.Module):
+    """Base of corral's networks: write ``_forward``; the three entry points default to it."""
+
+    def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def forward_inference(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Outputs for acting without exploration (evaluation, serving)."""
+        return self._forward(obs)
+
+    def forward_exploration(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Outputs for acting while collecting training samples."""
+        return self._forward(obs)
+
+    def forward_train(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Outputs for the loss."""
+        return self._forward(obs)
+
+    def forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        return self._forward(obs)
+
+
+def mlp(sizes: list[int], activation: str, out_size: int | None = None, out_gain: float = 1.0) -> nn.Sequential:
+    """A fully connected stack: ``sizes[0]`` inputs, hidden layers ``sizes[1:]``, optional linear output.
+
+    Orthogonal initialisation (gain sqrt(2) for hidden layers, ``out_gain`` for
+    the output), which speeds up policy-gradient learning noticeably.
+    """
+    layers: list[nn.Module] = []
+    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+        layers += [_init(nn.Linear(n_in, n_out), np.sqrt(2)), ACTIVATIONS[activation]()]
+    if out_size is not None:
+        layers.append(_init(nn.Linear(sizes[-1], out_size), out_gain))
+    return nn.Sequential(*layers)
+
+
+def _init(layer: nn.Linear, gain: float) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class ConvEncoder(nn.Module):
+    """A CNN for (H, W, C) images; uint8 pixels are scaled to [0, 1]."""
+
+    def __init__(self, shape: tuple[int, ...], filters: list[list[int]] | None, activation: str) -> None:
+        super().__init__()
+        height, width, channels = shape
+        if filters is None:
+            # The DQN-paper network for large frames, a lighter one for small grids.
+            filters = [[32, 8, 4], [64, 4, 2], [64, 3, 1]] if min(height, width) >= 64 else [[16, 3, 1], [32, 3, 1]]
+        layers: list[nn.Module] = []
+        in_ch = channels
+        for out_ch, kernel, stride in filters:
+            layers += [nn.Conv2d(in_ch, out_ch, kernel, stride), ACTIVATIONS[activation]()]
+            in_ch = out_ch
+        layers.append(nn.Flatten())
+        self.net = nn.Sequential(*layers)
+        with torch.no_grad():
+            probe = torch.zeros(1, channels, height, width)
+            try:
+                self.out_size = int(self.net(probe).shape[1])
+            except RuntimeError as exc:
+                raise ConfigError(f"conv_filters {filters} do not fit images of shape {shape}: {exc}") from None
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.permute(0, 3, 1, 2).float()
+        if obs.dtype == torch.uint8:
+            x = x / 255.0
+        return self.net(x)
+
+
+class ActorCriticModel(Model):
+    """Policy head and value head over an MLP (or CNN + MLP) encoder.
+
+    With ``vf_share_layers`` both heads read one encoder; otherwise the value
+    function has its own copy. With ``free_log_std`` (Box actions) the log
+    standard deviation is a learned vector, not a network output.
+    """
+
+    def __init__(self, obs_space: gym.Space, num_outputs: int, config: ModelConfig, gaussian: bool = False) -> None:
+        super().__init__()
+        self.free_log_std = gaussian and config.free_log_std
+        head_outputs = num_outputs // 2 if self.free_log_std else num_outputs
+
+        def encoder() -> tuple[nn.Module, int]:
+            if is_image_space(obs_space):
+                conv = ConvEncoder(tuple(obs_space.shape), config.conv_filters, config.conv_activation)
+                return nn.Sequential(conv, mlp([conv.out_size, *config.fcnet_hiddens], config.fcnet_activation)), (
+                    config.fcnet_hiddens[-1] if config.fcnet_hiddens else conv.out_size
+                )
+            n_in = ObservationPreprocessor(obs_space).shape[0]
+            return mlp([n_in, *config.fcnet_hiddens], config.fcnet_activation), (
+                config.fcnet_hiddens[-1] if config.fcnet_hiddens else n_in
+            )
+
+        self.encoder, features = encoder()
+        self.pi_head = _init(nn.Linear(features, head_outputs), 0.01)
+        if config.vf_share_layers:
+            self.vf_encoder = None
+        else:
+            self.vf_encoder, _ = encoder()
+        self.vf_head = _init(nn.Linear(features, 1), 1.0)
+        if self.free_log_std:
+            self.log_std = nn.Parameter(torch.zeros(head_outputs))
+
+    def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        features = self.encoder(obs)
+        dist_inputs = self.pi_head(features)
+        if self.free_log_std:
+            dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
+        vf_features = features if self.vf_encoder is None else self.vf_encoder(obs)
+        return {"action_dist_inputs": dist_inputs, "vf_preds": self.vf_head(vf_features).squeeze(-1)}
+
+
+def build_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int, config: ModelConfig) -> nn.Module:
+    """The catalog: a custom model if configured, else an ActorCriticModel for the spaces."""
+    if config.custom_model:
+        cls: Any = import_object(config.custom_model)
+        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+            raise ConfigError(f"model.custom_model={config.custom_model!r} is not a torch.nn.Module subclass")
+        return cls(obs_space, action_space, num_outputs, config.model_dump())
+    return ActorCriticModel(obs_space, num_outputs, config, gaussian=isinstance(action_space, gym.spaces.Box))

@@ -1,0 +1,199 @@
+"""Policy: a torch model, its action distribution, exploration and optimizer.
+
+An algorithm subclasses :class:`Policy` and writes ``learn_on_batch`` (and, if
+it needs them, ``make_model``, ``extra_action_out`` and
+``postprocess_trajectory``). Acting is batched: one forward pass for a whole
+vector of observations, under ``torch.inference_mode()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from corral.core.config import AlgorithmConfig
+from corral.core.distributions import ActionDistribution, distribution_for
+from corral.core.exploration import make_exploration
+from corral.core.filters import MeanStdFilter
+from corral.core.models import build_model
+from corral.core.sample_batch import SampleBatch
+from corral.core.schedules import PiecewiseSchedule
+from corral.core.spaces import ActionAdapter, ObservationPreprocessor
+
+
+class Policy:
+    """What maps observations to actions, and learns from batches of experience.
+
+    Args:
+        observation_space: one agent's observation space.
+        action_space: one agent's action space (as the env defines it).
+        config: the algorithm's (frozen) config.
+    """
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: AlgorithmConfig) -> None:
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.config = config
+        self.device = torch.device("cuda" if config.num_gpus > 0 else "cpu")
+        self.preprocessor = ObservationPreprocessor(observation_space)
+        self.action_adapter = ActionAdapter(action_space, config.normalize_actions, config.clip_actions)
+        self.dist_class, self.num_outputs = distribution_for(self.action_adapter.policy_space)
+        self.model = self.make_model().to(self.device)
+        self.exploration = make_exploration(config.exploration_config, self.action_adapter.policy_space)
+        self.observation_filter = (
+            MeanStdFilter(self.preprocessor.shape) if config.observation_filter == "MeanStdFilter" else None
+        )
+        self.optimizer = self.make_optimizer()
+        self.lr_schedule = PiecewiseSchedule(config.lr_schedule) if config.lr_schedule else None
+        self.global_timestep = 0
+
+    # ------------------------------------------------------------------ #
+    # what an algorithm may override
+    # ------------------------------------------------------------------ #
+    def make_model(self) -> nn.Module:
+        """The network; by default the catalog's model for these spaces."""
+        return build_model(self.observation_space, self.action_adapter.policy_space, self.num_outputs, self.config.model)
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer over the model's parameters."""
+        return torch.optim.Adam(self.model.parameters(), lr=self.config.lr, eps=1e-5)
+
+    def extra_action_out(
+        self, model_out: dict[str, torch.Tensor], dist: ActionDistribution, actions: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """Per-step values to record beside the actions (log-probs, value estimates, ...)."""
+        extras = {
+            SampleBatch.ACTION_LOGP: dist.logp(actions),
+            SampleBatch.ACTION_DIST_INPUTS: model_out["action_dist_inputs"],
+        }
+        if "vf_preds" in model_out:
+            extras[SampleBatch.VF_PREDS] = model_out["vf_preds"]
+        return extras
+
+    def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
+        """Turn a time-major ``[T, N]`` fragment into training rows.
+
+        The default drops reset rows and flattens. Algorithms that estimate
+        returns (GAE, n-step) override this and call :meth:`flatten_fragment`.
+
+        Args:
+            fragment: columns of shape ``[T, N, ...]`` plus a boolean ``valid``.
+            bootstrap_obs: ``[N, ...]`` preprocessed observations after the last row.
+        """
+        return self.flatten_fragment(fragment)
+
+    @staticmethod
+    def flatten_fragment(fragment: SampleBatch) -> SampleBatch:
+        """Valid rows of a ``[T, N]`` fragment as a flat batch (the ``valid`` column dropped)."""
+        mask = fragment["valid"].reshape(-1)
+        return SampleBatch(
+            {k: v.reshape(-1, *v.shape[2:])[mask] for k, v in fragment.items() if k != "valid"}
+        )
+
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
+        """Update the model from a batch; return learner stats. Algorithms implement this."""
+        raise NotImplementedError(f"{type(self).__name__} must implement learn_on_batch()")
+
+    # ------------------------------------------------------------------ #
+    # acting
+    # ------------------------------------------------------------------ #
+    def preprocess(self, raw_obs: Any, update_filter: bool = False) -> np.ndarray:
+        """Raw observations (a batch) to model inputs, through the observation filter."""
+        obs = self.preprocessor(raw_obs)
+        if self.observation_filter is not None:
+            obs = self.observation_filter(obs, update=update_filter)
+        return obs
+
+    @torch.inference_mode()
+    def compute_actions(
+        self, obs: np.ndarray, explore: bool | None = None, timestep: int | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Actions (in the policy's action space) and extras for a batch of preprocessed observations."""
+        explore = self.config.explore if explore is None else explore
+        obs_t = torch.from_numpy(obs).to(self.device)
+        model_out = self.model.forward_exploration(obs_t) if explore else self.model.forward_inference(obs_t)
+        dist = self.dist_class(model_out["action_dist_inputs"])
+        t = self.global_timestep if timestep is None else timestep
+        actions = self.exploration.get_exploration_action(dist, t, explore)
+        extras = self.extra_action_out(model_out, dist, actions)
+        return actions.cpu().numpy(), {k: v.cpu().numpy() for k, v in extras.items()}
+
+    @torch.inference_mode()
+    def compute_values(self, obs: np.ndarray) -> np.ndarray:
+        """Value estimates for a batch of preprocessed observations (actor-critic models)."""
+        return self.model.forward_inference(torch.from_numpy(obs).to(self.device))["vf_preds"].cpu().numpy()
+
+    def compute_single_action(self, obs: Any, explore: bool | None = None) -> Any:
+        """The env action for one raw observation."""
+        batch = _add_batch_dim(self.observation_space, obs)
+        actions, _ = self.compute_actions(self.preprocess(batch), explore=explore)
+        env_action = self.action_adapter(actions)[0]
+        return int(env_action) if isinstance(self.action_space, gym.spaces.Discrete) else env_action
+
+    # ------------------------------------------------------------------ #
+    # learning helpers
+    # ------------------------------------------------------------------ #
+    def to_tensors(self, batch: SampleBatch, keys: list[str] | None = None) -> dict[str, torch.Tensor]:
+        """Columns as tensors on the policy's device (no copy on CPU)."""
+        return {k: torch.from_numpy(np.ascontiguousarray(batch[k])).to(self.device) for k in (keys or batch)}
+
+    def apply_gradients(self, loss: torch.Tensor) -> torch.Tensor:
+        """Backpropagate ``loss``, clip the global norm if ``grad_clip``, step; returns the norm as a tensor."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        max_norm = self.config.grad_clip if self.config.grad_clip is not None else float("inf")
+        grad_norm = nn.utils.clip_grad_norm_(params, max_norm)
+        self.optimizer.step()
+        return grad_norm
+
+    def update_lr(self) -> float:
+        """Apply the learning-rate schedule for the current timestep; returns the rate in use."""
+        lr = self.lr_schedule(self.global_timestep) if self.lr_schedule else self.config.lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    # ------------------------------------------------------------------ #
+    # weights and state
+    # ------------------------------------------------------------------ #
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The model's parameters and buffers as numpy arrays (copies)."""
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
+
+    def set_weights(self, weights: dict[str, Any]) -> None:
+        """Load parameters from :meth:`get_weights` output (numpy arrays or tensors)."""
+        self.model.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()})
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything needed to resume: weights, optimizer, exploration, filter, timestep. Tensors only."""
+        state: dict[str, Any] = {
+            "weights": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "exploration": self.exploration.get_state(),
+            "global_timestep": int(self.global_timestep),
+        }
+        if self.observation_filter is not None:
+            state["observation_filter"] = self.observation_filter.get_state()
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`get_state` returned."""
+        self.model.load_state_dict(state["weights"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.exploration.set_state(state.get("exploration", {}))
+        self.global_timestep = int(state.get("global_timestep", 0))
+        if self.observation_filter is not None and "observation_filter" in state:
+            self.observation_filter.set_state(state["observation_filter"])
+
+
+def _add_batch_dim(space: gym.Space, obs: Any) -> Any:
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _add_batch_dim(s, obs[k]) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_add_batch_dim(s, o) for s, o in zip(space.spaces, obs))
+    return np.asarray(obs)[None]

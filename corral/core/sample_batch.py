@@ -1,0 +1,99 @@
+"""Columnar sample storage: one numpy array per column, rows are transitions.
+
+Env runners produce a :class:`MultiAgentBatch` (a :class:`SampleBatch` per policy
+id) so that the path from sampling to learning is keyed by policy from the
+start; a single-agent run has exactly one policy, :data:`DEFAULT_POLICY_ID`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+DEFAULT_POLICY_ID = "default_policy"
+
+
+class SampleBatch(dict):
+    """A dict of equally long numpy columns (``obs``, ``actions``, ``rewards``, ...).
+
+    The column names are class constants so that typos fail loudly.
+    """
+
+    OBS = "obs"
+    ACTIONS = "actions"
+    REWARDS = "rewards"
+    TERMINATEDS = "terminateds"
+    TRUNCATEDS = "truncateds"
+    ACTION_LOGP = "action_logp"
+    ACTION_DIST_INPUTS = "action_dist_inputs"
+    VF_PREDS = "vf_preds"
+    ADVANTAGES = "advantages"
+    VALUE_TARGETS = "value_targets"
+    NEXT_OBS = "new_obs"
+    EPS_ID = "eps_id"
+
+    @property
+    def count(self) -> int:
+        """Number of rows."""
+        for column in self.values():
+            return len(column)
+        return 0
+
+    def __len__(self) -> int:  # len() of a batch is its row count, as in RLlib
+        return self.count
+
+    def select(self, rows: np.ndarray | slice) -> SampleBatch:
+        """Rows by index array, boolean mask or slice, as a new batch."""
+        return SampleBatch({k: v[rows] for k, v in self.items()})
+
+    def shuffle(self, rng: np.random.Generator) -> SampleBatch:
+        """Rows in a random order drawn from ``rng``."""
+        return self.select(rng.permutation(self.count))
+
+    def minibatches(self, size: int, rng: np.random.Generator | None = None) -> Iterator[SampleBatch]:
+        """Consecutive minibatches of ``size`` rows (the last may be shorter), shuffled if ``rng``."""
+        order = rng.permutation(self.count) if rng is not None else np.arange(self.count)
+        for start in range(0, self.count, size):
+            yield self.select(order[start : start + size])
+
+    @staticmethod
+    def concat(batches: list[SampleBatch]) -> SampleBatch:
+        """Join batches with the same columns, rows in order."""
+        if len(batches) == 1:
+            return batches[0]
+        keys = batches[0].keys()
+        return SampleBatch({k: np.concatenate([b[k] for b in batches]) for k in keys})
+
+
+class MultiAgentBatch:
+    """Samples of one or more policies, and the env steps that produced them.
+
+    ``env_steps`` counts environment transitions; with several agents one env
+    step yields a row for each acting agent, so it can be less than the rows.
+    """
+
+    def __init__(self, policy_batches: Mapping[str, SampleBatch], env_steps: int) -> None:
+        self.policy_batches: dict[str, SampleBatch] = dict(policy_batches)
+        self.env_steps = int(env_steps)
+
+    @property
+    def agent_steps(self) -> int:
+        """Rows over all policies."""
+        return sum(b.count for b in self.policy_batches.values())
+
+    @staticmethod
+    def concat(batches: list[MultiAgentBatch]) -> MultiAgentBatch:
+        """Join per policy id."""
+        by_policy: dict[str, list[SampleBatch]] = {}
+        for batch in batches:
+            for pid, b in batch.policy_batches.items():
+                by_policy.setdefault(pid, []).append(b)
+        return MultiAgentBatch(
+            {pid: SampleBatch.concat(bs) for pid, bs in by_policy.items()},
+            sum(b.env_steps for b in batches),
+        )
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{pid}: {b.count}" for pid, b in self.policy_batches.items())
+        return f"MultiAgentBatch({{{sizes}}}, env_steps={self.env_steps})"

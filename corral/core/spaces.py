@@ -1,0 +1,128 @@
+"""Turning gymnasium spaces into network inputs and network outputs into env actions.
+
+Observations become one flat float32 vector per row (one-hot for Discrete and
+MultiDiscrete, concatenation for Dict and Tuple), except images, which keep
+their shape and dtype for the CNN. Box actions are produced in [-1, 1] and
+scaled to the env's bounds when ``normalize_actions`` is on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from corral.core.errors import EnvError
+
+
+def is_image_space(space: gym.Space) -> bool:
+    """A Box of shape (H, W, C) that a CNN should read."""
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+
+
+class ObservationPreprocessor:
+    """Maps a batch of raw observations (as a vector env returns them) to one array.
+
+    Attributes:
+        shape: the shape of one preprocessed observation.
+        dtype: float32, or the Box's own dtype for images (uint8 stays uint8).
+    """
+
+    def __init__(self, space: gym.Space) -> None:
+        self.space = space
+        if is_image_space(space):
+            self.shape: tuple[int, ...] = tuple(space.shape)
+            self.dtype = space.dtype
+        else:
+            self.shape = (_flat_size(space),)
+            self.dtype = np.dtype(np.float32)
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        """Preprocess a batch: the result has shape ``(batch, *self.shape)``."""
+        if is_image_space(self.space):
+            return np.asarray(obs)
+        return _flatten_batch(self.space, obs)
+
+
+def _flat_size(space: gym.Space) -> int:
+    if isinstance(space, gym.spaces.Box):
+        return int(np.prod(space.shape))
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return int(np.sum(space.nvec))
+    if isinstance(space, gym.spaces.MultiBinary):
+        return int(np.prod(space.shape))
+    if isinstance(space, gym.spaces.Dict):
+        return sum(_flat_size(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return sum(_flat_size(s) for s in space.spaces)
+    raise EnvError(
+        f"observation space {space} is not supported; use Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple"
+    )
+
+
+def _flatten_batch(space: gym.Space, obs: Any) -> np.ndarray:
+    if isinstance(space, gym.spaces.Box) or isinstance(space, gym.spaces.MultiBinary):
+        arr = np.asarray(obs, dtype=np.float32)
+        return arr.reshape(arr.shape[0], -1)
+    if isinstance(space, gym.spaces.Discrete):
+        idx = np.asarray(obs, dtype=np.int64) - int(space.start)
+        out = np.zeros((idx.shape[0], int(space.n)), dtype=np.float32)
+        out[np.arange(idx.shape[0]), idx] = 1.0
+        return out
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        idx = np.asarray(obs, dtype=np.int64).reshape(-1, len(space.nvec))
+        parts = [_flatten_batch(gym.spaces.Discrete(int(n)), idx[:, j]) for j, n in enumerate(space.nvec.ravel())]
+        return np.concatenate(parts, axis=1)
+    if isinstance(space, gym.spaces.Dict):
+        return np.concatenate([_flatten_batch(s, obs[k]) for k, s in space.spaces.items()], axis=1)
+    if isinstance(space, gym.spaces.Tuple):
+        return np.concatenate([_flatten_batch(s, obs[i]) for i, s in enumerate(space.spaces)], axis=1)
+    raise EnvError(f"observation space {space} is not supported")
+
+
+class ActionAdapter:
+    """Maps policy actions to env actions, and describes the space the policy acts in."""
+
+    def __init__(self, space: gym.Space, normalize_actions: bool, clip_actions: bool) -> None:
+        if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
+            raise EnvError(f"action space {space} is not supported; use Discrete, MultiDiscrete or Box")
+        self.space = space
+        self.is_box = isinstance(space, gym.spaces.Box)
+        self.normalize = self.is_box and normalize_actions and bool(np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)))
+        self.clip = self.is_box and clip_actions and not self.normalize
+        if self.is_box:
+            self._low = space.low.astype(np.float32)
+            self._half_range = ((space.high - space.low) / 2.0).astype(np.float32)
+        self.policy_space: gym.Space = (
+            gym.spaces.Box(-1.0, 1.0, space.shape, np.float32) if self.normalize else space
+        )
+
+    def __call__(self, actions: np.ndarray) -> np.ndarray:
+        """Env actions for a batch of policy actions."""
+        if self.normalize:
+            return self._low + (np.clip(actions, -1.0, 1.0) + 1.0) * self._half_range
+        if self.clip:
+            return np.clip(actions, self.space.low, self.space.high)
+        if isinstance(self.space, gym.spaces.Discrete) and self.space.start:
+            return actions + int(self.space.start)
+        return actions
+
+
+def space_to_json(space: gym.Space) -> dict[str, Any]:
+    """A JSON description of a space, precise enough to tell two spaces apart in a checkpoint."""
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype)}
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist()}
+    if isinstance(space, gym.spaces.MultiBinary):
+        return {"type": "MultiBinary", "shape": list(space.shape)}
+    if isinstance(space, gym.spaces.Dict):
+        return {"type": "Dict", "spaces": {k: space_to_json(s) for k, s in space.spaces.items()}}
+    if isinstance(space, gym.spaces.Tuple):
+        return {"type": "Tuple", "spaces": [space_to_json(s) for s in space.spaces]}
+    return {"type": type(space).__name__}

@@ -1,0 +1,249 @@
+"""Find, list and load corral's plugins: algorithms, explorations, hook plugins.
+
+Every algorithm, even corral's own PPO, arrives through an entry point, so the
+path third-party plugins take is the one always exercised. Importing this
+package and listing plugins imports neither torch nor any plugin: entry points
+are read from metadata and loaded one by one, only when looked up.
+
+The three registries are built on first use, not at import, so that importing
+corral never scans ``sys.path`` and :func:`refresh` can rebuild them after the
+environment changed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any
+
+import corral.core.errors as errors
+from corral.registry.discovery import DISABLE_ENV_VAR, IN_PROCESS, PluginInfo, PluginStatus
+from corral.registry.plugin_registry import PluginRegistry
+
+__all__ = [
+    "ALGORITHMS_GROUP",
+    "DISABLE_ENV_VAR",
+    "EXPLORATIONS_GROUP",
+    "HOOKS_GROUP",
+    "IN_PROCESS",
+    "PluginInfo",
+    "PluginRegistry",
+    "PluginStatus",
+    "get_algorithm",
+    "get_config",
+    "get_exploration",
+    "get_hook_plugins",
+    "list_algorithms",
+    "list_explorations",
+    "list_hook_plugins",
+    "refresh",
+    "register_algorithm",
+    "register_exploration",
+    "registry_for",
+]
+
+ALGORITHMS_GROUP = "corral.algorithms"
+EXPLORATIONS_GROUP = "corral.explorations"
+HOOKS_GROUP = "corral.hooks"
+
+_registries: dict[str, PluginRegistry] = {}
+_lock = threading.Lock()
+
+
+def _make(group: str) -> PluginRegistry:
+    if group == ALGORITHMS_GROUP:
+        return PluginRegistry(
+            group,
+            "algorithm",
+            unknown_error=errors.UnknownAlgorithmError,
+            required_attribute="get_default_config",
+            requirement="an algorithm must subclass corral's Algorithm (corral.Algorithm)",
+        )
+    if group == EXPLORATIONS_GROUP:
+        return PluginRegistry(group, "exploration")
+    if group == HOOKS_GROUP:
+        return PluginRegistry(group, "hook plugin", expects_class=False)
+    raise ValueError(
+        f"Unknown plugin group {group!r}; expected one of "
+        f"{ALGORITHMS_GROUP!r}, {EXPLORATIONS_GROUP!r}, {HOOKS_GROUP!r}"
+    )
+
+
+def registry_for(group: str) -> PluginRegistry:
+    """Return the registry of one entry-point group, building it on first use.
+
+    For tools such as ``corral list`` that treat all groups alike; most code
+    wants the typed functions below instead.
+
+    Args:
+        group: ``"corral.algorithms"``, ``"corral.explorations"`` or ``"corral.hooks"``.
+
+    Returns:
+        The group's registry (the same one until :func:`refresh`).
+
+    Raises:
+        ValueError: ``group`` is not one of corral's plugin groups.
+    """
+    with _lock:
+        registry = _registries.get(group)
+        if registry is None:
+            registry = _registries[group] = _make(group)
+        return registry
+
+
+def refresh() -> None:
+    """Forget everything discovered, loaded or registered in-process.
+
+    Discovery is cached after its first use; call this after changing
+    ``sys.path`` or ``CORRAL_DISABLE_PLUGINS`` (tests do) so the next call
+    rediscovers. In-process registrations are dropped as well, so the
+    registries afterwards reflect only the environment.
+    """
+    with _lock:
+        for registry in _registries.values():
+            registry.refresh()
+        _registries.clear()
+    importlib.invalidate_caches()  # metadata finders cache directory listings
+
+
+# ------------------------------------------------------------------ algorithms
+
+
+def list_algorithms() -> list[PluginInfo]:
+    """Describe every installed algorithm without importing any.
+
+    Returns:
+        One :class:`PluginInfo` per entry point or in-process registration,
+        sorted by name.
+    """
+    return registry_for(ALGORITHMS_GROUP).list_plugins()
+
+
+def get_algorithm(name: str, dist: str | None = None) -> type:
+    """Return the algorithm class registered as ``name`` (case-insensitive).
+
+    Only this one plugin is imported, on first lookup, and cached.
+
+    Args:
+        name: The algorithm's registered name, e.g. ``"PPO"`` or ``"ppo"``.
+        dist: The distribution to take it from when several provide it,
+            e.g. ``"corral-fastppo"``.
+
+    Returns:
+        The ``Algorithm`` subclass.
+
+    Raises:
+        UnknownAlgorithmError: No installed plugin provides ``name``; the
+            message lists installed algorithms and the closest name.
+        PluginLoadError: The plugin failed to import, is blocked, is not an
+            ``Algorithm`` class, or several distributions provide it.
+    """
+    return registry_for(ALGORITHMS_GROUP).get(name, dist)
+
+
+def get_config(name: str, dist: str | None = None) -> Any:
+    """Return a fresh default config for the algorithm ``name``.
+
+    Args:
+        name: The algorithm's registered name (case-insensitive).
+        dist: As for :func:`get_algorithm`.
+
+    Returns:
+        ``get_algorithm(name, dist).get_default_config()``.
+
+    Raises:
+        UnknownAlgorithmError: As for :func:`get_algorithm`.
+        PluginLoadError: As for :func:`get_algorithm`.
+    """
+    return get_algorithm(name, dist).get_default_config()
+
+
+def register_algorithm(name: str, cls: type) -> None:
+    """Register an algorithm class in this process (tests, notebooks).
+
+    It takes precedence over an installed algorithm of the same name, since
+    registering it is an explicit choice; :func:`refresh` forgets it.
+
+    Args:
+        name: The name to look it up by (case-insensitive).
+        cls: An ``Algorithm`` subclass.
+
+    Raises:
+        TypeError: ``name`` is not a string or ``cls`` is not a class.
+        ValueError: ``name`` is empty.
+        PluginLoadError: ``cls`` is not an ``Algorithm`` (no ``get_default_config``).
+    """
+    registry_for(ALGORITHMS_GROUP).register(name, cls)
+
+
+# ---------------------------------------------------------------- explorations
+
+
+def list_explorations() -> list[PluginInfo]:
+    """Describe every installed exploration without importing any.
+
+    Returns:
+        One :class:`PluginInfo` per entry point or in-process registration,
+        sorted by name.
+    """
+    return registry_for(EXPLORATIONS_GROUP).list_plugins()
+
+
+def get_exploration(name: str, dist: str | None = None) -> type:
+    """Return the exploration class registered as ``name`` (case-insensitive).
+
+    This is how ``exploration_config={"type": "EpsilonGreedy"}`` resolves.
+
+    Args:
+        name: The exploration's registered name.
+        dist: The distribution to take it from when several provide it.
+
+    Returns:
+        The exploration class.
+
+    Raises:
+        UnknownPluginError: No installed plugin provides ``name``.
+        PluginLoadError: The plugin failed to import, is blocked, is not a
+            class, or several distributions provide it.
+    """
+    return registry_for(EXPLORATIONS_GROUP).get(name, dist)
+
+
+def register_exploration(name: str, cls: type) -> None:
+    """Register an exploration class in this process (tests, notebooks).
+
+    Args:
+        name: The name to look it up by (case-insensitive).
+        cls: The exploration class.
+
+    Raises:
+        TypeError: ``name`` is not a string or ``cls`` is not a class.
+        ValueError: ``name`` is empty.
+    """
+    registry_for(EXPLORATIONS_GROUP).register(name, cls)
+
+
+# ---------------------------------------------------------------- hook plugins
+
+
+def list_hook_plugins() -> list[PluginInfo]:
+    """Describe every installed hook plugin (group ``corral.hooks``) without importing any.
+
+    Returns:
+        One :class:`PluginInfo` per entry point, sorted by name.
+    """
+    return registry_for(HOOKS_GROUP).list_plugins()
+
+
+def get_hook_plugins() -> list[tuple[PluginInfo, object]]:
+    """Load every hook plugin, skipping (never raising for) those that fail.
+
+    Hook plugins run in every training run, so one broken plugin must not stop
+    training: it is logged, marked ``"broken"`` and left out. Blocked and
+    conflicting ones are left out too.
+
+    Returns:
+        ``(info, plugin)`` pairs, ready to register in a pluggy
+        ``PluginManager``, sorted by name.
+    """
+    return registry_for(HOOKS_GROUP).load_all()
