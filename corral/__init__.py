@@ -7,8 +7,7 @@ never imports torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from corral._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -48,14 +47,4 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'corral' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports('corral', globals(), _EXPORTS)

@@ -220,7 +220,8 @@ def _should_stop(result: dict[str, Any], stop: dict[str, Any]) -> bool:
 def _run_experiment(exp: dict[str, Any], config: Any, verbose: int) -> None:
     from rich.console import Console
 
-    console = Console(stderr=False, highlight=False)
+    # soft_wrap: never break a long path or the evaluate command across lines (it must stay copyable)
+    console = Console(stderr=False, highlight=False, soft_wrap=True)
     algo = config.build()
     stop = exp["stop"]
     if not stop:
@@ -254,10 +255,10 @@ def _run_experiment(exp: dict[str, Any], config: Any, verbose: int) -> None:
     if algo.config.checkpoint_at_end and algo.iteration:
         last_checkpoint = algo.save()
     algo.stop()
-    console.print(f"results: {algo.logdir}")
+    console.print(f"results: {algo.logdir}", markup=False)
     if last_checkpoint:
-        console.print(f"last checkpoint: {last_checkpoint}")
-        console.print(f"evaluate it with: corral evaluate {last_checkpoint} --episodes 10")
+        console.print(f"last checkpoint: {last_checkpoint}", markup=False)
+        console.print(f"evaluate it with: corral evaluate {last_checkpoint} --episodes 10", markup=False)
     else:
         console.print("no checkpoint was saved; pass --checkpoint-at-end or --checkpoint-freq N to keep one")
 
@@ -276,6 +277,7 @@ def _progress_line(result: dict[str, Any]) -> str:
 
 def _help_config(algo: str) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from corral import registry
@@ -287,8 +289,8 @@ def _help_config(algo: str) -> int:
     for name, field in config_class.model_fields.items():
         default = field.get_default(call_default_factory=True)
         shown = json.dumps(default.model_dump() if hasattr(default, "model_dump") else default, default=str)
-        table.add_row(name, f".{config_class.field_group(name)}()", shown, field.description or "")
-    Console().print(table)
+        table.add_row(name, f".{config_class.field_group(name)}()", escape(shown), escape(field.description or ""))
+    Console(width=None if sys.stdout.isatty() else 240).print(table)  # piped: one line per option
     return 0
 
 
@@ -344,7 +346,8 @@ def _list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    # Piped output (grep, a file) gets room for whole names and entry points instead of rich's 80-column cut.
+    console = Console(width=None if sys.stdout.isatty() else 240)
     for title, plugins in sections.items():
         table = Table(title=title, title_justify="left")
         for column in ("name", "provider", "version", "entry point", "status"):

@@ -6,8 +6,7 @@ the errors (``corral list``) does not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from corral._lazy import lazy_exports
 
 _EXPORTS = {
     "Algorithm": "corral.core.algorithm",
@@ -51,14 +50,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'corral.core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports('corral.core', globals(), _EXPORTS)

@@ -168,17 +168,20 @@ class CallbackRunner:
 
     def episode_start(self, episode: Any, env_runner: Any, env_index: int) -> None:
         self._pm.hook.on_episode_start(
-            episode=episode, env_runner=env_runner, worker=env_runner, env_index=env_index, policies=env_runner.policies
+            episode=episode, env_runner=env_runner, worker=env_runner, base_env=env_runner.env, env_index=env_index,
+            policies=env_runner.policies,
         )
 
     def episode_step(self, episode: Any, env_runner: Any, env_index: int) -> None:
         self._pm.hook.on_episode_step(
-            episode=episode, env_runner=env_runner, worker=env_runner, env_index=env_index, policies=env_runner.policies
+            episode=episode, env_runner=env_runner, worker=env_runner, base_env=env_runner.env, env_index=env_index,
+            policies=env_runner.policies,
         )
 
     def episode_end(self, episode: Any, env_runner: Any, env_index: int) -> None:
         self._pm.hook.on_episode_end(
-            episode=episode, env_runner=env_runner, worker=env_runner, env_index=env_index, policies=env_runner.policies
+            episode=episode, env_runner=env_runner, worker=env_runner, base_env=env_runner.env, env_index=env_index,
+            policies=env_runner.policies,
         )
 
     def sample_end(self, env_runner: Any, samples: Any) -> None:

@@ -45,6 +45,7 @@ def write_checkpoint(
     target = Path(path).expanduser().resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; a checkpoint gets the usual permissions
     try:
         _write_json(tmp / META_FILE, {"format_version": FORMAT_VERSION, **meta})
         _write_json(tmp / CONFIG_FILE, config)
@@ -58,7 +59,12 @@ def write_checkpoint(
             # Move the old one aside first, so that at every moment one complete checkpoint exists.
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
             os.replace(target, old / target.name)
-            os.replace(tmp, target)
+            try:
+                os.replace(tmp, target)
+            except BaseException:
+                os.replace(old / target.name, target)  # put the previous checkpoint back
+                shutil.rmtree(old, ignore_errors=True)
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, target)
@@ -119,6 +125,12 @@ def _read_json(path: Path, missing: str) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{path} is not valid JSON: {exc}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_tree(folder: Path) -> None:

@@ -399,7 +399,10 @@ class AlgorithmConfig(BaseModel):
         from corral.core.exploration import validate_exploration_config
 
         validate_exploration_config(self.exploration_config)
-        overrides = self._canonical_keys(self.evaluation_config)
+        try:
+            overrides = self._canonical_keys(self.evaluation_config)
+        except ConfigError as exc:
+            raise ConfigError(f"evaluation_config: {exc}") from None
         for key in ("evaluation_config", "evaluation_interval"):
             if key in overrides:
                 raise ConfigError(f"evaluation_config cannot set {key!r}: evaluation does not nest")

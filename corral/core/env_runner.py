@@ -159,7 +159,7 @@ class EnvRunner:
 
     def _step(self, policy: Policy, explore: bool, t: int | None, horizon: int) -> int:
         """One vector step; records row ``t`` if given. Returns the number of real transitions."""
-        obs = policy.preprocess(self._obs, update_filter=explore and t is not None)
+        obs = policy.preprocess(self._obs, update_filter=t is not None)  # training samples update the filter
         actions, extras = policy.compute_actions(obs, explore=explore)
         next_obs, rewards, terminateds, truncateds, infos = self.env.step(policy.action_adapter(actions))
         valid = ~self._reset_pending

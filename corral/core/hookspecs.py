@@ -3,7 +3,8 @@
 Every argument is a keyword, and an implementation may declare any subset of
 them, so adding an argument here never breaks an existing callback. Names
 follow RLlib's callbacks. ``worker`` is passed beside ``env_runner`` (the same
-object) for callbacks written against RLlib's older API.
+object), and episode hooks get ``base_env`` (the runner's vector env), for
+callbacks written against RLlib's older API.
 """
 
 from __future__ import annotations
@@ -28,17 +29,23 @@ def on_environment_created(env_runner: Any, worker: Any, env: Any, env_context: 
 
 
 @hookspec
-def on_episode_start(episode: Any, env_runner: Any, worker: Any, env_index: int, policies: Any) -> None:
+def on_episode_start(
+    episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any
+) -> None:
     """A sub-environment was reset and a new episode begins (``episode`` has its first observation)."""
 
 
 @hookspec
-def on_episode_step(episode: Any, env_runner: Any, worker: Any, env_index: int, policies: Any) -> None:
+def on_episode_step(
+    episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any
+) -> None:
     """A sub-environment stepped; ``episode`` holds the latest observation, action, reward and info."""
 
 
 @hookspec
-def on_episode_end(episode: Any, env_runner: Any, worker: Any, env_index: int, policies: Any) -> None:
+def on_episode_end(
+    episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any
+) -> None:
     """An episode finished, before its sub-environment resets; ``episode`` is complete."""
 
 

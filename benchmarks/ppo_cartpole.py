@@ -1,0 +1,208 @@
+"""corral's PPO against Stable-Baselines3's PPO on CartPole-v1, in one run, as ratios.
+
+Each library trains in its own fresh Python process per seed, so the time to
+the threshold includes importing the library. Measured per run:
+
+- seconds from process start until the mean return over the last 100 episodes
+  first reaches 475, and the env steps taken by then;
+- training throughput: env steps per second over that whole training run;
+- sampling throughput: env steps per second of acting alone (each library's own
+  rollout path with its current policy, no learning).
+
+corral runs its tuned example (corral/tuned_examples/ppo_cartpole.yaml);
+Stable-Baselines3 runs its defaults (``PPO("MlpPolicy", "CartPole-v1")``).
+
+    pip install -e ".[bench]"
+    python benchmarks/ppo_cartpole.py --seeds 0 1 2
+
+Writes benchmarks/results/ppo_cartpole.json and ppo_cartpole.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+THRESHOLD = 475.0
+WINDOW = 100
+
+
+def run_corral(seed: int, max_steps: int, start: float) -> dict:
+    """Train corral's tuned PPO until the threshold; return the measurements."""
+    import os
+    import tempfile
+
+    import yaml
+
+    os.environ.setdefault("CORRAL_RESULTS_DIR", tempfile.mkdtemp(prefix="corral-bench-"))
+    from corral import get_config
+
+    spec = next(iter(yaml.safe_load((HERE.parent / "corral/tuned_examples/ppo_cartpole.yaml").read_text()).values()))
+    config = get_config(spec["run"]).environment(spec["env"]).update_from_dict({**spec["config"], "seed": seed, "log_to_tensorboard": False})
+    algo = config.build()
+    curve, reached = [], None
+    train_start = time.perf_counter()
+    while algo.counters["num_env_steps_sampled"] < max_steps:
+        result = algo.train()
+        elapsed = time.perf_counter() - start
+        curve.append((result["timesteps_total"], result["episode_reward_mean"], elapsed))
+        if result["episode_reward_mean"] >= THRESHOLD:
+            reached = (elapsed, result["timesteps_total"])
+            break
+    train_seconds = time.perf_counter() - train_start
+    steps = algo.counters["num_env_steps_sampled"]
+    runner = algo.env_runner_group.local_env_runner
+    sample_start, sampled = time.perf_counter(), 0
+    while time.perf_counter() - sample_start < 3.0:
+        sampled += runner.sample().env_steps
+    sampling = sampled / (time.perf_counter() - sample_start)
+    return {"reached": reached, "curve": curve, "train_throughput": steps / train_seconds, "sampling_throughput": sampling}
+
+
+def run_sb3(seed: int, max_steps: int, start: float) -> dict:
+    """Train Stable-Baselines3's default PPO until the threshold; return the measurements."""
+    import numpy as np
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    curve: list = []
+    state: dict = {"reached": None}
+
+    class StopAtThreshold(BaseCallback):
+        def _on_rollout_end(self) -> None:
+            buffer = self.model.ep_info_buffer
+            mean = float(np.mean([e["r"] for e in buffer])) if buffer else float("nan")
+            curve.append((self.num_timesteps, mean, time.perf_counter() - start))
+            if len(buffer) and mean >= THRESHOLD and state["reached"] is None:
+                state["reached"] = (time.perf_counter() - start, self.num_timesteps)
+
+        def _on_step(self) -> bool:
+            return state["reached"] is None
+
+    model = PPO("MlpPolicy", "CartPole-v1", seed=seed, verbose=0)
+    train_start = time.perf_counter()
+    model.learn(total_timesteps=max_steps, callback=StopAtThreshold())
+    train_seconds = time.perf_counter() - train_start
+    env = model.get_env()
+    obs = env.reset()
+    sample_start, sampled = time.perf_counter(), 0
+    while time.perf_counter() - sample_start < 3.0:
+        action, _ = model.predict(obs)
+        obs, _, _, _ = env.step(action)
+        sampled += env.num_envs
+    return {
+        "reached": state["reached"],
+        "curve": curve,
+        "train_throughput": model.num_timesteps / train_seconds,
+        "sampling_throughput": sampled / (time.perf_counter() - sample_start),
+    }
+
+
+def child(library: str, seed: int, max_steps: int) -> None:
+    """Run one measurement in this (fresh) process and print it as JSON."""
+    start = time.perf_counter()  # before the library is imported
+    runner = {"corral": run_corral, "sb3": run_sb3}[library]
+    print("RESULT " + json.dumps(runner(seed, max_steps, start)))
+
+
+def measure(library: str, seed: int, max_steps: int) -> dict:
+    """Run :func:`child` in a fresh interpreter."""
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", library, "--seed", str(seed), "--max-steps", str(max_steps)],
+        capture_output=True, text=True, check=False,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{library} seed {seed} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def report(runs: dict[str, list[dict]], out_dir: Path) -> str:
+    """A markdown table of medians and ratios; also writes the JSON and the plot."""
+    rows = {}
+    for library, results in runs.items():
+        reached = [r["reached"] for r in results if r["reached"]]
+        rows[library] = {
+            "seconds": median([r[0] for r in reached]),
+            "steps": median([r[1] for r in reached]),
+            "reached": f"{len(reached)}/{len(results)}",
+            "train_sps": median([r["train_throughput"] for r in results]),
+            "sample_sps": median([r["sampling_throughput"] for r in results]),
+        }
+    c, s = rows["corral"], rows["sb3"]
+    lines = [
+        "| library | reached 475 | seconds to 475 (import included) | env steps to 475 | training steps/s | sampling steps/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, row in (("corral PPO (tuned example)", c), ("Stable-Baselines3 PPO (defaults)", s)):
+        lines.append(f"| {name} | {row['reached']} | {row['seconds']:.1f} | {row['steps']:,.0f} | {row['train_sps']:,.0f} | {row['sample_sps']:,.0f} |")
+    lines.append(
+        f"| **ratio SB3 / corral** | | **{s['seconds'] / c['seconds']:.1f}x faster** | {s['steps'] / c['steps']:.2f}x | "
+        f"{c['train_sps'] / s['train_sps']:.1f}x | {c['sample_sps'] / s['sample_sps']:.1f}x |"
+    )
+    table = "\n".join(lines)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "ppo_cartpole.json").write_text(json.dumps({"runs": runs, "summary": rows}, indent=1))
+    plot(runs, out_dir / "ppo_cartpole.png")
+    return table
+
+
+def plot(runs: dict[str, list[dict]], path: Path) -> None:
+    """Learning curves against wall-clock time and against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(11, 4))
+    colors = {"corral": "tab:green", "sb3": "tab:blue"}
+    labels = {"corral": "corral PPO", "sb3": "Stable-Baselines3 PPO"}
+    for library, results in runs.items():
+        for i, result in enumerate(results):
+            steps, reward, seconds = zip(*result["curve"]) if result["curve"] else ((), (), ())
+            label = labels[library] if i == 0 else None
+            by_time.plot(seconds, reward, color=colors[library], alpha=0.8, label=label)
+            by_steps.plot(steps, reward, color=colors[library], alpha=0.8, label=label)
+    for ax, xlabel in ((by_time, "seconds since process start (import included)"), (by_steps, "env steps")):
+        ax.axhline(THRESHOLD, color="grey", linestyle="--", linewidth=1)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"mean return, last {WINDOW} episodes")
+        ax.legend()
+    fig.suptitle("PPO on CartPole-v1, one line per seed")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--max-steps", type=int, default=200_000)
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--child", choices=["corral", "sb3"])
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.seed, args.max_steps)
+        return
+    runs: dict[str, list[dict]] = {"corral": [], "sb3": []}
+    for seed in args.seeds:
+        for library in runs:
+            result = measure(library, seed, args.max_steps)
+            runs[library].append(result)
+            print(f"{library:6s} seed {seed}: reached={result['reached']} "
+                  f"train {result['train_throughput']:,.0f} steps/s, sampling {result['sampling_throughput']:,.0f} steps/s", flush=True)
+    print(report(runs, args.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Every tuned example reaches the reward its ``stop`` block promises, within its budget.
+
+The files are read the way ``corral train -f`` reads them; the run is seeded
+and bounded by the file's ``timesteps_total``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import corral
+from corral.cli import _experiments_from_file
+
+EXAMPLES = sorted((Path(corral.__file__).parent / "tuned_examples").glob("*.yaml"))
+
+
+def test_tuned_examples_are_packaged() -> None:
+    names = {p.name for p in EXAMPLES}
+    assert {"ppo_cartpole.yaml", "ppo_pendulum.yaml"} <= names
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_tuned_example_reaches_its_promise(path: Path) -> None:
+    (experiment,) = _experiments_from_file(str(path))
+    promise = experiment["stop"]["episode_reward_mean"]
+    budget = experiment["stop"]["timesteps_total"]
+    config = corral.get_config(experiment["run"]).environment(experiment["env"])
+    config.update_from_dict({**experiment["config"], "seed": 0})
+    algo = config.build()
+    best = float("-inf")
+    while algo.counters["num_env_steps_sampled"] < budget:
+        result = algo.train()
+        best = max(best, result["episode_reward_mean"])
+        if result["episode_reward_mean"] >= promise:
+            break
+    algo.stop()
+    assert result["episode_reward_mean"] >= promise, (
+        f"{path.name}: best 100-episode mean {best:.1f} < {promise} within {budget} env steps"
+    )
+    assert result["timesteps_total"] <= budget + config.train_batch_size
