@@ -298,12 +298,14 @@ def _help_config(algo: str) -> int:
 # evaluate
 # ---------------------------------------------------------------------- #
 def _evaluate(args: argparse.Namespace) -> int:
-    from corral.core.algorithm import Algorithm
-    from corral.core.checkpoints import read_checkpoint
+    from corral.core.checkpoints import read_checkpoint, read_meta
 
     for name, value in (("--episodes", args.episodes), ("--steps", args.steps)):
         if value is not None and value < 1:
             raise ConfigError(f"{name} must be at least 1, got {value}")
+    read_meta(args.checkpoint)  # a wrong path fails here, before torch is imported
+    from corral.core.algorithm import Algorithm
+
     _, saved_config, _, _ = read_checkpoint(args.checkpoint)
     unit = "timesteps" if args.steps else "episodes"
     duration = args.steps or args.episodes or 10

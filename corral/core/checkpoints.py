@@ -23,8 +23,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from corral.core.errors import CheckpointError
 
 FORMAT_VERSION = 1
@@ -50,6 +48,8 @@ def write_checkpoint(
         _write_json(tmp / META_FILE, {"format_version": FORMAT_VERSION, **meta})
         _write_json(tmp / CONFIG_FILE, config)
         _write_json(tmp / STATE_FILE, algorithm_state)
+        import torch  # here, not at the top: reading a checkpoint's metadata needs no torch
+
         for policy_id, state in policy_states.items():
             folder = tmp / "policies" / policy_id
             folder.mkdir(parents=True)
@@ -97,6 +97,8 @@ def read_checkpoint(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[
     meta = read_meta(folder)
     config = _read_json(folder / CONFIG_FILE, f"is missing {CONFIG_FILE}")
     state = _read_json(folder / STATE_FILE, f"is missing {STATE_FILE}")
+    import torch
+
     policies = {}
     for policy_id in meta.get("policies", {}):
         file = folder / "policies" / policy_id / POLICY_FILE

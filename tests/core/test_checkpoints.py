@@ -287,7 +287,7 @@ def test_crash_while_writing_keeps_the_previous_checkpoint(trained, tmp_path, mo
     def crash(*args: Any, **kwargs: Any) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(checkpoints.torch, "save", crash)
+    monkeypatch.setattr(torch, "save", crash)
     with pytest.raises(OSError, match="disk full"):
         trained.save(target)
     monkeypatch.undo()
@@ -325,7 +325,7 @@ def test_crash_on_a_first_save_leaves_nothing(trained, tmp_path, monkeypatch) ->
     def crash(*args: Any, **kwargs: Any) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(checkpoints.torch, "save", crash)
+    monkeypatch.setattr(torch, "save", crash)
     with pytest.raises(OSError):
         trained.save(tmp_path / "ckpt")
     assert not (tmp_path / "ckpt").exists()
