@@ -34,30 +34,52 @@ class PPOPolicy(Policy):
         with_advantages = add_gae(fragment, last_values, self.config.gamma, self.config.lambda_)
         return self.flatten_fragment(with_advantages)
 
-    def loss(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """PPO's total loss on one minibatch of tensors, and its parts (detached)."""
+    def loss(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        """PPO's total loss on one minibatch of tensors.
+
+        Terms whose coefficient is zero are not computed; :meth:`_batch_stats`
+        reports all of them once per update instead of once per minibatch.
+        """
         cfg = self.config
         out = self.model.forward_train(t[SampleBatch.OBS])
         dist = self.dist_class(out["action_dist_inputs"])
-        old_dist = self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS])
         advantages = t[SampleBatch.ADVANTAGES]
         ratio = torch.exp(dist.logp(t[SampleBatch.ACTIONS]) - t[SampleBatch.ACTION_LOGP])
         surrogate = torch.min(advantages * ratio, advantages * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param))
-        policy_loss = -surrogate.mean()
-        kl = old_dist.kl(dist).mean()
-        entropy = dist.entropy().mean()
-        values, targets = out["vf_preds"], t[SampleBatch.VALUE_TARGETS]
-        vf_loss = (values - targets).pow(2)
-        if cfg.vf_clip_param is not None:
-            old = t[SampleBatch.VF_PREDS]
-            clipped = old + (values - old).clamp(-cfg.vf_clip_param, cfg.vf_clip_param)
-            vf_loss = torch.max(vf_loss, (clipped - targets).pow(2))
-        vf_loss = 0.5 * vf_loss.mean()
-        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+        total = -surrogate.mean() + cfg.vf_loss_coeff * self._vf_loss(out["vf_preds"], t)
+        if cfg.entropy_coeff > 0:
+            total = total - cfg.entropy_coeff * dist.entropy().mean()
         if self.kl_coeff > 0:
-            total = total + self.kl_coeff * kl
-        parts = {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "kl": kl, "entropy": entropy}
-        return total, {k: v.detach() for k, v in parts.items()}
+            total = total + self.kl_coeff * self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS]).kl(dist).mean()
+        return total
+
+    def _vf_loss(self, values: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        targets = t[SampleBatch.VALUE_TARGETS]
+        vf_loss = (values - targets).pow(2)
+        if self.config.vf_clip_param is not None:
+            old = t[SampleBatch.VF_PREDS]
+            clipped = old + (values - old).clamp(-self.config.vf_clip_param, self.config.vf_clip_param)
+            vf_loss = torch.max(vf_loss, (clipped - targets).pow(2))
+        return 0.5 * vf_loss.mean()
+
+    @torch.no_grad()
+    def _batch_stats(self, t: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Loss terms of the updated policy on the whole train batch, in one pass."""
+        cfg = self.config
+        out = self.model.forward_train(t[SampleBatch.OBS])
+        dist = self.dist_class(out["action_dist_inputs"])
+        advantages = t[SampleBatch.ADVANTAGES]
+        ratio = torch.exp(dist.logp(t[SampleBatch.ACTIONS]) - t[SampleBatch.ACTION_LOGP])
+        policy_loss = -torch.min(advantages * ratio, advantages * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param)).mean()
+        vf_loss = self._vf_loss(out["vf_preds"], t)
+        kl = self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS]).kl(dist).mean()
+        entropy = dist.entropy().mean()
+        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy + self.kl_coeff * kl
+        targets = t[SampleBatch.VALUE_TARGETS]
+        explained = 1.0 - torch.var(targets - out["vf_preds"]) / torch.var(targets)
+        names = ("total_loss", "policy_loss", "vf_loss", "kl", "entropy", "vf_explained_var")
+        values = torch.stack([total, policy_loss, vf_loss, kl, entropy, explained]).tolist()
+        return dict(zip(names, values))
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
         """Several epochs of shuffled minibatch SGD; then adapt the KL coefficient."""
@@ -68,30 +90,23 @@ class PPOPolicy(Policy):
             adv = t[SampleBatch.ADVANTAGES]
             t[SampleBatch.ADVANTAGES] = (adv - adv.mean()) / (adv.std() + 1e-8)
         n = batch.count
-        sums: dict[str, torch.Tensor] = {}
-        updates = 0
+        grad_norms = []
         for _ in range(cfg.num_epochs):
             order = torch.randperm(n, device=self.device)
             for start in range(0, n, cfg.minibatch_size):
                 rows = order[start : start + cfg.minibatch_size]
-                loss, parts = self.loss({k: v[rows] for k, v in t.items()})
-                parts["grad_gnorm"] = self.apply_gradients(loss).detach()
-                for k, v in parts.items():
-                    sums[k] = sums[k] + v if k in sums else v
-                updates += 1
-        stats = {k: float(v) / updates for k, v in zip(sums, torch.stack(list(sums.values())).tolist())}
+                grad_norms.append(self.apply_gradients(self.loss({k: v[rows] for k, v in t.items()})).detach())
+        stats = self._batch_stats(t)
         if cfg.kl_coeff > 0:
             if stats["kl"] > 2.0 * cfg.kl_target:
                 self.kl_coeff *= 1.5
             elif stats["kl"] < 0.5 * cfg.kl_target:
                 self.kl_coeff *= 0.5
-        targets, values = batch[SampleBatch.VALUE_TARGETS], batch[SampleBatch.VF_PREDS]
-        variance = float(np.var(targets))
         stats.update(
+            grad_gnorm=float(torch.stack(grad_norms).mean()),
             cur_kl_coeff=self.kl_coeff,
             cur_lr=lr,
-            num_sgd_updates=updates,
-            vf_explained_var=1.0 - float(np.var(targets - values)) / variance if variance > 0 else float("nan"),
+            num_sgd_updates=len(grad_norms),
         )
         return stats
 
