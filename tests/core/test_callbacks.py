@@ -14,14 +14,14 @@ from corral.plugins.ppo import PPO, PPOConfig
 NUM_ENVS = 4
 
 
-def tiny_ppo(callbacks, tmp_path, **evaluation) -> PPO:
+def tiny_ppo(callbacks, tmp_path, smoothing: int = 100, **evaluation) -> PPO:
     config = (
         PPOConfig()
         .environment("CartPole-v1")
         .env_runners(num_envs_per_env_runner=NUM_ENVS)
         .training(train_batch_size=256, minibatch_size=64, num_epochs=1, model={"fcnet_hiddens": [16]})
         .debugging(seed=0)
-        .reporting(storage_path=str(tmp_path))
+        .reporting(storage_path=str(tmp_path), metrics_num_episodes_for_smoothing=smoothing)
         .callbacks(callbacks)
     )
     if evaluation:
@@ -390,16 +390,7 @@ def test_custom_metrics_are_aggregated_over_the_smoothing_window(tmp_path):
 
 
 def test_custom_metrics_window_matches_episode_metrics_when_it_overflows(tmp_path):
-    config = (
-        PPOConfig()
-        .environment("CartPole-v1")
-        .env_runners(num_envs_per_env_runner=NUM_ENVS)
-        .training(train_batch_size=256, minibatch_size=64, num_epochs=1, model={"fcnet_hiddens": [16]})
-        .debugging(seed=0)
-        .reporting(storage_path=str(tmp_path), metrics_num_episodes_for_smoothing=3)
-        .callbacks(PoleLength)
-    )
-    algo = config.build()
+    algo = tiny_ppo(PoleLength, tmp_path, smoothing=3)
     try:
         results = [algo.train() for _ in range(2)]
     finally:
