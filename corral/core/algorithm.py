@@ -278,8 +278,9 @@ class Algorithm:
                 for pid, p in self.policies.items()
             },
         }
+        policy_states = {pid: p.get_state() for pid, p in self.policies.items()}
         written = checkpoints.write_checkpoint(
-            path, meta, self.config.to_dict(), self.get_state(), {pid: p.get_state() for pid, p in self.policies.items()}
+            path, meta, self.config.to_dict(), self.get_state(), policy_states, self.get_checkpoint_arrays()
         )
         if checkpoint_dir is None and self.config.keep_checkpoints_num:
             self._prune_checkpoints(self.config.keep_checkpoints_num)
@@ -310,6 +311,13 @@ class Algorithm:
         if "rng_state" in state:
             self.rng.bit_generator.state = state["rng_state"]
 
+    def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
+        """Named groups of numpy arrays to checkpoint beside the policies (replay buffers). Default none."""
+        return {}
+
+    def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray]]) -> None:
+        """Restore what :meth:`get_checkpoint_arrays` returned (groups absent from the checkpoint are missing)."""
+
     def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
         """Load a checkpoint of this algorithm into this instance (weights, optimizers, counters)."""
         meta, _, state, policy_states = checkpoints.read_checkpoint(checkpoint_path)
@@ -334,6 +342,7 @@ class Algorithm:
         except (KeyError, RuntimeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} does not fit this algorithm's policies: {exc}") from None
         self.set_state(state)
+        self.set_checkpoint_arrays(checkpoints.read_arrays(checkpoint_path))
         self.callbacks.checkpoint_loaded(self)
 
     @classmethod

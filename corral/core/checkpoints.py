@@ -6,6 +6,7 @@ Layout::
     config.json                     the config, to_dict()
     algorithm_state.json            counters, iteration, RNG state
     policies/<policy_id>/policy_state.pt   tensors only (weights, optimizer, exploration, filter)
+    arrays/<name>.npz               optional numpy arrays (replay buffers), read with allow_pickle=False
 
 A checkpoint is written into a temporary sibling folder and renamed into place,
 so a crash never leaves a half-written one and an older checkpoint at the same
@@ -23,6 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from corral.core.errors import CheckpointError
 
 FORMAT_VERSION = 1
@@ -38,8 +41,13 @@ def write_checkpoint(
     config: dict[str, Any],
     algorithm_state: dict[str, Any],
     policy_states: dict[str, dict[str, Any]],
+    arrays: dict[str, dict[str, np.ndarray]] | None = None,
 ) -> Path:
-    """Write a checkpoint folder at ``path`` atomically; returns the path."""
+    """Write a checkpoint folder at ``path`` atomically; returns the path.
+
+    Args:
+        arrays: named groups of numpy arrays, each written as ``arrays/<name>.npz``.
+    """
     target = Path(path).expanduser().resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
@@ -54,6 +62,9 @@ def write_checkpoint(
             folder = tmp / "policies" / policy_id
             folder.mkdir(parents=True)
             torch.save(state, folder / POLICY_FILE)
+        for name, group in (arrays or {}).items():
+            (tmp / "arrays").mkdir(exist_ok=True)
+            np.savez(tmp / "arrays" / f"{name}.npz", **group)
         _fsync_tree(tmp)
         if target.exists():
             # Move the old one aside first, so that at every moment one complete checkpoint exists.
@@ -112,6 +123,19 @@ def read_checkpoint(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[
                 "corral checkpoints hold tensors only and are never unpickled with code"
             ) from None
     return meta, config, state, policies
+
+
+def read_arrays(path: str | os.PathLike[str]) -> dict[str, dict[str, np.ndarray]]:
+    """The checkpoint's ``arrays/*.npz`` groups (empty if it has none); never unpickles."""
+    folder = Path(path).expanduser() / "arrays"
+    groups = {}
+    for file in sorted(folder.glob("*.npz")) if folder.is_dir() else []:
+        try:
+            with np.load(file, allow_pickle=False) as data:
+                groups[file.stem] = {key: data[key] for key in data.files}
+        except (ValueError, OSError) as exc:
+            raise CheckpointError(f"{file} cannot be loaded safely: {exc}") from None
+    return groups
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -101,6 +101,22 @@ class ConvEncoder(nn.Module):
         return self.net(x)
 
 
+def build_encoder(obs_space: gym.Space, config: ModelConfig) -> tuple[nn.Module, int]:
+    """The network body for an observation space: a CNN + MLP for images, an MLP otherwise.
+
+    Returns:
+        ``(module, number_of_output_features)``.
+    """
+    if is_image_space(obs_space):
+        conv = ConvEncoder(tuple(obs_space.shape), config.conv_filters, config.conv_activation)
+        body = nn.Sequential(conv, mlp([conv.out_size, *config.fcnet_hiddens], config.fcnet_activation))
+        return body, config.fcnet_hiddens[-1] if config.fcnet_hiddens else conv.out_size
+    n_in = ObservationPreprocessor(obs_space).shape[0]
+    return mlp([n_in, *config.fcnet_hiddens], config.fcnet_activation), (
+        config.fcnet_hiddens[-1] if config.fcnet_hiddens else n_in
+    )
+
+
 class ActorCriticModel(Model):
     """Policy head and value head over an MLP (or CNN + MLP) encoder.
 
@@ -113,24 +129,9 @@ class ActorCriticModel(Model):
         super().__init__()
         self.free_log_std = gaussian and config.free_log_std
         head_outputs = num_outputs // 2 if self.free_log_std else num_outputs
-
-        def encoder() -> tuple[nn.Module, int]:
-            if is_image_space(obs_space):
-                conv = ConvEncoder(tuple(obs_space.shape), config.conv_filters, config.conv_activation)
-                return nn.Sequential(conv, mlp([conv.out_size, *config.fcnet_hiddens], config.fcnet_activation)), (
-                    config.fcnet_hiddens[-1] if config.fcnet_hiddens else conv.out_size
-                )
-            n_in = ObservationPreprocessor(obs_space).shape[0]
-            return mlp([n_in, *config.fcnet_hiddens], config.fcnet_activation), (
-                config.fcnet_hiddens[-1] if config.fcnet_hiddens else n_in
-            )
-
-        self.encoder, features = encoder()
+        self.encoder, features = build_encoder(obs_space, config)
         self.pi_head = _init(nn.Linear(features, head_outputs), 0.01)
-        if config.vf_share_layers:
-            self.vf_encoder = None
-        else:
-            self.vf_encoder, _ = encoder()
+        self.vf_encoder = None if config.vf_share_layers else build_encoder(obs_space, config)[0]
         self.vf_head = _init(nn.Linear(features, 1), 1.0)
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.zeros(head_outputs))
@@ -142,6 +143,28 @@ class ActorCriticModel(Model):
             dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
         vf_features = features if self.vf_encoder is None else self.vf_encoder(obs)
         return {"action_dist_inputs": dist_inputs, "vf_preds": self.vf_head(vf_features).squeeze(-1)}
+
+
+class QModel(Model):
+    """Q-values of every discrete action, optionally with a dueling head (Wang et al., 2016).
+
+    The Q-values are the ``action_dist_inputs``: a Categorical over them makes
+    the greedy action its deterministic sample, so every exploration
+    (EpsilonGreedy, SoftQ, ...) works on them unchanged.
+    """
+
+    def __init__(self, obs_space: gym.Space, num_actions: int, config: ModelConfig, dueling: bool = False) -> None:
+        super().__init__()
+        self.encoder, features = build_encoder(obs_space, config)
+        self.advantage_head = _init(nn.Linear(features, num_actions), 1.0)
+        self.value_head = _init(nn.Linear(features, 1), 1.0) if dueling else None
+
+    def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        features = self.encoder(obs)
+        q = self.advantage_head(features)
+        if self.value_head is not None:
+            q = self.value_head(features) + q - q.mean(dim=-1, keepdim=True)
+        return {"action_dist_inputs": q}
 
 
 def build_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int, config: ModelConfig) -> nn.Module:

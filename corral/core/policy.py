@@ -20,6 +20,7 @@ from corral.core.distributions import ActionDistribution, distribution_for
 from corral.core.exploration import make_exploration
 from corral.core.filters import MeanStdFilter
 from corral.core.models import build_model
+from corral.core.postprocessing import add_gae
 from corral.core.sample_batch import SampleBatch
 from corral.core.schedules import PiecewiseSchedule
 from corral.core.spaces import ActionAdapter, ObservationPreprocessor
@@ -189,6 +190,20 @@ class Policy:
         self.global_timestep = int(state.get("global_timestep", 0))
         if self.observation_filter is not None and "observation_filter" in state:
             self.observation_filter.set_state(state["observation_filter"])
+
+
+class ActorCriticPolicy(Policy):
+    """A policy whose model has a value head; its samples get GAE(lambda) advantages.
+
+    Shared by the on-policy actor-critic algorithms (PPO, A2C). Their config
+    must define ``lambda_`` (1.0 gives n-step returns over the fragment).
+    """
+
+    def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
+        """Add ``advantages`` and ``value_targets``, then flatten."""
+        last_values = self.compute_values(bootstrap_obs)
+        with_advantages = add_gae(fragment, last_values, self.config.gamma, self.config.lambda_)
+        return self.flatten_fragment(with_advantages)
 
 
 def _add_batch_dim(space: gym.Space, obs: Any) -> Any:

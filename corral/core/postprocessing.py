@@ -64,3 +64,84 @@ def add_gae(fragment: SampleBatch, last_values: np.ndarray, gamma: float, lambda
         lambda_,
     )
     return SampleBatch({**fragment, SampleBatch.ADVANTAGES: advantages, SampleBatch.VALUE_TARGETS: targets})
+
+
+def compute_nstep(fragment: SampleBatch, bootstrap_obs: np.ndarray, n_step: int, gamma: float) -> SampleBatch:
+    """n-step transitions from a time-major ``[T, N]`` fragment, as a flat batch of its valid rows.
+
+    Off-policy learners (DQN, SAC) replay single transitions, so the fragment's
+    time structure must be folded into each row before it goes into a replay
+    buffer. Row ``(t, i)`` becomes ``obs[t] -> new_obs`` with ``rewards`` the
+    discounted sum of up to ``n_step`` rewards ``r[t] + gamma r[t+1] + ...``,
+    stopping after the step where the episode ends. ``new_obs`` is the
+    observation ``n_step`` rows later, or, if the episode ended first, the
+    episode's final observation (by the reset-row convention, the obs stored on
+    the following invalid row), or ``bootstrap_obs[i]`` when the window runs
+    past the fragment's last row. ``discounts`` (float32) is ``gamma**k`` for
+    the ``k`` rewards summed, and 0.0 if the episode terminated within the
+    window, so a learner's target is ``rewards + discounts * Q(new_obs)``
+    whatever happened. ``terminateds`` / ``truncateds`` say whether the episode
+    terminated / was truncated within the window. Every other column (e.g.
+    ``action_logp``) is carried through for the valid rows; ``valid`` is
+    dropped. Rows come out in the order of :meth:`Policy.flatten_fragment`
+    (time-major). ``n_step=1`` gives ordinary one-step transitions.
+
+    Args:
+        fragment: ``[T, N, ...]`` columns ``obs``, ``actions``, ``rewards``,
+            ``terminateds``, ``truncateds`` and ``valid`` (all rows valid if absent).
+        bootstrap_obs: ``[N, ...]`` observations after the fragment's last row.
+        n_step: an int >= 1.
+        gamma: discount in ``[0, 1]``.
+    """
+    from corral.core.errors import ConfigError
+
+    if isinstance(n_step, bool) or not isinstance(n_step, (int, np.integer)) or n_step < 1:
+        raise ConfigError(f"n_step must be an integer >= 1, got {n_step!r}")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.number)) or not 0.0 <= gamma <= 1.0:
+        raise ConfigError(f"gamma must be a number in [0, 1], got {gamma!r}")
+    rewards = np.asarray(fragment[SampleBatch.REWARDS])
+    if rewards.ndim != 2:
+        raise ConfigError(f"compute_nstep needs a time-major [T, N] fragment; rewards have shape {rewards.shape}")
+    steps_total, num_envs = rewards.shape
+    for key, value in fragment.items():
+        if np.shape(value)[:2] != (steps_total, num_envs):
+            raise ConfigError(f"fragment column {key!r} has shape {np.shape(value)}, expected ({steps_total}, {num_envs}, ...)")
+    obs = fragment[SampleBatch.OBS]
+    bootstrap_obs = np.asarray(bootstrap_obs)
+    if bootstrap_obs.shape != obs.shape[1:]:
+        raise ConfigError(f"bootstrap_obs has shape {bootstrap_obs.shape}, expected {obs.shape[1:]} (one row per sub-env)")
+    valid = np.asarray(fragment["valid"], dtype=bool) if "valid" in fragment else np.ones_like(rewards, dtype=bool)
+    terminateds = np.asarray(fragment[SampleBatch.TERMINATEDS], dtype=bool)
+    truncateds = np.asarray(fragment[SampleBatch.TRUNCATEDS], dtype=bool)
+
+    ts, envs = np.nonzero(valid)  # row-major: the order flatten_fragment gives
+    returns = np.zeros(ts.size, dtype=np.float64)
+    discount = np.ones(ts.size, dtype=np.float64)  # gamma ** (rewards summed so far)
+    summed = np.zeros(ts.size, dtype=np.int64)
+    alive = np.ones(ts.size, dtype=bool)
+    terminated = np.zeros(ts.size, dtype=bool)
+    truncated = np.zeros(ts.size, dtype=bool)
+    for k in range(int(n_step)):
+        t = ts + k
+        tc = np.minimum(t, steps_total - 1)
+        active = alive & (t < steps_total) & valid[tc, envs]
+        returns += np.where(active, discount * rewards[tc, envs], 0.0)
+        discount = np.where(active, discount * gamma, discount)
+        summed += active
+        terminated |= active & terminateds[tc, envs]
+        truncated |= active & truncateds[tc, envs]
+        alive = active & ~(terminateds[tc, envs] | truncateds[tc, envs])
+        if not alive.any():
+            break
+    next_t = ts + summed
+    new_obs = obs[np.minimum(next_t, steps_total - 1), envs]
+    past_end = next_t >= steps_total
+    new_obs[past_end] = bootstrap_obs[envs[past_end]]
+
+    out = SampleBatch({k: np.asarray(v)[ts, envs] for k, v in fragment.items() if k != "valid"})
+    out[SampleBatch.REWARDS] = returns.astype(np.float32)
+    out[SampleBatch.NEXT_OBS] = new_obs
+    out[SampleBatch.TERMINATEDS] = terminated
+    out[SampleBatch.TRUNCATEDS] = truncated
+    out["discounts"] = np.where(terminated, 0.0, discount).astype(np.float32)
+    return out

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
-from corral.core import Policy, SampleBatch
-from corral.core.postprocessing import add_gae
+from corral.core import ActorCriticPolicy, SampleBatch
 
 _TRAIN_COLUMNS = [
     SampleBatch.OBS,
@@ -21,18 +19,12 @@ _TRAIN_COLUMNS = [
 ]
 
 
-class PPOPolicy(Policy):
+class PPOPolicy(ActorCriticPolicy):
     """Actor-critic policy trained by several epochs of clipped-surrogate minibatch SGD."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.kl_coeff = self.config.kl_coeff
-
-    def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
-        """Add GAE advantages and value targets, then flatten."""
-        last_values = self.compute_values(bootstrap_obs)
-        with_advantages = add_gae(fragment, last_values, self.config.gamma, self.config.lambda_)
-        return self.flatten_fragment(with_advantages)
 
     def loss(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
         """PPO's total loss on one minibatch of tensors.

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
 import corral
 from corral import ConfigError
 from corral.plugins.ppo import PPO, PPOConfig
+
+from ...toy_envs import DictObsEnv, ImageEnv
 
 TINY = {"train_batch_size": 256, "minibatch_size": 64, "num_epochs": 2, "num_envs_per_env_runner": 4, "seed": 0}
 
@@ -66,46 +67,6 @@ def test_value_clipping_changes_the_value_loss() -> None:
 def test_minibatch_larger_than_batch_is_refused() -> None:
     with pytest.raises(ConfigError, match="minibatch_size=512 is larger than train_batch_size=256"):
         tiny("CartPole-v1", minibatch_size=512).build()
-
-
-class ImageEnv(gym.Env):
-    """An 8x8 RGB image observation, a MultiDiscrete action, episodes of 5 steps."""
-
-    observation_space = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
-    action_space = gym.spaces.MultiDiscrete([3, 2])
-
-    def __init__(self, config=None):
-        self.t = 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self.observation_space.sample(), {}
-
-    def step(self, action):
-        assert self.action_space.contains(np.asarray(action))
-        self.t += 1
-        return self.observation_space.sample(), float(action[0] == 2), self.t >= 5, False, {}
-
-
-class DictObsEnv(gym.Env):
-    """Dict observations (Discrete + Box) with a Box action, episodes of 4 steps."""
-
-    observation_space = gym.spaces.Dict({"pos": gym.spaces.Discrete(4), "vel": gym.spaces.Box(-1, 1, (2,), np.float32)})
-    action_space = gym.spaces.Box(-3.0, 3.0, (2,), np.float32)
-
-    def __init__(self, config=None):
-        self.t = 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self.observation_space.sample(), {}
-
-    def step(self, action):
-        assert np.all(action >= -3.0) and np.all(action <= 3.0)
-        self.t += 1
-        return self.observation_space.sample(), -float(np.abs(action).sum()), False, self.t >= 4, {}
 
 
 @pytest.mark.parametrize("env", [ImageEnv, DictObsEnv, "Pendulum-v1", "CartPole-v1"], ids=["image+multidiscrete", "dict+box", "pendulum", "cartpole"])

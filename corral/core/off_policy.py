@@ -1,0 +1,192 @@
+"""What every replay-based algorithm shares: its config fields, its training loop, target networks.
+
+DQN and SAC (and any third-party off-policy plugin) subclass
+:class:`OffPolicyConfig`, :class:`OffPolicyAlgorithm` and :class:`OffPolicyPolicy`
+and write only their loss. The loop: sample a fragment, turn it into n-step
+transitions, store them in a replay buffer per policy id, and once
+``learning_starts`` env steps were sampled, replay ``training_intensity`` rows
+per sampled env step in minibatches of ``train_batch_size``, updating priorities
+and target networks as configured.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from corral.core.algorithm import Algorithm
+from corral.core.config import AlgorithmConfig, option
+from corral.core.distributions import ActionDistribution
+from corral.core.errors import ConfigError
+from corral.core.policy import Policy
+from corral.core.postprocessing import compute_nstep
+from corral.core.replay_buffers import ReplayBuffer, make_replay_buffer
+from corral.core.sample_batch import MultiAgentBatch, SampleBatch
+from corral.core.schedules import linear_schedule
+
+
+class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_envs_per_env_runner": 8}):
+    """The options every replay-based algorithm has (set with ``.training()`` / ``.checkpointing()``)."""
+
+    replay_buffer_config: dict[str, Any] = option({"type": "ReplayBuffer", "capacity": 100_000}, "training")
+    """the replay buffer: {'type': 'ReplayBuffer' | 'PrioritizedReplayBuffer', 'capacity': N, 'alpha': 0.6}"""
+    prioritized_replay_beta: float = option(0.4, "training", ge=0, le=1)
+    """initial importance-sampling exponent of prioritized replay"""
+    final_prioritized_replay_beta: float = option(1.0, "training", ge=0, le=1)
+    """importance-sampling exponent after annealing"""
+    prioritized_replay_beta_annealing_timesteps: int = option(100_000, "training", ge=1)
+    """env steps over which beta is annealed linearly to its final value"""
+    learning_starts: int = option(1000, "training", ge=0)
+    """env steps sampled before the first update"""
+    training_intensity: float | None = option(None, "training", gt=0)
+    """replayed rows per sampled env step (the replay ratio); None replays one train batch per sample call"""
+    n_step: int = option(1, "training", ge=1)
+    """steps summed into each transition's return before bootstrapping"""
+    tau: float = option(1.0, "training", gt=0, le=1)
+    """target network update: 1.0 copies every target_network_update_freq env steps; below 1, Polyak averaging after every update"""
+    target_network_update_freq: int = option(500, "training", ge=1)
+    """env steps between hard target network updates (used when tau is 1.0)"""
+    save_replay_buffer: bool = option(False, "checkpointing")
+    """store the replay buffer's contents in checkpoints (as numpy arrays, never pickled)"""
+
+    def validate(self) -> None:
+        """The shared checks, plus the replay buffer config."""
+        super().validate()
+        make_replay_buffer(self.replay_buffer_config, None)
+
+
+def update_target(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """Move ``target``'s parameters towards ``source``'s: ``tau=1`` copies, otherwise Polyak averaging."""
+    with torch.no_grad():
+        for t, s in zip(target.parameters(), source.parameters()):
+            if tau >= 1.0:
+                t.copy_(s)
+            else:
+                t.lerp_(s, tau)
+        for t, s in zip(target.buffers(), source.buffers()):
+            t.copy_(s)
+
+
+class OffPolicyPolicy(Policy):
+    """A policy trained from replay: n-step postprocessing and target networks.
+
+    Subclasses list the networks that have target copies in ``target_pairs()``
+    and write ``learn_on_batch``. They should return the per-row TD errors under
+    the ``"td_error"`` key of the stats (a numpy array) for prioritized replay.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.target_model = copy.deepcopy(self.model).requires_grad_(False)
+
+    def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(target, online) network pairs; by default the whole model."""
+        return [(self.target_model, self.model)]
+
+    def update_targets(self, tau: float) -> None:
+        """Update every target network (``tau=1`` copies)."""
+        for target, online in self.target_pairs():
+            update_target(target, online, tau)
+
+    def extra_action_out(
+        self, model_out: dict[str, torch.Tensor], dist: ActionDistribution, actions: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """Nothing beyond the action: replay does not need log-probabilities of old actions."""
+        return {}
+
+    def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
+        """n-step transitions (``rewards``, ``new_obs``, ``discounts``) of the valid rows."""
+        return compute_nstep(fragment, bootstrap_obs, self.config.n_step, self.config.gamma)
+
+    def get_state(self) -> dict[str, Any]:
+        """The base state plus the target network's weights."""
+        target = {k: v.detach().cpu().clone() for k, v in self.target_model.state_dict().items()}
+        return {**super().get_state(), "target_weights": target}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore the base state and the target network."""
+        super().set_state(state)
+        if "target_weights" in state:
+            self.target_model.load_state_dict(state["target_weights"])
+
+
+class OffPolicyAlgorithm(Algorithm):
+    """The replay training loop; subclasses set ``config_class`` and ``policy_class``."""
+
+    config_class = OffPolicyConfig
+
+    def setup(self) -> None:
+        """One replay buffer per policy id."""
+        if not isinstance(self.config, OffPolicyConfig):
+            raise ConfigError(f"{type(self).__name__} needs a config derived from OffPolicyConfig")
+        seed = self.config.seed
+        self.replay_buffers: dict[str, ReplayBuffer] = {
+            pid: make_replay_buffer(self.config.replay_buffer_config, None if seed is None else seed + i)
+            for i, pid in enumerate(self.policies)
+        }
+        self._replay_owed = 0.0
+        self._last_target_update = 0
+        cfg = self.config
+        self._beta = linear_schedule(
+            cfg.prioritized_replay_beta, cfg.final_prioritized_replay_beta, cfg.prioritized_replay_beta_annealing_timesteps
+        )
+
+    def training_step(self) -> dict[str, dict[str, Any]]:
+        """Sample, store, and replay at the configured ratio once learning has started."""
+        cfg = self.config
+        samples = self.sample()
+        for pid, batch in samples.policy_batches.items():
+            self.replay_buffers[pid].add(batch)
+        sampled = self.counters["num_env_steps_sampled"]
+        if sampled < cfg.learning_starts:
+            return {}
+        ratio = cfg.training_intensity if cfg.training_intensity is not None else cfg.train_batch_size / max(1, samples.env_steps)
+        self._replay_owed += samples.env_steps * ratio / cfg.train_batch_size
+        updates, self._replay_owed = int(self._replay_owed), self._replay_owed - int(self._replay_owed)
+        stats: dict[str, dict[str, Any]] = {}
+        for _ in range(updates):
+            stats = self._replay_once()
+            if cfg.tau < 1.0:
+                for policy in self.policies.values():
+                    policy.update_targets(cfg.tau)
+        if cfg.tau >= 1.0 and sampled - self._last_target_update >= cfg.target_network_update_freq:
+            for policy in self.policies.values():
+                policy.update_targets(1.0)
+            self._last_target_update = sampled
+        return stats
+
+    def _replay_once(self) -> dict[str, dict[str, Any]]:
+        beta = self._beta(self.counters["num_env_steps_sampled"])
+        batches = {pid: buffer.sample(self.config.train_batch_size, beta=beta) for pid, buffer in self.replay_buffers.items()}
+        stats = self.learn_on_batch(MultiAgentBatch(batches, self.config.train_batch_size))
+        for pid, policy_stats in stats.items():
+            td_error = policy_stats.pop("td_error", None)
+            if td_error is not None:
+                self.replay_buffers[pid].update_priorities(batches[pid]["batch_indexes"], np.abs(td_error))
+        return stats
+
+    def get_state(self) -> dict[str, Any]:
+        """The base state plus the replay schedule's bookkeeping."""
+        return {**super().get_state(), "replay_owed": self._replay_owed, "last_target_update": self._last_target_update}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore the base state and the replay bookkeeping."""
+        super().set_state(state)
+        self._replay_owed = float(state.get("replay_owed", 0.0))
+        self._last_target_update = int(state.get("last_target_update", 0))
+
+    def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
+        """The replay buffers, if ``save_replay_buffer``."""
+        if not self.config.save_replay_buffer:
+            return {}
+        return {f"replay_buffer_{pid}": buffer.get_state() for pid, buffer in self.replay_buffers.items()}
+
+    def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray]]) -> None:
+        """Refill the replay buffers saved in the checkpoint."""
+        for pid, buffer in self.replay_buffers.items():
+            if f"replay_buffer_{pid}" in arrays:
+                buffer.set_state(arrays[f"replay_buffer_{pid}"])

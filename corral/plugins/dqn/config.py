@@ -1,0 +1,46 @@
+"""DQN's hyperparameters. The defaults solve CartPole-v1 (475) within 100k env steps."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import gymnasium as gym
+
+from corral.core import ConfigError, option
+from corral.core.off_policy import OffPolicyConfig
+
+
+class DQNConfig(
+    OffPolicyConfig,
+    defaults={
+        "lr": 1e-3,
+        "grad_clip": 10.0,
+        "train_batch_size": 64,
+        "n_step": 3,
+        "learning_starts": 1000,
+        "training_intensity": 16.0,
+        "target_network_update_freq": 500,
+        "exploration_config": {
+            "type": "EpsilonGreedy",
+            "initial_epsilon": 1.0,
+            "final_epsilon": 0.01,
+            "epsilon_timesteps": 10_000,
+        },
+    },
+):
+    """Config of :class:`~corral.plugins.dqn.DQN` (Discrete actions only)."""
+
+    double_q: bool = option(True, "training")
+    """choose the next action with the online network and evaluate it with the target network"""
+    dueling: bool = option(True, "training")
+    """split the Q head into a state value and action advantages"""
+    td_error_loss_fn: Literal["huber", "mse"] = option("huber", "training")
+    """the loss on TD errors: Huber (smooth L1) or squared error"""
+
+    def check_spaces(self, action_space: gym.Space) -> None:
+        """DQN acts in Discrete spaces; anything else gets a pointer to an algorithm that fits."""
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ConfigError(
+                f"DQN needs a Discrete action space, but {self.env!r} has {action_space}; "
+                "use SAC or PPO for continuous (Box) actions"
+            )

@@ -1,0 +1,58 @@
+"""DQN's update: TD(n) targets with double Q, Huber loss, prioritized-replay weights."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from corral.core import QModel, SampleBatch
+from corral.core.off_policy import OffPolicyPolicy
+
+_COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.NEXT_OBS, "discounts", "weights"]
+
+
+class DQNPolicy(OffPolicyPolicy):
+    """A Q-network acting through its exploration (EpsilonGreedy by default)."""
+
+    def __init__(self, observation_space: Any, action_space: Any, config: Any) -> None:
+        config.check_spaces(action_space)
+        super().__init__(observation_space, action_space, config)
+
+    def make_model(self) -> nn.Module:
+        """Q-values for every action, dueling if configured."""
+        return QModel(self.observation_space, int(self.action_space.n), self.config.model, dueling=self.config.dueling)
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        """Adam over the online network."""
+        return torch.optim.Adam(self.model.parameters(), lr=self.config.lr)
+
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
+        """One gradient step on a replayed minibatch; returns stats and per-row TD errors."""
+        cfg = self.config
+        lr = self.update_lr()
+        t = self.to_tensors(batch, _COLUMNS)
+        q_all = self.model.forward_train(t[SampleBatch.OBS])["action_dist_inputs"]
+        q = q_all.gather(1, t[SampleBatch.ACTIONS].long().unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            next_target = self.target_model(t[SampleBatch.NEXT_OBS])["action_dist_inputs"]
+            if cfg.double_q:
+                best = self.model(t[SampleBatch.NEXT_OBS])["action_dist_inputs"].argmax(dim=1, keepdim=True)
+                next_q = next_target.gather(1, best).squeeze(1)
+            else:
+                next_q = next_target.max(dim=1).values
+            target = t[SampleBatch.REWARDS] + t["discounts"] * next_q
+        td_error = q - target
+        if cfg.td_error_loss_fn == "huber":
+            per_row = F.smooth_l1_loss(q, target, reduction="none")
+        else:
+            per_row = 0.5 * td_error.pow(2)
+        loss = (t["weights"] * per_row).mean()
+        grad_norm = self.apply_gradients(loss)
+        names = ("loss", "mean_q", "max_q", "mean_td_error", "grad_gnorm")
+        values = torch.stack([loss.detach(), q.detach().mean(), q.detach().max(), td_error.detach().abs().mean(), grad_norm]).tolist()
+        stats: dict[str, Any] = dict(zip(names, values))
+        stats.update(cur_lr=lr, td_error=td_error.detach().cpu().numpy(), **self.exploration.get_info(self.global_timestep))
+        return stats
