@@ -61,7 +61,7 @@ def option(default: Any, group: str, **constraints: Any) -> Any:
     """
     if group not in GROUPS:
         raise ValueError(f"unknown config group {group!r}; groups are {', '.join(GROUPS)}")
-    if isinstance(default, (list, dict)):
+    if isinstance(default, (list, dict, BaseModel)):
         return Field(default_factory=lambda: _copy.deepcopy(default), json_schema_extra={"group": group}, **constraints)
     return Field(default, json_schema_extra={"group": group}, **constraints)
 
@@ -259,7 +259,7 @@ class AlgorithmConfig(BaseModel):
                 raise TypeError(f"{cls.__name__}: defaults names unknown field {name!r}")
             field = _copy.copy(cls.__pydantic_fields__[name])
             field.default, field.default_factory = value, None
-            if isinstance(value, (list, dict)):
+            if isinstance(value, (list, dict, BaseModel)):
                 field.default, field.default_factory = None, (lambda v=value: _copy.deepcopy(v))
             cls.__pydantic_fields__[name] = field
         if defaults:

@@ -142,6 +142,54 @@ class DiagGaussian(ActionDistribution):
         ).sum(-1)
 
 
+class SquashedGaussian(ActionDistribution):
+    """tanh of a Gaussian: actions in (-1, 1), as SAC's actor produces them.
+
+    Inputs are ``[mean, log_std]`` halves; ``log_std`` is clamped to [-20, 2]
+    for numerical safety. :meth:`rsample_with_logp` is reparameterised, so the
+    actor's loss can differentiate through the sampled action.
+    """
+
+    LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+    def __init__(self, inputs: torch.Tensor) -> None:
+        super().__init__(inputs)
+        mean, log_std = torch.chunk(inputs, 2, dim=-1)
+        self.mean = mean
+        self.log_std = log_std.clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
+        self.std = self.log_std.exp()
+
+    @staticmethod
+    def required_inputs(space: gym.Space) -> int:
+        return 2 * int(np.prod(space.shape))
+
+    def rsample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised sample and its log-density (with the tanh correction)."""
+        pre_tanh = self.mean + self.std * torch.randn_like(self.mean)
+        return torch.tanh(pre_tanh), self._logp_pre_tanh(pre_tanh)
+
+    def _logp_pre_tanh(self, pre_tanh: torch.Tensor) -> torch.Tensor:
+        z = (pre_tanh - self.mean) / self.std
+        gaussian = -(0.5 * z.pow(2) + self.log_std + 0.5 * math.log(2 * math.pi)).sum(-1)
+        # log(1 - tanh(u)^2) written stably as 2 * (log 2 - u - softplus(-2u))
+        correction = (2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))).sum(-1)
+        return gaussian - correction
+
+    def sample(self) -> torch.Tensor:
+        return torch.tanh(self.mean + self.std * torch.randn_like(self.mean))
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return torch.tanh(self.mean)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        clipped = actions.clamp(-1.0 + 1e-6, 1.0 - 1e-6)
+        return self._logp_pre_tanh(torch.atanh(clipped))
+
+    def entropy(self) -> torch.Tensor:
+        # No closed form after the tanh; the Gaussian's entropy is the usual stand-in.
+        return (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
+
+
 def distribution_for(space: gym.Space) -> tuple[type[ActionDistribution], int]:
     """The distribution class for an action space and the network outputs it needs.
 

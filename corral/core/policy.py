@@ -61,7 +61,7 @@ class Policy:
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """The optimizer over the model's parameters."""
-        return torch.optim.Adam(self.model.parameters(), lr=self.config.lr, eps=1e-5)
+        return adam(self.model.parameters(), lr=self.config.lr, eps=1e-5)
 
     def extra_action_out(
         self, model_out: dict[str, torch.Tensor], dist: ActionDistribution, actions: torch.Tensor
@@ -142,14 +142,24 @@ class Policy:
         """Columns as tensors on the policy's device (no copy on CPU)."""
         return {k: torch.from_numpy(np.ascontiguousarray(batch[k])).to(self.device) for k in (keys or batch)}
 
-    def apply_gradients(self, loss: torch.Tensor) -> torch.Tensor:
-        """Backpropagate ``loss``, clip the global norm if ``grad_clip``, step; returns the norm as a tensor."""
-        self.optimizer.zero_grad(set_to_none=True)
+    def apply_gradients(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer | None = None) -> torch.Tensor:
+        """Backpropagate ``loss``, clip the global norm if ``grad_clip``, step; returns the norm as a tensor.
+
+        Args:
+            optimizer: which optimizer steps (algorithms with several, like SAC); default ``self.optimizer``.
+
+        Returns:
+            The global gradient norm before clipping; NaN when ``grad_clip`` is None (not measured).
+        """
+        optimizer = optimizer or self.optimizer
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        max_norm = self.config.grad_clip if self.config.grad_clip is not None else float("inf")
-        grad_norm = nn.utils.clip_grad_norm_(params, max_norm)
-        self.optimizer.step()
+        if self.config.grad_clip is None:
+            grad_norm = _NOT_MEASURED  # computing the norm would cost a pass over every gradient
+        else:
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            grad_norm = nn.utils.clip_grad_norm_(params, self.config.grad_clip)
+        optimizer.step()
         return grad_norm
 
     def update_lr(self) -> float:
@@ -190,6 +200,18 @@ class Policy:
         self.global_timestep = int(state.get("global_timestep", 0))
         if self.observation_filter is not None and "observation_filter" in state:
             self.observation_filter.set_state(state["observation_filter"])
+
+
+_NOT_MEASURED = torch.tensor(float("nan"))
+
+
+def adam(params: Any, lr: float, **kwargs: Any) -> torch.optim.Optimizer:
+    """Adam, fused into one kernel per step where this torch supports it on the device (CPU: torch >= 2.4)."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(params, lr=lr, **kwargs)
 
 
 class ActorCriticPolicy(Policy):

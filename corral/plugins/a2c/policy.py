@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from corral.core import ActorCriticPolicy, SampleBatch
+from corral.core import ActorCriticPolicy, SampleBatch, adam
 
 
 class A2CPolicy(ActorCriticPolicy):
@@ -15,7 +15,7 @@ class A2CPolicy(ActorCriticPolicy):
         params = self.model.parameters()
         if self.config.optimizer == "rmsprop":
             return torch.optim.RMSprop(params, lr=self.config.lr, alpha=0.99, eps=1e-5)
-        return torch.optim.Adam(params, lr=self.config.lr, eps=1e-5)
+        return adam(params, lr=self.config.lr, eps=1e-5)
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
         """One gradient step on the whole batch."""

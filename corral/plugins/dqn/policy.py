@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from corral.core import QModel, SampleBatch
+from corral.core import QModel, SampleBatch, adam
 from corral.core.off_policy import OffPolicyPolicy
 
 _COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.NEXT_OBS, "discounts", "weights"]
@@ -27,7 +27,7 @@ class DQNPolicy(OffPolicyPolicy):
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """Adam over the online network."""
-        return torch.optim.Adam(self.model.parameters(), lr=self.config.lr)
+        return adam(self.model.parameters(), lr=self.config.lr)
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
         """One gradient step on a replayed minibatch; returns stats and per-row TD errors."""

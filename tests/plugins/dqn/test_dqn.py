@@ -62,12 +62,12 @@ def test_replay_ratio_follows_training_intensity() -> None:
 
 
 def test_hard_target_updates_happen_every_target_network_update_freq_steps() -> None:
-    algo = tiny(learning_starts=0, target_network_update_freq=10**9).build()
+    algo = tiny(learning_starts=0, tau=1.0, target_network_update_freq=10**9).build()
     policy = algo.get_policy()
     algo.train()
     online, target = policy.model.state_dict(), policy.target_model.state_dict()
     assert any(not torch.equal(online[k], target[k]) for k in online)  # never synced after the start
-    algo = tiny(learning_starts=0, target_network_update_freq=1).build()
+    algo = tiny(learning_starts=0, tau=1.0, target_network_update_freq=1).build()
     algo.train()
     policy = algo.get_policy()
     online, target = policy.model.state_dict(), policy.target_model.state_dict()

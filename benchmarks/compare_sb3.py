@@ -1,21 +1,22 @@
-"""corral's PPO against Stable-Baselines3's PPO on CartPole-v1, in one run, as ratios.
+"""corral against Stable-Baselines3, algorithm by algorithm, in one run, as ratios.
 
 Each library trains in its own fresh Python process per seed, so the time to
 the threshold includes importing the library. Measured per run:
 
-- seconds from process start until the mean return over the last 100 episodes
-  first reaches 475, and the env steps taken by then;
+- seconds from process start until the mean return over the last ``window``
+  episodes first reaches the case's threshold, and the env steps taken by then;
 - training throughput: env steps per second over that whole training run;
 - sampling throughput: env steps per second of acting alone (each library's own
   rollout path with its current policy, no learning).
 
-corral runs its tuned example (corral/tuned_examples/ppo_cartpole.yaml);
-Stable-Baselines3 runs its defaults (``PPO("MlpPolicy", "CartPole-v1")``).
+corral runs its tuned example (``corral/tuned_examples/<case>.yaml``);
+Stable-Baselines3 runs its defaults (e.g. ``PPO("MlpPolicy", "CartPole-v1")``).
 
     pip install -e ".[bench]"
-    python benchmarks/ppo_cartpole.py --seeds 0 1 2
+    python benchmarks/compare_sb3.py ppo_cartpole --seeds 0 1 2
+    python benchmarks/compare_sb3.py all
 
-Writes benchmarks/results/ppo_cartpole.json and ppo_cartpole.png.
+Writes benchmarks/results/<case>.json and <case>.png.
 """
 
 from __future__ import annotations
@@ -26,15 +27,33 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-THRESHOLD = 475.0
-WINDOW = 100
 
 
-def run_corral(seed: int, max_steps: int, start: float) -> dict:
-    """Train corral's tuned PPO until the threshold; return the measurements."""
+@dataclass(frozen=True)
+class Case:
+    """One comparison: corral's tuned example against an SB3 algorithm's defaults."""
+
+    sb3_algo: str
+    env: str
+    threshold: float
+    window: int
+    max_steps: int
+
+
+CASES = {
+    "ppo_cartpole": Case("PPO", "CartPole-v1", 475.0, 100, 200_000),
+    "a2c_cartpole": Case("A2C", "CartPole-v1", 475.0, 100, 500_000),
+    "dqn_cartpole": Case("DQN", "CartPole-v1", 475.0, 100, 100_000),
+    "sac_pendulum": Case("SAC", "Pendulum-v1", -200.0, 10, 20_000),
+}
+
+
+def run_corral(case_name: str, seed: int, start: float) -> dict:
+    """Train corral's tuned example until the case's threshold; return the measurements."""
     import os
     import tempfile
 
@@ -43,16 +62,18 @@ def run_corral(seed: int, max_steps: int, start: float) -> dict:
     os.environ.setdefault("CORRAL_RESULTS_DIR", tempfile.mkdtemp(prefix="corral-bench-"))
     from corral import get_config
 
-    spec = next(iter(yaml.safe_load((HERE.parent / "corral/tuned_examples/ppo_cartpole.yaml").read_text()).values()))
-    config = get_config(spec["run"]).environment(spec["env"]).update_from_dict({**spec["config"], "seed": seed, "log_to_tensorboard": False})
+    case = CASES[case_name]
+    spec = next(iter(yaml.safe_load((HERE.parent / f"corral/tuned_examples/{case_name}.yaml").read_text()).values()))
+    overrides = {"seed": seed, "log_to_tensorboard": False, "metrics_num_episodes_for_smoothing": case.window}
+    config = get_config(spec["run"]).environment(spec["env"]).update_from_dict({**spec["config"], **overrides})
     algo = config.build()
     curve, reached = [], None
     train_start = time.perf_counter()
-    while algo.counters["num_env_steps_sampled"] < max_steps:
+    while algo.counters["num_env_steps_sampled"] < case.max_steps:
         result = algo.train()
         elapsed = time.perf_counter() - start
         curve.append((result["timesteps_total"], result["episode_reward_mean"], elapsed))
-        if result["episode_reward_mean"] >= THRESHOLD:
+        if result["episode_reward_mean"] >= case.threshold:
             reached = (elapsed, result["timesteps_total"])
             break
     train_seconds = time.perf_counter() - train_start
@@ -65,29 +86,31 @@ def run_corral(seed: int, max_steps: int, start: float) -> dict:
     return {"reached": reached, "curve": curve, "train_throughput": steps / train_seconds, "sampling_throughput": sampling}
 
 
-def run_sb3(seed: int, max_steps: int, start: float) -> dict:
-    """Train Stable-Baselines3's default PPO until the threshold; return the measurements."""
+def run_sb3(case_name: str, seed: int, start: float) -> dict:
+    """Train the Stable-Baselines3 algorithm with its defaults until the threshold; return the measurements."""
     import numpy as np
-    from stable_baselines3 import PPO
+    import stable_baselines3
     from stable_baselines3.common.callbacks import BaseCallback
+
+    case = CASES[case_name]
 
     curve: list = []
     state: dict = {"reached": None}
 
     class StopAtThreshold(BaseCallback):
         def _on_rollout_end(self) -> None:
-            buffer = self.model.ep_info_buffer
-            mean = float(np.mean([e["r"] for e in buffer])) if buffer else float("nan")
+            recent = list(self.model.ep_info_buffer)[-case.window :]
+            mean = float(np.mean([e["r"] for e in recent])) if recent else float("nan")
             curve.append((self.num_timesteps, mean, time.perf_counter() - start))
-            if len(buffer) and mean >= THRESHOLD and state["reached"] is None:
+            if recent and mean >= case.threshold and state["reached"] is None:
                 state["reached"] = (time.perf_counter() - start, self.num_timesteps)
 
         def _on_step(self) -> bool:
             return state["reached"] is None
 
-    model = PPO("MlpPolicy", "CartPole-v1", seed=seed, verbose=0)
+    model = getattr(stable_baselines3, case.sb3_algo)("MlpPolicy", case.env, seed=seed, verbose=0)
     train_start = time.perf_counter()
-    model.learn(total_timesteps=max_steps, callback=StopAtThreshold())
+    model.learn(total_timesteps=case.max_steps, callback=StopAtThreshold())
     train_seconds = time.perf_counter() - train_start
     env = model.get_env()
     obs = env.reset()
@@ -104,17 +127,17 @@ def run_sb3(seed: int, max_steps: int, start: float) -> dict:
     }
 
 
-def child(library: str, seed: int, max_steps: int) -> None:
+def child(case_name: str, library: str, seed: int) -> None:
     """Run one measurement in this (fresh) process and print it as JSON."""
     start = time.perf_counter()  # before the library is imported
     runner = {"corral": run_corral, "sb3": run_sb3}[library]
-    print("RESULT " + json.dumps(runner(seed, max_steps, start)))
+    print("RESULT " + json.dumps(runner(case_name, seed, start)))
 
 
-def measure(library: str, seed: int, max_steps: int) -> dict:
+def measure(case_name: str, library: str, seed: int) -> dict:
     """Run :func:`child` in a fresh interpreter."""
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", library, "--seed", str(seed), "--max-steps", str(max_steps)],
+        [sys.executable, __file__, case_name, "--child", library, "--seed", str(seed)],
         capture_output=True, text=True, check=False,
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
@@ -127,8 +150,9 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def report(runs: dict[str, list[dict]], out_dir: Path) -> str:
+def report(case_name: str, runs: dict[str, list[dict]], out_dir: Path) -> str:
     """A markdown table of medians and ratios; also writes the JSON and the plot."""
+    case = CASES[case_name]
     rows = {}
     for library, results in runs.items():
         reached = [r["reached"] for r in results if r["reached"]]
@@ -140,11 +164,12 @@ def report(runs: dict[str, list[dict]], out_dir: Path) -> str:
             "sample_sps": median([r["sampling_throughput"] for r in results]),
         }
     c, s = rows["corral"], rows["sb3"]
+    goal = f"{case.threshold:g}"
     lines = [
-        "| library | reached 475 | seconds to 475 (import included) | env steps to 475 | training steps/s | sampling steps/s |",
+        f"| library | reached {goal} | seconds to {goal} (import included) | env steps to {goal} | training steps/s | sampling steps/s |",
         "|---|---|---|---|---|---|",
     ]
-    for name, row in (("corral PPO (tuned example)", c), ("Stable-Baselines3 PPO (defaults)", s)):
+    for name, row in ((f"corral {case.sb3_algo} (tuned example)", c), (f"Stable-Baselines3 {case.sb3_algo} (defaults)", s)):
         lines.append(f"| {name} | {row['reached']} | {row['seconds']:.1f} | {row['steps']:,.0f} | {row['train_sps']:,.0f} | {row['sample_sps']:,.0f} |")
     lines.append(
         f"| **ratio SB3 / corral** | | **{s['seconds'] / c['seconds']:.1f}x faster** | {s['steps'] / c['steps']:.2f}x | "
@@ -152,21 +177,22 @@ def report(runs: dict[str, list[dict]], out_dir: Path) -> str:
     )
     table = "\n".join(lines)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "ppo_cartpole.json").write_text(json.dumps({"runs": runs, "summary": rows}, indent=1))
-    plot(runs, out_dir / "ppo_cartpole.png")
+    (out_dir / f"{case_name}.json").write_text(json.dumps({"runs": runs, "summary": rows}, indent=1))
+    plot(case_name, runs, out_dir / f"{case_name}.png")
     return table
 
 
-def plot(runs: dict[str, list[dict]], path: Path) -> None:
+def plot(case_name: str, runs: dict[str, list[dict]], path: Path) -> None:
     """Learning curves against wall-clock time and against env steps."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    case = CASES[case_name]
     fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(11, 4))
     colors = {"corral": "tab:green", "sb3": "tab:blue"}
-    labels = {"corral": "corral PPO", "sb3": "Stable-Baselines3 PPO"}
+    labels = {"corral": f"corral {case.sb3_algo}", "sb3": f"Stable-Baselines3 {case.sb3_algo}"}
     for library, results in runs.items():
         for i, result in enumerate(results):
             steps, reward, seconds = zip(*result["curve"]) if result["curve"] else ((), (), ())
@@ -174,34 +200,35 @@ def plot(runs: dict[str, list[dict]], path: Path) -> None:
             by_time.plot(seconds, reward, color=colors[library], alpha=0.8, label=label)
             by_steps.plot(steps, reward, color=colors[library], alpha=0.8, label=label)
     for ax, xlabel in ((by_time, "seconds since process start (import included)"), (by_steps, "env steps")):
-        ax.axhline(THRESHOLD, color="grey", linestyle="--", linewidth=1)
+        ax.axhline(case.threshold, color="grey", linestyle="--", linewidth=1)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel(f"mean return, last {WINDOW} episodes")
+        ax.set_ylabel(f"mean return, last {case.window} episodes")
         ax.legend()
-    fig.suptitle("PPO on CartPole-v1, one line per seed")
+    fig.suptitle(f"{case.sb3_algo} on {case.env}, one line per seed")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("case", choices=[*CASES, "all"], help="which comparison to run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--max-steps", type=int, default=200_000)
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--child", choices=["corral", "sb3"])
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.seed, args.max_steps)
+        child(args.case, args.child, args.seed)
         return
-    runs: dict[str, list[dict]] = {"corral": [], "sb3": []}
-    for seed in args.seeds:
-        for library in runs:
-            result = measure(library, seed, args.max_steps)
-            runs[library].append(result)
-            print(f"{library:6s} seed {seed}: reached={result['reached']} "
-                  f"train {result['train_throughput']:,.0f} steps/s, sampling {result['sampling_throughput']:,.0f} steps/s", flush=True)
-    print(report(runs, args.out))
+    for case_name in CASES if args.case == "all" else [args.case]:
+        runs: dict[str, list[dict]] = {"corral": [], "sb3": []}
+        for seed in args.seeds:
+            for library in runs:
+                result = measure(case_name, library, seed)
+                runs[library].append(result)
+                print(f"{case_name} {library:6s} seed {seed}: reached={result['reached']} "
+                      f"train {result['train_throughput']:,.0f} steps/s, sampling {result['sampling_throughput']:,.0f} steps/s", flush=True)
+        print(f"\n### {case_name}\n\n{report(case_name, runs, args.out)}\n", flush=True)
 
 
 if __name__ == "__main__":

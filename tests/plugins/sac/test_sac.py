@@ -1,0 +1,107 @@
+"""SAC: both action-space variants, entropy tuning, its three optimizers in checkpoints."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import corral
+from corral import Algorithm, ConfigError
+from corral.core import SquashedGaussian
+from corral.plugins.sac import SAC, SACConfig
+
+TINY = {
+    "train_batch_size": 32,
+    "learning_starts": 64,
+    "training_intensity": 32.0,
+    "min_sample_timesteps_per_iteration": 128,
+    "model": {"fcnet_hiddens": [32, 32]},
+    "seed": 0,
+}
+
+
+def tiny(env: str, **overrides) -> SACConfig:
+    return SACConfig().environment(env).update_from_dict({**TINY, **overrides})
+
+
+def test_sac_is_found_through_corrals_own_entry_point() -> None:
+    (info,) = [p for p in corral.list_algorithms() if p.name == "SAC"]
+    assert info.dist == "corral" and info.value == "corral.plugins.sac:SAC"
+    assert corral.get_algorithm("sac") is SAC
+
+
+@pytest.mark.parametrize("env, target", [("Pendulum-v1", -1.0), ("CartPole-v1", 0.98 * math.log(2))])
+def test_auto_target_entropy(env, target) -> None:
+    assert tiny(env).build().get_policy().target_entropy == pytest.approx(target)
+
+
+@pytest.mark.parametrize("env", ["Pendulum-v1", "CartPole-v1"])
+def test_one_update_per_replayed_batch_moves_every_part(env) -> None:
+    algo = tiny(env).build()
+    policy = algo.get_policy()
+    before = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    target_before = {k: v.clone() for k, v in policy.target_model.state_dict().items()}
+    result = algo.train()
+    stats = result["info"]["learner"]["default_policy"]
+    for key in ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "mean_q"):
+        assert np.isfinite(stats[key]), key
+    after = policy.model.state_dict()
+    for prefix in ("actor.", "q1.", "q2.", "log_alpha"):
+        assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith(prefix)), prefix
+    # Polyak-averaged critic targets moved, the (unused) target actor did not
+    target_after = policy.target_model.state_dict()
+    assert any(not torch.equal(target_before[k], target_after[k]) for k in target_after if k.startswith("q1."))
+    assert all(torch.equal(target_before[k], target_after[k]) for k in target_after if k.startswith("actor."))
+
+
+def test_alpha_rises_when_entropy_is_below_target() -> None:
+    algo = tiny("Pendulum-v1", target_entropy=100.0).build()
+    algo.train()
+    assert algo.get_policy().model.log_alpha.item() > 0.0  # started at log(1) = 0
+
+
+def test_actions_stay_inside_the_box() -> None:
+    algo = tiny("Pendulum-v1").build()
+    algo.train()
+    for obs in np.random.default_rng(0).normal(size=(20, 3)):
+        action = algo.compute_single_action(obs.astype(np.float32))
+        assert -2.0 <= float(action[0]) <= 2.0
+
+
+def test_squashed_gaussian_log_density_matches_change_of_variables() -> None:
+    inputs = torch.tensor([[0.3, -0.5]])
+    dist = SquashedGaussian(inputs)
+    action, logp = dist.rsample_with_logp()
+    base = torch.distributions.Normal(torch.tensor(0.3), torch.tensor(-0.5).exp())
+    pre = torch.atanh(action.clamp(-0.999999, 0.999999))
+    expected = base.log_prob(pre) - torch.log(1 - action.pow(2) + 1e-12)
+    torch.testing.assert_close(logp, expected.squeeze(-1), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(dist.logp(action), logp, rtol=1e-3, atol=1e-3)
+
+
+def test_checkpoint_restores_all_three_optimizers(tmp_path) -> None:
+    algo = tiny("Pendulum-v1").build()
+    algo.train()
+    restored = Algorithm.from_checkpoint(algo.save(tmp_path / "ckpt"))
+    a, b = algo.get_policy(), restored.get_policy()
+    for name in ("optimizer", "actor_optimizer", "alpha_optimizer"):
+        sa, sb = getattr(a, name).state_dict()["state"], getattr(b, name).state_dict()["state"]
+        assert sa.keys() == sb.keys()
+        for key in sa:
+            torch.testing.assert_close(sa[key]["exp_avg"], sb[key]["exp_avg"])
+    for key, value in a.target_model.state_dict().items():
+        torch.testing.assert_close(value, b.target_model.state_dict()[key])
+    obs = np.zeros(3, dtype=np.float32)
+    np.testing.assert_allclose(algo.compute_single_action(obs, explore=False), restored.compute_single_action(obs, explore=False))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [({"lr_schedule": [[0, 1e-3], [10, 1e-4]]}, "actor_lr"), ({"normalize_actions": False}, "normalize_actions")],
+)
+def test_invalid_settings_are_refused(overrides, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        tiny("Pendulum-v1", **overrides).build()
