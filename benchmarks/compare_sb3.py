@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -160,6 +161,7 @@ def report(case_name: str, runs: dict[str, list[dict]], out_dir: Path) -> str:
             "seconds": median([r[0] for r in reached]),
             "steps": median([r[1] for r in reached]),
             "reached": f"{len(reached)}/{len(results)}",
+            "best": median([max((r for _, r, _ in run["curve"] if not math.isnan(r)), default=math.nan) for run in results]),
             "train_sps": median([r["train_throughput"] for r in results]),
             "sample_sps": median([r["sampling_throughput"] for r in results]),
         }
@@ -169,10 +171,17 @@ def report(case_name: str, runs: dict[str, list[dict]], out_dir: Path) -> str:
         f"| library | reached {goal} | seconds to {goal} (import included) | env steps to {goal} | training steps/s | sampling steps/s |",
         "|---|---|---|---|---|---|",
     ]
+    def cell(value: float, fmt: str) -> str:
+        return "not reached" if math.isnan(value) else format(value, fmt)
+
+    def ratio(num: float, den: float) -> str:
+        return "n/a" if math.isnan(num) or math.isnan(den) else f"{num / den:.2f}x"
+
     for name, row in ((f"corral {case.sb3_algo} (tuned example)", c), (f"Stable-Baselines3 {case.sb3_algo} (defaults)", s)):
-        lines.append(f"| {name} | {row['reached']} | {row['seconds']:.1f} | {row['steps']:,.0f} | {row['train_sps']:,.0f} | {row['sample_sps']:,.0f} |")
+        lines.append(f"| {name} | {row['reached']} (best {row['best']:.0f}) | {cell(row['seconds'], '.1f')} | {cell(row['steps'], ',.0f')} | {row['train_sps']:,.0f} | {row['sample_sps']:,.0f} |")
+    speedup = "SB3 did not reach it" if math.isnan(s["seconds"]) else f"**{s['seconds'] / c['seconds']:.1f}x faster**"
     lines.append(
-        f"| **ratio SB3 / corral** | | **{s['seconds'] / c['seconds']:.1f}x faster** | {s['steps'] / c['steps']:.2f}x | "
+        f"| **ratio SB3 / corral** | | {speedup} | {ratio(s['steps'], c['steps'])} | "
         f"{c['train_sps'] / s['train_sps']:.1f}x | {c['sample_sps'] / s['sample_sps']:.1f}x |"
     )
     table = "\n".join(lines)

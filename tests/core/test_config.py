@@ -446,11 +446,18 @@ def test_get_config_from_registry_is_ppo_config():
 # ---------------------------------------------------------------------- #
 # field documentation
 # ---------------------------------------------------------------------- #
-@pytest.mark.parametrize("name", list(PPOConfig.model_fields))
-def test_every_field_has_a_description_and_a_known_group(name):
-    field = PPOConfig.model_fields[name]
-    assert field.description and field.description.strip(), f"{name} has no docstring"
-    assert PPOConfig.field_group(name) in GROUPS
+def _every_installed_config_field():
+    for info in corral.list_algorithms():
+        config_class = type(corral.get_config(info.name))
+        for name in config_class.model_fields:
+            yield pytest.param(config_class, name, id=f"{info.name}.{name}")
+
+
+@pytest.mark.parametrize("config_class, name", list(_every_installed_config_field()))
+def test_every_field_of_every_installed_algorithm_has_a_description_and_a_known_group(config_class, name):
+    field = config_class.model_fields[name]
+    assert field.description and field.description.strip(), f"{config_class.__name__}.{name} has no docstring"
+    assert config_class.field_group(name) in GROUPS
 
 
 @pytest.mark.parametrize("name", list(ModelConfig.model_fields))
