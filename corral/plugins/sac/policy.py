@@ -1,4 +1,7 @@
-"""SAC's update: soft Bellman targets, a reparameterised actor, automatic entropy tuning."""
+"""SAC's update: soft Bellman targets, a reparameterised actor, automatic entropy tuning.
+
+With ``twin_q=False`` the "ensemble" has one critic and the min over it is that critic.
+"""
 
 from __future__ import annotations
 
@@ -45,10 +48,7 @@ class SACPolicy(OffPolicyPolicy):
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         """Only the critics have target copies."""
-        pairs = [(self.target_model.q1, self.model.q1)]
-        if self.model.q2 is not None:
-            pairs.append((self.target_model.q2, self.model.q2))
-        return pairs
+        return [(self.target_model.critics, self.model.critics)]
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
         """One critic step, one actor step, one temperature step on a replayed minibatch."""
@@ -58,11 +58,13 @@ class SACPolicy(OffPolicyPolicy):
         with torch.no_grad():
             target = t[SampleBatch.REWARDS] + t["discounts"] * self._soft_next_value(t[SampleBatch.NEXT_OBS], alpha)
         if self.model.discrete:
-            q_taken = [q.gather(1, actions.long().unsqueeze(1)).squeeze(1) for q in self.model.q_values(obs)]
+            q_all = self.model.q_values(obs)
+            index = actions.long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)
+            q_taken = q_all.gather(2, index).squeeze(-1)
         else:
             q_taken = self.model.q_values(obs, actions)
         td_error = q_taken[0] - target
-        critic_loss = sum((t["weights"] * (q - target).pow(2)).mean() for q in q_taken) * 0.5
+        critic_loss = 0.5 * (t["weights"] * (q_taken - target).pow(2)).mean(dim=1).sum()
         critic_norm = self.apply_gradients(critic_loss, self.optimizer)
 
         actor_loss, entropy = self._actor_loss(obs, alpha)
@@ -82,10 +84,10 @@ class SACPolicy(OffPolicyPolicy):
         logits = self.model.actor(next_obs)
         if self.model.discrete:
             log_probs = F.log_softmax(logits, dim=-1)
-            q = torch.min(torch.stack(self.target_model.q_values(next_obs)), dim=0).values
+            q = self.target_model.q_values(next_obs).min(dim=0).values
             return (log_probs.exp() * (q - alpha * log_probs)).sum(-1)
         next_actions, logp = SquashedGaussian(logits).rsample_with_logp()
-        q = torch.min(torch.stack(self.target_model.q_values(next_obs, next_actions)), dim=0).values
+        q = self.target_model.q_values(next_obs, next_actions).min(dim=0).values
         return q - alpha * logp
 
     def _actor_loss(self, obs: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,11 +97,11 @@ class SACPolicy(OffPolicyPolicy):
             log_probs = F.log_softmax(logits, dim=-1)
             probs = log_probs.exp()
             with torch.no_grad():
-                q = torch.min(torch.stack(self.model.q_values(obs)), dim=0).values
+                q = self.model.q_values(obs).min(dim=0).values
             loss = (probs * (alpha * log_probs - q)).sum(-1).mean()
             return loss, -(probs * log_probs).sum(-1).mean()
         actions, logp = SquashedGaussian(logits).rsample_with_logp()
-        q = torch.min(torch.stack(self.model.q_values(obs, actions)), dim=0).values
+        q = self.model.q_values(obs, actions).min(dim=0).values
         return (alpha * logp - q).mean(), -logp.mean()
 
     def get_state(self) -> dict[str, Any]:

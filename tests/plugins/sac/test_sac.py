@@ -49,11 +49,11 @@ def test_one_update_per_replayed_batch_moves_every_part(env) -> None:
     for key in ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "mean_q"):
         assert np.isfinite(stats[key]), key
     after = policy.model.state_dict()
-    for prefix in ("actor.", "q1.", "q2.", "log_alpha"):
+    for prefix in ("actor.", "critics.", "log_alpha"):
         assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith(prefix)), prefix
     # Polyak-averaged critic targets moved, the (unused) target actor did not
     target_after = policy.target_model.state_dict()
-    assert any(not torch.equal(target_before[k], target_after[k]) for k in target_after if k.startswith("q1."))
+    assert any(not torch.equal(target_before[k], target_after[k]) for k in target_after if k.startswith("critics."))
     assert all(torch.equal(target_before[k], target_after[k]) for k in target_after if k.startswith("actor."))
 
 
@@ -105,3 +105,10 @@ def test_checkpoint_restores_all_three_optimizers(tmp_path) -> None:
 def test_invalid_settings_are_refused(overrides, message) -> None:
     with pytest.raises(ConfigError, match=message):
         tiny("Pendulum-v1", **overrides).build()
+
+
+@pytest.mark.parametrize("env", ["Pendulum-v1", "CartPole-v1"])
+def test_a_single_critic_works_when_twin_q_is_off(env) -> None:
+    algo = tiny(env, twin_q=False).build()
+    assert algo.get_policy().model.critics.k == 1
+    assert np.isfinite(algo.train()["info"]["learner"]["default_policy"]["critic_loss"])
