@@ -107,14 +107,15 @@ def build_encoder(obs_space: gym.Space, config: ModelConfig) -> tuple[nn.Module,
     Returns:
         ``(module, number_of_output_features)``.
     """
+    hiddens, activation = config.fcnet_hiddens, config.fcnet_activation
     if is_image_space(obs_space):
         conv = ConvEncoder(tuple(obs_space.shape), config.conv_filters, config.conv_activation)
-        body = nn.Sequential(conv, mlp([conv.out_size, *config.fcnet_hiddens], config.fcnet_activation))
-        return body, config.fcnet_hiddens[-1] if config.fcnet_hiddens else conv.out_size
-    n_in = ObservationPreprocessor(obs_space).shape[0]
-    return mlp([n_in, *config.fcnet_hiddens], config.fcnet_activation), (
-        config.fcnet_hiddens[-1] if config.fcnet_hiddens else n_in
-    )
+        body: nn.Module = nn.Sequential(conv, mlp([conv.out_size, *hiddens], activation))
+        n_in = conv.out_size
+    else:
+        n_in = ObservationPreprocessor(obs_space).shape[0]
+        body = mlp([n_in, *hiddens], activation)
+    return body, hiddens[-1] if hiddens else n_in
 
 
 class ActorCriticModel(Model):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from corral.core.errors import ConfigError
 from corral.core.sample_batch import SampleBatch
 
 
@@ -93,8 +94,6 @@ def compute_nstep(fragment: SampleBatch, bootstrap_obs: np.ndarray, n_step: int,
         n_step: an int >= 1.
         gamma: discount in ``[0, 1]``.
     """
-    from corral.core.errors import ConfigError
-
     if isinstance(n_step, bool) or not isinstance(n_step, (int, np.integer)) or n_step < 1:
         raise ConfigError(f"n_step must be an integer >= 1, got {n_step!r}")
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.number)) or not 0.0 <= gamma <= 1.0:

@@ -20,7 +20,7 @@ import numpy as np
 
 from corral.core.errors import CheckpointError, ConfigError, did_you_mean
 from corral.core.sample_batch import SampleBatch
-from corral.core.sum_tree import SumTree
+from corral.core.sum_tree import SumTree, last_occurrences
 
 __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "SumTree", "make_replay_buffer", "BATCH_INDEXES", "WEIGHTS"]
 
@@ -212,8 +212,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._max_priority = 1.0
 
     def _on_added(self, positions: np.ndarray) -> None:
+        # positions are at most `capacity` consecutive ring slots: distinct and in range
         self._priorities[positions] = self._max_priority
-        self._tree.set(positions, np.full(positions.size, self._max_priority**self.alpha))
+        self._tree.set_unique(positions, np.full(positions.size, self._max_priority**self.alpha))
 
     def sample(self, num_rows: int, beta: float = 0.0) -> SampleBatch:
         """``num_rows`` rows drawn in proportion to priority, with importance weights for ``beta`` >= 0."""
@@ -237,11 +238,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             raise ConfigError(f"update_priorities indexes must lie in [0, {self._size}), got {idx.min()}..{idx.max()}")
         if not np.all(np.isfinite(p)) or p.min() < 0:
             raise ConfigError("update_priorities needs finite priorities >= 0 (pass |td error|); got NaN, inf or < 0")
-        _, last = np.unique(idx[::-1], return_index=True)  # a row sampled twice keeps its last priority
-        keep = idx.size - 1 - last
+        keep = last_occurrences(idx)  # a row sampled twice keeps its last priority
         idx, p = idx[keep], p[keep] + self.epsilon
         self._priorities[idx] = p
-        self._tree.set(idx, p**self.alpha)
+        self._tree.set_unique(idx, p**self.alpha)
         self._max_priority = max(self._max_priority, float(p.max()))
 
     def get_state(self) -> dict[str, np.ndarray]:

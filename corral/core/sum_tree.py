@@ -56,12 +56,14 @@ class SumTree:
             raise ConfigError(f"SumTree indexes must lie in [0, {self.capacity}), got {idx.min()}..{idx.max()}")
         if not np.all(np.isfinite(vals)) or vals.min() < 0:
             raise ConfigError("SumTree values must be finite and >= 0")
-        _, last = np.unique(idx[::-1], return_index=True)  # keep each index's last occurrence
-        keep = idx.size - 1 - last
-        node = idx[keep] + self.capacity
-        vals = vals[keep]
-        self._sum[node] = vals
-        self._min[node] = np.where(vals > 0, vals, np.inf)
+        keep = last_occurrences(idx)
+        self.set_unique(idx[keep], vals[keep])
+
+    def set_unique(self, indexes: np.ndarray, values: np.ndarray) -> None:
+        """:meth:`set` for callers that already checked: distinct in-range indexes, finite values >= 0."""
+        node = indexes + self.capacity
+        self._sum[node] = values
+        self._min[node] = np.where(values > 0, values, np.inf)
         for _ in range(self._depth):  # duplicates among parents write identical values: harmless
             node >>= 1
             left = node << 1
@@ -100,3 +102,9 @@ class SumTree:
             np.subtract(vals, lsum, out=vals, where=right)
             node += right
         return node - self.capacity
+
+
+def last_occurrences(indexes: np.ndarray) -> np.ndarray:
+    """Positions of each distinct index's last occurrence, so that with repeats the last value wins."""
+    _, last = np.unique(indexes[::-1], return_index=True)
+    return indexes.size - 1 - last
