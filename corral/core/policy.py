@@ -142,25 +142,30 @@ class Policy:
         """Columns as tensors on the policy's device (no copy on CPU)."""
         return {k: torch.from_numpy(np.ascontiguousarray(batch[k])).to(self.device) for k in (keys or batch)}
 
-    def apply_gradients(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer | None = None) -> torch.Tensor:
-        """Backpropagate ``loss``, clip the global norm if ``grad_clip``, step; returns the norm as a tensor.
-
-        Args:
-            optimizer: which optimizer steps (algorithms with several, like SAC); default ``self.optimizer``.
+    def apply_gradients(self, loss: torch.Tensor) -> list[torch.Tensor]:
+        """Backpropagate ``loss``, clip if ``grad_clip``, step ``self.optimizer``.
 
         Returns:
-            The global gradient norm before clipping; NaN when ``grad_clip`` is None (not measured).
+            Each param group's gradient norm before clipping (see :meth:`clip_gradients`).
         """
-        optimizer = optimizer or self.optimizer
-        optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        norms = self.clip_gradients()
+        self.optimizer.step()
+        return norms
+
+    def clip_gradients(self) -> list[torch.Tensor]:
+        """Clip each param group's global gradient norm to ``grad_clip``; returns the norms before clipping.
+
+        One optimizer may hold several networks as param groups (SAC's critics,
+        actor and temperature); each is clipped on its own, as if it had its own
+        optimizer. The norms are NaN when ``grad_clip`` is None: computing them
+        would cost a pass over every gradient.
+        """
+        groups = self.optimizer.param_groups
         if self.config.grad_clip is None:
-            grad_norm = _NOT_MEASURED  # computing the norm would cost a pass over every gradient
-        else:
-            params = [p for group in optimizer.param_groups for p in group["params"]]
-            grad_norm = nn.utils.clip_grad_norm_(params, self.config.grad_clip)
-        optimizer.step()
-        return grad_norm
+            return [_NOT_MEASURED] * len(groups)
+        return [nn.utils.clip_grad_norm_(group["params"], self.config.grad_clip) for group in groups]
 
     def update_lr(self) -> float:
         """Apply the learning-rate schedule for the current timestep; returns the rate in use."""

@@ -31,7 +31,7 @@ class A2CPolicy(ActorCriticPolicy):
         vf_loss = 0.5 * (out["vf_preds"] - t[SampleBatch.VALUE_TARGETS]).pow(2).mean()
         entropy = dist.entropy().mean()
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
-        grad_norm = self.apply_gradients(total)
+        (grad_norm,) = self.apply_gradients(total)
         names = ("total_loss", "policy_loss", "vf_loss", "entropy", "grad_gnorm")
         values = torch.stack([total.detach(), policy_loss.detach(), vf_loss.detach(), entropy.detach(), grad_norm]).tolist()
         return {**dict(zip(names, values)), "cur_lr": lr}

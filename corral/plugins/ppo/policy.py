@@ -87,7 +87,8 @@ class PPOPolicy(ActorCriticPolicy):
             order = torch.randperm(n, device=self.device)
             for start in range(0, n, cfg.minibatch_size):
                 rows = order[start : start + cfg.minibatch_size]
-                grad_norms.append(self.apply_gradients(self.loss({k: v[rows] for k, v in t.items()})).detach())
+                (grad_norm,) = self.apply_gradients(self.loss({k: v[rows] for k, v in t.items()}))
+                grad_norms.append(grad_norm)
         stats = self._batch_stats(t)
         if cfg.kl_coeff > 0:
             if stats["kl"] > 2.0 * cfg.kl_target:

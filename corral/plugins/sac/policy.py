@@ -1,5 +1,9 @@
 """SAC's update: soft Bellman targets, a reparameterised actor, automatic entropy tuning.
 
+The critic, actor and temperature losses are computed on the same minibatch
+from the same weights and stepped together: one backward pass and one fused
+Adam step over three param groups, each with its own learning rate. The actor
+reads the critics through detached weights, so its loss moves only the actor.
 With ``twin_q=False`` the "ensemble" has one critic and the min over it is that critic.
 """
 
@@ -28,8 +32,6 @@ class SACPolicy(OffPolicyPolicy):
         cfg = self.config
         if not self.model.discrete:
             self.dist_class = SquashedGaussian
-        self.actor_optimizer = adam(self.model.actor.parameters(), lr=cfg.actor_lr)
-        self.alpha_optimizer = adam([self.model.log_alpha], lr=cfg.alpha_lr)
         if cfg.target_entropy != "auto":
             self.target_entropy = float(cfg.target_entropy)
         elif self.model.discrete:
@@ -43,15 +45,21 @@ class SACPolicy(OffPolicyPolicy):
         return SACModel(self.observation_space, self.action_adapter.policy_space, cfg.model, cfg.twin_q, cfg.initial_alpha)
 
     def make_optimizer(self) -> torch.optim.Optimizer:
-        """The critics' optimizer (``self.optimizer``); the actor's and alpha's are made in ``__init__``."""
-        return adam(self.model.critic_parameters(), lr=self.config.critic_lr)
+        """One Adam over three param groups: critics, actor, temperature, each with its learning rate."""
+        cfg = self.config
+        groups = [
+            {"params": self.model.critic_parameters(), "lr": cfg.critic_lr},
+            {"params": list(self.model.actor.parameters()), "lr": cfg.actor_lr},
+            {"params": [self.model.log_alpha], "lr": cfg.alpha_lr},
+        ]
+        return adam(groups, lr=cfg.critic_lr)
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         """Only the critics have target copies."""
         return [(self.target_model.critics, self.model.critics)]
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
-        """One critic step, one actor step, one temperature step on a replayed minibatch."""
+        """One step of the critics, the actor and the temperature on a replayed minibatch."""
         t = self.to_tensors(batch, _COLUMNS)
         obs, actions = t[SampleBatch.OBS], t[SampleBatch.ACTIONS]
         alpha = self.model.log_alpha.exp().detach()
@@ -61,16 +69,14 @@ class SACPolicy(OffPolicyPolicy):
             q_all = self.model.q_values(obs)
             index = actions.long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)
             q_taken = q_all.gather(2, index).squeeze(-1)
+            actor_loss, entropy = self._discrete_actor_loss(obs, alpha, q_all.detach())
         else:
             q_taken = self.model.q_values(obs, actions)
+            actor_loss, entropy = self._box_actor_loss(obs, alpha)
         td_error = q_taken[0] - target
         critic_loss = 0.5 * (t["weights"] * (q_taken - target).pow(2)).mean(dim=1).sum()
-        critic_norm = self.apply_gradients(critic_loss, self.optimizer)
-
-        actor_loss, entropy = self._actor_loss(obs, alpha)
-        actor_norm = self.apply_gradients(actor_loss, self.actor_optimizer)
         alpha_loss = self.model.log_alpha * (entropy.detach() - self.target_entropy)
-        self.apply_gradients(alpha_loss, self.alpha_optimizer)
+        critic_norm, actor_norm, _ = self.apply_gradients(critic_loss + actor_loss + alpha_loss)
 
         names = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "mean_q", "critic_gnorm", "actor_gnorm")
         values = torch.stack(
@@ -90,30 +96,16 @@ class SACPolicy(OffPolicyPolicy):
         q = self.target_model.q_values(next_obs, next_actions).min(dim=0).values
         return q - alpha * logp
 
-    def _actor_loss(self, obs: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The actor's loss and its mean entropy (an estimate, -log pi, for Box actions)."""
-        logits = self.model.actor(obs)
-        if self.model.discrete:
-            log_probs = F.log_softmax(logits, dim=-1)
-            probs = log_probs.exp()
-            with torch.no_grad():
-                q = self.model.q_values(obs).min(dim=0).values
-            loss = (probs * (alpha * log_probs - q)).sum(-1).mean()
-            return loss, -(probs * log_probs).sum(-1).mean()
-        actions, logp = SquashedGaussian(logits).rsample_with_logp()
-        q = self.model.q_values(obs, actions).min(dim=0).values
+    def _discrete_actor_loss(self, obs: torch.Tensor, alpha: torch.Tensor, q_all: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's loss against the critics' Q(s, .) (``[k, B, n]``, detached) and its mean entropy."""
+        log_probs = F.log_softmax(self.model.actor(obs), dim=-1)
+        probs = log_probs.exp()
+        loss = (probs * (alpha * log_probs - q_all.min(dim=0).values)).sum(-1).mean()
+        return loss, -(probs * log_probs).sum(-1).mean()
+
+    def _box_actor_loss(self, obs: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's loss through the critics' detached weights, and its entropy estimate -log pi."""
+        actions, logp = SquashedGaussian(self.model.actor(obs)).rsample_with_logp()
+        detached = {name: p.detach() for name, p in self.model.critics.named_parameters()}
+        q = torch.func.functional_call(self.model.critics, detached, (obs, actions)).squeeze(-1).min(dim=0).values
         return (alpha * logp - q).mean(), -logp.mean()
-
-    def get_state(self) -> dict[str, Any]:
-        """The base state plus the actor's and the temperature's optimizers."""
-        return {
-            **super().get_state(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "alpha_optimizer": self.alpha_optimizer.state_dict(),
-        }
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore the base state and the extra optimizers."""
-        super().set_state(state)
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])

@@ -82,16 +82,32 @@ def test_squashed_gaussian_log_density_matches_change_of_variables() -> None:
     torch.testing.assert_close(dist.logp(action), logp, rtol=1e-3, atol=1e-3)
 
 
-def test_checkpoint_restores_all_three_optimizers(tmp_path) -> None:
+def test_one_optimizer_steps_critics_actor_and_alpha_at_their_own_rates() -> None:
+    policy = tiny("Pendulum-v1", critic_lr=1e-3, actor_lr=2e-4, alpha_lr=5e-2).build().get_policy()
+    groups = policy.optimizer.param_groups
+    assert [g["lr"] for g in groups] == [1e-3, 2e-4, 5e-2]
+    assert groups[2]["params"] == [policy.model.log_alpha]
+    assert {id(p) for p in groups[1]["params"]} == {id(p) for p in policy.model.actor.parameters()}
+
+
+def test_actor_loss_does_not_reach_the_critic_weights() -> None:
+    policy = tiny("Pendulum-v1").build().get_policy()
+    obs = torch.zeros(4, 3)
+    loss, _ = policy._box_actor_loss(obs, torch.tensor(0.2))
+    loss.backward()
+    assert all(p.grad is None for p in policy.model.critics.parameters())
+    assert all(p.grad is not None for p in policy.model.actor.parameters())
+
+
+def test_checkpoint_restores_optimizer_and_target_critics(tmp_path) -> None:
     algo = tiny("Pendulum-v1").build()
     algo.train()
     restored = Algorithm.from_checkpoint(algo.save(tmp_path / "ckpt"))
     a, b = algo.get_policy(), restored.get_policy()
-    for name in ("optimizer", "actor_optimizer", "alpha_optimizer"):
-        sa, sb = getattr(a, name).state_dict()["state"], getattr(b, name).state_dict()["state"]
-        assert sa.keys() == sb.keys()
-        for key in sa:
-            torch.testing.assert_close(sa[key]["exp_avg"], sb[key]["exp_avg"])
+    sa, sb = a.optimizer.state_dict()["state"], b.optimizer.state_dict()["state"]
+    assert sa.keys() == sb.keys() and len(sa) == len(list(a.model.parameters()))
+    for key in sa:
+        torch.testing.assert_close(sa[key]["exp_avg"], sb[key]["exp_avg"])
     for key, value in a.target_model.state_dict().items():
         torch.testing.assert_close(value, b.target_model.state_dict()[key])
     obs = np.zeros(3, dtype=np.float32)
