@@ -23,17 +23,24 @@ def default_storage_path(storage_path: str | None) -> Path:
 
 
 def new_experiment_dir(storage_path: str | None, algo_name: str, env_name: str) -> Path:
-    """A fresh ``<ALGO>_<ENV>_<timestamp>`` folder under the storage path."""
+    """A fresh ``<ALGO>_<ENV>_<timestamp>[_<n>]`` folder under the storage path.
+
+    Creating the folder is the test of freshness, so two runs started in the
+    same second (parallel processes, Tune trials) get different folders.
+    """
     root = default_storage_path(storage_path)
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     safe_env = "".join(c if c.isalnum() or c in "-_." else "_" for c in env_name)
     base = root / f"{algo_name}_{safe_env}_{stamp}"
+    root.mkdir(parents=True, exist_ok=True)
     path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}_{n}")
-    path.mkdir(parents=True)
-    return path
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+            path = base.with_name(f"{base.name}_{n}")
 
 
 def flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
