@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -50,6 +51,14 @@ class Algorithm:
     policy_class: ClassVar[type[Policy]] = Policy
     name: ClassVar[str | None] = None
     """the registered name; defaults to the class name"""
+    supported_action_spaces: ClassVar[tuple[type[gym.Space], ...]] = (
+        gym.spaces.Discrete,
+        gym.spaces.MultiDiscrete,
+        gym.spaces.Box,
+    )
+    """the action-space types the algorithm can act in; any other is refused before training starts"""
+    corral_api: ClassVar[int | None] = None
+    """the plugin API version the plugin was written for (``corral.core.plugin_api``); None: not stated"""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -77,6 +86,7 @@ class Algorithm:
         self.callbacks = CallbackRunner(self.config.callbacks_class, _hook_plugins())
         self.policies: dict[str, Policy] = {}
         local = EnvRunner(self.config, self.policies, 0, self.callbacks, seed=seed)
+        self.check_action_space(local.action_space)
         self.policies[DEFAULT_POLICY_ID] = self.policy_class(local.observation_space, local.action_space, self.config)
         self.env_runner_group = EnvRunnerGroup(local)
         self.workers = self.env_runner_group
@@ -105,6 +115,20 @@ class Algorithm:
             config.env = env
         config.validate()
         return config.freeze()
+
+    @classmethod
+    def check_action_space(cls, action_space: gym.Space) -> None:
+        """Refuse an action space the algorithm does not support, naming the installed ones that do.
+
+        Raises:
+            ConfigError: ``action_space`` is not one of ``supported_action_spaces``.
+        """
+        if isinstance(action_space, cls.supported_action_spaces):
+            return
+        kinds = " or ".join(t.__name__ for t in cls.supported_action_spaces)
+        others = _algorithms_supporting(action_space)
+        advice = f"; installed algorithms that support it: {', '.join(others)}" if others else ""
+        raise ConfigError(f"{cls.name} needs a {kinds} action space, but the env has {action_space}{advice}")
 
     # ------------------------------------------------------------------ #
     # what a plugin writes
@@ -417,3 +441,16 @@ def _providing_distribution(cls: type) -> tuple[str | None, str | None]:
         return dists[0], importlib_metadata.version(dists[0])
     except importlib_metadata.PackageNotFoundError:
         return dists[0], None
+
+
+def _algorithms_supporting(action_space: gym.Space) -> list[str]:
+    """Names of the installed algorithms that act in ``action_space`` (for error messages only: imports them all)."""
+    from corral import registry
+
+    names = []
+    for info in registry.list_algorithms(check=True):
+        if info.status == "ok":
+            cls = registry.get_algorithm(info.name, dist=info.dist)
+            if isinstance(action_space, getattr(cls, "supported_action_spaces", ())):
+                names.append(info.name)
+    return sorted(set(names))

@@ -109,14 +109,18 @@ def refresh() -> None:
 # ------------------------------------------------------------------ algorithms
 
 
-def list_algorithms() -> list[PluginInfo]:
-    """Describe every installed algorithm without importing any.
+def list_algorithms(check: bool = False) -> list[PluginInfo]:
+    """Describe every installed algorithm, importing none unless ``check``.
+
+    Args:
+        check: Import each one (failures caught, one at a time) so its status
+            is ``"ok"``, ``"broken"`` or ``"incompatible"`` rather than ``"not loaded"``.
 
     Returns:
         One :class:`PluginInfo` per entry point or in-process registration,
         sorted by name.
     """
-    return registry_for(ALGORITHMS_GROUP).list_plugins()
+    return registry_for(ALGORITHMS_GROUP).list_plugins(check)
 
 
 def get_algorithm(name: str, dist: str | None = None) -> type:
@@ -179,14 +183,18 @@ def register_algorithm(name: str, cls: type) -> None:
 # ---------------------------------------------------------------- explorations
 
 
-def list_explorations() -> list[PluginInfo]:
-    """Describe every installed exploration without importing any.
+def list_explorations(check: bool = False) -> list[PluginInfo]:
+    """Describe every installed exploration, importing none unless ``check``.
+
+    Args:
+        check: Import each one (failures caught, one at a time) so its status
+            is ``"ok"``, ``"broken"`` or ``"incompatible"`` rather than ``"not loaded"``.
 
     Returns:
         One :class:`PluginInfo` per entry point or in-process registration,
         sorted by name.
     """
-    return registry_for(EXPLORATIONS_GROUP).list_plugins()
+    return registry_for(EXPLORATIONS_GROUP).list_plugins(check)
 
 
 def get_exploration(name: str, dist: str | None = None) -> type:
@@ -226,13 +234,16 @@ def register_exploration(name: str, cls: type) -> None:
 # ---------------------------------------------------------------- hook plugins
 
 
-def list_hook_plugins() -> list[PluginInfo]:
-    """Describe every installed hook plugin (group ``corral.hooks``) without importing any.
+def list_hook_plugins(check: bool = False) -> list[PluginInfo]:
+    """Describe every installed hook plugin (group ``corral.hooks``), importing none unless ``check``.
+
+    Args:
+        check: As for :func:`list_algorithms`.
 
     Returns:
         One :class:`PluginInfo` per entry point, sorted by name.
     """
-    return registry_for(HOOKS_GROUP).list_plugins()
+    return registry_for(HOOKS_GROUP).list_plugins(check)
 
 
 def get_hook_plugins() -> list[tuple[PluginInfo, object]]:

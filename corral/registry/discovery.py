@@ -16,14 +16,17 @@ from typing import Any, Literal
 
 import importlib_metadata
 
-PluginStatus = Literal["ok", "not loaded", "broken", "blocked", "conflict"]
+PluginStatus = Literal["ok", "not loaded", "broken", "incompatible", "blocked", "conflict", "shadowed"]
 """Where a plugin stands; shown by ``corral list``.
 
 * ``"ok"``: loaded (or registered in-process) and usable.
-* ``"not loaded"``: discovered, not imported yet (listing never imports).
+* ``"not loaded"``: discovered, not imported yet (``corral list --check`` imports).
 * ``"broken"``: importing it failed, or it is not what its group expects.
+* ``"incompatible"``: written for another corral: its distribution's ``corral``
+  requirement excludes the installed corral, or its ``corral_api`` is not supported.
 * ``"blocked"``: named in ``CORRAL_DISABLE_PLUGINS``, so never imported.
 * ``"conflict"``: another distribution registers the same name.
+* ``"shadowed"``: a plugin registered in-process under the same name is used instead.
 """
 
 IN_PROCESS = "<in-process>"
@@ -46,10 +49,9 @@ class PluginInfo:
         dist: The distribution that provides it, or ``"<in-process>"``.
         version: The distribution's version (``""`` for in-process plugins).
         value: Where it lives, ``"module:attr"``.
-        status: One of ``"ok"``, ``"not loaded"``, ``"broken"``,
-            ``"blocked"``, ``"conflict"``.
-        error: Why it is broken (exception type and first line of its
-            message) or in conflict (which distributions clash); else None.
+        status: One of :data:`PluginStatus`.
+        error: Why it is not usable (for a broken plugin, the exception type
+            and first line of its message); None when it is.
     """
 
     name: str
@@ -74,6 +76,8 @@ class DiscoveredEntryPoint:
         version: The declaring distribution's version.
         value: The entry point's value, ``"module:attr"``.
         entry_point: The entry point itself, to be loaded on demand.
+        incompatible: Why the distribution's ``corral`` requirement excludes
+            the installed corral, or None.
     """
 
     name: str
@@ -81,6 +85,7 @@ class DiscoveredEntryPoint:
     version: str
     value: str
     entry_point: Any
+    incompatible: str | None = None
 
 
 def normalize_dist_name(name: str) -> str:
@@ -128,16 +133,54 @@ def discover(group: str) -> list[DiscoveredEntryPoint]:
     Returns:
         One record per (distribution, case-insensitive name), in discovery order.
     """
-    return _dedupe(_describe(ep) for ep in importlib_metadata.entry_points(group=group))
+    corral_version = _installed_corral_version()
+    return _dedupe(_describe(ep, corral_version) for ep in importlib_metadata.entry_points(group=group))
 
 
-def _describe(ep: Any) -> DiscoveredEntryPoint:
+def _describe(ep: Any, corral_version: str | None) -> DiscoveredEntryPoint:
     dist = getattr(ep, "dist", None)
     dist_name = (getattr(dist, "name", None) or "unknown") if dist is not None else "unknown"
     version = (getattr(dist, "version", None) or "unknown") if dist is not None else "unknown"
+    incompatible = None
+    if dist is not None and corral_version is not None and normalize_dist_name(dist_name) != "corral":
+        incompatible = corral_requirement_problem(dist.requires or [], corral_version)
     return DiscoveredEntryPoint(
-        name=ep.name, dist=dist_name, version=version, value=ep.value, entry_point=ep
+        name=ep.name, dist=dist_name, version=version, value=ep.value, entry_point=ep, incompatible=incompatible
     )
+
+
+def corral_requirement_problem(requires: Iterable[str], corral_version: str) -> str | None:
+    """Why a distribution's ``corral`` requirement excludes ``corral_version``, or None.
+
+    Read from metadata, so an incompatible plugin is reported without being
+    imported. Requirements behind an extra (``; extra == "x"``) are ignored:
+    they do not apply to a plain install.
+
+    Args:
+        requires: The distribution's ``Requires-Dist`` lines.
+        corral_version: The installed corral's version.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for line in requires:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if normalize_dist_name(requirement.name) != "corral":
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        if not requirement.specifier.contains(corral_version, prereleases=True):
+            return f"requires corral{requirement.specifier}, but corral {corral_version} is installed"
+    return None
+
+
+def _installed_corral_version() -> str | None:
+    try:
+        return importlib_metadata.version("corral")
+    except importlib_metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        return None
 
 
 def _dedupe(found: Iterable[DiscoveredEntryPoint]) -> list[DiscoveredEntryPoint]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import corral.core.errors as errors
+from corral.core.plugin_api import api_problem
 from corral.registry.discovery import (
     DISABLE_ENV_VAR,
     IN_PROCESS,
@@ -41,6 +42,7 @@ class _Slot:
     failure_message: str | None = None
     failure_short: str | None = None
     failure_cause: BaseException | None = None
+    incompatible: str | None = None
 
     @property
     def key(self) -> str:
@@ -53,6 +55,8 @@ class _Slot:
 
     @property
     def status(self) -> PluginStatus:
+        if self.incompatible is not None:
+            return "incompatible"
         if self.failure_message is not None:
             return "broken"
         if self.blocked:
@@ -61,10 +65,12 @@ class _Slot:
             return "conflict"
         return "ok" if self.loaded else "not loaded"
 
-    def info(self, group: str) -> PluginInfo:
-        status = self.status
-        error = {"broken": self.failure_short, "conflict": self.clash}.get(status)
+    def info(self, group: str, shadowed_by: str | None = None) -> PluginInfo:
         f = self.found
+        if shadowed_by is not None and self.status in ("ok", "not loaded"):
+            return PluginInfo(f.name, group, f.dist, f.version, f.value, "shadowed", f"shadowed by {shadowed_by}")
+        status = self.status
+        error = {"broken": self.failure_short, "incompatible": self.incompatible, "conflict": self.clash}.get(status)
         return PluginInfo(f.name, group, f.dist, f.version, f.value, status, error)
 
 
@@ -129,7 +135,7 @@ class PluginRegistry:
 
     def _build(self) -> list[_Slot]:
         blocked = disabled_names()
-        slots = [_Slot(f, blocked=f.name.lower() in blocked) for f in discover(self.group)]
+        slots = [_Slot(f, blocked=f.name.lower() in blocked, incompatible=f.incompatible) for f in discover(self.group)]
         by_key: dict[str, list[_Slot]] = {}
         for slot in slots:
             if not slot.blocked:
@@ -143,21 +149,38 @@ class PluginRegistry:
 
     # ------------------------------------------------------------- listing
 
-    def list_plugins(self) -> list[PluginInfo]:
-        """Describe every plugin of the group without importing any.
+    def list_plugins(self, check: bool = False) -> list[PluginInfo]:
+        """Describe every plugin of the group, without importing any unless ``check``.
+
+        Args:
+            check: Import every usable plugin, one at a time with its failure
+                caught, so that each shows as ``"ok"`` or ``"broken"`` rather
+                than ``"not loaded"``. Imports torch with the algorithms.
 
         Returns:
             One record per entry point and per in-process registration,
             sorted by name (case-insensitively), then distribution.
         """
         with self._lock:
-            infos = [slot.info(self.group) for slot in self._discovered()]
+            if check:
+                for slot in self._discovered():
+                    if slot.status == "not loaded":
+                        try:
+                            self._load(slot)
+                        except errors.PluginLoadError:
+                            pass  # remembered in the slot, shown as broken or incompatible
+            infos = [slot.info(self.group, self._shadowing(slot)) for slot in self._discovered()]
             infos += [self._in_process_info(name, obj) for name, obj in self._in_process.values()]
         return sorted(infos, key=lambda i: (i.name.lower(), i.dist.lower()))
 
     def names(self) -> list[str]:
         """Return every name the group provides, for messages and completion."""
         return sorted({info.name for info in self.list_plugins()}, key=str.lower)
+
+    def _shadowing(self, slot: _Slot) -> str | None:
+        if slot.key not in self._in_process:
+            return None
+        return f"the in-process registration {self._in_process_info(*self._in_process[slot.key]).value}"
 
     def _in_process_info(self, name: str, obj: Any) -> PluginInfo:
         qualname = getattr(obj, "__qualname__", type(obj).__qualname__)
@@ -246,6 +269,12 @@ class PluginRegistry:
     def _load(self, slot: _Slot) -> Any:
         if slot.loaded:
             return slot.obj
+        if slot.incompatible is not None:
+            raise errors.PluginLoadError(
+                f"The {self.kind} {slot.found.name!r} from {slot.where} is incompatible with this corral: "
+                f"{slot.incompatible}. Install a release of {slot.found.dist} made for it, or set "
+                f"{DISABLE_ENV_VAR}={slot.found.name} to skip it."
+            )
         if slot.failure_message is None:
             try:
                 obj = slot.found.entry_point.load()
@@ -258,6 +287,9 @@ class PluginRegistry:
                     f"{slot.found.dist}, or set {DISABLE_ENV_VAR}={slot.found.name} to skip it."
                 )
             else:
+                slot.incompatible = api_problem(obj)
+                if slot.incompatible is not None:
+                    return self._load(slot)
                 problem = self._problem(obj)
                 if problem is None:
                     slot.loaded, slot.obj = True, obj
@@ -309,7 +341,7 @@ class PluginRegistry:
                 f"Cannot register {self.kind} {clean!r}: expected a class, got "
                 f"{type(obj).__name__} {reprlib.repr(obj)} (pass the class, not an instance)"
             )
-        problem = self._problem(obj)
+        problem = api_problem(obj) or self._problem(obj)
         if problem is not None:
             raise errors.PluginLoadError(f"Cannot register {self.kind} {clean!r}: {problem}")
         with self._lock:

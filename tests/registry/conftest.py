@@ -43,6 +43,7 @@ class PluginEnv:
         entry_points: Mapping[str, Mapping[str, str]] | None = None,
         modules: Mapping[str, str] | None = None,
         root: Path | None = None,
+        requires: tuple[str, ...] = (),
     ) -> Path:
         """Write a distribution's metadata and modules; return its dist-info folder.
 
@@ -52,6 +53,7 @@ class PluginEnv:
             entry_points: ``{group: {name: "module:attr"}}``.
             modules: ``{"pkg.mod": source}``; packages get an ``__init__.py``.
             root: Where to write (default: the directory on ``sys.path``).
+            requires: ``Requires-Dist`` lines, e.g. ``("corral>=9",)``.
         """
         root = root or self.root
         for module, source in (modules or {}).items():
@@ -62,7 +64,8 @@ class PluginEnv:
             path.write_text(textwrap.dedent(source))
         info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
         info.mkdir(parents=True, exist_ok=True)
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        requirements = "".join(f"Requires-Dist: {r}\n" for r in requires)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n{requirements}")
         lines = []
         for group, eps in (entry_points or {}).items():
             lines.append(f"[{group}]")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
+
+from corral.core.plugin_api import PLUGIN_API_VERSION
 from corral.core.off_policy import OffPolicyAlgorithm
 from corral.plugins.dqn.config import DQNConfig
 from corral.plugins.dqn.policy import DQNPolicy
@@ -12,3 +15,5 @@ class DQN(OffPolicyAlgorithm):
 
     config_class = DQNConfig
     policy_class = DQNPolicy
+    supported_action_spaces = (gym.spaces.Discrete,)
+    corral_api = PLUGIN_API_VERSION

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-import gymnasium as gym
-
-from corral.core import ConfigError, ModelConfig, option
+from corral.core import ModelConfig, option
 from corral.core.off_policy import OffPolicyConfig
 
 
@@ -44,11 +42,3 @@ class DQNConfig(
     """split the Q head into a state value and action advantages"""
     td_error_loss_fn: Literal["huber", "mse"] = option("huber", "training")
     """the loss on TD errors: Huber (smooth L1) or squared error"""
-
-    def check_spaces(self, action_space: gym.Space) -> None:
-        """DQN acts in Discrete spaces; anything else gets a pointer to an algorithm that fits."""
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ConfigError(
-                f"DQN needs a Discrete action space, but {self.env!r} has {action_space}; "
-                "use SAC or PPO for continuous (Box) actions"
-            )

@@ -17,10 +17,6 @@ _COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBat
 class DQNPolicy(OffPolicyPolicy):
     """A Q-network acting through its exploration (EpsilonGreedy by default)."""
 
-    def __init__(self, observation_space: Any, action_space: Any, config: Any) -> None:
-        config.check_spaces(action_space)
-        super().__init__(observation_space, action_space, config)
-
     def make_model(self) -> nn.Module:
         """Q-values for every action, dueling if configured."""
         return QModel(self.observation_space, int(self.action_space.n), self.config.model, dueling=self.config.dueling)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
+
+from corral.core.plugin_api import PLUGIN_API_VERSION
 from corral.core.off_policy import OffPolicyAlgorithm
 from corral.plugins.sac.config import SACConfig
 from corral.plugins.sac.policy import SACPolicy
@@ -12,3 +15,5 @@ class SAC(OffPolicyAlgorithm):
 
     config_class = SACConfig
     policy_class = SACPolicy
+    supported_action_spaces = (gym.spaces.Box, gym.spaces.Discrete)
+    corral_api = PLUGIN_API_VERSION

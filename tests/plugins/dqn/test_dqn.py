@@ -36,9 +36,11 @@ def test_dqn_is_found_through_corrals_own_entry_point() -> None:
     assert corral.get_algorithm("dqn") is DQN
 
 
-def test_box_actions_are_refused_with_a_pointer_to_sac() -> None:
-    with pytest.raises(ConfigError, match="DQN needs a Discrete action space.*use SAC"):
+def test_box_actions_are_refused_naming_the_algorithms_that_fit() -> None:
+    with pytest.raises(ConfigError, match="DQN needs a Discrete action space, but the env has Box") as error:
         DQNConfig().environment("Pendulum-v1").build()
+    suggested = str(error.value).split("installed algorithms that support it: ")[1].split(", ")
+    assert {"A2C", "PPO", "SAC"} <= set(suggested) and "DQN" not in suggested
 
 
 def test_nothing_is_learned_before_learning_starts() -> None:

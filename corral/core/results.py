@@ -1,0 +1,36 @@
+"""The keys every ``train()`` result has, with their types: the contract for stop criteria and tools.
+
+Kept free of imports so the CLI can check ``--stop`` keys, and the conformance
+kit (``corral.testing``) can check results, without loading anything else.
+"""
+
+from __future__ import annotations
+
+RESULT_KEY_TYPES: dict[str, tuple[type, ...]] = {
+    "training_iteration": (int,),
+    "timesteps_total": (int,),
+    "num_env_steps_sampled": (int,),
+    "num_env_steps_trained": (int,),
+    "num_agent_steps_sampled": (int,),
+    "num_agent_steps_trained": (int,),
+    "episode_reward_mean": (float, int),
+    "episode_reward_min": (float, int),
+    "episode_reward_max": (float, int),
+    "episode_len_mean": (float, int),
+    "episodes_this_iter": (int,),
+    "episodes_total": (int,),
+    "num_env_steps_sampled_this_iter": (int,),
+    "num_env_steps_sampled_throughput_per_sec": (float, int),
+    "time_this_iter_s": (float,),
+    "time_total_s": (float,),
+    "timestamp": (int,),
+    "custom_metrics": (dict,),
+    "info": (dict,),
+}
+"""Every key of every result, and the types its value may have (episode stats are NaN before the first episode ends)."""
+
+EVALUATION_KEY = "evaluation"
+"""The key of evaluation metrics, present in the iterations that evaluate (``evaluation_interval``)."""
+
+RESULT_KEYS: tuple[str, ...] = (*RESULT_KEY_TYPES, EVALUATION_KEY)
+"""Every top-level key a result can have: what stop criteria may name."""
