@@ -1,9 +1,9 @@
-"""The ``corral`` command: ``train``, ``evaluate`` (alias ``rollout``) and ``list``.
+"""The ``corral`` command: ``train``, ``evaluate`` (alias ``rollout``), ``list`` and ``new-plugin``.
 
 A :class:`~corral.core.errors.CorralError` (or malformed JSON/YAML) is the
 user's mistake: it is printed as one line and the exit status is 2. Anything
 else is a bug and keeps its traceback. ``corral list`` imports neither torch
-nor any plugin.
+nor any plugin (unless ``--check``).
 """
 
 from __future__ import annotations
@@ -18,15 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from corral.core.errors import ConfigError, CorralError, did_you_mean
-
-# Top-level keys of every result dict (see Algorithm.train); stop criteria are checked against them.
-RESULT_KEYS = (
-    "training_iteration", "timesteps_total", "num_env_steps_sampled", "num_env_steps_trained",
-    "num_agent_steps_sampled", "num_agent_steps_trained", "episode_reward_mean", "episode_reward_min",
-    "episode_reward_max", "episode_len_mean", "episodes_this_iter", "episodes_total",
-    "num_env_steps_sampled_this_iter", "num_env_steps_sampled_throughput_per_sec", "time_this_iter_s",
-    "time_total_s", "timestamp", "custom_metrics", "info", "evaluation",
-)  # fmt: skip
+from corral.core.results import RESULT_KEYS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -83,7 +75,14 @@ def _parser() -> argparse.ArgumentParser:
 
     listing = sub.add_parser("list", help="installed algorithms, explorations and hook plugins")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.add_argument("--check", action="store_true",
+                         help="import every plugin to find broken and incompatible ones (slower: imports torch)")
     listing.set_defaults(handler=_list)
+
+    scaffold = sub.add_parser("new-plugin", help="write a new algorithm plugin distribution, ready to install and test")
+    scaffold.add_argument("name", help="the algorithm's name and class name, e.g. MyPG")
+    scaffold.add_argument("--dir", default=".", help="where to create the corral-<name> folder (default: here)")
+    scaffold.set_defaults(handler=_new_plugin)
     return parser
 
 
@@ -338,9 +337,9 @@ def _list(args: argparse.Namespace) -> int:
     from corral import registry
 
     sections = {
-        "algorithms": registry.list_algorithms(),
-        "explorations": registry.list_explorations(),
-        "hook plugins": registry.list_hook_plugins(),
+        "algorithms": registry.list_algorithms(args.check),
+        "explorations": registry.list_explorations(args.check),
+        "hook plugins": registry.list_hook_plugins(args.check),
     }
     if args.json:
         print(json.dumps({k.replace(" ", "_"): [asdict(p) for p in v] for k, v in sections.items()}, indent=2))
@@ -356,11 +355,22 @@ def _list(args: argparse.Namespace) -> int:
             table.add_column(column)
         for p in plugins:
             status = p.status if not p.error else f"{p.status}: {p.error.splitlines()[0]}"
-            style = {"broken": "red", "conflict": "yellow", "blocked": "dim"}.get(p.status, "")
+            style = {"broken": "red", "incompatible": "red", "conflict": "yellow", "shadowed": "yellow", "blocked": "dim"}.get(p.status, "")
             table.add_row(p.name, p.dist or "", p.version or "", p.value, f"[{style}]{status}[/{style}]" if style else status)
         if not plugins:
             table.add_row("(none)", "", "", "", "")
         console.print(table)
+    return 0
+
+
+# ---------------------------------------------------------------------- #
+# new-plugin
+# ---------------------------------------------------------------------- #
+def _new_plugin(args: argparse.Namespace) -> int:
+    from corral.scaffold import new_plugin
+
+    path = new_plugin(args.name, args.dir)
+    print(f"Wrote {path}. Next:\n  pip install -e \"{path}[test]\"\n  python -m pytest {path}\n  corral train --algo {args.name} --env CartPole-v1")
     return 0
 
 

@@ -16,6 +16,9 @@ _EXPORTS = {
     "Policy": "corral.core.policy",
     "ActorCriticPolicy": "corral.core.policy",
     "adam": "corral.core.policy",
+    "standardize": "corral.core.policy",
+    "to_floats": "corral.core.policy",
+    "POLICY_GRADIENT_COLUMNS": "corral.core.policy",
     "Model": "corral.core.models",
     "ActorCriticModel": "corral.core.models",
     "QModel": "corral.core.models",
@@ -50,6 +53,14 @@ _EXPORTS = {
     "PluginLoadError": "corral.core.errors",
     "CheckpointError": "corral.core.errors",
     "EnvError": "corral.core.errors",
+    "PLUGIN_API_VERSION": "corral.core.plugin_api",
+    "OffPolicyConfig": "corral.core.off_policy",
+    "OffPolicyPolicy": "corral.core.off_policy",
+    "OffPolicyAlgorithm": "corral.core.off_policy",
+    "update_target": "corral.core.off_policy",
+    "compute_nstep": "corral.core.postprocessing",
+    "ReplayBuffer": "corral.core.replay_buffers",
+    "PrioritizedReplayBuffer": "corral.core.replay_buffers",
 }
 
 __all__ = list(_EXPORTS)

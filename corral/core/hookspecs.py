@@ -86,6 +86,26 @@ def on_checkpoint_loaded(algorithm: Any) -> None:
     """The algorithm's state was restored from a checkpoint."""
 
 
+HOOK_ARGUMENTS: dict[str, str] = {
+    "algorithm": "the Algorithm being trained",
+    "env_runner": "the EnvRunner that is sampling",
+    "worker": "the same EnvRunner, under RLlib's older name",
+    "env": "the vector environment the runner created",
+    "env_context": "the EnvContext (env_config plus worker_index, num_workers, vector_index) the env was made with",
+    "episode": "the Episode: observations, actions, rewards, infos so far, plus user_data and custom_metrics",
+    "base_env": "the runner's vector environment",
+    "env_index": "which sub-environment of the vector the episode runs in",
+    "policies": "the policies by policy id",
+    "samples": "the MultiAgentBatch the sample() call returns",
+    "policy_id": "the id of the policy whose fragment it is",
+    "policy": "the Policy",
+    "postprocessed_batch": "the SampleBatch after postprocessing, editable in place",
+    "train_batch": "the SampleBatch the policy is about to learn on",
+    "result": "the dict of results, extendable in place",
+    "evaluation_metrics": "the evaluation results, stored under result['evaluation']",
+}
+"""Every hook argument and what it holds (the reference docs are generated from it)."""
+
 HOOK_NAMES = tuple(
     name for name, obj in list(globals().items()) if name.startswith("on_") and callable(obj)
 )

@@ -219,11 +219,17 @@ def adam(params: Any, lr: float, **kwargs: Any) -> torch.optim.Optimizer:
         return torch.optim.Adam(params, lr=lr, **kwargs)
 
 
+POLICY_GRADIENT_COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES, SampleBatch.VALUE_TARGETS]
+"""The columns :meth:`ActorCriticPolicy.policy_gradient_loss` reads."""
+
+
 class ActorCriticPolicy(Policy):
     """A policy whose model has a value head; its samples get GAE(lambda) advantages.
 
-    Shared by the on-policy actor-critic algorithms (PPO, A2C). Their config
-    must define ``lambda_`` (1.0 gives n-step returns over the fragment).
+    Shared by the on-policy actor-critic algorithms (PPO, A2C, third-party ones
+    such as REINFORCE). Their config must define ``lambda_`` (1.0 gives Monte
+    Carlo returns over the fragment), and ``vf_loss_coeff`` and
+    ``entropy_coeff`` to use :meth:`policy_gradient_loss`.
     """
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
@@ -231,6 +237,35 @@ class ActorCriticPolicy(Policy):
         last_values = self.compute_values(bootstrap_obs)
         with_advantages = add_gae(fragment, last_values, self.config.gamma, self.config.lambda_)
         return self.flatten_fragment(with_advantages)
+
+    def policy_gradient_loss(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The vanilla actor-critic loss on the :data:`POLICY_GRADIENT_COLUMNS` of ``t``.
+
+        ``-log pi(a|s) * A + vf_loss_coeff * (V(s) - target)^2 / 2 - entropy_coeff * H[pi(.|s)]``,
+        each term a mean over the batch.
+
+        Returns:
+            The total loss, and it and its terms as tensors by name (``total_loss``,
+            ``policy_loss``, ``vf_loss``, ``entropy``), for :func:`to_floats`.
+        """
+        cfg = self.config
+        out = self.model.forward_train(t[SampleBatch.OBS])
+        dist = self.dist_class(out["action_dist_inputs"])
+        policy_loss = -(dist.logp(t[SampleBatch.ACTIONS]) * t[SampleBatch.ADVANTAGES]).mean()
+        vf_loss = 0.5 * (out["vf_preds"] - t[SampleBatch.VALUE_TARGETS]).pow(2).mean()
+        entropy = dist.entropy().mean()
+        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+        return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+
+
+def standardize(x: torch.Tensor) -> torch.Tensor:
+    """``x`` shifted and scaled to mean 0 and standard deviation 1 over the batch (advantage normalisation)."""
+    return (x - x.mean()) / (x.std() + 1e-8)
+
+
+def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Scalar tensors to floats with one device sync, for learner stats."""
+    return dict(zip(tensors, torch.stack([t.detach() for t in tensors.values()]).tolist()))
 
 
 def _add_batch_dim(space: gym.Space, obs: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from corral.core import ActorCriticPolicy, SampleBatch, adam
+from corral.core import POLICY_GRADIENT_COLUMNS, ActorCriticPolicy, SampleBatch, adam, standardize, to_floats
 
 
 class A2CPolicy(ActorCriticPolicy):
@@ -19,19 +19,10 @@ class A2CPolicy(ActorCriticPolicy):
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
         """One gradient step on the whole batch."""
-        cfg = self.config
         lr = self.update_lr()
-        t = self.to_tensors(batch, [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES, SampleBatch.VALUE_TARGETS])
-        advantages = t[SampleBatch.ADVANTAGES]
-        if cfg.normalize_advantages:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        out = self.model.forward_train(t[SampleBatch.OBS])
-        dist = self.dist_class(out["action_dist_inputs"])
-        policy_loss = -(dist.logp(t[SampleBatch.ACTIONS]) * advantages).mean()
-        vf_loss = 0.5 * (out["vf_preds"] - t[SampleBatch.VALUE_TARGETS]).pow(2).mean()
-        entropy = dist.entropy().mean()
-        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+        t = self.to_tensors(batch, POLICY_GRADIENT_COLUMNS)
+        if self.config.normalize_advantages:
+            t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES])
+        total, terms = self.policy_gradient_loss(t)
         (grad_norm,) = self.apply_gradients(total)
-        names = ("total_loss", "policy_loss", "vf_loss", "entropy", "grad_gnorm")
-        values = torch.stack([total.detach(), policy_loss.detach(), vf_loss.detach(), entropy.detach(), grad_norm]).tolist()
-        return {**dict(zip(names, values)), "cur_lr": lr}
+        return {**to_floats({**terms, "grad_gnorm": grad_norm}), "cur_lr": lr}

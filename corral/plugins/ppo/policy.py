@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from corral.core import ActorCriticPolicy, SampleBatch
+from corral.core import ActorCriticPolicy, SampleBatch, standardize
 
 _TRAIN_COLUMNS = [
     SampleBatch.OBS,
@@ -79,8 +79,7 @@ class PPOPolicy(ActorCriticPolicy):
         lr = self.update_lr()
         t = self.to_tensors(batch, _TRAIN_COLUMNS)
         if cfg.normalize_advantages:
-            adv = t[SampleBatch.ADVANTAGES]
-            t[SampleBatch.ADVANTAGES] = (adv - adv.mean()) / (adv.std() + 1e-8)
+            t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES])
         n = batch.count
         grad_norms = []
         for _ in range(cfg.num_epochs):
