@@ -74,7 +74,10 @@ def hooks_reference() -> str:
         "# Hooks\n\n",
         "Override any of these in a `corral.Callbacks` subclass (`config.callbacks(MyCallbacks)`), or\n",
         "ship them for every run as a hook plugin (entry-point group `corral.hooks`, functions marked\n",
-        "`@corral.hookimpl`). Every argument is a keyword; an implementation may take any subset.\n\n",
+        "`@corral.hookimpl`). Every argument is a keyword; an implementation may take any subset.\n",
+        "Callbacks run in the order given to `config.callbacks([...])`, then hook plugins, so an\n",
+        "installed logger sees what the callbacks added. `CORRAL_TRACE_PLUGINS=1` prints every hook\n",
+        "call and the implementations it reached, in that order, to stderr.\n\n",
     ]
     for name in hookspecs.HOOK_NAMES:
         hook = getattr(hookspecs, name)

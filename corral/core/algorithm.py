@@ -404,10 +404,11 @@ def _is_dict_space(policy: Policy) -> bool:
     return isinstance(policy.observation_space, gym.spaces.Dict)
 
 
-def _hook_plugins() -> list[object]:
+def _hook_plugins() -> dict[str, object]:
+    """The installed hook plugins by a name that says where each comes from."""
     from corral import registry
 
-    return [plugin for _, plugin in registry.get_hook_plugins()]
+    return {f"{info.name} ({info.dist})": plugin for info, plugin in registry.get_hook_plugins()}
 
 
 def _algorithm_class_for(meta: dict[str, Any]) -> type[Algorithm]:

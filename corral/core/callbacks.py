@@ -13,7 +13,8 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -134,21 +135,21 @@ class CallbackRunner:
     plugin implements the episode hooks.
     """
 
-    def __init__(self, callback_classes: Iterable[type[Callbacks]], hook_plugins: Iterable[object] = ()) -> None:
+    def __init__(self, callback_classes: Iterable[type[Callbacks]], hook_plugins: Mapping[str, object] | None = None) -> None:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
         self.callbacks: list[Callbacks] = [cls() for cls in callback_classes]
-        # pluggy calls the last registered first; register in reverse so hooks run in the user's order.
+        # pluggy calls the last registered first. Hook plugins go in first so they run last and
+        # observe what the user's callbacks did; callbacks in reverse so they run in the user's order.
+        for name, plugin in (hook_plugins or {}).items():
+            try:
+                self._pm.register(plugin, name=name)
+            except (pluggy.PluginValidationError, ValueError) as exc:
+                logger.warning("hook plugin %s was not registered: %s", name, exc)
         for index, instance in reversed(list(enumerate(self.callbacks))):
             self._pm.register(_hook_adapters(instance), name=f"{type(instance).__qualname__}#{index}")
-        for plugin in hook_plugins:
-            try:
-                self._pm.register(plugin)
-            except (pluggy.PluginValidationError, ValueError) as exc:
-                logger.warning("hook plugin %r was not registered: %s", plugin, exc)
         if _trace_enabled():
-            self._pm.trace.root.setwriter(lambda msg: print(msg, end=""))
-            self._pm.enable_tracing()
+            self._pm.add_hookcall_monitoring(_trace_call, _trace_result)
         hook = self._pm.hook
         self.has_episode_start = bool(hook.on_episode_start.get_hookimpls())
         self.has_episode_step = bool(hook.on_episode_step.get_hookimpls())
@@ -210,3 +211,15 @@ class CallbackRunner:
 
 def _trace_enabled() -> bool:
     return os.environ.get("CORRAL_TRACE_PLUGINS", "") not in ("", "0")
+
+
+def _trace_call(hook_name: str, hook_impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """``CORRAL_TRACE_PLUGINS=1``: every hook call and the implementations it reaches, in call order."""
+    answering = ", ".join(impl.plugin_name for impl in reversed(hook_impls)) or "no implementations"
+    print(f"[corral trace] {hook_name}({', '.join(kwargs)}) -> {answering}", file=sys.stderr)
+
+
+def _trace_result(outcome: Any, hook_name: str, hook_impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """``CORRAL_TRACE_PLUGINS=1``: a hook call that raised, and what it raised."""
+    if outcome.exception is not None:
+        print(f"[corral trace] {hook_name} raised {type(outcome.exception).__name__}: {outcome.exception}", file=sys.stderr)
