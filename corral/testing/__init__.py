@@ -15,33 +15,29 @@ or with the pytest fixture this package registers (entry point ``pytest11``)::
 
 from __future__ import annotations
 
-from corral.testing.conformance import (
-    CHECKS,
-    ConformanceError,
-    Subject,
-    check_action_spaces,
-    check_algorithm,
-    check_checkpoint_round_trip,
-    check_config_round_trip,
-    check_invalid_config_is_refused,
-    check_seed_determinism,
-    check_train_result,
-)
-from corral.testing.envs import TOY_ENVS, BoxActionEnv, DiscreteActionEnv, MultiDiscreteActionEnv
+from corral._lazy import lazy_exports
 
-__all__ = [
-    "CHECKS",
-    "TOY_ENVS",
-    "BoxActionEnv",
-    "ConformanceError",
-    "DiscreteActionEnv",
-    "MultiDiscreteActionEnv",
-    "Subject",
-    "check_action_spaces",
-    "check_algorithm",
-    "check_checkpoint_round_trip",
-    "check_config_round_trip",
-    "check_invalid_config_is_refused",
-    "check_seed_determinism",
-    "check_train_result",
-]
+# Resolved on first use: pytest imports this package (through the pytest11 entry point)
+# in every test session where corral is installed, so importing it must cost nothing.
+_EXPORTS = {
+    **dict.fromkeys(
+        [
+            "CHECKS",
+            "ConformanceError",
+            "Subject",
+            "check_action_spaces",
+            "check_algorithm",
+            "check_checkpoint_round_trip",
+            "check_config_round_trip",
+            "check_invalid_config_is_refused",
+            "check_seed_determinism",
+            "check_train_result",
+        ],
+        "corral.testing.conformance",
+    ),
+    **dict.fromkeys(["TOY_ENVS", "BoxActionEnv", "DiscreteActionEnv", "MultiDiscreteActionEnv"], "corral.testing.envs"),
+}
+
+__all__ = list(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports("corral.testing", globals(), _EXPORTS)

@@ -115,3 +115,13 @@ def test_the_pytest_fixture_is_registered_for_plugin_authors(pytester) -> None:
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_the_pytest_plugin_costs_nothing_to_load() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, corral.testing.pytest_plugin; print(sorted({'torch', 'gymnasium', 'numpy'} & set(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
