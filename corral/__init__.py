@@ -20,6 +20,7 @@ _EXPORTS = {
     "PluginLoadError": "corral.core.errors",
     "CheckpointError": "corral.core.errors",
     "EnvError": "corral.core.errors",
+    "EnvRunnerError": "corral.core.errors",
     # registry
     "list_algorithms": "corral.registry",
     "get_algorithm": "corral.registry",

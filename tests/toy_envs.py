@@ -40,3 +40,29 @@ class DictObsEnv(_RandomObservationEnv):
         assert np.all(action >= -3.0) and np.all(action <= 3.0)
         self.t += 1
         return self.observation_space.sample(), -float(np.abs(action).sum()), False, self.t >= 4, {}
+
+
+_FAILED_ONCE: set[tuple[int, int]] = set()  # per process: which (runner, sub-env) already raised
+
+
+class FlakyCartPole(gym.Wrapper):
+    """CartPole whose chosen sub-environment raises on its 5th step.
+
+    ``env_config``: ``fail_worker`` (default 1) and ``fail_vector`` (default 0)
+    choose the sub-environment; ``once=True`` raises only the first time in
+    this process, so a restarted copy works.
+    """
+
+    def __init__(self, config):
+        super().__init__(gym.make("CartPole-v1"))
+        self.t = 0
+        chosen = (config.get("fail_worker", 1), config.get("fail_vector", 0))
+        self.key = (config.worker_index, config.vector_index)
+        self.armed = self.key == chosen and not (config.get("once", False) and self.key in _FAILED_ONCE)
+
+    def step(self, action):
+        self.t += 1
+        if self.armed and self.t == 5:
+            _FAILED_ONCE.add(self.key)
+            raise RuntimeError(f"flaky sub-environment {self.key} broke")
+        return self.env.step(action)

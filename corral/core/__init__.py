@@ -53,6 +53,7 @@ _EXPORTS = {
     "PluginLoadError": "corral.core.errors",
     "CheckpointError": "corral.core.errors",
     "EnvError": "corral.core.errors",
+    "EnvRunnerError": "corral.core.errors",
     "PLUGIN_API_VERSION": "corral.core.plugin_api",
     "OffPolicyConfig": "corral.core.off_policy",
     "OffPolicyPolicy": "corral.core.off_policy",

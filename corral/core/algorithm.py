@@ -21,9 +21,10 @@ import numpy as np
 import torch
 
 from corral.core import checkpoints
-from corral.core.callbacks import CallbackRunner
+from corral.core.callbacks import CallbackRunner, installed_hook_plugins
 from corral.core.config import AlgorithmConfig, import_object, object_path
-from corral.core.env_runner import EnvRunner, EnvRunnerGroup
+from corral.core.env_runner import EnvRunner
+from corral.core.env_runner_group import EnvRunnerGroup
 from corral.core.envs import env_name
 from corral.core.errors import CheckpointError, ConfigError, UnknownPluginError
 from corral.core.loggers import ResultWriter, new_experiment_dir
@@ -83,12 +84,12 @@ class Algorithm:
         if seed is not None:
             torch.manual_seed(seed)
         self.rng = np.random.default_rng(seed)
-        self.callbacks = CallbackRunner(self.config.callbacks_class, _hook_plugins())
+        self.callbacks = CallbackRunner(self.config.callbacks_class, installed_hook_plugins())
         self.policies: dict[str, Policy] = {}
         local = EnvRunner(self.config, self.policies, 0, self.callbacks, seed=seed)
         self.check_action_space(local.action_space)
         self.policies[DEFAULT_POLICY_ID] = self.policy_class(local.observation_space, local.action_space, self.config)
-        self.env_runner_group = EnvRunnerGroup(local)
+        self.env_runner_group = EnvRunnerGroup(local, self.config, self.policy_class, seed)
         self.workers = self.env_runner_group
         self._eval_runner: EnvRunner | None = None
         self.iteration = 0
@@ -202,6 +203,8 @@ class Algorithm:
             "time_this_iter_s": elapsed,
             "time_total_s": self.time_total_s,
             "timestamp": int(time.time()),
+            "num_healthy_env_runners": self.env_runner_group.num_healthy_remote_runners,
+            "num_env_runner_restarts": self.env_runner_group.num_restarts,
             "info": {"learner": learner, **self.counters},
         }
         interval = self.config.evaluation_interval
@@ -402,13 +405,6 @@ def _is_dict_space(policy: Policy) -> bool:
     import gymnasium as gym
 
     return isinstance(policy.observation_space, gym.spaces.Dict)
-
-
-def _hook_plugins() -> dict[str, object]:
-    """The installed hook plugins by a name that says where each comes from."""
-    from corral import registry
-
-    return {f"{info.name} ({info.dist})": plugin for info, plugin in registry.get_hook_plugins()}
 
 
 def _algorithm_class_for(meta: dict[str, Any]) -> type[Algorithm]:

@@ -209,6 +209,13 @@ class CallbackRunner:
         self._pm.hook.on_checkpoint_loaded(algorithm=algorithm)
 
 
+def installed_hook_plugins() -> dict[str, object]:
+    """The installed hook plugins (group ``corral.hooks``) by a name that says where each comes from."""
+    from corral import registry
+
+    return {f"{info.name} ({info.dist})": plugin for info, plugin in registry.get_hook_plugins()}
+
+
 def _trace_enabled() -> bool:
     return os.environ.get("CORRAL_TRACE_PLUGINS", "") not in ("", "0")
 

@@ -36,6 +36,7 @@ GROUPS = (
     "debugging",
     "reporting",
     "resources",
+    "fault_tolerance",
     "checkpointing",
 )
 
@@ -48,6 +49,11 @@ LEGACY_KEYS = {
     "num_sgd_iter": "num_epochs",
     "sgd_minibatch_size": "minibatch_size",
     "callbacks": "callbacks_class",
+    "num_cpus_per_worker": "num_cpus_per_env_runner",
+    "num_gpus_per_worker": "num_gpus_per_env_runner",
+    "custom_resources_per_worker": "custom_resources_per_env_runner",
+    "recreate_failed_workers": "recreate_failed_env_runners",
+    "ignore_worker_failures": "ignore_env_runner_failures",
 }
 
 
@@ -165,7 +171,7 @@ class AlgorithmConfig(BaseModel):
 
     # --- env runners -------------------------------------------------------
     num_env_runners: int = option(0, "env_runners", ge=0)
-    """number of remote sampling actors (Ray); 0 samples in the calling process"""
+    """number of Ray actors that sample in parallel (needs the ray extra); 0 samples in the calling process without Ray"""
     num_envs_per_env_runner: int = option(8, "env_runners", ge=1)
     """sub-environments each runner steps as one vector, with one batched forward pass per step"""
     rollout_fragment_length: int | Literal["auto"] = option("auto", "env_runners")
@@ -174,6 +180,12 @@ class AlgorithmConfig(BaseModel):
     """'native' uses the env's own vectorised implementation (gymnasium make_vec), 'sync' steps copies in a loop, 'auto' prefers native"""
     observation_filter: Literal["NoFilter", "MeanStdFilter"] = option("NoFilter", "env_runners")
     """normalise observations by running mean and std (saved in checkpoints)"""
+    num_cpus_per_env_runner: float = option(1, "env_runners", ge=0)
+    """CPUs Ray reserves for each remote env runner"""
+    num_gpus_per_env_runner: float = option(0, "env_runners", ge=0)
+    """GPUs Ray reserves for each remote env runner (for acting with a large network)"""
+    custom_resources_per_env_runner: dict[str, float] = option({}, "env_runners")
+    """other Ray resources each remote env runner needs, e.g. {'sim_license': 1}"""
 
     # --- training ----------------------------------------------------------
     gamma: float = option(0.99, "training", ge=0, le=1)
@@ -234,6 +246,14 @@ class AlgorithmConfig(BaseModel):
     """GPUs for the learner; 0 trains on the CPU"""
     num_torch_threads: int | None = option(1, "resources", ge=1)
     """torch intra-op threads; small MLPs are fastest on 1, None keeps torch's default"""
+
+    # --- fault tolerance ---------------------------------------------------
+    recreate_failed_env_runners: bool = option(False, "fault_tolerance")
+    """replace a remote env runner that died or failed, and go on with the same number"""
+    ignore_env_runner_failures: bool = option(False, "fault_tolerance")
+    """drop a remote env runner that died or failed, and go on with fewer"""
+    restart_failed_sub_environments: bool = option(False, "fault_tolerance")
+    """restart only a sub-environment whose step raised (its episode ends there); steps sub-environments in a loop"""
 
     # --- checkpointing -----------------------------------------------------
     checkpoint_frequency: int = option(0, "checkpointing", ge=0)
@@ -333,6 +353,10 @@ class AlgorithmConfig(BaseModel):
         """Set ``num_gpus`` and ``num_torch_threads``."""
         return self._set_group("resources", kwargs)
 
+    def fault_tolerance(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set what happens when an env runner or a sub-environment fails."""
+        return self._set_group("fault_tolerance", kwargs)
+
     def checkpointing(self, **kwargs: Any) -> AlgorithmConfig:
         """Set automatic checkpoint frequency, at-end saving and how many to keep."""
         return self._set_group("checkpointing", kwargs)
@@ -399,6 +423,7 @@ class AlgorithmConfig(BaseModel):
         from corral.core.exploration import validate_exploration_config
 
         validate_exploration_config(self.exploration_config)
+        self._validate_env_runners()
         try:
             overrides = self._canonical_keys(self.evaluation_config)
         except ConfigError as exc:
@@ -410,6 +435,32 @@ class AlgorithmConfig(BaseModel):
             self.copy().update_from_dict(overrides)
         except ConfigError as exc:
             raise ConfigError(f"evaluation_config: {exc}") from None
+
+    def _validate_env_runners(self) -> None:
+        if self.vectorize_mode == "native" and self.restart_failed_sub_environments:
+            raise ConfigError(
+                "restart_failed_sub_environments needs sub-environments stepped one by one; "
+                "set vectorize_mode='sync' or 'auto' (a natively vectorised env has none to restart)"
+            )
+        if self.num_env_runners == 0:
+            return
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise ConfigError(
+                f"num_env_runners={self.num_env_runners} samples on Ray actors, but Ray is not installed; "
+                "pip install 'corral[ray]', or set num_env_runners=0 to sample in this process"
+            )
+        if self.observation_filter != "NoFilter":
+            raise ConfigError(
+                f"observation_filter={self.observation_filter!r} is not supported with remote env runners yet; "
+                "set num_env_runners=0 or observation_filter='NoFilter'"
+            )
+        if self.recreate_failed_env_runners and self.ignore_env_runner_failures:
+            raise ConfigError(
+                "recreate_failed_env_runners and ignore_env_runner_failures exclude each other: "
+                "choose to replace a failed runner or to go on without it"
+            )
 
     def get_rollout_fragment_length(self) -> int:
         """Steps per sub-environment per sample call, resolving ``'auto'``."""

@@ -290,33 +290,3 @@ def _info_row(infos: dict[str, Any], index: int) -> dict[str, Any]:
         if mask is None or mask[index]:
             row[key] = _info_row(value, index) if isinstance(value, dict) else value[index]
     return row
-
-
-class EnvRunnerGroup:
-    """The local env runner and (with Ray) the remote ones; one place to sample and broadcast.
-
-    ``num_env_runners=0`` samples in the calling process with the local runner.
-    """
-
-    def __init__(self, local_env_runner: EnvRunner) -> None:
-        self.local_env_runner = local_env_runner
-        self.remote_env_runners: list[Any] = []
-
-    def sample(self) -> MultiAgentBatch:
-        """One sample call on every runner, joined."""
-        return self.local_env_runner.sample()
-
-    def foreach_env_runner(self, fn: Any) -> list[Any]:
-        """``[fn(runner) for runner in runners]``, the local runner first."""
-        return [self.local_env_runner.apply(fn)]
-
-    foreach_worker = foreach_env_runner
-    """RLlib's older name."""
-
-    def get_metrics(self) -> list[EpisodeSummary]:
-        """Episodes finished on every runner since the last call."""
-        return self.local_env_runner.get_metrics()
-
-    def stop(self) -> None:
-        """Close every runner's environments."""
-        self.local_env_runner.stop()

@@ -10,13 +10,16 @@ which the env runner and :mod:`corral.core.postprocessing` account for.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 
 from corral.core.config import AlgorithmConfig, import_object
-from corral.core.errors import EnvError, did_you_mean
+from corral.core.errors import EnvError, EnvRunnerError, did_you_mean
+
+logger = logging.getLogger("corral")
 
 _ENV_CREATORS: dict[str, Callable[[EnvContext], gym.Env]] = {}
 
@@ -94,26 +97,85 @@ def _creator_for(obj: Any, label: str) -> Callable[[EnvContext], gym.Env]:
 
 
 def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 0) -> gym.vector.VectorEnv:
-    """The vector env an env runner steps: native vectorisation where the env offers it."""
+    """The vector env an env runner steps: native vectorisation where the env offers it.
+
+    Stepped in a loop instead (``vectorize_mode='sync'``, or an env without a
+    native implementation), each sub-environment is wrapped in a
+    :class:`SubEnvironmentGuard`, so a failure names the sub-environment and,
+    with ``restart_failed_sub_environments``, restarts only it.
+    """
     env_id, creator = resolve_creator(config.env)
     context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
     try:
         if env_id is not None:
             spec = gym.spec(env_id)
-            native = spec.vector_entry_point is not None and config.vectorize_mode != "sync"
             if config.vectorize_mode == "native" and spec.vector_entry_point is None:
                 raise EnvError(f"{env_id} has no native vectorised implementation; use vectorize_mode='sync' or 'auto'")
-            mode = "vector_entry_point" if native else "sync"
-            return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **config.env_config)
-        if config.vectorize_mode == "native":
+            if spec.vector_entry_point is not None and config.vectorize_mode != "sync" and not config.restart_failed_sub_environments:
+                return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **config.env_config)
+            creator = lambda ctx: gym.make(env_id, **config.env_config)  # noqa: E731 - one sub-environment
+        elif config.vectorize_mode == "native":
             raise EnvError("vectorize_mode='native' needs a gymnasium id with a vector entry point")
         assert creator is not None
-        fns = [(lambda i=i: _checked(creator(context.copy_with(vector_index=i)), config.env)) for i in range(num_envs)]
-        return gym.vector.SyncVectorEnv(fns)
+        make = [(lambda i=i: _checked(creator(context.copy_with(vector_index=i)), config.env)) for i in range(num_envs)]
+        guards = [
+            (lambda i=i: SubEnvironmentGuard(make[i], i, worker_index, config.restart_failed_sub_environments))
+            for i in range(num_envs)
+        ]
+        return gym.vector.SyncVectorEnv(guards)
     except EnvError:
         raise
     except TypeError as exc:
         raise EnvError(f"creating environment {env_name(config.env)!r} with env_config={dict(config.env_config)} failed: {exc}") from exc
+
+
+class SubEnvironmentGuard(gym.Wrapper):
+    """One sub-environment of a runner's vector env: names it when it fails, or restarts it.
+
+    With ``restart`` a sub-environment whose ``step`` raises is closed and made
+    anew; the step reports the episode as truncated at the last good
+    observation (so nothing learns from the broken transition), and the vector
+    env's autoreset starts the new one. Without ``restart`` the error is raised
+    as :class:`~corral.core.errors.EnvRunnerError` naming the runner and the
+    sub-environment.
+    """
+
+    def __init__(self, make: Callable[[], gym.Env], index: int, worker_index: int, restart: bool) -> None:
+        super().__init__(make())
+        self._make = make
+        self.index = index
+        self.worker_index = worker_index
+        self.restart = restart
+        self.restarts = 0
+        self._last_obs: Any = None
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset the sub-environment and remember its observation."""
+        obs, info = self.env.reset(**kwargs)
+        self._last_obs = obs
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        """Step; on an exception, restart (if asked) or raise naming this sub-environment."""
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+        except Exception as exc:  # an environment may raise anything
+            where = f"sub-environment {self.index} of env runner {self.worker_index}"
+            if not self.restart:
+                raise EnvRunnerError(
+                    f"{where} raised {type(exc).__name__}: {exc} (set fault_tolerance(restart_failed_sub_environments=True) "
+                    "to restart a failed sub-environment and go on)"
+                ) from exc
+            logger.warning("%s raised %s: %s; restarting it", where, type(exc).__name__, exc)
+            try:
+                self.env.close()
+            except Exception:  # the broken env may fail to close too; it is dropped either way
+                pass
+            self.env = self._make()
+            self.restarts += 1
+            return self._last_obs, 0.0, False, True, {"corral_env_restarted": True}
+        self._last_obs = obs
+        return obs, reward, terminated, truncated, info
 
 
 def _checked(env: Any, spec: Any) -> gym.Env:

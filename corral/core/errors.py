@@ -43,6 +43,15 @@ class EnvError(CorralError):
     """An environment cannot be found or created, or does not fit the config."""
 
 
+class EnvRunnerError(RuntimeError):
+    """An environment or an env runner failed while sampling, and the config did not ask to tolerate it.
+
+    Not a :class:`CorralError`: the input was fine, the run broke. The message
+    says which env runner and which sub-environment, and carries the
+    traceback from the process where it happened.
+    """
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ``" Did you mean 'x'?"`` for the closest choice, or ``""``.
 

@@ -139,8 +139,8 @@ class Policy:
     # learning helpers
     # ------------------------------------------------------------------ #
     def to_tensors(self, batch: SampleBatch, keys: list[str] | None = None) -> dict[str, torch.Tensor]:
-        """Columns as tensors on the policy's device (no copy on CPU)."""
-        return {k: torch.from_numpy(np.ascontiguousarray(batch[k])).to(self.device) for k in (keys or batch)}
+        """Columns as tensors on the policy's device (no copy on CPU unless read-only, as Ray's are)."""
+        return {k: torch.from_numpy(np.require(batch[k], requirements=["C", "W"])).to(self.device) for k in (keys or batch)}
 
     def apply_gradients(self, loss: torch.Tensor) -> list[torch.Tensor]:
         """Backpropagate ``loss``, clip if ``grad_clip``, step ``self.optimizer``.
@@ -183,7 +183,21 @@ class Policy:
 
     def set_weights(self, weights: dict[str, Any]) -> None:
         """Load parameters from :meth:`get_weights` output (numpy arrays or tensors)."""
-        self.model.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()})
+        # np.array copies: arrays from Ray's object store are read-only, which torch refuses to wrap.
+        self.model.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
+
+    def get_sampling_state(self) -> dict[str, Any]:
+        """What a remote copy of this policy needs to act as it does: the weights and the timestep.
+
+        The timestep drives exploration schedules (epsilon); an exploration's
+        own process (Ornstein-Uhlenbeck noise) stays each copy's own.
+        """
+        return {"weights": self.get_weights(), "global_timestep": int(self.global_timestep)}
+
+    def set_sampling_state(self, state: dict[str, Any]) -> None:
+        """Act like the policy :meth:`get_sampling_state` was read from."""
+        self.set_weights(state["weights"])
+        self.global_timestep = state["global_timestep"]
 
     def get_state(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizer, exploration, filter, timestep. Tensors only."""

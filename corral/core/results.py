@@ -24,6 +24,8 @@ RESULT_KEY_TYPES: dict[str, tuple[type, ...]] = {
     "time_this_iter_s": (float,),
     "time_total_s": (float,),
     "timestamp": (int,),
+    "num_healthy_env_runners": (int,),
+    "num_env_runner_restarts": (int,),
     "custom_metrics": (dict,),
     "info": (dict,),
 }

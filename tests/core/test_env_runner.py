@@ -11,6 +11,8 @@ from corral import EnvContext, EnvError, SampleBatch
 from corral.core.env_runner import EnvRunner
 from corral.plugins.ppo import PPOConfig
 
+from ..conftest import small_ppo_config
+
 
 class CountingEnv(gym.Env):
     """Ends after exactly ``length`` steps; the observation is the step count, the reward at step k is k."""
@@ -284,3 +286,33 @@ def test_foreach_env_runner(algo_factory):
     algo = algo_factory(CountingEnv, num_envs=2)
     assert algo.env_runner_group.foreach_env_runner(lambda r: r.num_envs) == [2]
     assert algo.workers.foreach_worker(lambda r: r.worker_index) == [0]
+
+
+# ---------------------------------------------------------------------- #
+# failing sub-environments, in this process
+# ---------------------------------------------------------------------- #
+def test_a_failing_sub_environment_is_named_in_the_error(make_algo) -> None:
+    from corral.core.errors import EnvRunnerError
+
+    config = small_ppo_config("tests.toy_envs:FlakyCartPole").environment(env_config={"fail_worker": 0, "fail_vector": 2})
+    with pytest.raises(EnvRunnerError, match=r"sub-environment 2 of env runner 0 raised RuntimeError: flaky sub-environment \(0, 2\) broke"):
+        make_algo(config).train()
+
+
+def test_restart_failed_sub_environments_restarts_only_that_one(make_algo) -> None:
+    config = (
+        small_ppo_config("tests.toy_envs:FlakyCartPole")
+        .environment(env_config={"fail_worker": 0, "fail_vector": 1, "once": True})
+        .fault_tolerance(restart_failed_sub_environments=True)
+    )
+    algo = make_algo(config)
+    result = algo.train()
+    assert [e.restarts for e in algo.env_runner_group.local_env_runner.env.envs] == [0, 1, 0, 0]
+    assert result["num_env_steps_sampled"] > 200  # the runner kept sampling with the new sub-environment
+
+
+def test_restarting_sub_environments_refuses_native_vectorisation() -> None:
+    from corral.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="restart_failed_sub_environments needs sub-environments stepped one by one"):
+        small_ppo_config().env_runners(vectorize_mode="native").fault_tolerance(restart_failed_sub_environments=True).validate()

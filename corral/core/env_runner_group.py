@@ -1,0 +1,184 @@
+"""The env runners of one algorithm: the local one, and with ``num_env_runners > 0`` remote Ray actors.
+
+With remote runners the local runner only holds the policies the learner
+trains; sampling happens on the actors, all at once. Before each sample call
+the driver puts the policy's weights into Ray's object store once and hands
+every actor the same reference, so a broadcast costs one copy whatever the
+number of runners. A runner that fails is replaced, dropped, or reported,
+as the fault-tolerance options say.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from corral.core.config import AlgorithmConfig
+from corral.core.env_runner import EnvRunner, EpisodeSummary
+from corral.core.envs import env_name
+from corral.core.errors import EnvRunnerError
+from corral.core.policy import Policy
+from corral.core.sample_batch import MultiAgentBatch
+
+logger = logging.getLogger("corral")
+
+
+class EnvRunnerGroup:
+    """The local env runner and the remote ones; one place to sample, broadcast and run functions.
+
+    Args:
+        local_env_runner: the runner in this process, which holds the policies.
+        config: the algorithm's config (``num_env_runners``, resources, fault tolerance).
+        policy_class: what the remote runners build their policy copies from.
+        seed: the algorithm's seed; remote runner ``i`` seeds its envs from ``seed + i * num_envs``.
+    """
+
+    def __init__(
+        self,
+        local_env_runner: EnvRunner,
+        config: AlgorithmConfig | None = None,
+        policy_class: type[Policy] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.local_env_runner = local_env_runner
+        self._config = config
+        self._policy_class = policy_class
+        self._seed = seed
+        self._remote: dict[int, Any] = {}
+        self._failed: set[int] = set()
+        self._episodes: list[EpisodeSummary] = []
+        self.num_restarts = 0
+        if config is not None and config.num_env_runners > 0:
+            from corral.core.remote_env_runner import ensure_ray
+
+            self._ray = ensure_ray()
+            for index in range(1, config.num_env_runners + 1):
+                self._remote[index] = self._start(index)
+            self._ray.get([actor.ping.remote() for actor in self._remote.values()])  # fail now, not mid-training
+
+    # ------------------------------------------------------------------ #
+    # what the algorithm uses
+    # ------------------------------------------------------------------ #
+    @property
+    def remote_env_runners(self) -> list[Any]:
+        """The actor handles of the healthy remote runners, by worker index."""
+        return [actor for index, actor in sorted(self._remote.items()) if index not in self._failed]
+
+    @property
+    def num_healthy_remote_runners(self) -> int:
+        """Remote runners currently alive."""
+        return len(self._remote) - len(self._failed)
+
+    def sample(self) -> MultiAgentBatch:
+        """One sample call on every runner that samples (the remote ones if there are any), joined."""
+        if not self._remote:
+            return self.local_env_runner.sample()
+        self._replace_failed()
+        policy = self.local_env_runner.policy
+        state = self._ray.put(policy.get_sampling_state())
+        pending = {index: self._remote[index].sample.remote(state) for index in self._healthy_indexes()}
+        batches = []
+        for index, outcome in self._gather(pending).items():
+            batch, episodes = outcome
+            batches.append(batch)
+            self._episodes.extend(episodes)
+        if not batches:
+            raise EnvRunnerError("every remote env runner failed in this sample call; nothing was sampled")
+        samples = MultiAgentBatch.concat(batches)
+        policy.global_timestep += samples.env_steps  # the remote copies advanced theirs; keep schedules in step
+        return samples
+
+    def get_metrics(self) -> list[EpisodeSummary]:
+        """Episodes finished on every runner since the last call."""
+        episodes, self._episodes = self._episodes, []
+        return self.local_env_runner.get_metrics() + episodes
+
+    def foreach_env_runner(
+        self,
+        fn: Callable[[EnvRunner], Any],
+        *,
+        local_env_runner: bool = True,
+        remote_worker_ids: Sequence[int] | None = None,
+    ) -> list[Any]:
+        """``fn(runner)`` on every runner: the local one first, then the healthy remote ones by index.
+
+        A remote runner that fails is handled as in sampling (replaced,
+        dropped or reported); its result is left out.
+
+        Args:
+            local_env_runner: include the local runner.
+            remote_worker_ids: only these remote runners (1..num_env_runners).
+        """
+        results = [self.local_env_runner.apply(fn)] if local_env_runner else []
+        if self._remote:
+            wanted = self._healthy_indexes() if remote_worker_ids is None else [i for i in remote_worker_ids if i in self._healthy_indexes()]
+            results += list(self._gather({i: self._remote[i].apply.remote(fn) for i in wanted}).values())
+        return results
+
+    foreach_worker = foreach_env_runner
+    """RLlib's older name."""
+
+    def stop(self) -> None:
+        """Close every runner's environments and release every actor this group started."""
+        self.local_env_runner.stop()
+        for actor in self._remote.values():
+            self._ray.kill(actor)
+        self._remote.clear()
+        self._failed.clear()
+
+    # ------------------------------------------------------------------ #
+    # remote runners and their failures
+    # ------------------------------------------------------------------ #
+    def _start(self, index: int) -> Any:
+        from corral.core.remote_env_runner import start_env_runner
+
+        assert self._config is not None and self._policy_class is not None
+        seed = None if self._seed is None else self._seed + index * self._config.num_envs_per_env_runner
+        return start_env_runner(self._config, self._policy_class, index, seed)
+
+    def _healthy_indexes(self) -> list[int]:
+        return [index for index in sorted(self._remote) if index not in self._failed]
+
+    def _gather(self, pending: dict[int, Any]) -> dict[int, Any]:
+        """Wait for every call; a failed one is handled by the fault-tolerance options and left out."""
+        results = {}
+        for index, ref in pending.items():
+            try:
+                results[index] = self._ray.get(ref)
+            except self._ray.exceptions.RayError as exc:
+                self._on_failure(index, exc)
+        return results
+
+    def _on_failure(self, index: int, exc: Exception) -> None:
+        assert self._config is not None
+        what = f"env runner {index} ({env_name(self._config.env)})"
+        if self._config.recreate_failed_env_runners:
+            logger.warning("%s failed and will be replaced: %s", what, _first_line(exc))
+            self._failed.add(index)
+        elif self._config.ignore_env_runner_failures:
+            logger.warning("%s failed and is dropped; %d remain: %s", what, self.num_healthy_remote_runners - 1, _first_line(exc))
+            self._ray.kill(self._remote.pop(index))
+        else:
+            raise EnvRunnerError(
+                f"{what} failed; set fault_tolerance(recreate_failed_env_runners=True) to replace failed runners, "
+                f"or ignore_env_runner_failures=True to go on without them. The error, from the runner:\n{_plain(exc)}"
+            ) from exc
+
+    def _replace_failed(self) -> None:
+        for index in sorted(self._failed):
+            self._ray.kill(self._remote[index])
+            self._remote[index] = self._start(index)
+            self.num_restarts += 1
+        self._failed.clear()
+
+
+def _plain(exc: BaseException) -> str:
+    """The exception's text without the terminal colours Ray adds."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = _plain(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

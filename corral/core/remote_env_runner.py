@@ -1,0 +1,78 @@
+"""An env runner in a Ray actor: its own envs and policy copies, acting with broadcast weights.
+
+Ray is imported only here and only when ``num_env_runners > 0``: with the
+default of 0 nothing in this module runs. Ray starts locally unless a cluster
+is running or ``RAY_ADDRESS`` names one.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from corral.core.config import AlgorithmConfig
+from corral.core.env_runner import EnvRunner, EpisodeSummary
+from corral.core.policy import Policy
+from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
+
+
+def ensure_ray() -> Any:
+    """Import Ray and connect to it: an existing cluster (``RAY_ADDRESS``), else a local one. Returns the module."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, configure_logging=False)
+    return ray
+
+
+class EnvRunnerActor:
+    """The body of a remote env runner (wrapped with ``ray.remote`` by :func:`start_env_runner`).
+
+    Builds the same env runner and policy the local process has, from the
+    config, and samples with whatever weights the driver last broadcast.
+    """
+
+    def __init__(self, config: AlgorithmConfig, policy_class: type[Policy], worker_index: int, seed: int | None) -> None:
+        import torch
+
+        from corral.core.callbacks import CallbackRunner, installed_hook_plugins
+
+        if config.num_torch_threads is not None:
+            torch.set_num_threads(config.num_torch_threads)
+        if seed is not None:
+            torch.manual_seed(seed)
+        self.policies: dict[str, Policy] = {}
+        callbacks = CallbackRunner(config.callbacks_class, installed_hook_plugins())
+        self.runner = EnvRunner(config, self.policies, worker_index, callbacks, seed=seed)
+        self.policies[DEFAULT_POLICY_ID] = policy_class(self.runner.observation_space, self.runner.action_space, config)
+
+    def sample(self, sampling_state: dict[str, Any] | None) -> tuple[MultiAgentBatch, list[EpisodeSummary]]:
+        """One sample call with the broadcast policy state; also the episodes that finished."""
+        if sampling_state is not None:
+            self.runner.policy.set_sampling_state(sampling_state)
+        batch = self.runner.sample()
+        return batch, self.runner.get_metrics()
+
+    def apply(self, fn: Any) -> Any:
+        """``fn(runner)`` here, for ``foreach_env_runner``."""
+        return self.runner.apply(fn)
+
+    def ping(self) -> bool:
+        """Answer, to show the actor is alive."""
+        return True
+
+    def stop(self) -> None:
+        """Close the environments."""
+        self.runner.stop()
+
+
+def start_env_runner(config: AlgorithmConfig, policy_class: type[Policy], worker_index: int, seed: int | None) -> Any:
+    """Start one remote env runner with the resources the config asks for; returns its actor handle."""
+    ray = ensure_ray()
+    actor_class = ray.remote(
+        num_cpus=config.num_cpus_per_env_runner,
+        num_gpus=config.num_gpus_per_env_runner,
+        resources=dict(config.custom_resources_per_env_runner) or None,
+        max_restarts=0,
+    )(EnvRunnerActor)
+    return actor_class.remote(config, policy_class, worker_index, seed)

@@ -1,0 +1,176 @@
+"""Remote env runners on Ray (started here, on two CPUs): sampling, broadcast, foreach, failures, stop."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import ray
+
+from corral import get_config
+from corral.core.errors import ConfigError, EnvRunnerError
+
+FLAKY = "tests.toy_envs:FlakyCartPole"
+SMALL = {"train_batch_size": 256, "minibatch_size": 128, "num_epochs": 1, "num_envs_per_env_runner": 2}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    """A local Ray instance with two CPUs for this module; corral joins it instead of starting its own."""
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def ppo(runners: int = 2, env: str = "CartPole-v1", **overrides):
+    return get_config("PPO").environment(env).update_from_dict({**SMALL, "num_env_runners": runners, "seed": 0, **overrides})
+
+
+@pytest.fixture
+def build():
+    """Build algorithms and stop them (releasing their actors) at teardown."""
+    built = []
+
+    def make(config):
+        algo = config.build()
+        built.append(algo)
+        return algo
+
+    yield make
+    for algo in built:
+        algo.stop()
+
+
+def test_two_remote_runners_sample_in_their_own_processes(build) -> None:
+    algo = build(ppo())
+    result = algo.train()
+    assert result["num_healthy_env_runners"] == 2 and result["num_env_runner_restarts"] == 0
+    assert result["num_env_steps_sampled"] > 200  # 256 steps less the rows where sub-environments reset
+    group = algo.env_runner_group
+    assert group.foreach_env_runner(lambda r: r.worker_index) == [0, 1, 2]
+    pids = group.foreach_env_runner(lambda r: os.getpid(), local_env_runner=False)
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    assert algo.workers.foreach_worker(lambda r: r.worker_index, local_env_runner=False, remote_worker_ids=[2]) == [2]
+
+
+def test_weights_are_put_in_the_object_store_once_per_sample_call(build, monkeypatch) -> None:
+    algo = build(ppo())
+    algo.train()
+    group = algo.env_runner_group
+    puts = []
+    real_put = group._ray.put
+    monkeypatch.setattr(group._ray, "put", lambda value: puts.append(value) or real_put(value))
+    expected = algo.get_policy().get_weights()
+    group.sample()
+    assert len(puts) == 1
+    for remote in group.foreach_env_runner(lambda r: r.policy.get_weights(), local_env_runner=False):
+        assert remote.keys() == expected.keys() and all((remote[k] == expected[k]).all() for k in expected)
+
+
+@pytest.mark.parametrize("algo_name, env, overrides", [
+    ("A2C", "CartPole-v1", {"num_envs_per_env_runner": 2, "min_sample_timesteps_per_iteration": 64}),
+    ("DQN", "CartPole-v1", {"num_envs_per_env_runner": 2, "learning_starts": 32, "train_batch_size": 16}),
+    ("SAC", "Pendulum-v1", {"num_envs_per_env_runner": 1, "learning_starts": 32, "train_batch_size": 16, "training_intensity": 16}),
+])  # fmt: skip
+def test_every_built_in_algorithm_trains_with_remote_runners(build, algo_name, env, overrides) -> None:
+    config = get_config(algo_name).environment(env).update_from_dict({**overrides, "num_env_runners": 2, "seed": 0})
+    algo = build(config)
+    for _ in range(2):
+        result = algo.train()
+    assert result["num_healthy_env_runners"] == 2
+    assert result["num_env_steps_trained"] > 0
+
+
+def test_a_killed_runner_is_recreated_and_training_goes_on(build) -> None:
+    algo = build(ppo(recreate_failed_env_runners=True))
+    algo.train()
+    group = algo.env_runner_group
+    before = group.foreach_env_runner(lambda r: os.getpid(), local_env_runner=False)
+    assert group.foreach_env_runner(lambda r: os._exit(1), local_env_runner=False, remote_worker_ids=[1]) == []
+    result = algo.train()
+    assert result["num_healthy_env_runners"] == 2 and result["num_env_runner_restarts"] == 1
+    after = group.foreach_env_runner(lambda r: (r.worker_index, os.getpid()), local_env_runner=False)
+    assert [index for index, _ in after] == [1, 2]
+    assert after[0][1] != before[0] and after[1][1] == before[1]
+
+
+def test_with_ignore_failures_training_goes_on_with_fewer_runners(build) -> None:
+    algo = build(ppo(ignore_env_runner_failures=True))
+    first = algo.train()
+    algo.env_runner_group.foreach_env_runner(lambda r: os._exit(1), local_env_runner=False, remote_worker_ids=[2])
+    second = algo.train()
+    assert second["num_healthy_env_runners"] == 1 and second["num_env_runner_restarts"] == 0
+    assert second["num_env_steps_sampled"] > first["num_env_steps_sampled"]
+    assert algo.env_runner_group.foreach_env_runner(lambda r: r.worker_index, local_env_runner=False) == [1]
+
+
+def test_an_untolerated_failure_names_the_runner_and_the_sub_environment(build) -> None:
+    algo = build(ppo(env=FLAKY, env_config={"fail_worker": 2, "fail_vector": 1}))
+    with pytest.raises(EnvRunnerError) as error:
+        algo.train()
+    message = str(error.value)
+    assert "env runner 2" in message and "sub-environment 1 of env runner 2" in message
+    assert "RuntimeError: flaky sub-environment (2, 1) broke" in message
+    assert 'tests/toy_envs.py", line' in message and "\x1b[" not in message  # the remote traceback, without colours
+    assert "recreate_failed_env_runners=True" in message
+
+
+def test_a_failed_sub_environment_is_restarted_inside_its_runner(build) -> None:
+    algo = build(ppo(env=FLAKY, env_config={"fail_worker": 1, "fail_vector": 0, "once": True}, restart_failed_sub_environments=True))
+    for _ in range(2):
+        result = algo.train()
+    assert result["num_healthy_env_runners"] == 2 and result["num_env_runner_restarts"] == 0
+    restarts = algo.env_runner_group.foreach_env_runner(lambda r: [e.restarts for e in r.env.envs], local_env_runner=False)
+    assert restarts == [[1, 0], [0, 0]]
+
+
+def test_stop_releases_every_actor(build) -> None:
+    algo = build(ppo())
+    actors = algo.env_runner_group.remote_env_runners
+    assert len(actors) == 2
+    algo.stop()
+    for actor in actors:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(actor.ping.remote(), timeout=30)
+
+
+def test_without_ray_installed_remote_runners_are_a_config_error(monkeypatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"num_env_runners=2 .* pip install 'corral\[ray\]'"):
+        ppo().build()
+
+
+def test_zero_remote_runners_never_import_ray() -> None:
+    code = (
+        "import sys; from corral import get_config; "
+        "a = get_config('PPO').environment('CartPole-v1').training(train_batch_size=256, minibatch_size=128).build(); "
+        "a.train(); a.stop(); print('ray' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "CORRAL_RESULTS_DIR": os.environ["CORRAL_RESULTS_DIR"]})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.slow
+def test_ppo_with_two_remote_runners_reaches_475_on_cartpole_within_150k_steps(build) -> None:
+    from pathlib import Path
+
+    import yaml
+
+    import corral
+
+    spec = yaml.safe_load((Path(corral.__file__).parent / "tuned_examples" / "ppo_cartpole.yaml").read_text())["cartpole-ppo"]
+    overrides = {"num_env_runners": 2, "num_envs_per_env_runner": 8, "seed": 0, "log_to_tensorboard": False}
+    algo = build(get_config("PPO").environment("CartPole-v1").update_from_dict({**spec["config"], **overrides}))
+    best = float("-inf")
+    while algo.counters["num_env_steps_sampled"] < 150_000 and best < 475:
+        result = algo.train()
+        best = max(best, result["episode_reward_mean"])
+        assert result["num_healthy_env_runners"] == 2
+    assert best >= 475, f"PPO with 2 remote runners reached {best:.1f} within 150k env steps"
