@@ -91,7 +91,7 @@ class Algorithm:
         self.policies[DEFAULT_POLICY_ID] = self.policy_class(local.observation_space, local.action_space, self.config)
         self.env_runner_group = EnvRunnerGroup(local, self.config, self.policy_class, seed)
         self.workers = self.env_runner_group
-        self._eval_runner: EnvRunner | None = None
+        self._eval_group: EnvRunnerGroup | None = None
         self.iteration = 0
         self.counters = {"num_env_steps_sampled": 0, "num_env_steps_trained": 0, "num_agent_steps_sampled": 0, "num_agent_steps_trained": 0}
         self.time_total_s = 0.0
@@ -178,6 +178,13 @@ class Algorithm:
         start = time.perf_counter()
         sampled_before = self.counters["num_env_steps_sampled"]
         learner: dict[str, dict[str, Any]] = {}
+        interval = self.config.evaluation_interval
+        evaluate_now = bool(interval) and (self.iteration + 1) % interval == 0
+        in_parallel = evaluate_now and self.config.evaluation_parallel_to_training
+        pending_evaluation = None
+        if in_parallel:
+            self.callbacks.evaluate_start(self)
+            pending_evaluation = self._start_evaluation()
         while True:
             learner = self.training_step()
             elapsed = time.perf_counter() - start
@@ -207,9 +214,8 @@ class Algorithm:
             "num_env_runner_restarts": self.env_runner_group.num_restarts,
             "info": {"learner": learner, **self.counters},
         }
-        interval = self.config.evaluation_interval
-        if interval and self.iteration % interval == 0:
-            result["evaluation"] = self.evaluate()
+        if evaluate_now:
+            result["evaluation"] = self._finish_evaluation(pending_evaluation) if in_parallel else self.evaluate()
         self.callbacks.train_result(self, result)
         self._result_writer().write(result)
         frequency = self.config.checkpoint_frequency
@@ -218,22 +224,45 @@ class Algorithm:
         return result
 
     def evaluate(self) -> dict[str, Any]:
-        """Run ``evaluation_duration`` episodes (or timesteps) with ``evaluation_config`` applied."""
+        """Run ``evaluation_duration`` episodes (or timesteps) with ``evaluation_config`` applied.
+
+        On the ``evaluation_num_env_runners`` Ray actors if there are any
+        (sharing the duration), else in this process.
+        """
         self.callbacks.evaluate_start(self)
-        if self._eval_runner is None:
+        return self._finish_evaluation(self._start_evaluation())
+
+    def _evaluation_runners(self) -> EnvRunnerGroup:
+        if self._eval_group is None:
             eval_config = self.config.get_evaluation_config()
-            episodes_unit = eval_config.evaluation_duration_unit == "episodes"
             num_envs = eval_config.evaluation_num_envs or eval_config.num_envs_per_env_runner
-            if episodes_unit:
+            if eval_config.evaluation_duration_unit == "episodes":
                 num_envs = min(num_envs, eval_config.evaluation_duration)
             seed = None if self.config.seed is None else self.config.seed + 100_003
-            self._eval_runner = EnvRunner(eval_config, self.policies, 0, self.callbacks, num_envs=num_envs, seed=seed)
-        runner = self._eval_runner
-        duration = runner.config.evaluation_duration
-        if runner.config.evaluation_duration_unit == "episodes":
-            episodes = runner.run_episodes(num_episodes=duration, explore=runner.config.explore)
+            local = EnvRunner(eval_config, self.policies, 0, self.callbacks, num_envs=num_envs, seed=seed)
+            remote = self.config.evaluation_num_env_runners
+            self._eval_group = EnvRunnerGroup(local, eval_config, self.policy_class, seed, num_remote=remote)
+        return self._eval_group
+
+    def _start_evaluation(self) -> dict[int, Any] | None:
+        """Start evaluating on the evaluation actors (None: evaluation runs in this process, when finished)."""
+        group = self._evaluation_runners()
+        if not group.remote_env_runners:
+            return None
+        cfg = group.local_env_runner.config
+        return group.start_episodes(cfg.evaluation_duration, cfg.evaluation_duration_unit, cfg.explore)
+
+    def _finish_evaluation(self, pending: dict[int, Any] | None) -> dict[str, Any]:
+        group = self._evaluation_runners()
+        if pending is not None:
+            episodes = group.finish_episodes(pending)
         else:
-            episodes = runner.run_episodes(num_steps=duration, explore=runner.config.explore)
+            runner = group.local_env_runner
+            duration, cfg = runner.config.evaluation_duration, runner.config
+            if cfg.evaluation_duration_unit == "episodes":
+                episodes = runner.run_episodes(num_episodes=duration, explore=cfg.explore)
+            else:
+                episodes = runner.run_episodes(num_steps=duration, explore=cfg.explore)
         metrics: dict[str, Any] = {**summarize_episodes(episodes), "episodes_this_iter": len(episodes)}
         self.callbacks.evaluate_end(self, metrics)
         return metrics
@@ -392,8 +421,8 @@ class Algorithm:
     def stop(self) -> None:
         """Release environments and close result files."""
         self.env_runner_group.stop()
-        if self._eval_runner is not None:
-            self._eval_runner.stop()
+        if self._eval_group is not None:
+            self._eval_group.stop()
         if self._writer is not None:
             self._writer.close()
 

@@ -212,6 +212,10 @@ class AlgorithmConfig(BaseModel):
     """config overrides for evaluation, e.g. {'explore': False, 'env_config': {...}}"""
     evaluation_num_envs: int | None = option(None, "evaluation", ge=1)
     """sub-environments for evaluation; None uses num_envs_per_env_runner"""
+    evaluation_num_env_runners: int = option(0, "evaluation", ge=0)
+    """Ray actors dedicated to evaluation, sharing evaluation_duration; 0 evaluates in this process"""
+    evaluation_parallel_to_training: bool = option(False, "evaluation")
+    """evaluate on the evaluation actors while the iteration trains (with the weights from its start)"""
 
     # --- exploration -------------------------------------------------------
     explore: bool = option(True, "exploration")
@@ -442,14 +446,21 @@ class AlgorithmConfig(BaseModel):
                 "restart_failed_sub_environments needs sub-environments stepped one by one; "
                 "set vectorize_mode='sync' or 'auto' (a natively vectorised env has none to restart)"
             )
-        if self.num_env_runners == 0:
+        if self.evaluation_parallel_to_training and self.evaluation_num_env_runners == 0:
+            raise ConfigError(
+                "evaluation_parallel_to_training needs evaluation actors to run on; set evaluation_num_env_runners >= 1"
+            )
+        remote = {"num_env_runners": self.num_env_runners, "evaluation_num_env_runners": self.evaluation_num_env_runners}
+        asked = {name: n for name, n in remote.items() if n > 0}
+        if not asked:
             return
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
+            name, n = next(iter(asked.items()))
             raise ConfigError(
-                f"num_env_runners={self.num_env_runners} samples on Ray actors, but Ray is not installed; "
-                "pip install 'corral[ray]', or set num_env_runners=0 to sample in this process"
+                f"{name}={n} runs on Ray actors, but Ray is not installed; "
+                f"pip install 'corral[ray]', or set {name}=0 to run in this process"
             )
         if self.observation_filter != "NoFilter":
             raise ConfigError(

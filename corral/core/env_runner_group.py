@@ -30,9 +30,11 @@ class EnvRunnerGroup:
 
     Args:
         local_env_runner: the runner in this process, which holds the policies.
-        config: the algorithm's config (``num_env_runners``, resources, fault tolerance).
+        config: the algorithm's config (``num_env_runners``, resources, fault tolerance);
+            for evaluation runners, the evaluation config.
         policy_class: what the remote runners build their policy copies from.
         seed: the algorithm's seed; remote runner ``i`` seeds its envs from ``seed + i * num_envs``.
+        num_remote: how many remote runners; default ``config.num_env_runners``.
     """
 
     def __init__(
@@ -41,6 +43,7 @@ class EnvRunnerGroup:
         config: AlgorithmConfig | None = None,
         policy_class: type[Policy] | None = None,
         seed: int | None = None,
+        num_remote: int | None = None,
     ) -> None:
         self.local_env_runner = local_env_runner
         self._config = config
@@ -50,11 +53,12 @@ class EnvRunnerGroup:
         self._failed: set[int] = set()
         self._episodes: list[EpisodeSummary] = []
         self.num_restarts = 0
-        if config is not None and config.num_env_runners > 0:
+        num_remote = config.num_env_runners if num_remote is None and config is not None else (num_remote or 0)
+        if num_remote > 0:
             from corral.core.remote_env_runner import ensure_ray
 
             self._ray = ensure_ray()
-            for index in range(1, config.num_env_runners + 1):
+            for index in range(1, num_remote + 1):
                 self._remote[index] = self._start(index)
             self._ray.get([actor.ping.remote() for actor in self._remote.values()])  # fail now, not mid-training
 
@@ -89,6 +93,29 @@ class EnvRunnerGroup:
         samples = MultiAgentBatch.concat(batches)
         policy.global_timestep += samples.env_steps  # the remote copies advanced theirs; keep schedules in step
         return samples
+
+    def start_episodes(self, duration: int, unit: str, explore: bool) -> dict[int, Any]:
+        """Start evaluating on the remote runners with the current weights; finish with :meth:`finish_episodes`.
+
+        ``duration`` episodes (or timesteps, by ``unit``) are split across the
+        healthy runners. Returns the pending calls, so training can go on meanwhile.
+        """
+        self._replace_failed()
+        state = self._ray.put(self.local_env_runner.policy.get_sampling_state())
+        healthy = self._healthy_indexes()
+        if not healthy:
+            raise EnvRunnerError("no remote env runner is left to evaluate on")
+        shares = [duration // len(healthy) + (i < duration % len(healthy)) for i in range(len(healthy))]
+        per_unit = {"episodes": lambda n: (n, None), "timesteps": lambda n: (None, n)}[unit]
+        return {
+            index: self._remote[index].run_episodes.remote(state, *per_unit(share), explore)
+            for index, share in zip(healthy, shares)
+            if share > 0
+        }
+
+    def finish_episodes(self, pending: dict[int, Any]) -> list[EpisodeSummary]:
+        """The episodes of the calls :meth:`start_episodes` started (a failed runner's are left out)."""
+        return [episode for episodes in self._gather(pending).values() for episode in episodes]
 
     def get_metrics(self) -> list[EpisodeSummary]:
         """Episodes finished on every runner since the last call."""

@@ -157,6 +157,33 @@ def test_zero_remote_runners_never_import_ray() -> None:
     assert proc.stdout.strip().splitlines()[-1] == "False"
 
 
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_evaluation_runs_on_its_own_actors_with_the_latest_weights(build, parallel) -> None:
+    config = ppo(runners=0).evaluation(
+        evaluation_interval=1, evaluation_duration=5, evaluation_num_env_runners=2,
+        evaluation_parallel_to_training=parallel,
+    )  # fmt: skip
+    algo = build(config)
+    result = algo.train()
+    assert result["evaluation"]["episodes_this_iter"] == 5
+    assert result["evaluation"]["episode_reward_mean"] > 0
+    group = algo._evaluation_runners()
+    pids = group.foreach_env_runner(lambda r: os.getpid(), local_env_runner=False)
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    metrics = algo.evaluate()
+    assert metrics["episodes_this_iter"] == 5
+    expected = algo.get_policy().get_weights()
+    for remote in group.foreach_env_runner(lambda r: r.policy.get_weights(), local_env_runner=False):
+        assert all((remote[k] == expected[k]).all() for k in expected)
+    assert group.foreach_env_runner(lambda r: r.config.explore, local_env_runner=False) == [False, False]
+
+
+def test_parallel_evaluation_needs_evaluation_actors() -> None:
+    with pytest.raises(ConfigError, match="evaluation_parallel_to_training needs evaluation actors"):
+        ppo(runners=0).evaluation(evaluation_interval=1, evaluation_parallel_to_training=True).build()
+
+
 @pytest.mark.slow
 def test_ppo_with_two_remote_runners_reaches_475_on_cartpole_within_150k_steps(build) -> None:
     from pathlib import Path
