@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import corral.core.errors as errors
@@ -36,6 +37,7 @@ __all__ = [
     "list_algorithms",
     "list_explorations",
     "list_hook_plugins",
+    "on_algorithm_registered",
     "refresh",
     "register_algorithm",
     "register_exploration",
@@ -47,6 +49,7 @@ EXPLORATIONS_GROUP = "corral.explorations"
 HOOKS_GROUP = "corral.hooks"
 
 _registries: dict[str, PluginRegistry] = {}
+_algorithm_listeners: list[Callable[[str, type], None]] = []
 _lock = threading.Lock()
 
 
@@ -178,6 +181,18 @@ def register_algorithm(name: str, cls: type) -> None:
         PluginLoadError: ``cls`` is not an ``Algorithm`` (no ``get_default_config``).
     """
     registry_for(ALGORITHMS_GROUP).register(name, cls)
+    for listener in _algorithm_listeners:
+        listener(name.strip(), cls)
+
+
+def on_algorithm_registered(listener: Callable[[str, type], None]) -> None:
+    """Call ``listener(name, cls)`` after every later :func:`register_algorithm`.
+
+    For integrations that mirror corral's algorithms elsewhere (``corral.tune``
+    registers each one with Ray Tune), so an algorithm registered in a
+    notebook after the integration was imported is still found there.
+    """
+    _algorithm_listeners.append(listener)
 
 
 # ---------------------------------------------------------------- explorations

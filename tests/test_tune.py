@@ -1,0 +1,129 @@
+"""Every corral algorithm is a Ray Tune trainable by name (Ray started here, on two CPUs)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import ray
+from ray import tune
+
+import corral
+import corral.registry
+import corral.tune
+from corral import Algorithm, Callbacks
+from corral.core.errors import ConfigError
+from corral.plugins.ppo import PPO
+
+MARKERS = "CORRAL_TUNE_TEST_MARKERS"
+SMALL = {"train_batch_size": 256, "minibatch_size": 128, "num_epochs": 1, "num_envs_per_env_runner": 2, "log_to_tensorboard": False}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray(tmp_path_factory):
+    # Set before Ray starts, so that the trial processes see it.
+    os.environ[MARKERS] = str(tmp_path_factory.mktemp("markers"))
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def space(**overrides):
+    """A param space: PPO's whole config as a dict, small, with overrides (Tune search spaces allowed)."""
+    return {**corral.get_config("PPO").environment("CartPole-v1").to_dict(), **SMALL, "seed": 0, **overrides}
+
+
+def run_config(tmp_path: Path, name: str, **kwargs) -> tune.RunConfig:
+    return tune.RunConfig(name=name, storage_path=str(tmp_path), verbose=0, **kwargs)
+
+
+def test_grid_search_over_two_learning_rates_gives_two_trials(tmp_path) -> None:
+    tuner = tune.Tuner(
+        "PPO",
+        param_space=space(lr=tune.grid_search([1e-3, 3e-4])),
+        run_config=run_config(tmp_path, "grid", stop={"training_iteration": 2}),
+    )
+    results = tuner.fit()
+    assert len(results) == 2 and not results.errors
+    assert sorted(r.config["lr"] for r in results) == [3e-4, 1e-3]
+    for r in results:
+        assert r.metrics["training_iteration"] == 2
+        assert r.metrics["num_env_steps_sampled"] > 0 and "episode_reward_mean" in r.metrics
+
+
+def test_tune_checkpoints_are_corral_checkpoints(tmp_path) -> None:
+    results = tune.Tuner(
+        "PPO",
+        param_space=space(),
+        run_config=run_config(tmp_path, "ckpt", stop={"training_iteration": 2}, checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True)),
+    ).fit()
+    (result,) = results
+    algo = Algorithm.from_checkpoint(result.checkpoint.path)
+    try:
+        assert isinstance(algo, PPO) and algo.iteration == 2
+    finally:
+        algo.stop()
+
+
+class FailOnceAtIteration3(Callbacks):
+    """Raises in the third iteration the first time, as a crash mid-run would."""
+
+    def on_train_result(self, *, result, **kwargs) -> None:
+        marker = Path(os.environ[MARKERS]) / "crashed"
+        if result["training_iteration"] == 3 and not marker.exists():
+            marker.touch()
+            raise RuntimeError("simulated crash in iteration 3")
+
+
+def test_tuner_restore_resumes_at_the_checkpointed_iteration(tmp_path) -> None:
+    config = space(callbacks_class="tests.test_tune:FailOnceAtIteration3")
+    rc = run_config(tmp_path, "resume", stop={"training_iteration": 4}, checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1))
+    first = tune.Tuner("PPO", param_space=config, run_config=rc).fit()
+    assert first.errors and (Path(os.environ[MARKERS]) / "crashed").exists()
+    assert first[0].metrics["training_iteration"] == 2
+
+    restored = tune.Tuner.restore(str(tmp_path / "resume"), trainable="PPO", resume_errored=True).fit()
+    assert not restored.errors
+    history = restored[0].metrics_dataframe["training_iteration"].tolist()
+    assert history[-1] == 4 and 3 in history and history.count(1) == 1  # went on from 2, did not start over
+
+
+class LocalPPO(PPO):
+    """A 'third-party' algorithm, registered in-process only."""
+
+
+def test_an_algorithm_registered_in_process_is_trainable_by_name(tmp_path) -> None:
+    corral.register_algorithm("LocalPPO", LocalPPO)
+    try:
+        (result,) = tune.Tuner("LocalPPO", param_space=space(), run_config=run_config(tmp_path, "local", stop={"training_iteration": 1})).fit()
+        assert result.error is None and result.metrics["training_iteration"] == 1
+    finally:
+        corral.registry.refresh()
+
+
+def test_a_stop_key_the_results_never_have_is_an_error_before_anything_starts(tmp_path) -> None:
+    with pytest.raises(ConfigError, match=r"stop key 'episode_reward_meen' .*Did you mean 'episode_reward_mean'.*Results have: .*timesteps_total"):
+        corral.tune.Tuner("PPO", param_space=space(), run_config=run_config(tmp_path, "bad", stop={"episode_reward_meen": 400}))
+    assert not (tmp_path / "bad").exists()
+    corral.tune.check_stop({"evaluation/episode_reward_mean": 1, "timesteps_total": 10, "time_since_restore": 5})
+
+
+def test_a_trial_reserves_a_bundle_per_remote_env_runner() -> None:
+    request = corral.tune.trainable("PPO").default_resource_request({"num_env_runners": 2, "num_cpus_per_env_runner": 0.5})
+    assert request.bundles == [{"CPU": 1.0}, {"CPU": 0.5}, {"CPU": 0.5}]  # Ray leaves out zero GPUs
+
+
+def test_every_installed_algorithm_is_registered_with_tune() -> None:
+    from ray.tune.registry import get_trainable_cls
+
+    for name in ("PPO", "A2C", "DQN", "SAC"):
+        assert get_trainable_cls(name).algorithm_class() is corral.get_algorithm(name)
+
+
+def test_registrations_survive_a_restart_of_ray_in_the_same_process() -> None:
+    from ray.tune.registry import get_trainable_cls
+
+    ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    assert get_trainable_cls("PPO").algorithm_class() is PPO
