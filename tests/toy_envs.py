@@ -66,3 +66,12 @@ class FlakyCartPole(gym.Wrapper):
             _FAILED_ONCE.add(self.key)
             raise RuntimeError(f"flaky sub-environment {self.key} broke")
         return self.env.step(action)
+
+
+class LocalOnlyEnv(gym.Wrapper):
+    """CartPole that refuses to be built in a remote env runner (worker_index > 0)."""
+
+    def __init__(self, config):
+        if config.worker_index > 0:
+            raise RuntimeError("only the local runner may build this env")
+        super().__init__(gym.make("CartPole-v1"))

@@ -53,14 +53,25 @@ class EnvRunnerGroup:
         self._failed: set[int] = set()
         self._episodes: list[EpisodeSummary] = []
         self.num_restarts = 0
-        num_remote = config.num_env_runners if num_remote is None and config is not None else (num_remote or 0)
+        if num_remote is None:
+            num_remote = config.num_env_runners if config is not None else 0
         if num_remote > 0:
             from corral.core.remote_env_runner import ensure_ray
 
             self._ray = ensure_ray()
             for index in range(1, num_remote + 1):
                 self._remote[index] = self._start(index)
-            self._ray.get([actor.ping.remote() for actor in self._remote.values()])  # fail now, not mid-training
+            self._wait_until_started()
+
+    def _wait_until_started(self) -> None:
+        """Fail now, not mid-training, if a runner cannot start (its env does not import, say); then release them all."""
+        try:
+            self._ray.get([actor.ping.remote() for actor in self._remote.values()])
+        except self._ray.exceptions.RayError as exc:
+            for actor in self._remote.values():
+                self._ray.kill(actor)
+            self._remote.clear()
+            raise EnvRunnerError(f"the remote env runners could not start; the error, from a runner:\n{_plain(exc)}") from exc
 
     # ------------------------------------------------------------------ #
     # what the algorithm uses

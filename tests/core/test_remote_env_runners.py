@@ -204,3 +204,13 @@ def test_ppo_with_two_remote_runners_reaches_475_on_cartpole_within_150k_steps(b
         best = max(best, result["episode_reward_mean"])
         assert result["num_healthy_env_runners"] == 2
     assert best >= 475, f"PPO with 2 remote runners reached {best:.1f} within 150k env steps"
+
+
+
+def test_a_runner_that_cannot_start_fails_the_build_and_releases_the_others() -> None:
+    with pytest.raises(EnvRunnerError, match=r"could not start(.|\n)*only the local runner may build this env"):
+        ppo(env="tests.toy_envs:LocalOnlyEnv").build()
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("CPU", 0) == 2  # both actors were released
