@@ -74,6 +74,7 @@ def test_weights_are_put_in_the_object_store_once_per_sample_call(build, monkeyp
     ("A2C", "CartPole-v1", {"num_envs_per_env_runner": 2, "min_sample_timesteps_per_iteration": 64}),
     ("DQN", "CartPole-v1", {"num_envs_per_env_runner": 2, "learning_starts": 32, "train_batch_size": 16}),
     ("SAC", "Pendulum-v1", {"num_envs_per_env_runner": 1, "learning_starts": 32, "train_batch_size": 16, "training_intensity": 16}),
+    ("IMPALA", "CartPole-v1", {"num_envs_per_env_runner": 2, "rollout_fragment_length": 16, "train_batch_size": 64}),
 ])  # fmt: skip
 def test_every_built_in_algorithm_trains_with_remote_runners(build, algo_name, env, overrides) -> None:
     config = get_config(algo_name).environment(env).update_from_dict({**overrides, "num_env_runners": 2, "seed": 0})
@@ -187,25 +188,6 @@ def test_parallel_evaluation_needs_evaluation_actors() -> None:
         ppo(runners=0).evaluation(evaluation_interval=1, evaluation_parallel_to_training=True).build()
 
 
-@pytest.mark.slow
-def test_ppo_with_two_remote_runners_reaches_475_on_cartpole_within_150k_steps(build) -> None:
-    from pathlib import Path
-
-    import yaml
-
-    import corral
-
-    spec = yaml.safe_load((Path(corral.__file__).parent / "tuned_examples" / "ppo_cartpole.yaml").read_text())["cartpole-ppo"]
-    overrides = {"num_env_runners": 2, "num_envs_per_env_runner": 8, "seed": 0, "log_to_tensorboard": False}
-    algo = build(get_config("PPO").environment("CartPole-v1").update_from_dict({**spec["config"], **overrides}))
-    best = float("-inf")
-    while algo.counters["num_env_steps_sampled"] < 150_000 and best < 475:
-        result = algo.train()
-        best = max(best, result["episode_reward_mean"])
-        assert result["num_healthy_env_runners"] == 2
-    assert best >= 475, f"PPO with 2 remote runners reached {best:.1f} within 150k env steps"
-
-
 
 def test_a_runner_that_cannot_start_fails_the_build_and_releases_the_others() -> None:
     with pytest.raises(EnvRunnerError, match=r"could not start(.|\n)*only the local runner may build this env"):
@@ -214,3 +196,39 @@ def test_a_runner_that_cannot_start_fails_the_build_and_releases_the_others() ->
     while ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ray.available_resources().get("CPU", 0) == 2  # both actors were released
+
+
+def tuned_example(file: str, **overrides):
+    """A tuned example's config with overrides (here: remote runners), ready to build."""
+    from pathlib import Path
+
+    import yaml
+
+    import corral
+
+    (spec,) = yaml.safe_load((Path(corral.__file__).parent / "tuned_examples" / file).read_text()).values()
+    return get_config(spec["run"]).environment(spec["env"]).update_from_dict({**spec["config"], **overrides, "log_to_tensorboard": False})
+
+
+def best_reward_within(algo, budget: int, threshold: float) -> float:
+    """Train until the smoothed return reaches ``threshold`` or ``budget`` env steps pass; the best return seen."""
+    best = float("-inf")
+    while algo.counters["num_env_steps_sampled"] < budget and best < threshold:
+        result = algo.train()
+        assert result["num_healthy_env_runners"] == algo.config.num_env_runners
+        best = max(best, result["episode_reward_mean"])
+    return best
+
+
+@pytest.mark.slow
+def test_ppo_with_two_remote_runners_reaches_475_on_cartpole_within_150k_steps(build) -> None:
+    algo = build(tuned_example("ppo_cartpole.yaml", num_env_runners=2, num_envs_per_env_runner=8, seed=0))
+    best = best_reward_within(algo, 150_000, 475)
+    assert best >= 475, f"PPO with 2 remote runners reached {best:.1f} within 150k env steps"
+
+
+@pytest.mark.slow
+def test_impala_with_two_remote_runners_reaches_400_on_cartpole_within_500k_steps(build) -> None:
+    algo = build(tuned_example("impala_cartpole.yaml", num_env_runners=2, num_envs_per_env_runner=5, seed=0))
+    best = best_reward_within(algo, 500_000, 400)
+    assert best >= 400, f"IMPALA with 2 remote runners reached {best:.1f} within 500k env steps"

@@ -1,0 +1,27 @@
+"""IMPALA's hyperparameters, each written once with its default, constraint and meaning."""
+
+from __future__ import annotations
+
+from corral.core import AlgorithmConfig, option
+
+
+class IMPALAConfig(
+    AlgorithmConfig,
+    defaults={"lr": 5e-4, "train_batch_size": 500, "rollout_fragment_length": 50, "num_envs_per_env_runner": 10, "grad_clip": 40.0},
+):
+    """Config of :class:`~corral.plugins.impala.IMPALA`.
+
+    Each train batch is ``train_batch_size`` env steps in sequences of
+    ``rollout_fragment_length`` steps; one gradient step per batch.
+    """
+
+    vtrace_clip_rho_threshold: float = option(1.0, "training", gt=0)
+    """rho-bar: the largest importance weight on a TD error in the V-trace targets"""
+    vtrace_clip_c_threshold: float = option(1.0, "training", gt=0)
+    """c-bar: the largest importance weight on how far a correction carries back in time"""
+    vtrace_clip_pg_rho_threshold: float = option(1.0, "training", gt=0)
+    """the largest importance weight on the policy-gradient advantage"""
+    vf_loss_coeff: float = option(0.5, "training", ge=0)
+    """weight of the value loss in the total loss"""
+    entropy_coeff: float = option(0.01, "training", ge=0)
+    """weight of the entropy bonus in the total loss"""
