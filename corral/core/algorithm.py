@@ -23,7 +23,7 @@ import torch
 from corral.core import checkpoints
 from corral.core.callbacks import CallbackRunner, installed_hook_plugins
 from corral.core.config import AlgorithmConfig, import_object, object_path
-from corral.core.env_runner import EnvRunner
+from corral.core.env_runner import EnvRunner, evaluation_span
 from corral.core.env_runner_group import EnvRunnerGroup
 from corral.core.envs import env_name
 from corral.core.errors import CheckpointError, ConfigError, UnknownPluginError
@@ -39,8 +39,8 @@ logger = logging.getLogger("corral")
 class Algorithm:
     """Base class of every corral algorithm.
 
-    A plugin subclass sets ``config_class`` and ``policy_class`` and implements
-    :meth:`training_step`, usually as ``self.learn_on_batch(self.sample())``.
+    A plugin subclass sets ``config_class`` and ``policy_class``, and overrides
+    :meth:`training_step` when its loop is not one sample call, then one update.
 
     Args:
         config: the algorithm's config (a dict is read with ``from_dict``);
@@ -138,8 +138,12 @@ class Algorithm:
         """Build what the algorithm needs beyond policies and env runners. Optional."""
 
     def training_step(self) -> dict[str, dict[str, Any]]:
-        """One round of sampling and learning; returns learner stats by policy id."""
-        raise NotImplementedError(f"{type(self).__name__} must implement training_step()")
+        """One round of sampling and learning; returns learner stats by policy id.
+
+        By default one sample call (a train batch) and one ``learn_on_batch``, the
+        loop of PPO, A2C and IMPALA; replay-based and asynchronous algorithms override it.
+        """
+        return self.learn_on_batch(self.sample())
 
     # ------------------------------------------------------------------ #
     # building blocks for training_step
@@ -257,12 +261,9 @@ class Algorithm:
         if pending is not None:
             episodes = group.finish_episodes(pending)
         else:
-            runner = group.local_env_runner
-            duration, cfg = runner.config.evaluation_duration, runner.config
-            if cfg.evaluation_duration_unit == "episodes":
-                episodes = runner.run_episodes(num_episodes=duration, explore=cfg.explore)
-            else:
-                episodes = runner.run_episodes(num_steps=duration, explore=cfg.explore)
+            cfg = group.local_env_runner.config
+            span = evaluation_span(cfg.evaluation_duration, cfg.evaluation_duration_unit)
+            episodes = group.local_env_runner.run_episodes(explore=cfg.explore, **span)
         metrics: dict[str, Any] = {**summarize_episodes(episodes), "episodes_this_iter": len(episodes)}
         self.callbacks.evaluate_end(self, metrics)
         return metrics

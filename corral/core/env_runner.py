@@ -273,6 +273,11 @@ class EnvRunner:
         self.env.close()
 
 
+def evaluation_span(duration: int, unit: str) -> dict[str, int]:
+    """:meth:`EnvRunner.run_episodes` keyword arguments for ``duration`` in ``unit`` ('episodes' or 'timesteps')."""
+    return {"num_episodes": duration} if unit == "episodes" else {"num_steps": duration}
+
+
 def _row(obs: Any, index: int) -> Any:
     if isinstance(obs, dict):
         return {k: _row(v, index) for k, v in obs.items()}

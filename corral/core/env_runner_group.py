@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from corral.core.config import AlgorithmConfig
-from corral.core.env_runner import EnvRunner, EpisodeSummary
+from corral.core.env_runner import EnvRunner, EpisodeSummary, evaluation_span
 from corral.core.envs import env_name
 from corral.core.errors import EnvRunnerError
 from corral.core.policy import Policy
@@ -117,9 +117,8 @@ class EnvRunnerGroup:
         if not healthy:
             raise EnvRunnerError("no remote env runner is left to evaluate on")
         shares = [duration // len(healthy) + (i < duration % len(healthy)) for i in range(len(healthy))]
-        per_unit = {"episodes": lambda n: (n, None), "timesteps": lambda n: (None, n)}[unit]
         return {
-            index: self._remote[index].run_episodes.remote(state, *per_unit(share), explore)
+            index: self._remote[index].run_episodes.remote(state, explore, **evaluation_span(share, unit))
             for index, share in zip(healthy, shares)
             if share > 0
         }
@@ -151,7 +150,8 @@ class EnvRunnerGroup:
         """
         results = [self.local_env_runner.apply(fn)] if local_env_runner else []
         if self._remote:
-            wanted = self._healthy_indexes() if remote_worker_ids is None else [i for i in remote_worker_ids if i in self._healthy_indexes()]
+            healthy = self._healthy_indexes()
+            wanted = healthy if remote_worker_ids is None else [i for i in remote_worker_ids if i in healthy]
             results += list(self._gather({i: self._remote[i].apply.remote(fn) for i in wanted}).values())
         return results
 

@@ -117,12 +117,11 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
         elif config.vectorize_mode == "native":
             raise EnvError("vectorize_mode='native' needs a gymnasium id with a vector entry point")
         assert creator is not None
-        make = [(lambda i=i: _checked(creator(context.copy_with(vector_index=i)), config.env)) for i in range(num_envs)]
-        guards = [
-            (lambda i=i: SubEnvironmentGuard(make[i], i, worker_index, config.restart_failed_sub_environments))
-            for i in range(num_envs)
-        ]
-        return gym.vector.SyncVectorEnv(guards)
+        def guarded(i: int) -> SubEnvironmentGuard:
+            make = lambda: _checked(creator(context.copy_with(vector_index=i)), config.env)  # noqa: E731 - remade on restart
+            return SubEnvironmentGuard(make, i, worker_index, config.restart_failed_sub_environments)
+
+        return gym.vector.SyncVectorEnv([(lambda i=i: guarded(i)) for i in range(num_envs)])
     except EnvError:
         raise
     except TypeError as exc:

@@ -53,12 +53,10 @@ class EnvRunnerActor:
         batch = self.runner.sample()
         return batch, self.runner.get_metrics()
 
-    def run_episodes(
-        self, sampling_state: dict[str, Any], num_episodes: int | None, num_steps: int | None, explore: bool
-    ) -> list[EpisodeSummary]:
-        """Evaluate with the broadcast policy state: ``num_episodes`` episodes or ``num_steps`` steps."""
+    def run_episodes(self, sampling_state: dict[str, Any], explore: bool, **span: int) -> list[EpisodeSummary]:
+        """Evaluate with the broadcast policy state for ``span`` (``num_episodes=`` or ``num_steps=``)."""
         self.runner.policy.set_sampling_state(sampling_state)
-        return self.runner.run_episodes(num_episodes=num_episodes, num_steps=num_steps, explore=explore)
+        return self.runner.run_episodes(explore=explore, **span)
 
     def apply(self, fn: Any) -> Any:
         """``fn(runner)`` here, for ``foreach_env_runner``."""

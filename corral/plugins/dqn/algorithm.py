@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from corral.core.plugin_api import PLUGIN_API_VERSION
-from corral.core.off_policy import OffPolicyAlgorithm
+from corral.core import PLUGIN_API_VERSION, OffPolicyAlgorithm
 from corral.plugins.dqn.config import DQNConfig
 from corral.plugins.dqn.policy import DQNPolicy
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from corral.core import Algorithm
-from corral.core.plugin_api import PLUGIN_API_VERSION
+from corral.core import PLUGIN_API_VERSION, Algorithm
 from corral.plugins.impala.config import IMPALAConfig
 from corral.plugins.impala.policy import IMPALAPolicy
 
@@ -16,7 +13,3 @@ class IMPALA(Algorithm):
     config_class = IMPALAConfig
     policy_class = IMPALAPolicy
     corral_api = PLUGIN_API_VERSION
-
-    def training_step(self) -> dict[str, dict[str, Any]]:
-        """Sample one train batch of sequences, learn on it."""
-        return self.learn_on_batch(self.sample())

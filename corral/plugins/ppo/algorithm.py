@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from corral.core.plugin_api import PLUGIN_API_VERSION
-from corral.core import Algorithm
+from corral.core import PLUGIN_API_VERSION, Algorithm
 from corral.plugins.ppo.config import PPOConfig
 from corral.plugins.ppo.policy import PPOPolicy
 
@@ -16,8 +13,3 @@ class PPO(Algorithm):
     config_class = PPOConfig
     policy_class = PPOPolicy
     corral_api = PLUGIN_API_VERSION
-
-    def training_step(self) -> dict[str, dict[str, Any]]:
-        """Collect one train batch (``train_batch_size`` env steps, less reset rows), then learn on it."""
-        samples = self.sample()
-        return self.learn_on_batch(samples)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from corral.core.plugin_api import PLUGIN_API_VERSION
-from corral.core.off_policy import OffPolicyAlgorithm
+from corral.core import PLUGIN_API_VERSION, OffPolicyAlgorithm
 from corral.plugins.sac.config import SACConfig
 from corral.plugins.sac.policy import SACPolicy
 
