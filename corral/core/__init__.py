@@ -39,6 +39,7 @@ _EXPORTS = {
     "MultiAgentBatch": "corral.core.sample_batch",
     "DEFAULT_POLICY_ID": "corral.core.sample_batch",
     "EnvRunner": "corral.core.env_runner",
+    "AsyncSampler": "corral.core.async_sampling",
     "Episode": "corral.core.env_runner",
     "EnvContext": "corral.core.envs",
     "register_env": "corral.core.envs",

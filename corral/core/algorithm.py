@@ -157,9 +157,13 @@ class Algorithm:
             batches.append(batch)
             steps += batch.env_steps
         samples = MultiAgentBatch.concat(batches)
+        self.count_sampled(samples)
+        return samples
+
+    def count_sampled(self, samples: MultiAgentBatch) -> None:
+        """Count samples as sampled; :meth:`sample` does, a loop that gets samples another way calls it."""
         self.counters["num_env_steps_sampled"] += samples.env_steps
         self.counters["num_agent_steps_sampled"] += samples.agent_steps
-        return samples
 
     def learn_on_batch(self, samples: MultiAgentBatch) -> dict[str, dict[str, Any]]:
         """Each policy learns on its own batch; returns their stats by policy id."""

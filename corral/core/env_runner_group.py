@@ -24,6 +24,9 @@ from corral.core.sample_batch import MultiAgentBatch
 
 logger = logging.getLogger("corral")
 
+START_WARNING_INTERVAL_S = 30.0
+"""how often to warn while remote runners wait for resources to start"""
+
 
 class EnvRunnerGroup:
     """The local env runner and the remote ones; one place to sample, broadcast and run functions.
@@ -64,9 +67,22 @@ class EnvRunnerGroup:
             self._wait_until_started()
 
     def _wait_until_started(self) -> None:
-        """Fail now, not mid-training, if a runner cannot start (its env does not import, say); then release them all."""
+        """Fail now, not mid-training, if a runner cannot start (its env does not import, say); then release them all.
+
+        Runners waiting for resources (another job holds the CPUs) are waited
+        for, with a warning every ``START_WARNING_INTERVAL_S`` that says what they need.
+        """
+        pings = [actor.ping.remote() for actor in self._remote.values()]
         try:
-            self._ray.get([actor.ping.remote() for actor in self._remote.values()])
+            while len(self._ray.wait(pings, num_returns=len(pings), timeout=START_WARNING_INTERVAL_S)[0]) < len(pings):
+                cfg = self._config
+                assert cfg is not None
+                logger.warning(
+                    "remote env runners are still waiting to start: each needs num_cpus_per_env_runner=%s, "
+                    "num_gpus_per_env_runner=%s; the Ray cluster has %s free. Free resources, or ask for fewer runners.",
+                    cfg.num_cpus_per_env_runner, cfg.num_gpus_per_env_runner, self._ray.available_resources(),
+                )  # fmt: skip
+            self._ray.get(pings)
         except self._ray.exceptions.RayError as exc:
             for actor in self._remote.values():
                 self._ray.kill(actor)
@@ -90,15 +106,15 @@ class EnvRunnerGroup:
         """One sample call on every runner that samples (the remote ones if there are any), joined."""
         if not self._remote:
             return self.local_env_runner.sample()
-        self._replace_failed()
+        self.replace_failed()
         policy = self.local_env_runner.policy
         state = self._ray.put(policy.get_sampling_state())
-        pending = {index: self._remote[index].sample.remote(state) for index in self._healthy_indexes()}
+        pending = {index: self._remote[index].sample.remote(state) for index in self.healthy_remote_ids()}
         batches = []
         for index, outcome in self._gather(pending).items():
             batch, episodes = outcome
             batches.append(batch)
-            self._episodes.extend(episodes)
+            self.record_episodes(episodes)
         if not batches:
             raise EnvRunnerError("every remote env runner failed in this sample call; nothing was sampled")
         samples = MultiAgentBatch.concat(batches)
@@ -111,9 +127,9 @@ class EnvRunnerGroup:
         ``duration`` episodes (or timesteps, by ``unit``) are split across the
         healthy runners. Returns the pending calls, so training can go on meanwhile.
         """
-        self._replace_failed()
+        self.replace_failed()
         state = self._ray.put(self.local_env_runner.policy.get_sampling_state())
-        healthy = self._healthy_indexes()
+        healthy = self.healthy_remote_ids()
         if not healthy:
             raise EnvRunnerError("no remote env runner is left to evaluate on")
         shares = [duration // len(healthy) + (i < duration % len(healthy)) for i in range(len(healthy))]
@@ -150,7 +166,7 @@ class EnvRunnerGroup:
         """
         results = [self.local_env_runner.apply(fn)] if local_env_runner else []
         if self._remote:
-            healthy = self._healthy_indexes()
+            healthy = self.healthy_remote_ids()
             wanted = healthy if remote_worker_ids is None else [i for i in remote_worker_ids if i in healthy]
             results += list(self._gather({i: self._remote[i].apply.remote(fn) for i in wanted}).values())
         return results
@@ -167,29 +183,27 @@ class EnvRunnerGroup:
         self._failed.clear()
 
     # ------------------------------------------------------------------ #
-    # remote runners and their failures
+    # remote runners and their failures (also for the asynchronous sampler)
     # ------------------------------------------------------------------ #
-    def _start(self, index: int) -> Any:
-        from corral.core.remote_env_runner import start_env_runner
-
-        assert self._config is not None and self._policy_class is not None
-        seed = None if self._seed is None else self._seed + index * self._config.num_envs_per_env_runner
-        return start_env_runner(self._config, self._policy_class, index, seed)
-
-    def _healthy_indexes(self) -> list[int]:
+    def healthy_remote_ids(self) -> list[int]:
+        """Indexes (1..num_env_runners) of the remote runners currently alive."""
         return [index for index in sorted(self._remote) if index not in self._failed]
 
-    def _gather(self, pending: dict[int, Any]) -> dict[int, Any]:
-        """Wait for every call; a failed one is handled by the fault-tolerance options and left out."""
-        results = {}
-        for index, ref in pending.items():
-            try:
-                results[index] = self._ray.get(ref)
-            except self._ray.exceptions.RayError as exc:
-                self._on_failure(index, exc)
-        return results
+    def remote_env_runner(self, index: int) -> Any:
+        """The actor handle of remote runner ``index`` (a new handle after it is replaced)."""
+        return self._remote[index]
 
-    def _on_failure(self, index: int, exc: Exception) -> None:
+    def record_episodes(self, episodes: list[EpisodeSummary]) -> None:
+        """Keep episodes a remote call returned for the next :meth:`get_metrics`."""
+        self._episodes.extend(episodes)
+
+    def handle_failure(self, index: int, exc: Exception) -> None:
+        """A call on runner ``index`` failed: mark it for replacement, drop it, or raise, as the options say.
+
+        Raises:
+            EnvRunnerError: neither ``recreate_failed_env_runners`` nor
+                ``ignore_env_runner_failures`` is set; names the runner and carries its traceback.
+        """
         assert self._config is not None
         what = f"env runner {index} ({env_name(self._config.env)})"
         if self._config.recreate_failed_env_runners:
@@ -204,13 +218,30 @@ class EnvRunnerGroup:
                 f"or ignore_env_runner_failures=True to go on without them. The error, from the runner:\n{_plain(exc)}"
             ) from exc
 
-    def _replace_failed(self) -> None:
+    def replace_failed(self) -> None:
+        """Start a new actor in place of each runner marked failed."""
         for index in sorted(self._failed):
             self._ray.kill(self._remote[index])
             self._remote[index] = self._start(index)
             self.num_restarts += 1
         self._failed.clear()
 
+    def _start(self, index: int) -> Any:
+        from corral.core.remote_env_runner import start_env_runner
+
+        assert self._config is not None and self._policy_class is not None
+        seed = None if self._seed is None else self._seed + index * self._config.num_envs_per_env_runner
+        return start_env_runner(self._config, self._policy_class, index, seed)
+
+    def _gather(self, pending: dict[int, Any]) -> dict[int, Any]:
+        """Wait for every call; a failed one is handled by the fault-tolerance options and left out."""
+        results = {}
+        for index, ref in pending.items():
+            try:
+                results[index] = self._ray.get(ref)
+            except self._ray.exceptions.RayError as exc:
+                self.handle_failure(index, exc)
+        return results
 
 def _plain(exc: BaseException) -> str:
     """The exception's text without the terminal colours Ray adds."""

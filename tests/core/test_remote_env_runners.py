@@ -198,6 +198,26 @@ def test_a_runner_that_cannot_start_fails_the_build_and_releases_the_others() ->
     assert ray.available_resources().get("CPU", 0) == 2  # both actors were released
 
 
+def test_runners_waiting_for_cpus_are_waited_for_with_a_warning_that_says_what_they_need(build, monkeypatch, caplog) -> None:
+    import threading
+
+    from corral.core import env_runner_group
+
+    monkeypatch.setattr(env_runner_group, "START_WARNING_INTERVAL_S", 0.5)
+    holder = build(ppo())  # holds both CPUs
+    built = []
+    waiting = threading.Thread(target=lambda: built.append(build(ppo())))
+    with caplog.at_level("WARNING", logger="corral"):
+        waiting.start()
+        deadline = time.monotonic() + 60
+        while "still waiting to start" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "num_cpus_per_env_runner=1" in caplog.text and "free" in caplog.text
+        holder.stop()
+        waiting.join(timeout=60)
+    assert built and built[0].train()["num_healthy_env_runners"] == 2
+
+
 def tuned_example(file: str, **overrides):
     """A tuned example's config with overrides (here: remote runners), ready to build."""
     from pathlib import Path

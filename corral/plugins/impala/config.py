@@ -12,8 +12,18 @@ class IMPALAConfig(
     """Config of :class:`~corral.plugins.impala.IMPALA`.
 
     Each train batch is ``train_batch_size`` env steps in sequences of
-    ``rollout_fragment_length`` steps; one gradient step per batch.
+    ``rollout_fragment_length`` steps; one gradient step per batch. With
+    remote env runners, sampling is asynchronous: the runners keep
+    ``max_requests_in_flight_per_env_runner`` sample calls going, batches wait
+    in a learner queue, and weights go out every ``broadcast_interval`` updates.
     """
+
+    max_requests_in_flight_per_env_runner: int = option(2, "env_runners", ge=1)
+    """sample calls each remote runner has queued at a time, so it never waits for the learner"""
+    learner_queue_size: int = option(16, "training", ge=1)
+    """sample-call batches that may wait for the learner; when full, the runners pause (no batch is dropped)"""
+    broadcast_interval: int = option(1, "training", ge=1)
+    """send the learner's weights to the runners every this many updates"""
 
     vtrace_clip_rho_threshold: float = option(1.0, "training", gt=0)
     """rho-bar: the largest importance weight on a TD error in the V-trace targets"""

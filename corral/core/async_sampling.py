@@ -1,0 +1,141 @@
+"""Asynchronous sampling: the remote env runners keep sampling while the learner learns.
+
+Every remote runner has up to ``max_requests_in_flight`` sample calls queued.
+Ray runs one actor's calls one after another, so a runner with a second call
+waiting goes straight on to it. Finished batches move, as they arrive, into
+a bounded learner queue. When the queue is full they stay in the object
+store, and the runners, their calls done, wait: back-pressure instead of
+dropped samples.
+
+Weights are published with a version number: one ``ray.put`` per
+publication, and each runner gets the reference with its next call only if
+it still has older weights. A batch carries the version it was sampled
+with, so the learner can tell how stale it is (policy lag).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from corral.core.env_runner_group import EnvRunnerGroup
+from corral.core.errors import EnvRunnerError
+from corral.core.remote_env_runner import ensure_ray
+from corral.core.sample_batch import MultiAgentBatch
+
+
+class AsyncSampler:
+    """Keeps sample calls in flight on every healthy remote runner and queues what comes back.
+
+    Args:
+        group: the algorithm's env runners; it needs at least one remote runner.
+        max_requests_in_flight: sample calls queued per runner at a time.
+        queue_size: batches (one per sample call) the learner queue holds
+            beyond what the learner is waiting for.
+    """
+
+    def __init__(self, group: EnvRunnerGroup, max_requests_in_flight: int, queue_size: int) -> None:
+        if not group.healthy_remote_ids():
+            raise ValueError("asynchronous sampling needs remote env runners (num_env_runners > 0)")
+        self._group = group
+        self._ray = ensure_ray()
+        self.max_requests_in_flight = max_requests_in_flight
+        self.queue_size = queue_size
+        self._queue: deque[tuple[MultiAgentBatch, int]] = deque()
+        self._in_flight: dict[Any, tuple[int, Any, int]] = {}  # call -> (runner index, actor, weights version)
+        self._delivered: dict[int, tuple[Any, int]] = {}  # runner index -> (actor, weights version it has)
+        self._weights: Any = None
+        self.weights_version = -1
+
+    @property
+    def queued_batches(self) -> int:
+        """Batches waiting for the learner."""
+        return len(self._queue)
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Sample calls started whose batches have not reached the queue."""
+        return len(self._in_flight)
+
+    def publish_weights(self, sampling_state: dict[str, Any], version: int) -> None:
+        """Make ``sampling_state`` the weights every runner gets with its next call (one object-store copy)."""
+        self._weights = self._ray.put(sampling_state)
+        self.weights_version = version
+
+    def next_batch(self, min_env_steps: int) -> tuple[MultiAgentBatch, list[int]]:
+        """At least ``min_env_steps`` env steps from the queue, waiting only if it holds fewer.
+
+        Returns the joined batch and, for each sample call in it, the weights
+        version it was sampled with. Before returning, every runner's free
+        slots get new calls, so sampling goes on while the learner learns.
+
+        Raises:
+            EnvRunnerError: no remote runner is left, or a failure was not tolerated.
+        """
+        if self._weights is None:
+            raise RuntimeError("publish_weights() before the first next_batch()")
+        self._collect(min_env_steps, block=False)
+        while self._queued_steps() < min_env_steps:
+            self._launch()
+            if not self._in_flight:
+                raise EnvRunnerError("every remote env runner failed; nothing is left to sample")
+            self._collect(min_env_steps, block=True)
+        batches, versions = [], []
+        while sum(b.env_steps for b in batches) < min_env_steps:
+            batch, version = self._queue.popleft()
+            batches.append(batch)
+            versions.append(version)
+        self._launch()
+        return MultiAgentBatch.concat(batches), versions
+
+    def _queued_steps(self) -> int:
+        return sum(batch.env_steps for batch, _ in self._queue)
+
+    def _launch(self) -> None:
+        """Fill every healthy runner's free slots with sample calls (replacing failed runners first)."""
+        self._group.replace_failed()
+        busy: dict[int, int] = {}
+        for index, _, _ in self._in_flight.values():
+            busy[index] = busy.get(index, 0) + 1
+        for index in self._group.healthy_remote_ids():
+            actor = self._group.remote_env_runner(index)
+            for _ in range(self.max_requests_in_flight - busy.get(index, 0)):
+                has = self._delivered.get(index)
+                current = has is not None and has[0] is actor and has[1] == self.weights_version
+                call = actor.sample.remote(None if current else self._weights)
+                self._delivered[index] = (actor, self.weights_version)
+                self._in_flight[call] = (index, actor, self.weights_version)
+
+    def _collect(self, min_env_steps: int, block: bool) -> None:
+        """Move finished calls into the queue, in the order they were started, while it has room.
+
+        With ``block``, first wait for at least one call to finish.
+        """
+        calls = list(self._in_flight)
+        if not calls:
+            return
+        if block:
+            self._ray.wait(calls, num_returns=1)
+        done, _ = self._ray.wait(calls, num_returns=len(calls), timeout=0)
+        finished = set(done)
+        for call in calls:
+            full = len(self._queue) >= self.queue_size and self._queued_steps() >= min_env_steps
+            if full:
+                return
+            if call not in finished or call not in self._in_flight:
+                continue
+            index, actor, version = self._in_flight.pop(call)
+            try:
+                batch, episodes = self._ray.get(call)
+            except self._ray.exceptions.RayError as exc:
+                self._drop_calls_of(actor)
+                self._group.handle_failure(index, exc)
+                continue
+            self._group.record_episodes(episodes)
+            self._group.local_env_runner.policy.global_timestep += batch.env_steps  # schedules follow the samples
+            self._queue.append((batch, version))
+
+    def _drop_calls_of(self, actor: Any) -> None:
+        """Forget the other calls of a runner that failed: they fail too, or belong to an actor being replaced."""
+        for call in [c for c, (_, a, _) in self._in_flight.items() if a is actor]:
+            del self._in_flight[call]
