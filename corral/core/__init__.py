@@ -44,7 +44,7 @@ _EXPORTS = {
     "EnvContext": "corral.core.envs",
     "register_env": "corral.core.envs",
     "compute_gae": "corral.core.postprocessing",
-    "vtrace": "corral.core.vtrace",
+    "vtrace": "corral.core.vtrace_targets",
     "PiecewiseSchedule": "corral.core.schedules",
     "linear_schedule": "corral.core.schedules",
     "MeanStdFilter": "corral.core.filters",

@@ -149,10 +149,11 @@ def test_without_ray_installed_remote_runners_are_a_config_error(monkeypatch) ->
         ppo().build()
 
 
-def test_zero_remote_runners_never_import_ray() -> None:
+@pytest.mark.parametrize("algo_name", ["PPO", "IMPALA"])  # IMPALA imports the asynchronous sampler
+def test_zero_remote_runners_never_import_ray(algo_name) -> None:
     code = (
         "import sys; from corral import get_config; "
-        "a = get_config('PPO').environment('CartPole-v1').training(train_batch_size=256, minibatch_size=128).build(); "
+        f"a = get_config('{algo_name}').environment('CartPole-v1').training(train_batch_size=256).build(); "
         "a.train(); a.stop(); print('ray' in sys.modules)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

@@ -489,3 +489,17 @@ def test_multi_agent_batch_concat_per_policy():
     np.testing.assert_array_equal(joined.policy_batches["p1"][SampleBatch.REWARDS], [100, 101, 102])
     assert joined.policy_batches["p2"].count == 2
     assert "p0: 7" in repr(joined)
+
+
+def test_no_export_of_corral_core_is_shadowed_by_a_submodule_of_the_same_name() -> None:
+    """Importing ``corral.core.X`` sets the package attribute X to the module, hiding an export named X."""
+    import importlib
+    import pkgutil
+    import types
+
+    import corral.core
+
+    for module in pkgutil.iter_modules(corral.core.__path__):
+        importlib.import_module(f"corral.core.{module.name}")
+    shadowed = [name for name in corral.core.__all__ if isinstance(getattr(corral.core, name), types.ModuleType)]
+    assert shadowed == []

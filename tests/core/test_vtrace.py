@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from corral.core.postprocessing import compute_gae
-from corral.core.vtrace import vtrace
+from corral.core.vtrace_targets import vtrace
 
 
 def column(*values, dtype=torch.float32):
