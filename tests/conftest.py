@@ -36,6 +36,19 @@ def small_ppo_config(env: str = "CartPole-v1", seed: int | None = 0, **training:
     )
 
 
+@pytest.fixture(scope="module")
+def ray_on_two_cpus() -> Iterator[None]:
+    """A local Ray instance with two CPUs for one test module; corral joins it instead of starting its own.
+
+    A module opts in with ``pytestmark = pytest.mark.usefixtures("ray_on_two_cpus")``.
+    """
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
 @pytest.fixture
 def ppo_config() -> Any:
     """A fresh small PPO config on CartPole-v1, seed 0."""

@@ -42,6 +42,7 @@ class AsyncSampler:
         self.max_requests_in_flight = max_requests_in_flight
         self.queue_size = queue_size
         self._queue: deque[tuple[MultiAgentBatch, int]] = deque()
+        self._queued_steps = 0
         self._in_flight: dict[Any, tuple[int, Any, int]] = {}  # call -> (runner index, actor, weights version)
         self._delivered: dict[int, tuple[Any, int]] = {}  # runner index -> (actor, weights version it has)
         self._weights: Any = None
@@ -75,21 +76,20 @@ class AsyncSampler:
         if self._weights is None:
             raise RuntimeError("publish_weights() before the first next_batch()")
         self._collect(min_env_steps, block=False)
-        while self._queued_steps() < min_env_steps:
+        while self._queued_steps < min_env_steps:
             self._launch()
             if not self._in_flight:
                 raise EnvRunnerError("every remote env runner failed; nothing is left to sample")
             self._collect(min_env_steps, block=True)
-        batches, versions = [], []
-        while sum(b.env_steps for b in batches) < min_env_steps:
+        batches, versions, taken = [], [], 0
+        while taken < min_env_steps:
             batch, version = self._queue.popleft()
+            self._queued_steps -= batch.env_steps
+            taken += batch.env_steps
             batches.append(batch)
             versions.append(version)
         self._launch()
         return MultiAgentBatch.concat(batches), versions
-
-    def _queued_steps(self) -> int:
-        return sum(batch.env_steps for batch, _ in self._queue)
 
     def _launch(self) -> None:
         """Fill every healthy runner's free slots with sample calls (replacing failed runners first)."""
@@ -118,11 +118,10 @@ class AsyncSampler:
             self._ray.wait(calls, num_returns=1)
         done, _ = self._ray.wait(calls, num_returns=len(calls), timeout=0)
         finished = set(done)
-        for call in calls:
-            full = len(self._queue) >= self.queue_size and self._queued_steps() >= min_env_steps
-            if full:
+        for call in [c for c in calls if c in finished]:
+            if len(self._queue) >= self.queue_size and self._queued_steps >= min_env_steps:
                 return
-            if call not in finished or call not in self._in_flight:
+            if call not in self._in_flight:  # dropped: its runner failed earlier in this loop
                 continue
             index, actor, version = self._in_flight.pop(call)
             try:
@@ -134,6 +133,7 @@ class AsyncSampler:
             self._group.record_episodes(episodes)
             self._group.local_env_runner.policy.global_timestep += batch.env_steps  # schedules follow the samples
             self._queue.append((batch, version))
+            self._queued_steps += batch.env_steps
 
     def _drop_calls_of(self, actor: Any) -> None:
         """Forget the other calls of a runner that failed: they fail too, or belong to an actor being replaced."""

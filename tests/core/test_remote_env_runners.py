@@ -17,12 +17,7 @@ FLAKY = "tests.toy_envs:FlakyCartPole"
 SMALL = {"train_batch_size": 256, "minibatch_size": 128, "num_epochs": 1, "num_envs_per_env_runner": 2}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    """A local Ray instance with two CPUs for this module; corral joins it instead of starting its own."""
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_on_two_cpus")
 
 
 def ppo(runners: int = 2, env: str = "CartPole-v1", **overrides):

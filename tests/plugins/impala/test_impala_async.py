@@ -14,11 +14,7 @@ from corral.plugins.impala import IMPALAConfig
 SMALL = {"train_batch_size": 64, "rollout_fragment_length": 16, "num_envs_per_env_runner": 2, "seed": 0}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_on_two_cpus")
 
 
 def remote(**overrides):
