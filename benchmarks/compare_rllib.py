@@ -203,6 +203,7 @@ def scaling() -> None:
 
     os.environ.setdefault("CORRAL_RESULTS_DIR", "/tmp/corral_bench_results")
     from corral.core import AsyncSampler
+    from corral.core.remote_env_runner import RemoteSample
 
     ray.init(num_cpus=RAY_CPUS, include_dashboard=False, configure_logging=False)
     echo = ray.remote(num_cpus=0)(_Echo)
@@ -263,7 +264,7 @@ def scaling() -> None:
     # 4a. The whole learner loop (collect, learn, broadcast every update) fed by instant runners:
     # the most env steps per second one IMPALA learner process can take in, whatever the runner count.
     for actors_n in (2, 16, 64):
-        group = _InstantRunners([echo.remote((call, [])) for _ in range(actors_n)], impala.env_runner_group.local_env_runner)
+        group = _InstantRunners([echo.remote(RemoteSample(call, [], {})) for _ in range(actors_n)], impala.env_runner_group.local_env_runner)
         ray.get([actor.sample.remote(None) for actor in group.actors])  # started, so process start-up is not measured
         sampler = AsyncSampler(group, 2, 16)
         policy = impala.get_policy()
@@ -330,8 +331,8 @@ class _InstantRunners:
     def replace_failed(self) -> None:
         pass
 
-    def record_episodes(self, episodes: list[Any]) -> None:
-        pass
+    def accept(self, result: Any) -> Any:
+        return result.batch
 
 
 def _seconds(fn: Any) -> float:

@@ -125,13 +125,11 @@ class AsyncSampler:
                 continue
             index, actor, version = self._in_flight.pop(call)
             try:
-                batch, episodes = self._ray.get(call)
+                batch = self._group.accept(self._ray.get(call))
             except self._ray.exceptions.RayError as exc:
                 self._drop_calls_of(actor)
                 self._group.handle_failure(index, exc)
                 continue
-            self._group.record_episodes(episodes)
-            self._group.local_env_runner.policy.global_timestep += batch.env_steps  # schedules follow the samples
             self._queue.append((batch, version))
             self._queued_steps += batch.env_steps
 

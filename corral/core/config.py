@@ -462,11 +462,6 @@ class AlgorithmConfig(BaseModel):
                 f"{name}={n} runs on Ray actors, but Ray is not installed; "
                 f"pip install 'corral[ray]', or set {name}=0 to run in this process"
             )
-        if self.observation_filter != "NoFilter":
-            raise ConfigError(
-                f"observation_filter={self.observation_filter!r} is not supported with remote env runners yet; "
-                "set num_env_runners=0 or observation_filter='NoFilter'"
-            )
         if self.recreate_failed_env_runners and self.ignore_env_runner_failures:
             raise ConfigError(
                 "recreate_failed_env_runners and ignore_env_runner_failures exclude each other: "

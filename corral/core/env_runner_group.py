@@ -20,6 +20,7 @@ from corral.core.env_runner import EnvRunner, EpisodeSummary, evaluation_span
 from corral.core.envs import env_name
 from corral.core.errors import EnvRunnerError
 from corral.core.policy import Policy
+from corral.core.remote_env_runner import RemoteSample
 from corral.core.sample_batch import MultiAgentBatch
 
 logger = logging.getLogger("corral")
@@ -107,19 +108,12 @@ class EnvRunnerGroup:
         if not self._remote:
             return self.local_env_runner.sample()
         self.replace_failed()
-        policy = self.local_env_runner.policy
-        state = self._ray.put(policy.get_sampling_state())
+        state = self._ray.put(self.local_env_runner.policy.get_sampling_state())
         pending = {index: self._remote[index].sample.remote(state) for index in self.healthy_remote_ids()}
-        batches = []
-        for index, outcome in self._gather(pending).items():
-            batch, episodes = outcome
-            batches.append(batch)
-            self.record_episodes(episodes)
+        batches = [self.accept(result) for result in self._gather(pending).values()]
         if not batches:
             raise EnvRunnerError("every remote env runner failed in this sample call; nothing was sampled")
-        samples = MultiAgentBatch.concat(batches)
-        policy.global_timestep += samples.env_steps  # the remote copies advanced theirs; keep schedules in step
-        return samples
+        return MultiAgentBatch.concat(batches)
 
     def start_episodes(self, duration: int, unit: str, explore: bool) -> dict[int, Any]:
         """Start evaluating on the remote runners with the current weights; finish with :meth:`finish_episodes`.
@@ -193,9 +187,21 @@ class EnvRunnerGroup:
         """The actor handle of remote runner ``index`` (a new handle after it is replaced)."""
         return self._remote[index]
 
-    def record_episodes(self, episodes: list[EpisodeSummary]) -> None:
-        """Keep episodes a remote call returned for the next :meth:`get_metrics`."""
-        self._episodes.extend(episodes)
+    def accept(self, result: RemoteSample) -> MultiAgentBatch:
+        """Take in a remote sample call's result; returns its batch.
+
+        Its episodes are kept for the next :meth:`get_metrics`, its observation
+        statistics go into the learner's filters, and the learner's timestep
+        advances by its env steps (the remote copies advanced theirs), so
+        schedules stay in step.
+        """
+        self._episodes.extend(result.episodes)
+        for policy_id, delta in result.filter_deltas.items():
+            filter_ = self.local_env_runner.policies[policy_id].observation_filter
+            if filter_ is not None:
+                filter_.merge(delta)
+        self.local_env_runner.policy.global_timestep += result.batch.env_steps
+        return result.batch
 
     def handle_failure(self, index: int, exc: Exception) -> None:
         """A call on runner ``index`` failed: mark it for replacement, drop it, or raise, as the options say.

@@ -15,6 +15,10 @@ class MeanStdFilter:
     ``update=True`` (Chan et al.'s parallel variance update) and saved as
     tensors in the policy state, so evaluation and restored checkpoints see
     the same normalisation as training.
+
+    With remote env runners each runner's copy also keeps what it saw since
+    it last reported (:meth:`take_delta`); the driver folds those deltas into
+    its own filter (:meth:`merge`) and sends the totals back with the weights.
     """
 
     def __init__(self, shape: tuple[int, ...], clip: float = 10.0, epsilon: float = 1e-8) -> None:
@@ -23,6 +27,7 @@ class MeanStdFilter:
         self.count = 0.0
         self.clip = clip
         self.epsilon = epsilon
+        self._delta = _empty_stats(shape)
 
     def __call__(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
         if update:
@@ -32,23 +37,49 @@ class MeanStdFilter:
 
     def update(self, batch: np.ndarray) -> None:
         """Fold a batch of observations (rows) into the statistics."""
-        n = batch.shape[0]
-        if n == 0:
+        if batch.shape[0] == 0:
             return
-        b_mean = batch.mean(axis=0)
-        b_var = batch.var(axis=0)
-        total = self.count + n
-        delta = b_mean - self.mean
-        self.mean = self.mean + delta * n / total
-        self.var = (self.var * self.count + b_var * n + delta**2 * self.count * n / total) / total
-        self.count = total
+        stats = (batch.mean(axis=0), batch.var(axis=0), float(batch.shape[0]))
+        self.mean, self.var, self.count = _combine((self.mean, self.var, self.count), stats)
+        self._delta = _combine(self._delta, stats)
+
+    def take_delta(self) -> dict[str, Any]:
+        """The statistics of what this copy saw since the last call (``mean``, ``var``, ``count``); then forget them."""
+        mean, var, count = self._delta
+        self._delta = _empty_stats(self.mean.shape)
+        return {"mean": mean, "var": var, "count": count}
+
+    def merge(self, delta: dict[str, Any]) -> None:
+        """Fold another copy's :meth:`take_delta` into the statistics."""
+        if delta["count"] > 0:
+            stats = (np.asarray(delta["mean"]), np.asarray(delta["var"]), float(delta["count"]))
+            self.mean, self.var, self.count = _combine((self.mean, self.var, self.count), stats)
 
     def get_state(self) -> dict[str, Any]:
         """Tensors only, so checkpoints load with ``weights_only=True``."""
         return {"mean": torch.from_numpy(self.mean.copy()), "var": torch.from_numpy(self.var.copy()), "count": self.count}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_state` returned."""
+        """Restore what :meth:`get_state` returned (a runner's unreported delta is kept)."""
         self.mean = state["mean"].numpy().astype(np.float64)
         self.var = state["var"].numpy().astype(np.float64)
         self.count = float(state["count"])
+
+
+Stats = tuple[np.ndarray, np.ndarray, float]
+
+
+def _empty_stats(shape: tuple[int, ...]) -> Stats:
+    return np.zeros(shape, dtype=np.float64), np.zeros(shape, dtype=np.float64), 0.0
+
+
+def _combine(a: Stats, b: Stats) -> Stats:
+    """Mean, variance and count of two sets of rows together (Chan et al.)."""
+    (a_mean, a_var, a_n), (b_mean, b_var, b_n) = a, b
+    total = a_n + b_n
+    if total == 0:
+        return a
+    delta = b_mean - a_mean
+    mean = a_mean + delta * b_n / total
+    var = (a_var * a_n + b_var * b_n + delta**2 * a_n * b_n / total) / total
+    return mean, var, total

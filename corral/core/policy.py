@@ -187,17 +187,22 @@ class Policy:
         self.model.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
 
     def get_sampling_state(self) -> dict[str, Any]:
-        """What a remote copy of this policy needs to act as it does: the weights and the timestep.
+        """What a remote copy of this policy needs to act as it does: weights, timestep, observation filter.
 
         The timestep drives exploration schedules (epsilon); an exploration's
         own process (Ornstein-Uhlenbeck noise) stays each copy's own.
         """
-        return {"weights": self.get_weights(), "global_timestep": int(self.global_timestep)}
+        state = {"weights": self.get_weights(), "global_timestep": int(self.global_timestep)}
+        if self.observation_filter is not None:
+            state["observation_filter"] = self.observation_filter.get_state()
+        return state
 
     def set_sampling_state(self, state: dict[str, Any]) -> None:
         """Act like the policy :meth:`get_sampling_state` was read from."""
         self.set_weights(state["weights"])
         self.global_timestep = state["global_timestep"]
+        if self.observation_filter is not None and "observation_filter" in state:
+            self.observation_filter.set_state(state["observation_filter"])
 
     def get_state(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizer, exploration, filter, timestep. Tensors only."""

@@ -8,7 +8,7 @@ is running or ``RAY_ADDRESS`` names one.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 from corral.core.config import AlgorithmConfig
 from corral.core.env_runner import EnvRunner, EpisodeSummary
@@ -23,6 +23,16 @@ def ensure_ray() -> Any:
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, configure_logging=False)
     return ray
+
+
+class RemoteSample(NamedTuple):
+    """What one remote sample call returns to the driver."""
+
+    batch: MultiAgentBatch
+    episodes: list[EpisodeSummary]
+    """episodes that finished during the call"""
+    filter_deltas: dict[str, dict[str, Any]]
+    """by policy id, the observation-filter statistics gathered during the call (``MeanStdFilter.take_delta``)"""
 
 
 class EnvRunnerActor:
@@ -46,12 +56,13 @@ class EnvRunnerActor:
         self.runner = EnvRunner(config, self.policies, worker_index, callbacks, seed=seed)
         self.policies[DEFAULT_POLICY_ID] = policy_class(self.runner.observation_space, self.runner.action_space, config)
 
-    def sample(self, sampling_state: dict[str, Any] | None) -> tuple[MultiAgentBatch, list[EpisodeSummary]]:
-        """One sample call with the broadcast policy state; also the episodes that finished."""
+    def sample(self, sampling_state: dict[str, Any] | None) -> RemoteSample:
+        """One sample call with the broadcast policy state (None: keep the last one)."""
         if sampling_state is not None:
             self.runner.policy.set_sampling_state(sampling_state)
         batch = self.runner.sample()
-        return batch, self.runner.get_metrics()
+        deltas = {pid: p.observation_filter.take_delta() for pid, p in self.policies.items() if p.observation_filter is not None}
+        return RemoteSample(batch, self.runner.get_metrics(), deltas)
 
     def run_episodes(self, sampling_state: dict[str, Any], explore: bool, **span: int) -> list[EpisodeSummary]:
         """Evaluate with the broadcast policy state for ``span`` (``num_episodes=`` or ``num_steps=``)."""

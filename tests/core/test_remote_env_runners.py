@@ -80,6 +80,38 @@ def test_every_built_in_algorithm_trains_with_remote_runners(build, algo_name, e
     assert result["num_env_steps_trained"] > 0
 
 
+def filter_counts(group) -> list[float]:
+    return group.foreach_env_runner(lambda r: r.policy.observation_filter.count, local_env_runner=False)
+
+
+def test_the_observation_filter_gathers_every_runners_statistics_and_sends_the_totals_back(build) -> None:
+    import numpy as np
+
+    from corral.core.filters import MeanStdFilter
+
+    algo = build(ppo(observation_filter="MeanStdFilter"))
+    algo.train()  # 256 observations: 2 runners x 2 envs x 64 steps
+    group = algo.env_runner_group
+    states = group.foreach_env_runner(lambda r: r.policy.observation_filter.get_state(), local_env_runner=False)
+    expected = MeanStdFilter((4,))
+    for state in states:
+        expected.merge({"mean": state["mean"].numpy(), "var": state["var"].numpy(), "count": state["count"]})
+    learner = algo.get_policy().observation_filter
+    assert learner.count == expected.count == 256
+    np.testing.assert_allclose(learner.mean, expected.mean, rtol=1e-10)
+    np.testing.assert_allclose(learner.var, expected.var, rtol=1e-10)
+    algo.train()
+    assert filter_counts(group) == [256 + 128, 256 + 128]  # each started from the learner's totals
+    assert learner.count == 512
+
+
+def test_evaluation_actors_normalise_with_the_learners_filter(build) -> None:
+    algo = build(ppo(runners=0, observation_filter="MeanStdFilter").evaluation(evaluation_interval=1, evaluation_num_env_runners=2))
+    algo.train()
+    learner = algo.get_policy().observation_filter
+    assert filter_counts(algo._evaluation_runners()) == [learner.count, learner.count] and learner.count == 256
+
+
 def test_a_killed_runner_is_recreated_and_training_goes_on(build) -> None:
     algo = build(ppo(recreate_failed_env_runners=True))
     algo.train()

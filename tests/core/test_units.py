@@ -503,3 +503,24 @@ def test_no_export_of_corral_core_is_shadowed_by_a_submodule_of_the_same_name() 
         importlib.import_module(f"corral.core.{module.name}")
     shadowed = [name for name in corral.core.__all__ if isinstance(getattr(corral.core, name), types.ModuleType)]
     assert shadowed == []
+
+
+def test_mean_std_filter_deltas_merged_elsewhere_equal_one_filter_that_saw_everything():
+    rng = np.random.default_rng(2)
+    first, second, third = (rng.normal(loc=i, scale=i + 1, size=(n, 2)) for i, n in enumerate((7, 20, 5)))
+    runner_a, runner_b, learner = MeanStdFilter((2,)), MeanStdFilter((2,)), MeanStdFilter((2,))
+    runner_a.update(first)
+    runner_b.update(second)
+    runner_a.update(third)
+    learner.merge(runner_a.take_delta())
+    learner.merge(runner_b.take_delta())
+    everything = np.concatenate([first, second, third])
+    np.testing.assert_allclose(learner.mean, everything.mean(axis=0), rtol=1e-10)
+    np.testing.assert_allclose(learner.var, everything.var(axis=0), rtol=1e-10)
+    assert learner.count == 32
+    assert runner_a.take_delta()["count"] == 0  # taken once
+    runner_b.update(first)
+    runner_b.set_state(learner.get_state())  # the broadcast totals replace the copy's, its unreported delta stays
+    assert runner_b.count == 32 and runner_b.take_delta()["count"] == 7
+    learner.merge(MeanStdFilter((2,)).take_delta())  # an empty delta changes nothing
+    assert learner.count == 32

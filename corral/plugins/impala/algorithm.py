@@ -24,8 +24,7 @@ class IMPALA(Algorithm):
 
     def setup(self) -> None:
         """Start asynchronous sampling when there are remote runners."""
-        self.num_updates = 0
-        """the learner's weights version: how many updates it has made"""
+        self.num_updates = 0  # the learner's weights version: how many updates it has made
         self.sampler: AsyncSampler | None = None
         if self.env_runner_group.num_healthy_remote_runners:
             cfg = self.config

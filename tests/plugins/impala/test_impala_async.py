@@ -122,3 +122,11 @@ def test_without_remote_runners_impala_is_synchronous_and_the_sampler_refuses(ma
     assert algo.num_updates == 1
     with pytest.raises(ValueError, match="needs remote env runners"):
         AsyncSampler(algo.env_runner_group, 2, 16)
+
+
+def test_observation_statistics_reach_the_learner_with_the_batches(make_algo) -> None:
+    algo = make_algo(remote(observation_filter="MeanStdFilter"))
+    for _ in range(3):
+        result = algo.train()
+    count = algo.get_policy().observation_filter.count
+    assert count >= result["num_env_steps_trained"] and count % 32 == 0  # whole calls of 2 envs x 16 steps
