@@ -17,8 +17,9 @@ class MeanStdFilter:
     the same normalisation as training.
 
     With remote env runners each runner's copy also keeps what it saw since
-    it last reported (:meth:`take_delta`); the driver folds those deltas into
-    its own filter (:meth:`merge`) and sends the totals back with the weights.
+    it last reported (:meth:`take_delta`, once ``keeps_delta`` is set); the
+    driver folds those deltas into its own filter (:meth:`merge`) and sends the
+    totals back with the weights.
     """
 
     def __init__(self, shape: tuple[int, ...], clip: float = 10.0, epsilon: float = 1e-8) -> None:
@@ -28,6 +29,7 @@ class MeanStdFilter:
         self.clip = clip
         self.epsilon = epsilon
         self._delta = _empty_stats(shape)
+        self.keeps_delta = False  # set in remote runners only: gathering the delta costs a second update per batch
 
     def __call__(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
         if update:
@@ -41,7 +43,8 @@ class MeanStdFilter:
             return
         stats = (batch.mean(axis=0), batch.var(axis=0), float(batch.shape[0]))
         self.mean, self.var, self.count = _combine((self.mean, self.var, self.count), stats)
-        self._delta = _combine(self._delta, stats)
+        if self.keeps_delta:
+            self._delta = _combine(self._delta, stats)
 
     def take_delta(self) -> dict[str, Any]:
         """The statistics of what this copy saw since the last call (``mean``, ``var``, ``count``); then forget them."""

@@ -55,6 +55,9 @@ class EnvRunnerActor:
         callbacks = CallbackRunner(config.callbacks_class, installed_hook_plugins())
         self.runner = EnvRunner(config, self.policies, worker_index, callbacks, seed=seed)
         self.policies[DEFAULT_POLICY_ID] = policy_class(self.runner.observation_space, self.runner.action_space, config)
+        for policy in self.policies.values():
+            if policy.observation_filter is not None:
+                policy.observation_filter.keeps_delta = True  # what this runner sees goes to the learner
 
     def sample(self, sampling_state: dict[str, Any] | None) -> RemoteSample:
         """One sample call with the broadcast policy state (None: keep the last one)."""

@@ -509,6 +509,7 @@ def test_mean_std_filter_deltas_merged_elsewhere_equal_one_filter_that_saw_every
     rng = np.random.default_rng(2)
     first, second, third = (rng.normal(loc=i, scale=i + 1, size=(n, 2)) for i, n in enumerate((7, 20, 5)))
     runner_a, runner_b, learner = MeanStdFilter((2,)), MeanStdFilter((2,)), MeanStdFilter((2,))
+    runner_a.keeps_delta = runner_b.keeps_delta = True
     runner_a.update(first)
     runner_b.update(second)
     runner_a.update(third)
@@ -524,3 +525,5 @@ def test_mean_std_filter_deltas_merged_elsewhere_equal_one_filter_that_saw_every
     assert runner_b.count == 32 and runner_b.take_delta()["count"] == 7
     learner.merge(MeanStdFilter((2,)).take_delta())  # an empty delta changes nothing
     assert learner.count == 32
+    learner.update(first)
+    assert learner.take_delta()["count"] == 0  # a filter that does not report keeps no delta
