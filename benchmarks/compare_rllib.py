@@ -53,14 +53,14 @@ def timed(step: Any, seconds: float) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def corral_algo(algo_name: str, runners: int) -> Any:
+def corral_algo(algo_name: str, runners: int, hiddens: tuple[int, ...] = (64, 64)) -> Any:
     from corral import get_config
 
     settings = PPO if algo_name == "PPO" else IMPALA
     config = get_config(algo_name).environment("CartPole-v1").update_from_dict(
         {k: v for k, v in settings.items() if k != "envs_per_runner"}
         | {"num_env_runners": runners, "num_envs_per_env_runner": settings["envs_per_runner"], "seed": 0,
-           "model": {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}, "log_to_tensorboard": False}
+           "model": {"fcnet_hiddens": list(hiddens), "fcnet_activation": "tanh"}, "log_to_tensorboard": False}
     )  # fmt: skip
     return config.build()
 
@@ -210,13 +210,8 @@ def scaling() -> None:
     out: dict[str, Any] = {}
 
     # 1. Weight broadcast: bytes and put time for the models measured, and for a large one.
-    for name, algo_name, hiddens in (("ppo_64x64", "PPO", [64, 64]), ("impala_64x64", "IMPALA", [64, 64]), ("mlp_1024x1024x3", "PPO", [1024] * 3)):
-        algo = corral_algo(algo_name, 0)
-        if hiddens != [64, 64]:
-            algo.stop()
-            from corral import get_config
-
-            algo = get_config("PPO").environment("CartPole-v1").update_from_dict({"model": {"fcnet_hiddens": hiddens}}).build()
+    for name, algo_name, hiddens in (("ppo_64x64", "PPO", (64, 64)), ("impala_64x64", "IMPALA", (64, 64)), ("mlp_1024x1024x3", "PPO", (1024,) * 3)):
+        algo = corral_algo(algo_name, 0, hiddens)
         state = algo.get_policy().get_sampling_state()
         size = len(pickle.dumps(state))
         put_s = min(_seconds(lambda: ray.put(state)) for _ in range(20))

@@ -107,8 +107,7 @@ class EnvRunnerGroup:
         """One sample call on every runner that samples (the remote ones if there are any), joined."""
         if not self._remote:
             return self.local_env_runner.sample()
-        self.replace_failed()
-        state = self._ray.put(self.local_env_runner.policy.get_sampling_state())
+        state = self._publish_sampling_state()
         pending = {index: self._remote[index].sample.remote(state) for index in self.healthy_remote_ids()}
         batches = [self.accept(result) for result in self._gather(pending).values()]
         if not batches:
@@ -121,8 +120,7 @@ class EnvRunnerGroup:
         ``duration`` episodes (or timesteps, by ``unit``) are split across the
         healthy runners. Returns the pending calls, so training can go on meanwhile.
         """
-        self.replace_failed()
-        state = self._ray.put(self.local_env_runner.policy.get_sampling_state())
+        state = self._publish_sampling_state()
         healthy = self.healthy_remote_ids()
         if not healthy:
             raise EnvRunnerError("no remote env runner is left to evaluate on")
@@ -232,6 +230,11 @@ class EnvRunnerGroup:
             self.num_restarts += 1
         self._failed.clear()
 
+    def _publish_sampling_state(self) -> Any:
+        """Replace failed runners, then put the learner's sampling state in the object store once for all of them."""
+        self.replace_failed()
+        return self._ray.put(self.local_env_runner.policy.get_sampling_state())
+
     def _start(self, index: int) -> Any:
         from corral.core.remote_env_runner import start_env_runner
 
@@ -248,6 +251,7 @@ class EnvRunnerGroup:
             except self._ray.exceptions.RayError as exc:
                 self.handle_failure(index, exc)
         return results
+
 
 def _plain(exc: BaseException) -> str:
     """The exception's text without the terminal colours Ray adds."""

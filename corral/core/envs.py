@@ -117,6 +117,7 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
         elif config.vectorize_mode == "native":
             raise EnvError("vectorize_mode='native' needs a gymnasium id with a vector entry point")
         assert creator is not None
+
         def guarded(i: int) -> SubEnvironmentGuard:
             make = lambda: _checked(creator(context.copy_with(vector_index=i)), config.env)  # noqa: E731 - remade on restart
             return SubEnvironmentGuard(make, i, worker_index, config.restart_failed_sub_environments)

@@ -54,9 +54,8 @@ class MeanStdFilter:
 
     def merge(self, delta: dict[str, Any]) -> None:
         """Fold another copy's :meth:`take_delta` into the statistics."""
-        if delta["count"] > 0:
-            stats = (np.asarray(delta["mean"]), np.asarray(delta["var"]), float(delta["count"]))
-            self.mean, self.var, self.count = _combine((self.mean, self.var, self.count), stats)
+        stats = (np.asarray(delta["mean"]), np.asarray(delta["var"]), float(delta["count"]))
+        self.mean, self.var, self.count = _combine((self.mean, self.var, self.count), stats)
 
     def get_state(self) -> dict[str, Any]:
         """Tensors only, so checkpoints load with ``weights_only=True``."""
