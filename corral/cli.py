@@ -71,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     duration.add_argument("--steps", type=int, default=None, help="env steps to run")
     evaluate.add_argument("--render", action="store_true", help="render the environment (gymnasium render_mode='human')")
     evaluate.add_argument("--explore", action="store_true", help="sample actions instead of taking the greedy one")
+    evaluate.add_argument("--trust-code", action="store_true",
+                          help="import what the checkpoint names even if it is not registered (env classes, callbacks, "
+                               "models): only for checkpoints you trust")
     evaluate.set_defaults(handler=_evaluate)
 
     listing = sub.add_parser("list", help="installed algorithms, explorations and hook plugins")
@@ -297,7 +300,7 @@ def _help_config(algo: str) -> int:
 # evaluate
 # ---------------------------------------------------------------------- #
 def _evaluate(args: argparse.Namespace) -> int:
-    from corral.core.checkpoints import read_checkpoint, read_meta
+    from corral.core.checkpoints import read_meta
 
     for name, value in (("--episodes", args.episodes), ("--steps", args.steps)):
         if value is not None and value < 1:
@@ -305,12 +308,14 @@ def _evaluate(args: argparse.Namespace) -> int:
     read_meta(args.checkpoint)  # a wrong path fails here, before torch is imported
     from corral.core.algorithm import Algorithm
 
-    _, saved_config, _, _ = read_checkpoint(args.checkpoint)
     unit = "timesteps" if args.steps else "episodes"
     duration = args.steps or args.episodes or 10
     eval_overrides: dict[str, Any] = {"explore": bool(args.explore)}
     if args.render:
-        eval_overrides["env_config"] = {**saved_config.get("env_config", {}), "render_mode": "human"}
+        from corral.core.checkpoints import read_checkpoint
+
+        saved_env_config = read_checkpoint(args.checkpoint).config.get("env_config")
+        eval_overrides["env_config"] = {**(saved_env_config if isinstance(saved_env_config, dict) else {}), "render_mode": "human"}
     overrides = {
         "evaluation_duration": duration,
         "evaluation_duration_unit": unit,
@@ -319,7 +324,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         "num_envs_per_env_runner": 1,
         "log_to_tensorboard": False,
     }
-    algo = Algorithm.from_checkpoint(args.checkpoint, env=args.env, config_overrides=overrides)
+    algo = Algorithm.from_checkpoint(args.checkpoint, env=args.env, config_overrides=overrides, trust_code=args.trust_code)
     metrics = algo.evaluate()
     algo.stop()
     print(

@@ -63,6 +63,8 @@ _EXPORTS = {
     "update_target": "corral.core.off_policy",
     "compute_nstep": "corral.core.postprocessing",
     "ReplayBuffer": "corral.core.replay_buffers",
+    "restored_count": "corral.core.checkpoints",
+    "restored_float": "corral.core.checkpoints",
     "PrioritizedReplayBuffer": "corral.core.replay_buffers",
 }
 

@@ -8,11 +8,12 @@ Samples and learner stats are keyed by policy id throughout.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
-import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,12 +22,13 @@ import numpy as np
 import torch
 
 from corral.core import checkpoints
+from corral.core.checkpoints import restored_count, restored_float
 from corral.core.callbacks import CallbackRunner, installed_hook_plugins
-from corral.core.config import AlgorithmConfig, import_object, object_path
+from corral.core.config import LEGACY_KEYS, AlgorithmConfig, import_object, object_path
 from corral.core.env_runner import EnvRunner, evaluation_span
 from corral.core.env_runner_group import EnvRunnerGroup
 from corral.core.envs import env_name
-from corral.core.errors import CheckpointError, ConfigError, UnknownPluginError
+from corral.core.errors import CheckpointError, ConfigError, CorralError, PluginLoadError, UnknownPluginError
 from corral.core.loggers import ResultWriter, new_experiment_dir
 from corral.core.metrics import EpisodeHistory, summarize_episodes
 from corral.core.policy import Policy
@@ -350,7 +352,7 @@ class Algorithm:
     def _prune_checkpoints(self, keep: int) -> None:
         found = sorted(p for p in self.logdir.iterdir() if re.fullmatch(r"checkpoint_\d+", p.name))
         for old in found[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            checkpoints.remove_checkpoint(old)
 
     def get_state(self) -> dict[str, Any]:
         """The algorithm's JSON state: iteration, counters, RNG (policies are saved separately)."""
@@ -364,13 +366,23 @@ class Algorithm:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_state` returned."""
-        self.iteration = int(state["iteration"])
-        self.counters.update(state["counters"])
-        self.time_total_s = float(state.get("time_total_s", 0.0))
-        self.history.total = int(state.get("episodes_total", 0))
+        """Restore what :meth:`get_state` returned.
+
+        Raises:
+            ValueError: a value has the wrong type or range (a tampered checkpoint); nothing is changed then.
+        """
+        iteration = restored_count(state["iteration"], "iteration")
+        counters = state["counters"]
+        if not isinstance(counters, dict) or set(counters) != set(self.counters):
+            raise ValueError(f"counters must be a dict with the keys {sorted(self.counters)}")
+        counters = {key: restored_count(value, f"counters.{key}") for key, value in counters.items()}
+        time_total_s = restored_float(state.get("time_total_s", 0.0), "time_total_s", minimum=0.0)
+        episodes_total = restored_count(state.get("episodes_total", 0), "episodes_total")
+        rng = np.random.default_rng()
         if "rng_state" in state:
-            self.rng.bit_generator.state = state["rng_state"]
+            rng.bit_generator.state = state["rng_state"]
+        self.iteration, self.time_total_s, self.history.total, self.rng = iteration, time_total_s, episodes_total, rng
+        self.counters.update(counters)
 
     def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
         """Named groups of numpy arrays to checkpoint beside the policies (replay buffers). Default none."""
@@ -380,14 +392,24 @@ class Algorithm:
         """Restore what :meth:`get_checkpoint_arrays` returned (groups absent from the checkpoint are missing)."""
 
     def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
-        """Load a checkpoint of this algorithm into this instance (weights, optimizers, counters)."""
-        meta, _, state, policy_states = checkpoints.read_checkpoint(checkpoint_path)
-        if meta.get("algorithm") != self.name and meta.get("algorithm_class") != object_path(type(self)):
+        """Load a checkpoint of this algorithm into this instance (weights, optimizers, counters, RNG states).
+
+        Nothing in the checkpoint's config is used, so nothing it names is imported.
+
+        Raises:
+            CheckpointError: the checkpoint is damaged, of another algorithm, or does not fit
+                this one's policies; this algorithm is left as it was.
+        """
+        self._apply_checkpoint(checkpoints.read_checkpoint(checkpoint_path))
+
+    def _apply_checkpoint(self, ckpt: checkpoints.Checkpoint) -> None:
+        meta, folder = ckpt.meta, ckpt.folder
+        if meta["algorithm"] != self.name and meta.get("algorithm_class") != object_path(type(self)):
             raise CheckpointError(
-                f"checkpoint {str(checkpoint_path)!r} is of algorithm {meta.get('algorithm')!r}, not {self.name!r}; "
+                f"checkpoint {str(folder)!r} is of algorithm {meta['algorithm']!r}, not {self.name!r}; "
                 "load it with corral.Algorithm.from_checkpoint(path)"
             )
-        for pid, spaces in meta.get("policies", {}).items():
+        for pid, spaces in meta["policies"].items():
             if pid not in self.policies:
                 raise CheckpointError(f"checkpoint has policy {pid!r}, which this algorithm does not: {sorted(self.policies)}")
             policy = self.policies[pid]
@@ -397,30 +419,78 @@ class Algorithm:
                         f"checkpoint policy {pid!r} was trained with {kind} {spaces.get(kind)}, "
                         f"but this environment has {space_to_json(space)}; evaluate it on the env it was trained on"
                     )
+        backup = {pid: p.get_state() for pid, p in self.policies.items()}, self.get_state()
         try:
-            for pid, policy_state in policy_states.items():
+            for pid, policy_state in ckpt.policy_states.items():
+                with _blame(folder / "policies" / pid / checkpoints.POLICY_FILE):
+                    self.policies[pid].set_state(policy_state)
+            with _blame(folder / checkpoints.STATE_FILE):
+                self.set_state(ckpt.algorithm_state)
+            with _blame(folder / checkpoints.ARRAYS_DIR):
+                self.set_checkpoint_arrays(ckpt.arrays)
+        except BaseException:
+            for pid, policy_state in backup[0].items():
                 self.policies[pid].set_state(policy_state)
-        except (KeyError, RuntimeError, ValueError) as exc:
-            raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} does not fit this algorithm's policies: {exc}") from None
-        self.set_state(state)
-        self.set_checkpoint_arrays(checkpoints.read_arrays(checkpoint_path))
+            self.set_state(backup[1])
+            raise
         self.callbacks.checkpoint_loaded(self)
 
     @classmethod
-    def from_checkpoint(cls, checkpoint_path: str | os.PathLike[str], env: Any = None, config_overrides: dict[str, Any] | None = None) -> Algorithm:
+    def from_checkpoint(
+        cls,
+        checkpoint_path: str | os.PathLike[str],
+        env: Any = None,
+        config_overrides: dict[str, Any] | None = None,
+        *,
+        callbacks: Any = None,
+        trust_code: bool = False,
+    ) -> Algorithm:
         """Rebuild whatever algorithm a checkpoint holds, with its config, weights and counters.
 
+        Names in the checkpoint resolve only against what is registered or installed
+        (algorithm plugins, ``register_env`` names, gymnasium ids, corral's own
+        classes): a checkpoint never makes corral import other code unless you say
+        you trust it. See :mod:`corral.core.safe_loading`.
+
         Args:
-            env: optionally another environment with the same spaces.
+            checkpoint_path: the checkpoint folder.
+            env: the environment to use instead of the one the checkpoint names (same spaces).
             config_overrides: config fields to change (e.g. ``{"num_envs_per_env_runner": 1}``).
+            callbacks: the callbacks class (or list) to use instead of the checkpoint's.
+            trust_code: import what the checkpoint names even if it is not registered
+                (an env class path, callbacks, a custom model, an algorithm class);
+                only for checkpoints you trust. Code inside the checkpoint folder is never imported.
+
+        Returns:
+            The algorithm, restored.
+
+        Raises:
+            CheckpointError: the checkpoint is damaged, names code that is not registered
+                (without ``trust_code``), or its algorithm is not installed.
         """
-        meta = checkpoints.read_meta(checkpoint_path)
-        algo_class = _algorithm_class_for(meta)
-        _, config_dict, _, _ = checkpoints.read_checkpoint(checkpoint_path)
-        config = algo_class.config_class.from_dict(config_dict)
-        config.update_from_dict(config_overrides or {})
-        algo = algo_class(config=config, env=env)
-        algo.restore(checkpoint_path)
+        from corral.core.safe_loading import check_config_references
+
+        ckpt = checkpoints.read_checkpoint(checkpoint_path)
+        algo_class = _algorithm_class_for(ckpt, trust_code)
+        overrides = dict(config_overrides or {})
+        if env is not None:
+            overrides["env"] = env
+        if callbacks is not None:
+            overrides["callbacks_class"] = callbacks
+        supplied = set(algo_class.config_class._canonical_keys(overrides))
+        check_config_references(ckpt.config, ckpt.folder, trust_code, supplied)
+        saved = {k: v for k, v in ckpt.config.items() if LEGACY_KEYS.get(k, k) not in supplied}
+        try:
+            config = algo_class.config_class.from_dict(saved)
+        except ConfigError as exc:
+            raise CheckpointError(f"{ckpt.folder / checkpoints.CONFIG_FILE} is not a valid {algo_class.name} config: {exc}") from None
+        config.update_from_dict(overrides)
+        algo = algo_class(config=config)
+        try:
+            algo._apply_checkpoint(ckpt)
+        except BaseException:
+            algo.stop()
+            raise
         return algo
 
     def stop(self) -> None:
@@ -441,24 +511,48 @@ def _is_dict_space(policy: Policy) -> bool:
     return isinstance(policy.observation_space, gym.spaces.Dict)
 
 
-def _algorithm_class_for(meta: dict[str, Any]) -> type[Algorithm]:
+def _algorithm_class_for(ckpt: checkpoints.Checkpoint, trust_code: bool) -> type[Algorithm]:
+    """The registered algorithm a checkpoint names, from the distribution it records if several provide it."""
     from corral import registry
 
-    name = meta.get("algorithm")
+    meta = ckpt.meta
+    name, dist, path = meta["algorithm"], meta.get("distribution"), meta.get("algorithm_class")
     try:
-        return registry.get_algorithm(str(name))
+        return registry.get_algorithm(name)
+    except PluginLoadError as exc:
+        if dist:
+            try:
+                return registry.get_algorithm(name, dist=dist)
+            except CorralError:
+                pass
+        raise CheckpointError(f"cannot load the checkpoint's algorithm {name!r} (written by {dist!r}): {exc}") from None
     except UnknownPluginError:
-        path = meta.get("algorithm_class")
+        pass
+    where = f"{name!r} from distribution {dist!r} {meta.get('distribution_version') or ''}".rstrip()
+    if trust_code and path:
+        from corral.core.safe_loading import check_outside
+
+        check_outside(path, ckpt.folder, f"algorithm_class={path!r}")
         try:
-            cls = import_object(path) if isinstance(path, str) else None
-        except ConfigError:
-            cls = None
+            cls = import_object(path)
+        except ConfigError as exc:
+            raise CheckpointError(f"the checkpoint holds algorithm {where}, which is not installed: {exc}") from None
         if isinstance(cls, type) and issubclass(cls, Algorithm):
             return cls
-        raise CheckpointError(
-            f"the checkpoint holds algorithm {name!r} from distribution {meta.get('distribution')!r} "
-            f"{meta.get('distribution_version') or ''}, which is not installed; `corral list` shows what is"
-        ) from None
+        raise CheckpointError(f"the checkpoint's algorithm_class {path!r} is not a corral Algorithm")
+    advice = f"; it names the class {path!r}: if you trust the checkpoint, load it with trust_code=True" if path else ""
+    raise CheckpointError(f"the checkpoint holds algorithm {where}, which is not installed; `corral list` shows what is{advice}")
+
+
+@contextlib.contextmanager
+def _blame(file: Path) -> Iterator[None]:
+    """Turn any failure while applying a checkpoint file into a CheckpointError that names the file."""
+    try:
+        yield
+    except CorralError:
+        raise
+    except Exception as exc:  # a tampered file can make set_state fail in any way
+        raise CheckpointError(f"{file} does not fit this algorithm: {type(exc).__name__}: {checkpoints._first_line(exc)}") from exc
 
 
 def _providing_distribution(cls: type) -> tuple[str | None, str | None]:

@@ -4,25 +4,40 @@ Layout::
 
     corral_checkpoint.json          format version, algorithm, its distribution, corral version, spaces
     config.json                     the config, to_dict()
-    algorithm_state.json            counters, iteration, RNG state
-    policies/<policy_id>/policy_state.pt   tensors only (weights, optimizer, exploration, filter)
+    algorithm_state.json            counters, iteration, RNG states, metrics history, in-flight episodes
+    policies/<policy_id>/policy_state.pt   tensors only (weights, optimizer, exploration, filter, RNG)
     arrays/<name>.npz               optional numpy arrays (replay buffers), read with allow_pickle=False
 
-A checkpoint is written into a temporary sibling folder and renamed into place,
-so a crash never leaves a half-written one and an older checkpoint at the same
-path survives until the new one is complete. Policy files are read with
-``torch.load(weights_only=True)``: a tampered file raises CheckpointError
-instead of executing code.
+Writing: the new checkpoint is written into a hidden temporary sibling folder
+and then takes the final name. When a checkpoint of that name exists already,
+the two folders swap places in one atomic ``renameat2(RENAME_EXCHANGE)``
+(``renamex_np(RENAME_SWAP)`` on macOS), so at every instant the final name
+holds either the old or the new complete checkpoint; only then is the old one
+deleted. Pruning first renames a checkpoint to a hidden name, then deletes
+it, so a ``checkpoint_*`` folder is always complete. A save killed half-way
+leaves hidden leftovers, which the next save into that folder removes.
+
+Reading: every file is checked to lie inside the folder (no symlink out of
+it), JSON files must have the shape corral writes, policy files are read with
+``torch.load(weights_only=True)`` and arrays with ``allow_pickle=False``; a
+damaged or tampered file raises :class:`CheckpointError` naming it. What the
+config names (env creators, callbacks, models) is checked separately, by
+:mod:`corral.core.safe_loading`, before anything is imported.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
 import os
+import re
+import secrets
 import shutil
-import tempfile
+import sys
+import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,8 +48,29 @@ META_FILE = "corral_checkpoint.json"
 CONFIG_FILE = "config.json"
 STATE_FILE = "algorithm_state.json"
 POLICY_FILE = "policy_state.pt"
+ARRAYS_DIR = "arrays"
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+"""A policy id or array group name usable as one path component (no separators, no '..')."""
+
+_STRAY = re.compile(r"\.(?P<name>.+)\.(?P<kind>tmp|old|del)-(?P<pid>\d+)-[0-9a-f]+")
+"""Hidden folders a save or a prune makes on the way: ``.<name>.<kind>-<pid>-<token>``."""
 
 
+class Checkpoint(NamedTuple):
+    """Everything a checkpoint folder holds, read and checked."""
+
+    folder: Path
+    meta: dict[str, Any]
+    config: dict[str, Any]
+    algorithm_state: dict[str, Any]
+    policy_states: dict[str, dict[str, Any]]
+    arrays: dict[str, dict[str, np.ndarray]]
+
+
+# ---------------------------------------------------------------------- #
+# writing
+# ---------------------------------------------------------------------- #
 def write_checkpoint(
     path: str | os.PathLike[str],
     meta: dict[str, Any],
@@ -46,111 +82,326 @@ def write_checkpoint(
     """Write a checkpoint folder at ``path`` atomically; returns the path.
 
     Args:
+        path: the checkpoint folder; an existing checkpoint there is replaced.
+        meta: what goes into ``corral_checkpoint.json`` (the format version is added).
+        config: the config's ``to_dict()``.
+        algorithm_state: the algorithm's JSON state.
+        policy_states: tensors-only state of each policy, by policy id.
         arrays: named groups of numpy arrays, each written as ``arrays/<name>.npz``.
+
+    Returns:
+        The absolute path of the checkpoint.
+
+    Raises:
+        CheckpointError: a policy id or array group name cannot be a folder name.
     """
+    import torch  # here, not at the top: reading a checkpoint's metadata needs no torch
+
+    for name in [*policy_states, *(arrays or {})]:
+        _check_name(name, "policy id or array group")
     target = Path(path).expanduser().resolve()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; a checkpoint gets the usual permissions
+    parent = target.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    clean_leftovers(parent)
+    tmp = _hidden_sibling(target, "tmp")
+    tmp.mkdir()
+    tmp.chmod(0o777 & ~_umask())
     try:
         _write_json(tmp / META_FILE, {"format_version": FORMAT_VERSION, **meta})
         _write_json(tmp / CONFIG_FILE, config)
         _write_json(tmp / STATE_FILE, algorithm_state)
-        import torch  # here, not at the top: reading a checkpoint's metadata needs no torch
-
         for policy_id, state in policy_states.items():
             folder = tmp / "policies" / policy_id
             folder.mkdir(parents=True)
             torch.save(state, folder / POLICY_FILE)
         for name, group in (arrays or {}).items():
-            (tmp / "arrays").mkdir(exist_ok=True)
-            np.savez(tmp / "arrays" / f"{name}.npz", **group)
+            (tmp / ARRAYS_DIR).mkdir(exist_ok=True)
+            np.savez(tmp / ARRAYS_DIR / f"{name}.npz", **group)
         _fsync_tree(tmp)
         if target.exists():
-            # Move the old one aside first, so that at every moment one complete checkpoint exists.
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.replace(target, old / target.name)
-            try:
-                os.replace(tmp, target)
-            except BaseException:
-                os.replace(old / target.name, target)  # put the previous checkpoint back
-                shutil.rmtree(old, ignore_errors=True)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
+            _replace_folder(tmp, target)
         else:
-            os.replace(tmp, target)
+            os.rename(tmp, target)
+        _fsync_dir(parent)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
 
 
+def remove_checkpoint(path: str | os.PathLike[str]) -> None:
+    """Delete a checkpoint so that no incomplete folder is ever left under its name.
+
+    It is renamed to a hidden name first (atomic), then deleted; a kill during
+    the deletion leaves only a hidden leftover, removed by the next save.
+    """
+    target = Path(path)
+    trash = _hidden_sibling(target, "del")
+    os.rename(target, trash)
+    shutil.rmtree(trash)
+
+
+def clean_leftovers(folder: str | os.PathLike[str]) -> list[Path]:
+    """Remove what interrupted saves and prunes left in ``folder``; returns what was removed or put back.
+
+    A leftover of a process that is still running (another save going on) is
+    left alone. A previous checkpoint moved aside by a save that was killed
+    before the new one took its name (only where folders cannot be swapped
+    atomically) is put back under its name.
+    """
+    handled = []
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return handled
+    for entry in entries:
+        match = _STRAY.fullmatch(entry.name)
+        if match is None or not entry.is_dir() or entry.is_symlink() or _pid_alive(int(match["pid"])):
+            continue
+        original = entry.with_name(match["name"])
+        if match["kind"] == "old" and not original.exists() and (entry / META_FILE).is_file():
+            os.rename(entry, original)
+        else:
+            shutil.rmtree(entry, ignore_errors=True)
+        handled.append(entry)
+    return handled
+
+
+def _replace_folder(new: Path, target: Path) -> None:
+    """Make ``new`` the folder at ``target`` and delete the old one; ``target`` never stands empty."""
+    if _exchange(new, target):
+        shutil.rmtree(new)  # it holds the old checkpoint now, under a hidden name
+        return
+    # No atomic swap here: move the old one aside (the next save puts it back if we die in between).
+    old = _hidden_sibling(target, "old")
+    os.rename(target, old)
+    try:
+        os.rename(new, target)
+    except BaseException:
+        os.rename(old, target)
+        raise
+    shutil.rmtree(old)
+
+
+def _hidden_sibling(target: Path, kind: str) -> Path:
+    return target.with_name(f".{target.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically; False where the platform or filesystem cannot."""
+    libc = _libc()
+    if libc is None:
+        return False
+    if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
+        at_fdcwd, rename_exchange = -100, 2
+        result = libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    elif sys.platform == "darwin" and hasattr(libc, "renamex_np"):
+        rename_swap = 2
+        result = libc.renamex_np(os.fsencode(a), os.fsencode(b), rename_swap)
+    else:
+        return False
+    if result == 0:
+        return True
+    errno = ctypes.get_errno()
+    if errno in (22, 38, 45, 95):  # EINVAL, ENOSYS, ENOTSUP (macOS), EOPNOTSUPP: this filesystem cannot swap
+        return False
+    raise OSError(errno, os.strerror(errno), str(b))
+
+
+_LIBC: Any = None
+
+
+def _libc() -> Any:
+    global _LIBC
+    if _LIBC is None and os.name == "posix":
+        try:
+            _LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        except OSError:
+            _LIBC = False
+    return _LIBC or None
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this process is not saving anything else right now
+    if os.name != "posix":
+        return True  # no cheap, safe liveness test: keep the leftover
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ---------------------------------------------------------------------- #
+# reading
+# ---------------------------------------------------------------------- #
 def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The checkpoint's ``corral_checkpoint.json``, after checking the folder and its format version."""
+    """The checkpoint's ``corral_checkpoint.json``, after checking the folder, its format version and its fields.
+
+    Raises:
+        CheckpointError: the folder is missing, is not a checkpoint, is too new, or the file is malformed.
+    """
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise CheckpointError(f"checkpoint {str(folder)!r} does not exist or is not a folder")
-    meta = _read_json(folder / META_FILE, "is not a corral checkpoint (no corral_checkpoint.json)")
+    if not (folder / META_FILE).exists():
+        raise CheckpointError(f"{str(folder)!r} is not a corral checkpoint (no {META_FILE})")
+    meta = _read_json(folder, META_FILE)
     version = meta.get("format_version")
-    if not isinstance(version, int):
-        raise CheckpointError(f"checkpoint {str(folder)!r} has no valid format_version in {META_FILE}")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CheckpointError(f"{folder / META_FILE} has no valid format_version (an integer)")
     if version > FORMAT_VERSION:
         raise CheckpointError(
             f"checkpoint {str(folder)!r} has format version {version}, newer than this corral reads "
             f"({FORMAT_VERSION}); it was written by corral {meta.get('corral_version', '?')}: upgrade corral"
         )
+    for key in ("algorithm",):
+        if not isinstance(meta.get(key), str) or not meta[key]:
+            raise CheckpointError(f"{folder / META_FILE} has no valid {key!r} (the algorithm's registered name)")
+    for key in ("algorithm_class", "distribution", "distribution_version", "corral_version"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise CheckpointError(f"{folder / META_FILE}: {key!r} must be a string, not {type(meta[key]).__name__}")
+    policies = meta.get("policies")
+    if not isinstance(policies, dict) or not policies:
+        raise CheckpointError(f"{folder / META_FILE} must list the checkpoint's policies under 'policies'")
+    for policy_id, spaces in policies.items():
+        _check_name(policy_id, "policy id", folder / META_FILE)
+        if not isinstance(spaces, dict):
+            raise CheckpointError(f"{folder / META_FILE}: policy {policy_id!r} must map to its spaces")
     return meta
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
-    """``(meta, config, algorithm_state, policy_states)`` of a checkpoint folder."""
+def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
+    """Read and check every file of a checkpoint folder; nothing in it is executed.
+
+    Raises:
+        CheckpointError: a file is missing, lies outside the folder, is malformed, or holds code.
+    """
     folder = Path(path).expanduser()
     meta = read_meta(folder)
-    config = _read_json(folder / CONFIG_FILE, f"is missing {CONFIG_FILE}")
-    state = _read_json(folder / STATE_FILE, f"is missing {STATE_FILE}")
+    config = _read_json(folder, CONFIG_FILE)
+    state = _read_json(folder, STATE_FILE)
+    policies = {pid: read_policy_state(folder, pid) for pid in meta["policies"]}
+    return Checkpoint(folder, meta, config, state, policies, read_arrays(folder))
+
+
+def read_policy_state(folder: Path, policy_id: str) -> dict[str, Any]:
+    """One policy's ``policy_state.pt``: tensors, numbers and containers only.
+
+    Raises:
+        CheckpointError: the file is missing, outside the folder, not loadable with
+            ``weights_only=True`` (a pickle that would run code, say), or not a dict.
+    """
     import torch
 
-    policies = {}
-    for policy_id in meta.get("policies", {}):
-        file = folder / "policies" / policy_id / POLICY_FILE
-        if not file.is_file():
-            raise CheckpointError(f"checkpoint {str(folder)!r} is missing {file.relative_to(folder)}")
-        try:
-            policies[policy_id] = torch.load(file, map_location="cpu", weights_only=True)
-        except Exception as exc:  # pickle.UnpicklingError for forbidden globals, RuntimeError for corrupt zips, ...
-            raise CheckpointError(
-                f"{file} cannot be loaded safely ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-                "corral checkpoints hold tensors only and are never unpickled with code"
-            ) from None
-    return meta, config, state, policies
+    relative = Path("policies") / policy_id / POLICY_FILE
+    file = _inside(folder, relative)
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as exc:  # pickle.UnpicklingError for forbidden globals, RuntimeError for corrupt zips, ...
+        raise CheckpointError(
+            f"{file} cannot be loaded safely ({type(exc).__name__}: {_first_line(exc)}); "
+            "corral checkpoints hold tensors only and are never unpickled with code"
+        ) from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{file} holds a {type(state).__name__}, not a policy state (a dict of tensors)")
+    return state
 
 
 def read_arrays(path: str | os.PathLike[str]) -> dict[str, dict[str, np.ndarray]]:
-    """The checkpoint's ``arrays/*.npz`` groups (empty if it has none); never unpickles."""
-    folder = Path(path).expanduser() / "arrays"
+    """The checkpoint's ``arrays/*.npz`` groups (empty if it has none); never unpickles.
+
+    Raises:
+        CheckpointError: a file is outside the folder, not an ``.npz`` archive,
+            damaged, or holds object arrays or arrays larger than the file.
+    """
+    folder = Path(path).expanduser()
+    if not (folder / ARRAYS_DIR).exists():
+        return {}
+    _inside(folder, Path(ARRAYS_DIR), kind="folder")
     groups = {}
-    for file in sorted(folder.glob("*.npz")) if folder.is_dir() else []:
-        try:
-            with np.load(file, allow_pickle=False) as data:
-                groups[file.stem] = {key: data[key] for key in data.files}
-        except (ValueError, OSError) as exc:
-            raise CheckpointError(f"{file} cannot be loaded safely: {exc}") from None
+    for file in sorted((folder / ARRAYS_DIR).iterdir()):
+        if file.suffix != ".npz":
+            continue
+        _check_name(file.stem, "array group", file)
+        groups[file.stem] = _read_npz(_inside(folder, Path(ARRAYS_DIR) / file.name))
     return groups
 
 
+def _read_npz(file: Path) -> dict[str, np.ndarray]:
+    """An ``np.savez`` archive, each member's declared size checked against its stored size before reading it."""
+    try:
+        with zipfile.ZipFile(file) as archive:
+            arrays = {}
+            for info in archive.infolist():
+                if not info.filename.endswith(".npy"):
+                    raise CheckpointError(f"{file} holds {info.filename!r}, which is not an .npy array")
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    if version not in _HEADER_READERS:
+                        raise CheckpointError(f"{file}: array {info.filename!r} has .npy format {version}, which corral does not write")
+                    shape, _, dtype = _HEADER_READERS[version](member)
+                    if dtype.hasobject:
+                        raise CheckpointError(f"{file}: array {info.filename!r} holds Python objects, which corral never loads")
+                    if int(np.prod(shape, dtype=np.float64)) * dtype.itemsize > info.file_size:
+                        raise CheckpointError(f"{file}: array {info.filename!r} declares shape {shape}, more than the file holds")
+                with archive.open(info) as member:
+                    arrays[info.filename[: -len(".npy")]] = np.lib.format.read_array(member, allow_pickle=False)
+            return arrays
+    except CheckpointError:
+        raise
+    except Exception as exc:  # BadZipFile, a truncated member, a bad header: the file is damaged
+        raise CheckpointError(f"{file} is not a readable .npz archive of arrays ({type(exc).__name__}: {_first_line(exc)})") from None
+
+
+_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _inside(folder: Path, relative: Path, kind: str = "file") -> Path:
+    """``folder / relative``, if it exists as a ``kind`` and resolves to a place inside the folder."""
+    path = folder / relative
+    if not (path.is_file() if kind == "file" else path.is_dir()):
+        raise CheckpointError(f"checkpoint {str(folder)!r} is missing {relative}")
+    root = folder.resolve()
+    resolved = path.resolve()
+    if resolved != root and root not in resolved.parents:
+        raise CheckpointError(f"{path} is a link to {resolved}, outside the checkpoint; a checkpoint is read only from its own folder")
+    return path
+
+
+def _read_json(folder: Path, name: str) -> dict[str, Any]:
+    path = _inside(folder, Path(name))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise CheckpointError(f"{path} is not valid JSON: {_first_line(exc)}") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _check_name(name: Any, what: str, where: Path | None = None) -> None:
+    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or name in (".", ".."):
+        place = f"{where}: " if where is not None else ""
+        raise CheckpointError(f"{place}{what} {name!r} cannot be a folder name; use letters, digits, '_', '-' and '.'")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+# ---------------------------------------------------------------------- #
+# files
+# ---------------------------------------------------------------------- #
 def _write_json(path: Path, data: Any) -> None:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, sort_keys=True)
         f.write("\n")
-
-
-def _read_json(path: Path, missing: str) -> Any:
-    if not path.is_file():
-        raise CheckpointError(f"{str(path.parent)!r} {missing}")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path} is not valid JSON: {exc}") from None
 
 
 def _umask() -> int:
@@ -164,3 +415,42 @@ def _fsync_tree(folder: Path) -> None:
         if file.is_file():
             with open(file, "rb") as f:
                 os.fsync(f.fileno())
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (where directories can be opened)."""
+    if os.name != "posix":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------- #
+# checking restored values (set_state implementations use these)
+# ---------------------------------------------------------------------- #
+def restored_count(value: Any, name: str) -> int:
+    """``value`` as a count read back from a checkpoint: an integer >= 0.
+
+    Raises:
+        ValueError: anything else (a string, a bool, a float, a negative number);
+            the restore turns it into a CheckpointError naming the file.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+def restored_float(value: Any, name: str, minimum: float | None = None) -> float:
+    """``value`` as a finite number read back from a checkpoint (at least ``minimum`` if given).
+
+    Raises:
+        ValueError: not a finite real number, or below ``minimum``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return float(value)

@@ -62,10 +62,19 @@ class MeanStdFilter:
         return {"mean": torch.from_numpy(self.mean.copy()), "var": torch.from_numpy(self.var.copy()), "count": self.count}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_state` returned (a runner's unreported delta is kept)."""
-        self.mean = state["mean"].numpy().astype(np.float64)
-        self.var = state["var"].numpy().astype(np.float64)
-        self.count = float(state["count"])
+        """Restore what :meth:`get_state` returned (a runner's unreported delta is kept).
+
+        Raises:
+            ValueError: the statistics have another shape, or are not finite, or the variance is negative.
+        """
+        mean = np.asarray(state["mean"], dtype=np.float64)
+        var = np.asarray(state["var"], dtype=np.float64)
+        count = float(state["count"])
+        if mean.shape != self.mean.shape or var.shape != self.var.shape:
+            raise ValueError(f"filter statistics have shape {mean.shape}, this filter {self.mean.shape}")
+        if not (np.isfinite(mean).all() and np.isfinite(var).all() and np.isfinite(count)) or (var < 0).any() or count < 0:
+            raise ValueError("filter statistics must be finite, with variances and count >= 0")
+        self.mean, self.var, self.count = mean, var, count
 
 
 Stats = tuple[np.ndarray, np.ndarray, float]

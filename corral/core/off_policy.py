@@ -19,10 +19,11 @@ import torch
 from torch import nn
 
 from corral.core.algorithm import Algorithm
+from corral.core.checkpoints import restored_count, restored_float
 from corral.core.config import AlgorithmConfig, option
 from corral.core.distributions import ActionDistribution
 from corral.core.errors import ConfigError
-from corral.core.policy import Policy
+from corral.core.policy import Policy, load_finite_weights
 from corral.core.postprocessing import compute_nstep
 from corral.core.replay_buffers import ReplayBuffer, make_replay_buffer
 from corral.core.sample_batch import MultiAgentBatch, SampleBatch
@@ -111,7 +112,7 @@ class OffPolicyPolicy(Policy):
         """Restore the base state and the target network."""
         super().set_state(state)
         if "target_weights" in state:
-            self.target_model.load_state_dict(state["target_weights"])
+            load_finite_weights(self.target_model, state["target_weights"])
 
 
 class OffPolicyAlgorithm(Algorithm):
@@ -175,9 +176,10 @@ class OffPolicyAlgorithm(Algorithm):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore the base state and the replay bookkeeping."""
+        replay_owed = restored_float(state.get("replay_owed", 0.0), "replay_owed", minimum=0.0)
+        last_target_update = restored_count(state.get("last_target_update", 0), "last_target_update")
         super().set_state(state)
-        self._replay_owed = float(state.get("replay_owed", 0.0))
-        self._last_target_update = int(state.get("last_target_update", 0))
+        self._replay_owed, self._last_target_update = replay_owed, last_target_update
 
     def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
         """The replay buffers, if ``save_replay_buffer``."""
@@ -186,7 +188,13 @@ class OffPolicyAlgorithm(Algorithm):
         return {f"replay_buffer_{pid}": buffer.get_state() for pid, buffer in self.replay_buffers.items()}
 
     def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray]]) -> None:
-        """Refill the replay buffers saved in the checkpoint."""
+        """Refill the replay buffers saved in the checkpoint (each checked against this algorithm's spaces first)."""
         for pid, buffer in self.replay_buffers.items():
             if f"replay_buffer_{pid}" in arrays:
-                buffer.set_state(arrays[f"replay_buffer_{pid}"])
+                policy = self.policies[pid]
+                shapes = {
+                    SampleBatch.OBS: policy.preprocessor.shape,
+                    SampleBatch.NEXT_OBS: policy.preprocessor.shape,
+                    SampleBatch.ACTIONS: policy.action_adapter.policy_space.shape,
+                }
+                buffer.set_state(arrays[f"replay_buffer_{pid}"], expected_shapes=shapes)

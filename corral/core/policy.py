@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from corral.core.checkpoints import restored_count
 from corral.core.config import AlgorithmConfig
 from corral.core.distributions import ActionDistribution, distribution_for
 from corral.core.exploration import make_exploration
@@ -217,13 +218,53 @@ class Policy:
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_state` returned."""
-        self.model.load_state_dict(state["weights"])
+        """Restore what :meth:`get_state` returned.
+
+        Raises:
+            ValueError: the weights are not finite, or the optimizer's state does
+                not fit the parameters (a tampered or mismatched checkpoint).
+        """
+        load_finite_weights(self.model, state["weights"])
         self.optimizer.load_state_dict(state["optimizer"])
+        check_optimizer_state(self.optimizer)
         self.exploration.set_state(state.get("exploration", {}))
-        self.global_timestep = int(state.get("global_timestep", 0))
+        self.global_timestep = restored_count(state.get("global_timestep", 0), "global_timestep")
         if self.observation_filter is not None and "observation_filter" in state:
             self.observation_filter.set_state(state["observation_filter"])
+
+
+def load_finite_weights(module: nn.Module, weights: Any) -> None:
+    """``module.load_state_dict(weights)`` after checking every value is a finite tensor.
+
+    Raises:
+        ValueError: ``weights`` is not a dict of tensors, or holds NaN or inf.
+    """
+    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+        raise ValueError("weights must be a dict of tensors")
+    bad = [k for k, v in weights.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise ValueError(f"weights {bad} hold NaN or inf")
+    module.load_state_dict(weights)
+
+
+def check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """Check a loaded optimizer state: every per-parameter tensor has its parameter's shape and is finite.
+
+    ``Optimizer.load_state_dict`` checks only the number of parameters; a
+    moment of the wrong shape would fail only at the next step, mid-training.
+
+    Raises:
+        ValueError: a state tensor has the wrong shape or holds NaN or inf.
+    """
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            for key, value in optimizer.state.get(param, {}).items():
+                if not isinstance(value, torch.Tensor):
+                    continue
+                if value.dim() > 0 and value.shape != param.shape:
+                    raise ValueError(f"optimizer state {key!r} has shape {tuple(value.shape)}, its parameter {tuple(param.shape)}")
+                if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                    raise ValueError(f"optimizer state {key!r} holds NaN or inf")
 
 
 _NOT_MEASURED = torch.tensor(float("nan"))

@@ -155,33 +155,61 @@ class ReplayBuffer:
             state["rng_state"] = np.array(words, dtype=np.uint64)
         return state
 
-    def set_state(self, state: Mapping[str, np.ndarray]) -> None:
-        """Restore what :meth:`get_state` returned; the capacity must match this buffer's."""
+    def set_state(self, state: Mapping[str, np.ndarray], expected_shapes: Mapping[str, tuple[int, ...]] | None = None) -> None:
+        """Restore what :meth:`get_state` returned; the capacity must match this buffer's.
+
+        Everything is checked before anything changes: the counters, that every
+        column is numeric with one row per stored row, and, for the columns in
+        ``expected_shapes``, the shape of a row.
+
+        Raises:
+            CheckpointError: the state is inconsistent or does not fit.
+        """
         for key in ("capacity", "size", "next_index"):
             if key not in state:
                 raise CheckpointError(f"replay buffer state lacks {key!r}; has {sorted(state)}")
-        capacity, size, next_index = (int(state[k]) for k in ("capacity", "size", "next_index"))
+        capacity, size, next_index = (_state_int(state, k) for k in ("capacity", "size", "next_index"))
         if capacity != self.capacity:
             raise CheckpointError(f"replay buffer state has capacity {capacity}, this buffer {self.capacity}")
         columns = {k[len(_COLUMN_PREFIX) :]: np.asarray(v) for k, v in state.items() if k.startswith(_COLUMN_PREFIX)}
         consistent = 0 <= size <= capacity and 0 <= next_index < capacity and (size == capacity or next_index == size)
         if not consistent or any(v.ndim == 0 or len(v) != size for v in columns.values()) or (size and not columns):
             raise CheckpointError(f"inconsistent replay buffer state (size {size}, next_index {next_index})")
+        for key, value in columns.items():
+            if value.dtype.kind not in "biuf":
+                raise CheckpointError(f"replay buffer column {key!r} holds {value.dtype} values, not numbers")
+            want = (expected_shapes or {}).get(key)
+            if want is not None and tuple(value.shape[1:]) != tuple(want):
+                raise CheckpointError(f"replay buffer column {key!r} has rows of shape {value.shape[1:]}, this algorithm {tuple(want)}")
+        rng = self._rng
+        if "rng_state" in state:
+            words = np.asarray(state["rng_state"])
+            if words.shape != (6,) or words.dtype != np.uint64:
+                raise CheckpointError("replay buffer rng_state must be 6 uint64 words")
+            w = [int(x) for x in words]
+            rng = np.random.default_rng()
+            try:
+                rng.bit_generator.state = {
+                    "bit_generator": "PCG64",
+                    "state": {"state": (w[0] << 64) | w[1], "inc": (w[2] << 64) | w[3]},
+                    "has_uint32": w[4],
+                    "uinteger": w[5],
+                }
+            except (TypeError, ValueError) as exc:
+                raise CheckpointError(f"replay buffer rng_state is not a PCG64 state: {exc}") from None
         self._storage = None
         if columns:
             self._storage = {k: np.zeros((capacity, *v.shape[1:]), dtype=v.dtype) for k, v in columns.items()}
             for key, value in columns.items():
                 self._storage[key][:size] = value
-        self._size, self._next_index = size, next_index
-        if "rng_state" in state:
-            w = [int(x) for x in np.asarray(state["rng_state"], dtype=np.uint64)]
-            self._rng = np.random.default_rng()
-            self._rng.bit_generator.state = {
-                "bit_generator": "PCG64",
-                "state": {"state": (w[0] << 64) | w[1], "inc": (w[2] << 64) | w[3]},
-                "has_uint32": w[4],
-                "uinteger": w[5],
-            }
+        self._size, self._next_index, self._rng = size, next_index, rng
+
+
+def _state_int(state: Mapping[str, np.ndarray], key: str) -> int:
+    value = np.asarray(state[key])
+    if value.shape != () or value.dtype.kind not in "iu":
+        raise CheckpointError(f"replay buffer state {key!r} must be an integer, got {value.dtype} of shape {value.shape}")
+    return int(value)
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -251,19 +279,28 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         state["max_priority"] = np.array(self._max_priority, dtype=np.float64)
         return state
 
-    def set_state(self, state: Mapping[str, np.ndarray]) -> None:
-        """Restore rows and priorities; the tree is rebuilt with this buffer's ``alpha``."""
+    def set_state(self, state: Mapping[str, np.ndarray], expected_shapes: Mapping[str, tuple[int, ...]] | None = None) -> None:
+        """Restore rows and priorities; the tree is rebuilt with this buffer's ``alpha``.
+
+        Raises:
+            CheckpointError: as for :meth:`ReplayBuffer.set_state`, or the priorities do not fit.
+        """
         if "priorities" not in state or "max_priority" not in state:
             raise CheckpointError("prioritized replay state lacks 'priorities' or 'max_priority'")
-        super().set_state(state)
-        priorities = np.asarray(state["priorities"], dtype=np.float64)
-        if priorities.shape != (self._size,):
-            raise CheckpointError(f"prioritized replay state has {priorities.size} priorities for {self._size} rows")
+        priorities = np.asarray(state["priorities"])
+        max_priority = np.asarray(state["max_priority"])
+        size = _state_int(state, "size") if "size" in state else -1
+        if priorities.shape != (size,) or priorities.dtype.kind != "f":
+            raise CheckpointError(f"prioritized replay state has priorities of shape {priorities.shape} for {size} rows")
+        if not (np.isfinite(priorities).all() and (priorities >= 0).all()) or max_priority.shape != () or not np.isfinite(max_priority):
+            raise CheckpointError("prioritized replay priorities must be finite and >= 0")
+        super().set_state(state, expected_shapes)
+        priorities = priorities.astype(np.float64)
         self._tree = SumTree(self.capacity)
         self._priorities[:] = 0.0
         self._priorities[: self._size] = priorities
         self._tree.set(np.arange(self._size), priorities**self.alpha)
-        self._max_priority = float(state["max_priority"])
+        self._max_priority = float(max_priority)
 
 
 _BUFFER_TYPES: dict[str, type[ReplayBuffer]] = {

@@ -145,7 +145,8 @@ def check_checkpoint_round_trip(subject: Subject) -> None:
     try:
         algo.train()
         path = Path(algo.save(subject.workdir / f"checkpoint-{subject.name}"))
-        restored = Algorithm.from_checkpoint(path)
+        # The env is passed explicitly: a checkpoint resolves only registered names by itself.
+        restored = Algorithm.from_checkpoint(path, env=algo.config.env)
         try:
             assert type(restored) is type(algo), f"from_checkpoint built {type(restored).__name__}, not {type(algo).__name__}"
             _assert_same_weights(algo.get_weights(), restored.get_weights(), subject.name)
@@ -315,7 +316,7 @@ class _RunsCode:
 
 
 def _assert_tampering_refused(path: Path) -> None:
-    """A checkpoint whose policy file runs code, or whose metadata is corrupt, raises CheckpointError."""
+    """A checkpoint whose policy file or config would run code, or whose metadata is corrupt, raises CheckpointError."""
     from corral.core import Algorithm
 
     tampered = path.with_name(path.name + "-tampered")
@@ -325,6 +326,15 @@ def _assert_tampering_refused(path: Path) -> None:
         policy_file.write_bytes(pickle.dumps(_RunsCode(marker), protocol=2))
     _assert_refused(Algorithm, tampered, "a policy file replaced by a pickle that runs code")
     assert not marker.exists(), "restoring a tampered checkpoint ran code from it"
+
+    shell = path.with_name(path.name + "-shell")
+    shutil.copytree(path, shell)
+    config = json.loads((shell / checkpoints.CONFIG_FILE).read_text())
+    # An env "creator" that runs a command: subprocess.run(env_config) runs the dict's keys as argv.
+    config.update(env="subprocess:run", env_config={"touch": 0, str(marker): 0})
+    (shell / checkpoints.CONFIG_FILE).write_text(json.dumps(config))
+    _assert_refused(Algorithm, shell, "an env creator that runs a shell command")
+    assert not marker.exists(), "restoring a checkpoint that names subprocess:run as its env ran the command"
 
     corrupt = path.with_name(path.name + "-corrupt")
     shutil.copytree(path, corrupt)

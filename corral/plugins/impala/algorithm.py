@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from corral.core import PLUGIN_API_VERSION, Algorithm, AsyncSampler
+from corral.core import PLUGIN_API_VERSION, Algorithm, AsyncSampler, restored_count
 from corral.plugins.impala.config import IMPALAConfig
 from corral.plugins.impala.policy import IMPALAPolicy
 
@@ -62,7 +62,8 @@ class IMPALA(Algorithm):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore, and send the restored weights to the remote runners with their next calls."""
+        num_updates = restored_count(state.get("num_updates", 0), "num_updates")
         super().set_state(state)
-        self.num_updates = int(state.get("num_updates", 0))
+        self.num_updates = num_updates
         if self.sampler is not None:
             self._broadcast()

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from corral.core import ActorCriticPolicy, SampleBatch, standardize
+from corral.core import ActorCriticPolicy, SampleBatch, restored_float, standardize
 
 _TRAIN_COLUMNS = [
     SampleBatch.OBS,
@@ -108,5 +108,6 @@ class PPOPolicy(ActorCriticPolicy):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore the base state and the KL coefficient."""
+        kl_coeff = restored_float(state.get("kl_coeff", self.config.kl_coeff), "kl_coeff", minimum=0.0)
         super().set_state(state)
-        self.kl_coeff = float(state.get("kl_coeff", self.config.kl_coeff))
+        self.kl_coeff = kl_coeff

@@ -1,0 +1,142 @@
+"""What a checkpoint may make corral import: only what is registered or installed, unless the user trusts it.
+
+A checkpoint's ``config.json`` names code as strings: the environment
+(``"pkg.mod:Env"``), callbacks classes and a custom model; its
+``corral_checkpoint.json`` names the algorithm. Resolving such a string imports
+a module and calls what it finds, so a tampered checkpoint could run any code
+(``"subprocess:getoutput"`` as an env creator runs a shell command with
+``env_config`` as its argument). Loading therefore resolves names only
+against what was registered or installed on purpose:
+
+- environments: names given to ``corral.register_env`` and gymnasium ids;
+- algorithms: registered plugin names (from the distribution the checkpoint records);
+- explorations: registered plugin names (the only way they are named);
+- callbacks, models and environments that are corral's own classes.
+
+Any other import path is refused with a :class:`CheckpointError` that names it
+and the two ways to proceed: pass the object yourself
+(``from_checkpoint(path, env=..., callbacks=...)`` or ``config_overrides``), or
+``trust_code=True`` (``corral evaluate --trust-code``) for a checkpoint you
+trust. Even then, nothing inside the checkpoint folder is ever imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Collection, Iterator
+from pathlib import Path
+from typing import Any
+
+from corral.core.errors import CheckpointError
+
+CODE_FIELDS = {"env": "environment", "callbacks_class": "callbacks class", "custom_model": "custom model"}
+"""Config fields whose strings are import paths, and what each names."""
+
+_LEGACY_NAMES = {"callbacks": "callbacks_class"}
+_HOW_TO_PASS = {
+    "env": "from_checkpoint(path, env=...)",
+    "callbacks_class": "from_checkpoint(path, callbacks=[...])",
+    "custom_model": 'config_overrides={"model": {...}}',
+}
+
+
+def check_config_references(config: dict[str, Any], folder: Path, trust_code: bool, supplied: Collection[str]) -> None:
+    """Refuse every import path in a checkpoint's config that is neither registered nor trusted.
+
+    Args:
+        config: the checkpoint's ``config.json``.
+        folder: the checkpoint folder; nothing inside it may be imported, trusted or not.
+        trust_code: the user trusts this checkpoint: import paths outside the folder are allowed.
+        supplied: config fields the user passes themselves; the checkpoint's values for them are ignored.
+
+    Raises:
+        CheckpointError: a name would import code that is neither registered nor trusted,
+            or lies inside the checkpoint folder.
+    """
+    for field, where, value in _references(config):
+        if field in supplied and where == field:
+            continue
+        if _is_registered(field, value):
+            continue
+        if trust_code:
+            check_outside(value, folder, f"{where}={value!r}")
+            continue
+        what = CODE_FIELDS[field]
+        raise CheckpointError(
+            f"{folder / 'config.json'} names the {what} {value!r} ({where}), which is not registered with corral; "
+            f"loading it would import and run code named by the checkpoint. Pass it yourself "
+            f"({_HOW_TO_PASS[field]}), or, if you trust this checkpoint, load it with trust_code=True "
+            "(corral evaluate --trust-code)"
+        )
+
+
+def check_outside(path: str, folder: Path, label: str) -> None:
+    """Refuse an import path whose module lies inside the checkpoint folder (found without importing anything).
+
+    Raises:
+        CheckpointError: the path is relative, or its top-level module or package is in ``folder``.
+    """
+    module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
+    if not module or module.startswith("."):
+        raise CheckpointError(f"{label} is not an absolute import path ('package.module:Name')")
+    top = module.split(".")[0]
+    root = folder.resolve()
+    for location in _locations(top):
+        if location == root or root in location.parents:
+            raise CheckpointError(
+                f"{label} would import {top!r} from inside the checkpoint folder ({location}); "
+                "corral never imports code shipped in a checkpoint, even with trust_code=True"
+            )
+
+
+def _locations(top: str) -> list[Path]:
+    """Where the top-level module ``top`` is, or would be imported from (its spec is found, not executed)."""
+    import sys
+
+    module = sys.modules.get(top)
+    if module is not None:
+        paths = list(getattr(module, "__path__", []) or [])
+        file = getattr(module, "__file__", None)
+        return [Path(p).resolve() for p in [*paths, *([file] if file else [])]]
+    try:
+        spec = importlib.util.find_spec(top)  # a top-level name: finders only, no module code runs
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    found = list(spec.submodule_search_locations or [])
+    if spec.origin and spec.origin not in ("built-in", "frozen"):
+        found.append(spec.origin)
+    return [Path(p).resolve() for p in found]
+
+
+def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str, str]]:
+    """``(field, where, path)`` for every string in ``config`` that would be imported."""
+    for key, value in config.items():
+        field = _LEGACY_NAMES.get(key, key)
+        where = f"{prefix}{key}"
+        if field == "env" and isinstance(value, str):
+            yield field, where, value
+        elif field == "callbacks_class":
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, str):
+                    yield field, where, item
+        elif field == "model" and isinstance(value, dict) and isinstance(value.get("custom_model"), str):
+            yield "custom_model", f"{where}.custom_model", value["custom_model"]
+        elif field == "evaluation_config" and isinstance(value, dict) and not prefix:
+            yield from _references(value, "evaluation_config.")
+
+
+def _is_registered(field: str, value: str) -> bool:
+    """Whether resolving ``value`` imports only what was registered or installed on purpose."""
+    if field == "env":
+        if ":" not in value:
+            return True  # a registered name or a gymnasium id, or unknown (refused later): never an import
+        return _is_corral_own(value)
+    return _is_corral_own(value)
+
+
+def _is_corral_own(path: str) -> bool:
+    """A path into corral's own package (already imported, so it cannot come from elsewhere)."""
+    module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
+    return module == "corral" or module.startswith("corral.")
