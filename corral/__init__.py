@@ -21,6 +21,7 @@ _EXPORTS = {
     "CheckpointError": "corral.core.errors",
     "EnvError": "corral.core.errors",
     "EnvRunnerError": "corral.core.errors",
+    "TrainingError": "corral.core.errors",
     # registry
     "list_algorithms": "corral.registry",
     "get_algorithm": "corral.registry",

@@ -75,3 +75,42 @@ class LocalOnlyEnv(gym.Wrapper):
         if config.worker_index > 0:
             raise RuntimeError("only the local runner may build this env")
         super().__init__(gym.make("CartPole-v1"))
+
+
+class BrokenCartPole(gym.Wrapper):
+    """CartPole that, at step ``at`` of every episode (default 3), returns ``reward`` or a broken observation.
+
+    ``env_config``: ``reward`` (a float, e.g. ``nan``) replaces the reward;
+    ``obs`` is ``"outside"`` (a value of 100, beyond the space), ``"nan"`` or
+    ``"shape"`` (one value too many); ``only_vector`` limits it to one sub-environment;
+    ``after_resets`` waits for that many episodes first.
+    """
+
+    def __init__(self, config):
+        super().__init__(gym.make("CartPole-v1"))
+        self.t = 0
+        self.at = config.get("at", 3)
+        self.reward = config.get("reward")
+        self.obs_kind = config.get("obs")
+        self.armed = config.get("only_vector", config.vector_index) == config.vector_index
+        self.wait = config.get("after_resets", 0)
+        self.resets = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        self.resets += 1
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.t += 1
+        if self.armed and self.t == self.at and self.resets > self.wait:
+            if self.reward is not None:
+                reward = float(self.reward)
+            if self.obs_kind == "outside":
+                obs = np.full_like(obs, 100.0)
+            elif self.obs_kind == "nan":
+                obs = np.full_like(obs, np.nan)
+            elif self.obs_kind == "shape":
+                obs = np.zeros(5, dtype=np.float32)
+        return obs, reward, terminated, truncated, info

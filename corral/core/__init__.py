@@ -56,6 +56,7 @@ _EXPORTS = {
     "CheckpointError": "corral.core.errors",
     "EnvError": "corral.core.errors",
     "EnvRunnerError": "corral.core.errors",
+    "TrainingError": "corral.core.errors",
     "PLUGIN_API_VERSION": "corral.core.plugin_api",
     "OffPolicyConfig": "corral.core.off_policy",
     "OffPolicyPolicy": "corral.core.off_policy",
@@ -64,6 +65,7 @@ _EXPORTS = {
     "compute_nstep": "corral.core.postprocessing",
     "ReplayBuffer": "corral.core.replay_buffers",
     "restored_count": "corral.core.checkpoints",
+    "saturate": "corral.core.nonfinite",
     "restored_float": "corral.core.checkpoints",
     "PrioritizedReplayBuffer": "corral.core.replay_buffers",
 }

@@ -27,9 +27,9 @@ from corral.core.callbacks import CallbackRunner, installed_hook_plugins
 from corral.core.config import LEGACY_KEYS, AlgorithmConfig, import_object, object_path
 from corral.core.env_runner import EnvRunner, evaluation_span
 from corral.core.env_runner_group import EnvRunnerGroup
-from corral.core.envs import env_name
-from corral.core.errors import CheckpointError, ConfigError, CorralError, PluginLoadError, UnknownPluginError
-from corral.core.loggers import ResultWriter, new_experiment_dir
+from corral.core.envs import env_name, make_vector_env
+from corral.core.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
+from corral.core.loggers import ResultWriter, default_storage_path, new_experiment_dir
 from corral.core.metrics import EpisodeHistory, summarize_episodes
 from corral.core.policy import Policy
 from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
@@ -91,6 +91,8 @@ class Algorithm:
         local = EnvRunner(self.config, self.policies, 0, self.callbacks, seed=seed)
         self.check_action_space(local.action_space)
         self.policies[DEFAULT_POLICY_ID] = self.policy_class(local.observation_space, local.action_space, self.config)
+        self._check_storage_path()
+        self._check_evaluation_env()
         self.env_runner_group = EnvRunnerGroup(local, self.config, self.policy_class, seed)
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
@@ -118,6 +120,42 @@ class Algorithm:
             config.env = env
         config.validate()
         return config.freeze()
+
+    def _check_storage_path(self) -> None:
+        """Refuse, now, a results folder that could not be created when the first result is written."""
+        root = default_storage_path(self.config.storage_path)
+        existing = root
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(
+                f"results cannot be written under {str(root)!r}: {str(existing)!r} is not a folder this process may write in; "
+                "choose another with .reporting(storage_path=...), --storage-path or CORRAL_RESULTS_DIR"
+            )
+
+    def _check_evaluation_env(self) -> None:
+        """Build the evaluation env once, now, if ``evaluation_config`` changes it: it must exist and fit the policy."""
+        overrides = self.config._canonical_keys(self.config.evaluation_config)
+        if not {"env", "env_config"} & set(overrides):
+            return
+        eval_config = self.config.get_evaluation_config()
+        try:
+            env = make_vector_env(eval_config, 1)
+        except EnvError as exc:
+            raise EnvError(f"evaluation_config: {exc}") from exc
+        try:
+            policy = self.policies[DEFAULT_POLICY_ID]
+            for kind, space, trained in (
+                ("observation", env.single_observation_space, policy.observation_space),
+                ("action", env.single_action_space, policy.action_space),
+            ):
+                if space_to_json(space) != space_to_json(trained):
+                    raise ConfigError(
+                        f"the evaluation env {env_name(eval_config.env)!r} has the {kind} space {space}, but the policy "
+                        f"is trained on {trained} ({env_name(self.config.env)!r}); evaluate on an env with the same spaces"
+                    )
+        finally:
+            env.close()
 
     @classmethod
     def check_action_space(cls, action_space: gym.Space) -> None:
@@ -174,7 +212,12 @@ class Algorithm:
             policy = self.policies[policy_id]
             result: dict[str, Any] = {}
             self.callbacks.learn_on_batch(policy, batch, result)
-            result.update(policy.learn_on_batch(batch))
+            try:
+                result.update(policy.learn_on_batch(batch))
+            except TrainingError as exc:
+                raise exc.located(policy_id, self.iteration + 1) from None
+            if policy.update_guard.skipped:
+                result["num_nonfinite_updates_skipped"] = policy.update_guard.skipped
             stats[policy_id] = result
         self.counters["num_env_steps_trained"] += samples.env_steps
         self.counters["num_agent_steps_trained"] += samples.agent_steps
@@ -183,6 +226,14 @@ class Algorithm:
     # ------------------------------------------------------------------ #
     # the training loop
     # ------------------------------------------------------------------ #
+    def _verify_weights(self) -> None:
+        """After a training step: no policy's last update may have left its weights non-finite (see UpdateGuard)."""
+        for policy_id, policy in self.policies.items():
+            try:
+                policy.update_guard.verify_weights()
+            except TrainingError as exc:
+                raise exc.located(policy_id, self.iteration + 1) from None
+
     def train(self) -> dict[str, Any]:
         """Run one training iteration and return its result dict (see README, "Results")."""
         start = time.perf_counter()
@@ -197,6 +248,7 @@ class Algorithm:
             pending_evaluation = self._start_evaluation()
         while True:
             learner = self.training_step()
+            self._verify_weights()
             elapsed = time.perf_counter() - start
             enough_time = elapsed >= (self.config.min_time_s_per_iteration or 0)
             enough_steps = self.counters["num_env_steps_sampled"] - sampled_before >= self.config.min_sample_timesteps_per_iteration

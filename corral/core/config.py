@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import copy as _copy
 import importlib
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
 from corral.core.errors import ConfigError, did_you_mean
 
@@ -83,15 +83,18 @@ def import_object(path: str) -> Any:
     Raises:
         ConfigError: the path is malformed, or the module or name does not exist.
     """
+    if not isinstance(path, str):
+        raise ConfigError(f"an import path must be a string 'package.module:Name', got {type(path).__name__}")
     module_name, sep, qualname = path.partition(":")
     if not sep:
         module_name, _, qualname = path.rpartition(".")
-    if not module_name or not qualname:
-        raise ConfigError(f"{path!r} is not an import path; write it as 'package.module:Name'")
+    names = [*module_name.split("."), *qualname.split(".")]
+    if not module_name or not qualname or not all(n.isidentifier() for n in names):
+        raise ConfigError(f"{path!r} is not an absolute import path; write it as 'package.module:Name'")
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import module {module_name!r} (from {path!r}): {exc}") from exc
+    except Exception as exc:  # ImportError, or whatever the module raises while it is imported
+        raise ConfigError(f"cannot import module {module_name!r} (from {path!r}): {type(exc).__name__}: {exc}") from exc
     for part in qualname.split("."):
         if not hasattr(obj, part):
             raise ConfigError(f"module {module_name!r} has no attribute {qualname!r} (from {path!r})")
@@ -99,12 +102,68 @@ def import_object(path: str) -> Any:
     return obj
 
 
+MAX_NESTING = 32
+"""How deep dicts and lists inside a config may nest."""
+
+
+def check_plain_data(name: str, value: Any) -> None:
+    """Refuse a config value that ``to_dict()`` could not write as JSON and read back.
+
+    Dicts (with string keys), lists, tuples, strings, numbers, booleans and None
+    are data; classes and functions are allowed too (stored as
+    ``"module:qualname"``). A container inside itself, nesting deeper than
+    :data:`MAX_NESTING`, and any other object are refused.
+
+    Raises:
+        ConfigError: naming the field, the place inside it and what was found.
+    """
+    stack: list[tuple[Any, str, int, tuple[int, ...]]] = [(value, name, 0, ())]
+    while stack:
+        item, where, depth, ancestors = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            if id(item) in ancestors:
+                raise ConfigError(f"{where} contains itself; a config holds plain data (dicts, lists, numbers, strings)")
+            if depth >= MAX_NESTING:
+                raise ConfigError(f"{where} nests deeper than {MAX_NESTING} levels; a config holds plain, shallow data")
+            inner = (*ancestors, id(item))
+            if isinstance(item, dict):
+                for key, element in item.items():
+                    if not isinstance(key, str):
+                        raise ConfigError(f"{where} has the key {key!r}; keys in a config are strings")
+                    stack.append((element, f"{where}.{key}", depth + 1, inner))
+            else:
+                stack.extend((element, f"{where}[{i}]", depth + 1, inner) for i, element in enumerate(item))
+        elif not (
+            item is None
+            or isinstance(item, (bool, int, float, str, BaseModel))
+            or isinstance(item, type)
+            or (callable(item) and hasattr(item, "__qualname__"))
+        ):
+            raise ConfigError(
+                f"{where}={item!r} is a {type(item).__name__}; a config holds plain data "
+                "(dicts, lists, numbers, strings, booleans, None) and classes or functions"
+            )
+
+
+MAX_LAYER_SIZE = 65_536
+"""The widest layer (or most channels, the largest kernel or stride) a model config may ask for."""
+
+MAX_SEED = 2**63 - 1
+"""The largest seed: torch and numpy take any integer in [0, 2**63)."""
+
+SCHEDULES = {"lr_schedule": "lr"}
+"""Schedule fields and the field each schedules; every value of a schedule must be valid for its field."""
+
+MAX_UPDATES_PER_ENV_STEP = 128
+"""The largest replay ratio in gradient updates per sampled env step (``training_intensity / train_batch_size``)."""
+
+
 class ModelConfig(BaseModel):
     """How the policy's neural network is built (RLlib's ``model`` dict)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True, allow_inf_nan=False)
 
-    fcnet_hiddens: list[int] = Field(default_factory=lambda: [64, 64])
+    fcnet_hiddens: list[int] = Field(default_factory=lambda: [64, 64], max_length=64)
     """sizes of the hidden layers of the fully connected network"""
     fcnet_activation: Literal["tanh", "relu", "swish", "elu", "linear"] = "tanh"
     """activation function between the fully connected layers"""
@@ -116,24 +175,59 @@ class ModelConfig(BaseModel):
     """for image observations: [[out_channels, kernel, stride], ...]; None picks a default by image size"""
     conv_activation: Literal["tanh", "relu", "swish", "elu"] = "relu"
     """activation function between the convolution layers"""
-    custom_model: str | None = None
-    """a torch.nn.Module as 'package.module:Class', built as Class(obs_space, action_space, num_outputs, model_config)"""
+    custom_model: Any = None
+    """a torch.nn.Module subclass (or its 'package.module:Class' path), built as Class(obs_space, action_space, num_outputs, model_config)"""
     custom_model_config: dict[str, Any] = Field(default_factory=dict)
     """keyword arguments for the custom model, passed in model_config"""
 
     @field_validator("fcnet_hiddens")
     @classmethod
     def _positive_sizes(cls, value: list[int]) -> list[int]:
-        if any(size <= 0 for size in value):
-            raise ValueError("every hidden layer size must be a positive integer")
+        if any(size <= 0 or size > MAX_LAYER_SIZE for size in value):
+            raise ValueError(f"every hidden layer size must be an integer from 1 to {MAX_LAYER_SIZE}")
         return value
 
     @field_validator("conv_filters")
     @classmethod
     def _filter_triples(cls, value: list[list[int]] | None) -> list[list[int]] | None:
-        if value is not None and any(len(f) != 3 or min(f) <= 0 for f in value):
-            raise ValueError("each conv filter is [out_channels, kernel, stride] with positive integers")
+        if value is not None and any(len(f) != 3 or min(f) <= 0 or max(f) > MAX_LAYER_SIZE for f in value):
+            raise ValueError(f"each conv filter is [out_channels, kernel, stride] with integers from 1 to {MAX_LAYER_SIZE}")
         return value
+
+    @field_validator("custom_model_config", mode="before")
+    @classmethod
+    def _plain_custom_model_config(cls, value: Any) -> Any:
+        check_plain_data("model.custom_model_config", value)
+        return value
+
+    @field_validator("custom_model")
+    @classmethod
+    def _model_class(cls, value: Any) -> Any:
+        if value is None or isinstance(value, (str, type)):
+            return value
+        raise ValueError("custom_model must be a torch.nn.Module subclass or its 'package.module:Class' path")
+
+    def model_class(self) -> type | None:
+        """The custom model's class, imported if it is given as a path (None: the catalog's model).
+
+        Raises:
+            ConfigError: the path does not import, or it is not a ``torch.nn.Module`` subclass.
+        """
+        if self.custom_model is None:
+            return None
+        from torch import nn
+
+        cls = import_object(self.custom_model) if isinstance(self.custom_model, str) else self.custom_model
+        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+            raise ConfigError(f"model.custom_model={self.custom_model!r} is not a torch.nn.Module subclass")
+        return cls
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        """The fields as a dict; a custom model class is written as its 'module:qualname' path."""
+        data = super().model_dump(**kwargs)
+        if isinstance(data.get("custom_model"), type):
+            data["custom_model"] = object_path(data["custom_model"])
+        return data
 
 
 class AlgorithmConfig(BaseModel):
@@ -150,11 +244,13 @@ class AlgorithmConfig(BaseModel):
         use_attribute_docstrings=True,
         arbitrary_types_allowed=True,
         protected_namespaces=(),
+        allow_inf_nan=False,
     )
 
     # The algorithm this config builds; bound by Algorithm.__init_subclass__.
     algo_class: ClassVar[type | None] = None
     _frozen: bool = PrivateAttr(default=False)
+    _is_evaluation_copy: bool = PrivateAttr(default=False)
     _algo_class_override: type | None = PrivateAttr(default=None)
 
     # --- environment -------------------------------------------------------
@@ -168,21 +264,23 @@ class AlgorithmConfig(BaseModel):
     """for Box actions without normalize_actions: clip actions to the env's bounds"""
     clip_rewards: float | None = option(None, "environment", gt=0)
     """clip rewards to [-x, x] before learning; None keeps them as they are"""
+    disable_env_checking: bool = option(False, "environment")
+    """skip checking each observation against the env's observation space (NaN and inf rewards are refused regardless)"""
 
     # --- env runners -------------------------------------------------------
-    num_env_runners: int = option(0, "env_runners", ge=0)
+    num_env_runners: int = option(0, "env_runners", ge=0, le=65_536)
     """number of Ray actors that sample in parallel (needs the ray extra); 0 samples in the calling process without Ray"""
-    num_envs_per_env_runner: int = option(8, "env_runners", ge=1)
+    num_envs_per_env_runner: int = option(8, "env_runners", ge=1, le=65_536)
     """sub-environments each runner steps as one vector, with one batched forward pass per step"""
-    rollout_fragment_length: int | Literal["auto"] = option("auto", "env_runners")
+    rollout_fragment_length: Annotated[int, Field(ge=1, le=2**31 - 1)] | Literal["auto"] = option("auto", "env_runners")
     """steps per sub-environment in one sample call; 'auto' divides train_batch_size evenly"""
     vectorize_mode: Literal["auto", "native", "sync"] = option("auto", "env_runners")
     """'native' uses the env's own vectorised implementation (gymnasium make_vec), 'sync' steps copies in a loop, 'auto' prefers native"""
     observation_filter: Literal["NoFilter", "MeanStdFilter"] = option("NoFilter", "env_runners")
     """normalise observations by running mean and std (saved in checkpoints)"""
-    num_cpus_per_env_runner: float = option(1, "env_runners", ge=0)
+    num_cpus_per_env_runner: float = option(1, "env_runners", ge=0, le=1024)
     """CPUs Ray reserves for each remote env runner"""
-    num_gpus_per_env_runner: float = option(0, "env_runners", ge=0)
+    num_gpus_per_env_runner: float = option(0, "env_runners", ge=0, le=1024)
     """GPUs Ray reserves for each remote env runner (for acting with a large network)"""
     custom_resources_per_env_runner: dict[str, float] = option({}, "env_runners")
     """other Ray resources each remote env runner needs, e.g. {'sim_license': 1}"""
@@ -194,7 +292,7 @@ class AlgorithmConfig(BaseModel):
     """the learning rate"""
     lr_schedule: list[tuple[int, float]] | None = option(None, "training")
     """piecewise-linear learning rate over env steps, [[timestep, lr], ...]; overrides lr"""
-    train_batch_size: int = option(4000, "training", gt=0)
+    train_batch_size: int = option(4000, "training", gt=0, le=2**31 - 1)
     """env steps collected for one training iteration's update"""
     grad_clip: float | None = option(None, "training", gt=0)
     """clip the global gradient norm to this value; None does not clip"""
@@ -202,17 +300,17 @@ class AlgorithmConfig(BaseModel):
     """the network: fcnet_hiddens, fcnet_activation, vf_share_layers, conv_filters, custom_model, ..."""
 
     # --- evaluation --------------------------------------------------------
-    evaluation_interval: int | None = option(None, "evaluation", ge=1)
+    evaluation_interval: int | None = option(None, "evaluation", ge=1, le=2**31 - 1)
     """evaluate every this many training iterations; None never evaluates during train()"""
-    evaluation_duration: int = option(10, "evaluation", ge=1)
+    evaluation_duration: int = option(10, "evaluation", ge=1, le=2**31 - 1)
     """how long one evaluation runs, in evaluation_duration_unit"""
     evaluation_duration_unit: Literal["episodes", "timesteps"] = option("episodes", "evaluation")
     """the unit of evaluation_duration"""
     evaluation_config: dict[str, Any] = option({"explore": False}, "evaluation")
     """config overrides for evaluation, e.g. {'explore': False, 'env_config': {...}}"""
-    evaluation_num_envs: int | None = option(None, "evaluation", ge=1)
+    evaluation_num_envs: int | None = option(None, "evaluation", ge=1, le=65_536)
     """sub-environments for evaluation; None uses num_envs_per_env_runner"""
-    evaluation_num_env_runners: int = option(0, "evaluation", ge=0)
+    evaluation_num_env_runners: int = option(0, "evaluation", ge=0, le=65_536)
     """Ray actors dedicated to evaluation, sharing evaluation_duration; 0 evaluates in this process"""
     evaluation_parallel_to_training: bool = option(False, "evaluation")
     """evaluate on the evaluation actors while the iteration trains (with the weights from its start)"""
@@ -228,17 +326,19 @@ class AlgorithmConfig(BaseModel):
     """Callbacks subclasses (or 'module:Class' paths) whose hooks run during training"""
 
     # --- debugging ---------------------------------------------------------
-    seed: int | None = option(None, "debugging", ge=0)
+    seed: int | None = option(None, "debugging", ge=0, le=MAX_SEED)
     """seed for torch, numpy and the environments; the same seed gives the same run on CPU"""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = option("WARNING", "debugging")
     """level of corral's logger"""
+    on_nonfinite: Literal["raise", "skip"] = option("raise", "debugging")
+    """an update with a NaN or inf loss, gradient or result: 'raise' a TrainingError (weights unchanged) or 'skip' it and go on"""
 
     # --- reporting ---------------------------------------------------------
-    metrics_num_episodes_for_smoothing: int = option(100, "reporting", ge=1)
+    metrics_num_episodes_for_smoothing: int = option(100, "reporting", ge=1, le=1_000_000)
     """episode metrics (reward, length) are means over this many most recent episodes"""
-    min_time_s_per_iteration: float | None = option(None, "reporting", ge=0)
+    min_time_s_per_iteration: float | None = option(None, "reporting", ge=0, le=86_400)
     """repeat training_step() until at least this many seconds passed in one train() call"""
-    min_sample_timesteps_per_iteration: int = option(0, "reporting", ge=0)
+    min_sample_timesteps_per_iteration: int = option(0, "reporting", ge=0, le=2**40)
     """repeat training_step() until at least this many env steps were sampled in one train() call"""
     storage_path: str | None = option(None, "reporting")
     """folder for experiment folders; None uses $CORRAL_RESULTS_DIR or ~/corral_results"""
@@ -246,9 +346,9 @@ class AlgorithmConfig(BaseModel):
     """write TensorBoard event files beside result.json and progress.csv"""
 
     # --- resources ---------------------------------------------------------
-    num_gpus: float = option(0, "resources", ge=0)
+    num_gpus: float = option(0, "resources", ge=0, le=1024)
     """GPUs for the learner; 0 trains on the CPU"""
-    num_torch_threads: int | None = option(1, "resources", ge=1)
+    num_torch_threads: int | None = option(1, "resources", ge=1, le=1024)
     """torch intra-op threads; small MLPs are fastest on 1, None keeps torch's default"""
 
     # --- fault tolerance ---------------------------------------------------
@@ -260,11 +360,11 @@ class AlgorithmConfig(BaseModel):
     """restart only a sub-environment whose step raised (its episode ends there); steps sub-environments in a loop"""
 
     # --- checkpointing -----------------------------------------------------
-    checkpoint_frequency: int = option(0, "checkpointing", ge=0)
+    checkpoint_frequency: int = option(0, "checkpointing", ge=0, le=2**31 - 1)
     """save a checkpoint into the experiment folder every this many iterations of train(); 0 never"""
     checkpoint_at_end: bool = option(False, "checkpointing")
     """save a checkpoint when a run driven by the CLI (or Tune) ends"""
-    keep_checkpoints_num: int | None = option(None, "checkpointing", ge=1)
+    keep_checkpoints_num: int | None = option(None, "checkpointing", ge=1, le=2**31 - 1)
     """keep only the newest this many checkpoints in the experiment folder; None keeps all"""
 
     # ------------------------------------------------------------------ #
@@ -290,8 +390,11 @@ class AlgorithmConfig(BaseModel):
             cls.model_rebuild(force=True)
 
     def __init__(self, algo_class: type | None = None, **values: Any) -> None:
+        values = self._canonical_keys(values)
+        for name, value in values.items():
+            check_plain_data(name, value)
         try:
-            super().__init__(**self._canonical_keys(values))
+            super().__init__(**values)
         except ValidationError as exc:
             raise self._config_error(exc) from None
         self._algo_class_override = algo_class
@@ -305,6 +408,7 @@ class AlgorithmConfig(BaseModel):
                 )
             if name not in type(self).model_fields:
                 raise self._unknown_key(name)
+            check_plain_data(name, value)
             try:
                 super().__setattr__(name, value)
             except ValidationError as exc:
@@ -346,7 +450,7 @@ class AlgorithmConfig(BaseModel):
         return self._set_group("callbacks", {"callbacks_class": callbacks_class})
 
     def debugging(self, **kwargs: Any) -> AlgorithmConfig:
-        """Set ``seed`` and ``log_level``."""
+        """Set ``seed``, ``log_level`` and what a NaN update does (``on_nonfinite``)."""
         return self._set_group("debugging", kwargs)
 
     def reporting(self, **kwargs: Any) -> AlgorithmConfig:
@@ -435,8 +539,11 @@ class AlgorithmConfig(BaseModel):
         for key in ("evaluation_config", "evaluation_interval"):
             if key in overrides:
                 raise ConfigError(f"evaluation_config cannot set {key!r}: evaluation does not nest")
+        self.model.model_class()
+        if self._is_evaluation_copy:
+            return
         try:
-            self.copy().update_from_dict(overrides)
+            self.get_evaluation_config().validate()
         except ConfigError as exc:
             raise ConfigError(f"evaluation_config: {exc}") from None
 
@@ -479,7 +586,9 @@ class AlgorithmConfig(BaseModel):
 
     def get_evaluation_config(self) -> AlgorithmConfig:
         """This config with ``evaluation_config`` applied, for the evaluation runner."""
-        return self.copy().update_from_dict(self.evaluation_config)
+        evaluation = self.copy().update_from_dict(self.evaluation_config)
+        evaluation._is_evaluation_copy = True
+        return evaluation
 
     def build(self, env: Any = None) -> Any:
         """Validate and build the algorithm this config belongs to.
@@ -573,11 +682,20 @@ class AlgorithmConfig(BaseModel):
 
     @field_validator("lr_schedule", mode="after")
     @classmethod
-    def _check_schedule(cls, value: list[tuple[int, float]] | None) -> list[tuple[int, float]] | None:
+    def _check_schedule(cls, value: list[tuple[int, float]] | None, info: ValidationInfo) -> list[tuple[int, float]] | None:
         if value is not None:
             steps = [t for t, _ in value]
             if not value or steps != sorted(steps) or steps[0] < 0:
                 raise ValueError("a schedule is a non-empty list of [timestep, value] with increasing timesteps from >= 0")
+            # A schedule interpolates between its values, so each one obeying the bounds of the
+            # scheduled field means every value it can take does.
+            scheduled = SCHEDULES[str(info.field_name)]
+            adapter = TypeAdapter(Annotated[float, *cls.model_fields[scheduled].metadata], config=ConfigDict(allow_inf_nan=False))
+            for _, v in value:
+                try:
+                    adapter.validate_python(v)
+                except ValidationError as exc:
+                    raise ValueError(f"the value {v!r} is not a valid {scheduled}: {exc.errors()[0]['msg']}") from None
         return value
 
 

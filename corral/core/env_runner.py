@@ -22,9 +22,12 @@ import numpy as np
 
 from corral.core.callbacks import CallbackRunner
 from corral.core.config import AlgorithmConfig
-from corral.core.envs import EnvContext, make_vector_env
+from corral.core.envs import EnvContext, SubEnvironmentGuard, check_vector_step, make_vector_env
+from corral.core.errors import EnvError
+from corral.core.memory import check_fits
 from corral.core.policy import Policy
 from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.spaces import ObservationCheck, ObservationPreprocessor
 
 _episode_ids = itertools.count()
 
@@ -88,6 +91,13 @@ class EnvRunner:
         self.callbacks = callbacks or CallbackRunner([])
         self.num_envs = num_envs or config.num_envs_per_env_runner
         self.env = make_vector_env(config, self.num_envs, worker_index)
+        self._check_buffer_memory()
+        # Sub-environments stepped in a loop check themselves (SubEnvironmentGuard); a native vector env is checked here.
+        guarded = isinstance(self.env, gym.vector.SyncVectorEnv) and all(isinstance(e, SubEnvironmentGuard) for e in self.env.envs)
+        self._native = not guarded
+        self._obs_check = ObservationCheck(self.observation_space) if self._native and not config.disable_env_checking else None
+        # rewards are stored as float32: a bound beyond its range clips nothing, and must not overflow the cast
+        self._reward_bound = None if config.clip_rewards is None else min(config.clip_rewards, float(np.finfo(np.float32).max))
         self.callbacks.environment_created(
             self, self.env, EnvContext(config.env_config, worker_index, 0, config.num_env_runners)
         )
@@ -99,6 +109,17 @@ class EnvRunner:
         self._episodes: list[Episode | None] = [None] * self.num_envs
         self._completed: list[EpisodeSummary] = []
         self._buffers: dict[str, np.ndarray] = {}
+
+    def _check_buffer_memory(self) -> None:
+        """Refuse a fragment whose ``[T, N]`` sample buffers cannot fit in memory, before they are allocated."""
+        steps = self.config.get_rollout_fragment_length()
+        floats = np.prod(ObservationPreprocessor(self.observation_space).shape, dtype=np.float64)
+        row = 8 * floats + 64  # observations (up to 8 bytes per value), and a margin for actions and extras
+        check_fits(
+            f"the sample buffers of one env runner ({steps:,} steps x {self.num_envs:,} envs, observations of {int(floats):,} values)",
+            int(steps * self.num_envs * row),
+            "lower train_batch_size or rollout_fragment_length, or num_envs_per_env_runner",
+        )
 
     @property
     def observation_space(self) -> gym.Space:
@@ -162,6 +183,8 @@ class EnvRunner:
         obs = policy.preprocess(self._obs, update_filter=t is not None)  # training samples update the filter
         actions, extras = policy.compute_actions(obs, explore=explore)
         next_obs, rewards, terminateds, truncateds, infos = self.env.step(policy.action_adapter(actions))
+        if self._native:
+            check_vector_step(next_obs, rewards, self._obs_check, self._ep_len, self.worker_index)
         valid = ~self._reset_pending
         n_valid = int(valid.sum())
         if t is not None:
@@ -171,7 +194,7 @@ class EnvRunner:
             buf[SampleBatch.OBS][t] = obs
             buf[SampleBatch.ACTIONS][t] = actions
             buf[SampleBatch.REWARDS][t] = (
-                rewards if self.config.clip_rewards is None else np.clip(rewards, -self.config.clip_rewards, self.config.clip_rewards)
+                rewards if self._reward_bound is None else np.clip(rewards, -self._reward_bound, self._reward_bound)
             )
             buf[SampleBatch.TERMINATEDS][t] = terminateds
             buf[SampleBatch.TRUNCATEDS][t] = truncateds
@@ -202,6 +225,9 @@ class EnvRunner:
     def _reset(self) -> None:
         seed = self._seed
         self._obs, _ = self.env.reset(seed=seed)
+        found = self._obs_check.problem(self._obs, batched=True) if self._obs_check is not None else None
+        if found is not None:
+            raise EnvError(f"sub-environment {found[0]} of env runner {self.worker_index}: the observation from reset() {found[1]}")
         self._seed = None if seed is None else seed + 7919  # a later reset gives new episodes
         self._reset_pending[:] = False
         self._ep_return[:] = 0.0

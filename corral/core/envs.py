@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from corral.core.config import AlgorithmConfig, import_object
 from corral.core.errors import EnvError, EnvRunnerError, did_you_mean
+from corral.core.spaces import ObservationCheck
 
 logger = logging.getLogger("corral")
 
@@ -120,7 +123,9 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
 
         def guarded(i: int) -> SubEnvironmentGuard:
             make = lambda: _checked(creator(context.copy_with(vector_index=i)), config.env)  # noqa: E731 - remade on restart
-            return SubEnvironmentGuard(make, i, worker_index, config.restart_failed_sub_environments)
+            return SubEnvironmentGuard(
+                make, i, worker_index, config.restart_failed_sub_environments, check_observations=not config.disable_env_checking
+            )
 
         return gym.vector.SyncVectorEnv([(lambda i=i: guarded(i)) for i in range(num_envs)])
     except EnvError:
@@ -130,17 +135,20 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
 
 
 class SubEnvironmentGuard(gym.Wrapper):
-    """One sub-environment of a runner's vector env: names it when it fails, or restarts it.
+    """One sub-environment of a runner's vector env: checks what it returns, names it when it fails, or restarts it.
 
-    With ``restart`` a sub-environment whose ``step`` raises is closed and made
-    anew; the step reports the episode as truncated at the last good
-    observation (so nothing learns from the broken transition), and the vector
-    env's autoreset starts the new one. Without ``restart`` the error is raised
-    as :class:`~corral.core.errors.EnvRunnerError` naming the runner and the
-    sub-environment.
+    Every step's reward must be finite and, unless ``disable_env_checking``,
+    every observation must belong to the observation space (its shape, its
+    bounds, no NaN). A sub-environment that breaks this or whose ``step``
+    raises is, with ``restart``, closed and made anew: the step reports the
+    episode as truncated at the last good observation (so nothing learns from
+    the broken transition), and the vector env's autoreset starts the new one.
+    Without ``restart`` a broken value raises :class:`~corral.core.errors.EnvError`
+    and an exception :class:`~corral.core.errors.EnvRunnerError`, both naming
+    the runner, the sub-environment and the step.
     """
 
-    def __init__(self, make: Callable[[], gym.Env], index: int, worker_index: int, restart: bool) -> None:
+    def __init__(self, make: Callable[[], gym.Env], index: int, worker_index: int, restart: bool, check_observations: bool = True) -> None:
         super().__init__(make())
         self._make = make
         self.index = index
@@ -148,34 +156,90 @@ class SubEnvironmentGuard(gym.Wrapper):
         self.restart = restart
         self.restarts = 0
         self._last_obs: Any = None
+        self._t = 0
+        self._check = ObservationCheck(self.env.observation_space) if check_observations else None
+
+    @property
+    def where(self) -> str:
+        """Which sub-environment this is, for messages."""
+        return f"sub-environment {self.index} of env runner {self.worker_index}"
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        """Reset the sub-environment and remember its observation."""
+        """Reset the sub-environment, check its first observation and remember it."""
         obs, info = self.env.reset(**kwargs)
+        self._t = 0
+        found = self._check.problem(obs) if self._check is not None else None
+        if found is not None:
+            raise EnvError(f"{self.where}: the observation from reset() {found[1]}")
         self._last_obs = obs
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
-        """Step; on an exception, restart (if asked) or raise naming this sub-environment."""
+        """Step and check the result; on a failure, restart (if asked) or raise naming this sub-environment."""
+        self._t += 1
         try:
             obs, reward, terminated, truncated, info = self.env.step(action)
         except Exception as exc:  # an environment may raise anything
-            where = f"sub-environment {self.index} of env runner {self.worker_index}"
             if not self.restart:
                 raise EnvRunnerError(
-                    f"{where} raised {type(exc).__name__}: {exc} (set fault_tolerance(restart_failed_sub_environments=True) "
-                    "to restart a failed sub-environment and go on)"
+                    f"{self.where} raised {type(exc).__name__}: {exc} at step {self._t} of its episode "
+                    "(set fault_tolerance(restart_failed_sub_environments=True) to restart a failed sub-environment and go on)"
                 ) from exc
-            logger.warning("%s raised %s: %s; restarting it", where, type(exc).__name__, exc)
-            try:
-                self.env.close()
-            except Exception:  # the broken env may fail to close too; it is dropped either way
-                pass
-            self.env = self._make()
-            self.restarts += 1
-            return self._last_obs, 0.0, False, True, {"corral_env_restarted": True}
+            return self._restarted(f"raised {type(exc).__name__}: {exc}")
+        problem = bad_reward(reward)
+        if problem is None and self._check is not None:
+            found = self._check.problem(obs)
+            problem = f"returned an observation that {found[1]}" if found is not None else None
+        if problem is not None:
+            if not self.restart:
+                raise EnvError(f"{self.where} {problem} at step {self._t} of its episode{_CHECK_ADVICE}")
+            return self._restarted(problem)
         self._last_obs = obs
         return obs, reward, terminated, truncated, info
+
+    def _restarted(self, problem: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        logger.warning("%s %s at step %d of its episode; restarting it", self.where, problem, self._t)
+        try:
+            self.env.close()
+        except Exception:  # the broken env may fail to close too; it is dropped either way
+            pass
+        self.env = self._make()
+        self.restarts += 1
+        return self._last_obs, 0.0, False, True, {"corral_env_restarted": True}
+
+
+_CHECK_ADVICE = (
+    " (fix the env; set fault_tolerance(restart_failed_sub_environments=True) to restart such a sub-environment, "
+    "or environment(disable_env_checking=True) to stop checking observations against the space)"
+)
+
+
+def bad_reward(reward: Any) -> str | None:
+    """Why a reward cannot be learned from (not a finite number), or None."""
+    try:
+        value = float(reward)
+    except (TypeError, ValueError):
+        return f"returned the reward {reward!r}, not a number"
+    return None if math.isfinite(value) else f"returned the reward {value}"
+
+
+def check_vector_step(obs: Any, rewards: np.ndarray, check: ObservationCheck | None, steps: np.ndarray, worker_index: int) -> None:
+    """The checks a :class:`SubEnvironmentGuard` makes, on a whole batch from a natively vectorised env.
+
+    Raises:
+        EnvError: naming the sub-environment, its step and what was wrong.
+    """
+    finite = np.isfinite(rewards)
+    if not finite.all():
+        i = int(np.flatnonzero(~finite)[0])
+        raise EnvError(f"sub-environment {i} of env runner {worker_index} returned the reward {rewards[i]} at step {int(steps[i]) + 1} of its episode{_CHECK_ADVICE}")
+    found = check.problem(obs, batched=True) if check is not None else None
+    if found is not None:
+        i = found[0]
+        raise EnvError(
+            f"sub-environment {i} of env runner {worker_index} returned an observation that {found[1]} "
+            f"at step {int(steps[i]) + 1} of its episode{_CHECK_ADVICE}"
+        )
 
 
 def _checked(env: Any, spec: Any) -> gym.Env:

@@ -43,6 +43,33 @@ class EnvError(CorralError):
     """An environment cannot be found or created, or does not fit the config."""
 
 
+class TrainingError(CorralError):
+    """An update would have put NaN or inf into the weights; it was not applied.
+
+    The message names the policy, the loss term (or param group) and the
+    iteration, and what to change. Raised when ``debugging(on_nonfinite="raise")``
+    (the default); with ``"skip"`` such updates are dropped and counted instead.
+
+    Attributes:
+        term: the loss term, gradient or ``"weights"`` that was not finite.
+        policy_id: the policy whose update it was (None until the algorithm adds it).
+        iteration: the training iteration it happened in (None until the algorithm adds it).
+    """
+
+    ADVICE = "lower the learning rate, clip gradients (grad_clip), or set debugging(on_nonfinite='skip') to drop such updates"
+
+    def __init__(self, what: str, *, term: str, policy_id: str | None = None, iteration: int | None = None) -> None:
+        self.what, self.term, self.policy_id, self.iteration = what, term, policy_id, iteration
+        where = ", ".join(
+            part for part in (f"policy {policy_id!r}" if policy_id else "", f"iteration {iteration}" if iteration else "") if part
+        )
+        super().__init__(f"{where + ': ' if where else ''}{what}; {self.ADVICE}")
+
+    def located(self, policy_id: str, iteration: int) -> TrainingError:
+        """The same error, naming the policy and the iteration."""
+        return TrainingError(self.what, term=self.term, policy_id=policy_id, iteration=iteration)
+
+
 class EnvRunnerError(RuntimeError):
     """An environment or an env runner failed while sampling, and the config did not ask to tolerate it.
 

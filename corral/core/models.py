@@ -9,14 +9,12 @@ CNN; ``custom_model`` plugs in any ``torch.nn.Module``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from corral.core.config import ModelConfig, import_object
+from corral.core.config import ModelConfig
 from corral.core.errors import ConfigError
 from corral.core.spaces import ObservationPreprocessor, is_image_space
 
@@ -170,9 +168,13 @@ class QModel(Model):
 
 def build_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int, config: ModelConfig) -> nn.Module:
     """The catalog: a custom model if configured, else an ActorCriticModel for the spaces."""
-    if config.custom_model:
-        cls: Any = import_object(config.custom_model)
-        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-            raise ConfigError(f"model.custom_model={config.custom_model!r} is not a torch.nn.Module subclass")
-        return cls(obs_space, action_space, num_outputs, config.model_dump())
+    cls = config.model_class()
+    if cls is not None:
+        try:
+            return cls(obs_space, action_space, num_outputs, config.model_dump())
+        except Exception as exc:  # whatever a user's constructor raises
+            raise ConfigError(
+                f"model.custom_model {cls.__qualname__} cannot be built as "
+                f"{cls.__name__}(obs_space, action_space, num_outputs, model_config): {type(exc).__name__}: {exc}"
+            ) from exc
     return ActorCriticModel(obs_space, num_outputs, config, gaussian=isinstance(action_space, gym.spaces.Box))

@@ -20,12 +20,13 @@ from torch import nn
 
 from corral.core.algorithm import Algorithm
 from corral.core.checkpoints import restored_count, restored_float
-from corral.core.config import AlgorithmConfig, option
+from corral.core.config import MAX_UPDATES_PER_ENV_STEP, AlgorithmConfig, option
 from corral.core.distributions import ActionDistribution
 from corral.core.errors import ConfigError
+from corral.core.memory import check_fits
 from corral.core.policy import Policy, load_finite_weights
 from corral.core.postprocessing import compute_nstep
-from corral.core.replay_buffers import ReplayBuffer, make_replay_buffer
+from corral.core.replay_buffers import ReplayBuffer, check_replay_buffer_config, make_replay_buffer, replay_row_bytes
 from corral.core.sample_batch import MultiAgentBatch, SampleBatch
 from corral.core.schedules import linear_schedule
 
@@ -39,25 +40,31 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
     """initial importance-sampling exponent of prioritized replay"""
     final_prioritized_replay_beta: float = option(1.0, "training", ge=0, le=1)
     """importance-sampling exponent after annealing"""
-    prioritized_replay_beta_annealing_timesteps: int = option(100_000, "training", ge=1)
+    prioritized_replay_beta_annealing_timesteps: int = option(100_000, "training", ge=1, le=2**53)
     """env steps over which beta is annealed linearly to its final value"""
-    learning_starts: int = option(1000, "training", ge=0)
+    learning_starts: int = option(1000, "training", ge=0, le=2**53)
     """env steps sampled before the first update"""
     training_intensity: float | None = option(None, "training", gt=0)
     """replayed rows per sampled env step (the replay ratio); None replays one train batch per sample call"""
-    n_step: int = option(1, "training", ge=1)
+    n_step: int = option(1, "training", ge=1, le=2**31 - 1)
     """steps summed into each transition's return before bootstrapping"""
     tau: float = option(1.0, "training", gt=0, le=1)
     """target network update: 1.0 copies every target_network_update_freq env steps; below 1, Polyak averaging after every update"""
-    target_network_update_freq: int = option(500, "training", ge=1)
+    target_network_update_freq: int = option(500, "training", ge=1, le=2**53)
     """env steps between hard target network updates (used when tau is 1.0)"""
     save_replay_buffer: bool = option(False, "checkpointing")
     """store the replay buffer's contents in checkpoints (as numpy arrays, never pickled)"""
 
     def validate(self) -> None:
-        """The shared checks, plus the replay buffer config."""
+        """The shared checks, plus the replay buffer config (nothing is allocated) and the replay ratio."""
         super().validate()
-        make_replay_buffer(self.replay_buffer_config, None)
+        check_replay_buffer_config(self.replay_buffer_config)
+        if self.training_intensity is not None and self.training_intensity / self.train_batch_size > MAX_UPDATES_PER_ENV_STEP:
+            raise ConfigError(
+                f"training_intensity={self.training_intensity} with train_batch_size={self.train_batch_size} asks for "
+                f"{self.training_intensity / self.train_batch_size:.0f} gradient updates per sampled env step; "
+                f"at most {MAX_UPDATES_PER_ENV_STEP} are allowed (raise train_batch_size or lower training_intensity)"
+            )
 
 
 def update_target(target: nn.Module, source: nn.Module, tau: float) -> None:
@@ -124,6 +131,8 @@ class OffPolicyAlgorithm(Algorithm):
         """One replay buffer per policy id."""
         if not isinstance(self.config, OffPolicyConfig):
             raise ConfigError(f"{type(self).__name__} needs a config derived from OffPolicyConfig")
+        for policy in self.policies.values():
+            self._check_replay_memory(policy)
         seed = self.config.seed
         self.replay_buffers: dict[str, ReplayBuffer] = {
             pid: make_replay_buffer(self.config.replay_buffer_config, None if seed is None else seed + i)
@@ -134,6 +143,25 @@ class OffPolicyAlgorithm(Algorithm):
         cfg = self.config
         self._beta = linear_schedule(
             cfg.prioritized_replay_beta, cfg.final_prioritized_replay_beta, cfg.prioritized_replay_beta_annealing_timesteps
+        )
+
+    def _check_replay_memory(self, policy: Policy) -> None:
+        """Refuse a replay capacity whose rows cannot fit in memory (the buffer is allocated at the first sample)."""
+        _, options = check_replay_buffer_config(self.config.replay_buffer_config)
+        obs = (policy.preprocessor.shape, policy.preprocessor.dtype)
+        action_space = policy.action_adapter.policy_space
+        columns = {
+            SampleBatch.OBS: obs,
+            SampleBatch.NEXT_OBS: obs,
+            SampleBatch.ACTIONS: (action_space.shape, np.int64 if action_space.dtype.kind in "iu" else np.float32),
+            "rewards, discounts, priorities and flags": ((), np.dtype("V32")),
+        }
+        rows = options["capacity"]
+        row_bytes = replay_row_bytes(columns)
+        check_fits(
+            f"the replay buffer ({rows:,} rows of {row_bytes} bytes)",
+            rows * row_bytes,
+            "lower replay_buffer_config['capacity']",
         )
 
     def training_step(self) -> dict[str, dict[str, Any]]:

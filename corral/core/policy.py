@@ -19,8 +19,11 @@ from corral.core.checkpoints import restored_count
 from corral.core.config import AlgorithmConfig
 from corral.core.distributions import ActionDistribution, distribution_for
 from corral.core.exploration import make_exploration
+from corral.core.errors import ConfigError
 from corral.core.filters import MeanStdFilter
+from corral.core.memory import check_fits
 from corral.core.models import build_model
+from corral.core.nonfinite import UpdateGuard
 from corral.core.postprocessing import add_gae
 from corral.core.sample_batch import SampleBatch
 from corral.core.schedules import PiecewiseSchedule
@@ -44,7 +47,7 @@ class Policy:
         self.preprocessor = ObservationPreprocessor(observation_space)
         self.action_adapter = ActionAdapter(action_space, config.normalize_actions, config.clip_actions)
         self.dist_class, self.num_outputs = distribution_for(self.action_adapter.policy_space)
-        self.model = self.make_model().to(self.device)
+        self.model = self._build_model()
         self.exploration = make_exploration(config.exploration_config, self.action_adapter.policy_space)
         self.observation_filter = (
             MeanStdFilter(self.preprocessor.shape) if config.observation_filter == "MeanStdFilter" else None
@@ -52,6 +55,55 @@ class Policy:
         self.optimizer = self.make_optimizer()
         self.lr_schedule = PiecewiseSchedule(config.lr_schedule) if config.lr_schedule else None
         self.global_timestep = 0
+
+    required_model_outputs: tuple[str, ...] = ("action_dist_inputs",)
+    """the keys the model's forward must return, each with a row per observation; checked at build"""
+
+    def _build_model(self) -> nn.Module:
+        """``make_model()``, after checking it fits in memory; then checked on a probe batch.
+
+        The model is first built on torch's meta device, which allocates
+        nothing, to count its parameters; then for real.
+
+        Raises:
+            ConfigError: the model cannot fit in memory, or its outputs do not fit the action space.
+        """
+        try:
+            with torch.device("meta"):
+                counted = sum(p.numel() for p in self.make_model().parameters())
+        except Exception:  # a custom model that cannot be built on the meta device: no estimate
+            counted = 0
+        # weights, gradients and two optimizer moments, four bytes each: a lower bound
+        check_fits(
+            f"the model for observations of shape {self.preprocessor.shape} ({counted:,} parameters)",
+            counted * 16,
+            "use smaller layers (model.fcnet_hiddens, model.conv_filters) or smaller observations",
+        )
+        model = self.make_model().to(self.device)
+        self._check_model_outputs(model)
+        return model
+
+    def _check_model_outputs(self, model: nn.Module) -> None:
+        """Run the model on two zero observations: each required output needs a row per observation."""
+        probe = torch.zeros((2, *self.preprocessor.shape), dtype=_torch_dtype(self.preprocessor.dtype), device=self.device)
+        what = f"the model {type(model).__qualname__}"
+        if not all(callable(getattr(model, name, None)) for name in ("forward_inference", "forward_exploration", "forward_train")):
+            raise ConfigError(f"{what} lacks forward_inference/forward_exploration/forward_train; subclass corral.core.Model and write _forward")
+        try:
+            with torch.no_grad():
+                out = model.forward_inference(probe)
+        except Exception as exc:  # a custom model may fail in any way
+            raise ConfigError(f"{what} fails on a batch of observations of shape {tuple(probe.shape)}: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(out, dict):
+            raise ConfigError(f"{what} returns a {type(out).__name__}; it must return a dict with {list(self.required_model_outputs)}")
+        expected = {"action_dist_inputs": (2, self.num_outputs)}
+        for key in self.required_model_outputs:
+            value = out.get(key)
+            shape = expected.get(key)
+            if not isinstance(value, torch.Tensor) or value.shape[0] != 2 or (shape is not None and tuple(value.shape) != shape):
+                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                want = shape or "one row per observation"
+                raise ConfigError(f"{what} returns {key!r} of shape {got} for 2 observations; {type(self).__name__} needs {want}")
 
     # ------------------------------------------------------------------ #
     # what an algorithm may override
@@ -143,16 +195,29 @@ class Policy:
         """Columns as tensors on the policy's device (no copy on CPU unless read-only, as Ray's are)."""
         return {k: torch.from_numpy(np.require(batch[k], requirements=["C", "W"])).to(self.device) for k in (keys or batch)}
 
-    def apply_gradients(self, loss: torch.Tensor) -> list[torch.Tensor]:
-        """Backpropagate ``loss``, clip if ``grad_clip``, step ``self.optimizer``.
+    def apply_gradients(self, loss: torch.Tensor, terms: dict[str, torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """Backpropagate ``loss``, clip if ``grad_clip``, and step ``self.optimizer`` unless something is not finite.
+
+        A NaN or inf loss or gradient norm, or weights that the step would make
+        non-finite, stop the update before it reaches the weights (see
+        :mod:`corral.core.nonfinite`): a :class:`~corral.core.errors.TrainingError`,
+        or a skipped update with ``debugging(on_nonfinite="skip")``.
+
+        Args:
+            loss: the total loss.
+            terms: its terms by name, so an error can say which one was not finite.
 
         Returns:
             Each param group's gradient norm before clipping (see :meth:`clip_gradients`).
+
+        Raises:
+            TrainingError: something was not finite and ``on_nonfinite`` is ``"raise"``.
         """
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norms = self.clip_gradients()
-        self.optimizer.step()
+        if self.update_guard.check_gradients(loss, norms, terms):
+            self.update_guard.step()
         return norms
 
     def clip_gradients(self) -> list[torch.Tensor]:
@@ -160,13 +225,27 @@ class Policy:
 
         One optimizer may hold several networks as param groups (SAC's critics,
         actor and temperature); each is clipped on its own, as if it had its own
-        optimizer. The norms are NaN when ``grad_clip`` is None: computing them
-        would cost a pass over every gradient.
+        optimizer. The norms are measured even without ``grad_clip``: the
+        update guard needs them to be finite.
         """
-        groups = self.optimizer.param_groups
-        if self.config.grad_clip is None:
-            return [_NOT_MEASURED] * len(groups)
-        return [nn.utils.clip_grad_norm_(group["params"], self.config.grad_clip) for group in groups]
+        norms = []
+        for group in self.optimizer.param_groups:
+            grads = [p.grad for p in group["params"] if p.grad is not None]
+            if self.config.grad_clip is not None:
+                norms.append(nn.utils.clip_grad_norm_(group["params"], self.config.grad_clip))
+            elif grads:
+                norms.append(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))))
+            else:
+                norms.append(torch.zeros((), device=self.device))
+        return norms
+
+    @property
+    def update_guard(self) -> UpdateGuard:
+        """The NaN/inf guard of ``self.optimizer``'s steps (made on first use, so subclasses may replace the optimizer)."""
+        guard = self.__dict__.get("_update_guard")
+        if guard is None or guard.optimizer is not self.optimizer:
+            guard = self.__dict__["_update_guard"] = UpdateGuard(self.optimizer, self.config.on_nonfinite)
+        return guard
 
     def update_lr(self) -> float:
         """Apply the learning-rate schedule for the current timestep; returns the rate in use."""
@@ -267,9 +346,6 @@ def check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
                     raise ValueError(f"optimizer state {key!r} holds NaN or inf")
 
 
-_NOT_MEASURED = torch.tensor(float("nan"))
-
-
 def adam(params: Any, lr: float, **kwargs: Any) -> torch.optim.Optimizer:
     """Adam, fused into one kernel per step where this torch supports it on the device (CPU: torch >= 2.4)."""
     params = list(params)
@@ -291,6 +367,8 @@ class ActorCriticPolicy(Policy):
     Carlo returns over the fragment), and ``vf_loss_coeff`` and
     ``entropy_coeff`` to use :meth:`policy_gradient_loss`.
     """
+
+    required_model_outputs = ("action_dist_inputs", "vf_preds")
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
         """Add ``advantages`` and ``value_targets``, then flatten."""
@@ -326,6 +404,10 @@ def standardize(x: torch.Tensor) -> torch.Tensor:
 def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
     """Scalar tensors to floats with one device sync, for learner stats."""
     return dict(zip(tensors, torch.stack([t.detach() for t in tensors.values()]).tolist()))
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
 
 
 def _add_batch_dim(space: gym.Space, obs: Any) -> Any:

@@ -22,11 +22,13 @@ from corral.core.errors import CheckpointError, ConfigError, did_you_mean
 from corral.core.sample_batch import SampleBatch
 from corral.core.sum_tree import SumTree, last_occurrences
 
-__all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "SumTree", "make_replay_buffer", "BATCH_INDEXES", "WEIGHTS"]
+__all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "SumTree", "make_replay_buffer", "check_replay_buffer_config", "BATCH_INDEXES", "WEIGHTS"]
 
 BATCH_INDEXES = "batch_indexes"
 WEIGHTS = "weights"
 _COLUMN_PREFIX = "columns/"
+MAX_CAPACITY = 2**40
+"""The most rows a replay buffer may be configured for (memory is checked at build, against the machine)."""
 _MASK64 = (1 << 64) - 1
 
 
@@ -313,8 +315,8 @@ _OPTION_ALIASES = {"prioritized_replay_alpha": "alpha", "prioritized_replay_eps"
 _OPTIONS = {"type", "capacity", "alpha", "epsilon", "beta", *_OPTION_ALIASES}
 
 
-def make_replay_buffer(config: Mapping[str, Any], seed: int | None) -> ReplayBuffer:
-    """Build a buffer from an algorithm's ``replay_buffer_config``.
+def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[str, Any]]:
+    """Check an algorithm's ``replay_buffer_config`` without allocating anything.
 
     Keys: ``type`` (``"ReplayBuffer"`` (default) or ``"PrioritizedReplayBuffer"``,
     case-insensitive; RLlib's ``MultiAgent...`` names map to these),
@@ -323,6 +325,12 @@ def make_replay_buffer(config: Mapping[str, Any], seed: int | None) -> ReplayBuf
     accepted so one dict can hold all replay settings, but it is the caller's
     to pass to :meth:`ReplayBuffer.sample`. The prioritized keys are accepted
     and ignored by the uniform buffer, so switching ``type`` is a one-word edit.
+
+    Returns:
+        The buffer class and the keyword arguments to build it with (besides ``seed``).
+
+    Raises:
+        ConfigError: an unknown key or type, or a value out of its range.
     """
     if not isinstance(config, Mapping):
         raise ConfigError(f"replay_buffer_config must be a dict, got {type(config).__name__}")
@@ -344,7 +352,30 @@ def make_replay_buffer(config: Mapping[str, Any], seed: int | None) -> ReplayBuf
     if "capacity" not in options:
         raise ConfigError("replay_buffer_config needs 'capacity' (rows to keep, an int >= 1)")
     cls = by_lower[type_name.lower()]
-    options.pop("beta", None)
+    capacity = _check_int("replay buffer capacity", options["capacity"], 1)
+    if capacity > MAX_CAPACITY:
+        raise ConfigError(f"replay buffer capacity {capacity} is more than {MAX_CAPACITY} rows")
+    if "beta" in options:
+        _check_float("prioritized replay beta", options.pop("beta"), 0.0)
     if cls is PrioritizedReplayBuffer:
-        return PrioritizedReplayBuffer(seed=seed, **options)
-    return ReplayBuffer(options["capacity"], seed=seed)
+        if "alpha" in options:
+            _check_float("prioritized replay alpha", options["alpha"], 0.0)
+        if "epsilon" in options:
+            _check_float("prioritized replay epsilon", options["epsilon"], 0.0, strict=True)
+        return cls, options
+    return cls, {"capacity": capacity}
+
+
+def make_replay_buffer(config: Mapping[str, Any], seed: int | None) -> ReplayBuffer:
+    """Build a buffer from an algorithm's ``replay_buffer_config`` (see :func:`check_replay_buffer_config`).
+
+    Raises:
+        ConfigError: the config is invalid.
+    """
+    cls, options = check_replay_buffer_config(config)
+    return cls(seed=seed, **options)
+
+
+def replay_row_bytes(batch_shapes: Mapping[str, tuple[tuple[int, ...], np.dtype]]) -> int:
+    """Bytes one stored row takes, for columns given as ``{name: (row shape, dtype)}``."""
+    return sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for shape, dtype in batch_shapes.values())

@@ -83,6 +83,80 @@ def _flatten_batch(space: gym.Space, obs: Any) -> np.ndarray:
     raise EnvError(f"observation space {space} is not supported")
 
 
+class ObservationCheck:
+    """Says why observations do not belong to a space (wrong shape, NaN, outside the bounds), or that they do.
+
+    Works on one observation or on a batch (``batched=True``, as a vector env
+    returns them) with vectorised numpy checks, cheap enough for every step.
+    Box bounds that span the whole dtype (uint8 images in [0, 255]) are not
+    compared at all.
+
+    Args:
+        space: the observation space.
+    """
+
+    def __init__(self, space: gym.Space) -> None:
+        self.space = space
+        if isinstance(space, gym.spaces.Box):
+            info = np.iinfo(space.dtype) if np.issubdtype(space.dtype, np.integer) else None
+            full = info is not None and bool(np.all(space.low <= info.min) and np.all(space.high >= info.max))
+            self._bounds = None if full else (space.low, space.high)
+        self._parts = (
+            {k: ObservationCheck(s) for k, s in space.spaces.items()}
+            if isinstance(space, gym.spaces.Dict)
+            else dict(enumerate(ObservationCheck(s) for s in space.spaces))
+            if isinstance(space, gym.spaces.Tuple)
+            else None
+        )
+
+    def problem(self, obs: Any, batched: bool = False) -> tuple[int, str] | None:
+        """``(row, what is wrong)`` for the first bad observation, or None if all belong to the space.
+
+        ``row`` is the index in the batch (0 when not ``batched``).
+        """
+        space = self.space
+        if self._parts is not None:
+            for key, check in self._parts.items():
+                try:
+                    part = obs[key]
+                except (KeyError, IndexError, TypeError):
+                    return 0, f"has no {key!r} part, which the space {space} has"
+                found = check.problem(part, batched)
+                if found is not None:
+                    return found[0], f"[{key!r}] {found[1]}"
+            return None
+        if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+            rows = obs if batched else [obs]
+            bad = [i for i, row in enumerate(rows) if not space.contains(row)]
+            return (bad[0], f"is not in the observation space {space}") if bad else None
+        try:
+            arr = np.asarray(obs)
+        except (ValueError, TypeError) as exc:
+            return 0, f"is not an array ({exc})"
+        shape = tuple(space.shape)
+        got = arr.shape[1:] if batched else arr.shape
+        if got != shape:
+            return 0, f"has shape {got}, but the observation space {space} has shape {shape}"
+        if arr.dtype.kind not in "biuf":
+            return 0, f"holds {arr.dtype} values, not numbers"
+        if isinstance(space, gym.spaces.Box):
+            if self._bounds is None:
+                return None
+            inside = (arr >= self._bounds[0]) & (arr <= self._bounds[1])  # NaN compares False: never inside
+        elif isinstance(space, gym.spaces.Discrete):
+            inside = (arr >= space.start) & (arr < space.start + space.n)
+        elif isinstance(space, gym.spaces.MultiDiscrete):
+            inside = (arr >= space.start) & (arr < space.start + space.nvec)
+        else:
+            inside = (arr == 0) | (arr == 1)
+        if bool(inside.all()):
+            return None
+        flat = inside.reshape(len(arr), -1) if batched else inside.reshape(1, -1)
+        row = int(np.flatnonzero(~flat.all(axis=1))[0])
+        values = (arr[row] if batched else arr).reshape(-1)[~flat[row]]
+        return row, f"holds {values[:3].tolist()}, outside the observation space {space}"
+
+
 class ActionAdapter:
     """Maps policy actions to env actions, and describes the space the policy acts in."""
 

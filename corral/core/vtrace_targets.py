@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from corral.core.nonfinite import saturate
+
 
 def vtrace(
     behaviour_logp: torch.Tensor,
@@ -55,8 +57,8 @@ def vtrace(
     with torch.no_grad():
         valid = valid.to(values.dtype)
         ratios = torch.exp(target_logp - behaviour_logp) * valid
-        rhos = torch.clamp(ratios, max=rho_bar)
-        cs = torch.clamp(ratios, max=c_bar)
+        rhos = torch.clamp(ratios, max=saturate(rho_bar))
+        cs = torch.clamp(ratios, max=saturate(c_bar))
         not_terminated = 1.0 - terminateds.to(values.dtype)
         continues = 1.0 - (terminateds | truncateds).to(values.dtype)
         next_values = torch.cat([values[1:], last_values.unsqueeze(0)])
@@ -67,7 +69,7 @@ def vtrace(
         # v_{t+1}: the next row's target inside the episode; past its end, the final observation's value.
         next_corrections = torch.cat([corrections[1:], torch.zeros_like(last_values).unsqueeze(0)])
         next_vs = next_values + continues * next_corrections
-        pg_rhos = torch.clamp(ratios, max=pg_rho_bar)
+        pg_rhos = torch.clamp(ratios, max=saturate(pg_rho_bar))
         pg_advantages = pg_rhos * (rewards + gamma * not_terminated * next_vs - values) * valid
         return vs * valid, pg_advantages
 

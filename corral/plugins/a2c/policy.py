@@ -24,5 +24,5 @@ class A2CPolicy(ActorCriticPolicy):
         if self.config.normalize_advantages:
             t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES])
         total, terms = self.policy_gradient_loss(t)
-        (grad_norm,) = self.apply_gradients(total)
+        (grad_norm,) = self.apply_gradients(total, terms)
         return {**to_floats({**terms, "grad_gnorm": grad_norm}), "cur_lr": lr}

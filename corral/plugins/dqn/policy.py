@@ -46,7 +46,7 @@ class DQNPolicy(OffPolicyPolicy):
         else:
             per_row = 0.5 * td_error.pow(2)
         loss = (t["weights"] * per_row).mean()
-        (grad_norm,) = self.apply_gradients(loss)
+        (grad_norm,) = self.apply_gradients(loss, {"q_values": q, "td_targets": target})
         names = ("loss", "mean_q", "max_q", "mean_td_error", "grad_gnorm")
         values = torch.stack([loss.detach(), q.detach().mean(), q.detach().max(), td_error.detach().abs().mean(), grad_norm]).tolist()
         stats: dict[str, Any] = dict(zip(names, values))

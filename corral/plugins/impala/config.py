@@ -18,11 +18,11 @@ class IMPALAConfig(
     in a learner queue, and weights go out every ``broadcast_interval`` updates.
     """
 
-    max_requests_in_flight_per_env_runner: int = option(2, "env_runners", ge=1)
+    max_requests_in_flight_per_env_runner: int = option(2, "env_runners", ge=1, le=1024)
     """sample calls each remote runner has queued at a time, so it never waits for the learner"""
-    learner_queue_size: int = option(16, "training", ge=1)
+    learner_queue_size: int = option(16, "training", ge=1, le=65_536)
     """sample-call batches that may wait for the learner; when full, the runners pause (no batch is dropped)"""
-    broadcast_interval: int = option(1, "training", ge=1)
+    broadcast_interval: int = option(1, "training", ge=1, le=2**31 - 1)
     """send the learner's weights to the runners every this many updates"""
 
     vtrace_clip_rho_threshold: float = option(1.0, "training", gt=0)

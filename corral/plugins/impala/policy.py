@@ -29,6 +29,8 @@ class IMPALAPolicy(Policy):
     (``[B, T, ...]`` columns) plus the observation to bootstrap from.
     """
 
+    required_model_outputs = ("action_dist_inputs", "vf_preds")
+
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
         """One row per sub-environment: its ``[T, ...]`` sequence and its bootstrap observation."""
         sequences = {k: np.swapaxes(fragment[k], 0, 1) for k in _SEQUENCE_COLUMNS}
@@ -60,6 +62,6 @@ class IMPALAPolicy(Policy):
         vf_loss = 0.5 * ((values - vs).pow(2) * valid).sum() / count
         entropy = (dist.entropy().view(steps, sequences) * valid).sum() / count
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
-        (grad_norm,) = self.apply_gradients(total)
+        (grad_norm,) = self.apply_gradients(total, {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy})
         stats = {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, "grad_gnorm": grad_norm}
         return {**to_floats(stats), "cur_lr": lr}

@@ -25,9 +25,9 @@ class PPOConfig(
     """initial weight of the KL penalty; adapted towards kl_target after each update (0 disables it)"""
     kl_target: float = option(0.01, "training", gt=0)
     """the KL divergence per update that the adaptive penalty aims for"""
-    num_epochs: int = option(10, "training", ge=1)
+    num_epochs: int = option(10, "training", ge=1, le=10_000)
     """passes of minibatch SGD over each train batch (RLlib's num_sgd_iter)"""
-    minibatch_size: int = option(128, "training", ge=1)
+    minibatch_size: int = option(128, "training", ge=1, le=2**31 - 1)
     """rows per SGD minibatch (RLlib's sgd_minibatch_size)"""
     normalize_advantages: bool = option(True, "training")
     """standardise advantages over each train batch"""

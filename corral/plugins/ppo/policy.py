@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from corral.core import ActorCriticPolicy, SampleBatch, restored_float, standardize
+from corral.core import ActorCriticPolicy, SampleBatch, restored_float, saturate, standardize
 
 _TRAIN_COLUMNS = [
     SampleBatch.OBS,
@@ -26,8 +26,8 @@ class PPOPolicy(ActorCriticPolicy):
         super().__init__(*args, **kwargs)
         self.kl_coeff = self.config.kl_coeff
 
-    def loss(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
-        """PPO's total loss on one minibatch of tensors.
+    def loss(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """PPO's total loss on one minibatch of tensors, and its terms by name.
 
         Terms whose coefficient is zero are not computed; :meth:`_batch_stats`
         reports all of them once per update instead of once per minibatch.
@@ -37,20 +37,24 @@ class PPOPolicy(ActorCriticPolicy):
         dist = self.dist_class(out["action_dist_inputs"])
         advantages = t[SampleBatch.ADVANTAGES]
         ratio = torch.exp(dist.logp(t[SampleBatch.ACTIONS]) - t[SampleBatch.ACTION_LOGP])
-        surrogate = torch.min(advantages * ratio, advantages * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param))
-        total = -surrogate.mean() + cfg.vf_loss_coeff * self._vf_loss(out["vf_preds"], t)
+        surrogate = torch.min(advantages * ratio, advantages * ratio.clamp(saturate(1 - cfg.clip_param), saturate(1 + cfg.clip_param)))
+        terms = {"policy_loss": -surrogate.mean(), "vf_loss": self._vf_loss(out["vf_preds"], t)}
+        total = terms["policy_loss"] + cfg.vf_loss_coeff * terms["vf_loss"]
         if cfg.entropy_coeff > 0:
-            total = total - cfg.entropy_coeff * dist.entropy().mean()
+            terms["entropy"] = dist.entropy().mean()
+            total = total - cfg.entropy_coeff * terms["entropy"]
         if self.kl_coeff > 0:
-            total = total + self.kl_coeff * self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS]).kl(dist).mean()
-        return total
+            terms["kl"] = self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS]).kl(dist).mean()
+            total = total + self.kl_coeff * terms["kl"]
+        return total, terms
 
     def _vf_loss(self, values: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
         targets = t[SampleBatch.VALUE_TARGETS]
         vf_loss = (values - targets).pow(2)
         if self.config.vf_clip_param is not None:
             old = t[SampleBatch.VF_PREDS]
-            clipped = old + (values - old).clamp(-self.config.vf_clip_param, self.config.vf_clip_param)
+            bound = saturate(self.config.vf_clip_param)
+            clipped = old + (values - old).clamp(-bound, bound)
             vf_loss = torch.max(vf_loss, (clipped - targets).pow(2))
         return 0.5 * vf_loss.mean()
 
@@ -62,7 +66,7 @@ class PPOPolicy(ActorCriticPolicy):
         dist = self.dist_class(out["action_dist_inputs"])
         advantages = t[SampleBatch.ADVANTAGES]
         ratio = torch.exp(dist.logp(t[SampleBatch.ACTIONS]) - t[SampleBatch.ACTION_LOGP])
-        policy_loss = -torch.min(advantages * ratio, advantages * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param)).mean()
+        policy_loss = -torch.min(advantages * ratio, advantages * ratio.clamp(saturate(1 - cfg.clip_param), saturate(1 + cfg.clip_param))).mean()
         vf_loss = self._vf_loss(out["vf_preds"], t)
         kl = self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS]).kl(dist).mean()
         entropy = dist.entropy().mean()
@@ -86,7 +90,7 @@ class PPOPolicy(ActorCriticPolicy):
             order = torch.randperm(n, device=self.device)
             for start in range(0, n, cfg.minibatch_size):
                 rows = order[start : start + cfg.minibatch_size]
-                (grad_norm,) = self.apply_gradients(self.loss({k: v[rows] for k, v in t.items()}))
+                (grad_norm,) = self.apply_gradients(*self.loss({k: v[rows] for k, v in t.items()}))
                 grad_norms.append(grad_norm)
         stats = self._batch_stats(t)
         if cfg.kl_coeff > 0:

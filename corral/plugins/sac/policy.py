@@ -48,9 +48,9 @@ class SACPolicy(OffPolicyPolicy):
         """One Adam over three param groups: critics, actor, temperature, each with its learning rate."""
         cfg = self.config
         groups = [
-            {"params": self.model.critic_parameters(), "lr": cfg.critic_lr},
-            {"params": list(self.model.actor.parameters()), "lr": cfg.actor_lr},
-            {"params": [self.model.log_alpha], "lr": cfg.alpha_lr},
+            {"params": self.model.critic_parameters(), "lr": cfg.critic_lr, "name": "critics"},
+            {"params": list(self.model.actor.parameters()), "lr": cfg.actor_lr, "name": "actor"},
+            {"params": [self.model.log_alpha], "lr": cfg.alpha_lr, "name": "alpha"},
         ]
         return adam(groups, lr=cfg.critic_lr)
 
@@ -76,7 +76,8 @@ class SACPolicy(OffPolicyPolicy):
         td_error = q_taken[0] - target
         critic_loss = 0.5 * (t["weights"] * (q_taken - target).pow(2)).mean(dim=1).sum()
         alpha_loss = self.model.log_alpha * (entropy.detach() - self.target_entropy)
-        critic_norm, actor_norm, _ = self.apply_gradients(critic_loss + actor_loss + alpha_loss)
+        terms = {"critic_loss": critic_loss, "actor_loss": actor_loss, "alpha_loss": alpha_loss}
+        critic_norm, actor_norm, _ = self.apply_gradients(critic_loss + actor_loss + alpha_loss, terms)
 
         names = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "mean_q", "critic_gnorm", "actor_gnorm")
         values = torch.stack(
