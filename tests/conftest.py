@@ -15,6 +15,14 @@ import pytest
 SMALL_PPO = {"train_batch_size": 256, "minibatch_size": 64, "num_epochs": 1}
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin is configured
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis keeps caches in ./.hypothesis by default (from collection on): keep them in the session's tmp folder."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(config._tmp_path_factory.mktemp("hypothesis"))  # type: ignore[attr-defined]
+
+
 @pytest.fixture(autouse=True)
 def results_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point ``CORRAL_RESULTS_DIR`` at this test's tmp folder so nothing lands in ~/corral_results."""
