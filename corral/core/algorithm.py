@@ -31,8 +31,9 @@ from corral.core.envs import env_name, make_vector_env
 from corral.core.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
 from corral.core.loggers import ResultWriter, default_storage_path, new_experiment_dir
 from corral.core.metrics import EpisodeHistory, summarize_episodes
-from corral.core.policy import Policy
+from corral.core.policy import Policy, build_policy
 from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
+from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.core.spaces import space_to_json
 
 logger = logging.getLogger("corral")
@@ -82,18 +83,18 @@ class Algorithm:
             raise ConfigError(f"num_gpus={self.config.num_gpus} but torch sees no GPU; set resources(num_gpus=0)")
         if self.config.num_torch_threads is not None:
             torch.set_num_threads(self.config.num_torch_threads)
+        # Every generator this algorithm draws from is its own, derived from the seed (corral.core.seeding).
         seed = self.config.seed
-        if seed is not None:
-            torch.manual_seed(seed)
-        self.rng = np.random.default_rng(seed)
+        self.rng = numpy_generator(seed, "algorithm")
         self.callbacks = CallbackRunner(self.config.callbacks_class, installed_hook_plugins())
         self.policies: dict[str, Policy] = {}
         local = EnvRunner(self.config, self.policies, 0, self.callbacks, seed=seed)
         self.check_action_space(local.action_space)
-        self.policies[DEFAULT_POLICY_ID] = self.policy_class(local.observation_space, local.action_space, self.config)
+        spaces = (local.observation_space, local.action_space)
+        self.policies[DEFAULT_POLICY_ID] = build_policy(self.policy_class, *spaces, self.config, "policy", DEFAULT_POLICY_ID, "sampling", 0)
         self._check_storage_path()
         self._check_evaluation_env()
-        self.env_runner_group = EnvRunnerGroup(local, self.config, self.policy_class, seed)
+        self.env_runner_group = EnvRunnerGroup(local, self.config, self.policy_class)
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
         self.iteration = 0
@@ -300,10 +301,9 @@ class Algorithm:
             num_envs = eval_config.evaluation_num_envs or eval_config.num_envs_per_env_runner
             if eval_config.evaluation_duration_unit == "episodes":
                 num_envs = min(num_envs, eval_config.evaluation_duration)
-            seed = None if self.config.seed is None else self.config.seed + 100_003
-            local = EnvRunner(eval_config, self.policies, 0, self.callbacks, num_envs=num_envs, seed=seed)
+            local = EnvRunner(eval_config, self.policies, 0, self.callbacks, num_envs=num_envs, seed=self.config.seed, stream="evaluation")
             remote = self.config.evaluation_num_env_runners
-            self._eval_group = EnvRunnerGroup(local, eval_config, self.policy_class, seed, num_remote=remote)
+            self._eval_group = EnvRunnerGroup(local, eval_config, self.policy_class, "evaluation", num_remote=remote)
         return self._eval_group
 
     def _start_evaluation(self) -> dict[int, Any] | None:
@@ -407,21 +407,32 @@ class Algorithm:
             checkpoints.remove_checkpoint(old)
 
     def get_state(self) -> dict[str, Any]:
-        """The algorithm's JSON state: iteration, counters, RNG (policies are saved separately)."""
-        return {
+        """The algorithm's JSON state: counters, generators, the episode history and where sampling stands.
+
+        With the policies' states (saved separately, in ``policy_state.pt``)
+        this is everything a fresh process needs to go on training exactly as
+        this one would: the env runners' generators, episodes in progress and
+        environments (see :meth:`EnvRunner.get_state`), remote ones included.
+        """
+        state: dict[str, Any] = {
             "iteration": self.iteration,
             "counters": dict(self.counters),
             "time_total_s": self.time_total_s,
             "episodes_total": self.history.total,
             "seed": self.config.seed,
-            "rng_state": self.rng.bit_generator.state,
+            "rng_state": generator_state(self.rng),
+            "episode_history": self.history.get_state(),
+            "env_runners": self.env_runner_group.get_state(),
         }
+        if self._eval_group is not None:
+            state["evaluation_env_runners"] = self._eval_group.get_state()
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_state` returned.
+        """Restore what :meth:`get_state` returned (the keys corral 0.1 wrote are enough).
 
         Raises:
-            ValueError: a value has the wrong type or range (a tampered checkpoint); nothing is changed then.
+            ValueError: a value has the wrong type or range (a tampered checkpoint).
         """
         iteration = restored_count(state["iteration"], "iteration")
         counters = state["counters"]
@@ -429,12 +440,19 @@ class Algorithm:
             raise ValueError(f"counters must be a dict with the keys {sorted(self.counters)}")
         counters = {key: restored_count(value, f"counters.{key}") for key, value in counters.items()}
         time_total_s = restored_float(state.get("time_total_s", 0.0), "time_total_s", minimum=0.0)
-        episodes_total = restored_count(state.get("episodes_total", 0), "episodes_total")
+        history = EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)
+        if "episode_history" in state:
+            history.set_state(state["episode_history"])
+        history.total = restored_count(state.get("episodes_total", history.total), "episodes_total")
         rng = np.random.default_rng()
         if "rng_state" in state:
-            rng.bit_generator.state = state["rng_state"]
-        self.iteration, self.time_total_s, self.history.total, self.rng = iteration, time_total_s, episodes_total, rng
+            set_generator_state(rng, state["rng_state"])
+        self.iteration, self.time_total_s, self.history, self.rng = iteration, time_total_s, history, rng
         self.counters.update(counters)
+        if "env_runners" in state:
+            self.env_runner_group.set_state(state["env_runners"])
+        if "evaluation_env_runners" in state:
+            self._evaluation_runners().set_state(state["evaluation_env_runners"])
 
     def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
         """Named groups of numpy arrays to checkpoint beside the policies (replay buffers). Default none."""

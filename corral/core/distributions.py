@@ -28,8 +28,8 @@ class ActionDistribution:
         """Network outputs per row for this action space."""
         raise NotImplementedError
 
-    def sample(self) -> torch.Tensor:
-        """Random actions."""
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Random actions, drawn from ``generator`` (the policy's own; None: torch's global one)."""
         raise NotImplementedError
 
     def deterministic_sample(self) -> torch.Tensor:
@@ -60,9 +60,9 @@ class Categorical(ActionDistribution):
     def required_inputs(space: gym.Space) -> int:
         return int(space.n)
 
-    def sample(self) -> torch.Tensor:
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         # Gumbel-max: one pass, no normalisation, no multinomial kernel.
-        noise = torch.rand_like(self.inputs).clamp_(min=1e-20)
+        noise = uniform_like(self.inputs, generator).clamp_(min=1e-20)
         return torch.argmax(self.inputs - torch.log(-torch.log(noise)), dim=-1)
 
     def deterministic_sample(self) -> torch.Tensor:
@@ -90,8 +90,8 @@ class MultiCategorical(ActionDistribution):
     def required_inputs(space: gym.Space) -> int:
         return int(np.sum(space.nvec))
 
-    def sample(self) -> torch.Tensor:
-        return torch.stack([p.sample() for p in self.parts], dim=-1)
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        return torch.stack([p.sample(generator) for p in self.parts], dim=-1)
 
     def deterministic_sample(self) -> torch.Tensor:
         return torch.stack([p.deterministic_sample() for p in self.parts], dim=-1)
@@ -119,8 +119,8 @@ class DiagGaussian(ActionDistribution):
     def required_inputs(space: gym.Space) -> int:
         return 2 * int(np.prod(space.shape))
 
-    def sample(self) -> torch.Tensor:
-        return self.mean + self.std * torch.randn_like(self.mean)
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        return self.mean + self.std * normal_like(self.mean, generator)
 
     def deterministic_sample(self) -> torch.Tensor:
         return self.mean
@@ -163,9 +163,9 @@ class SquashedGaussian(ActionDistribution):
     def required_inputs(space: gym.Space) -> int:
         return 2 * int(np.prod(space.shape))
 
-    def rsample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def rsample_with_logp(self, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised sample and its log-density (with the tanh correction)."""
-        pre_tanh = self.mean + self.std * torch.randn_like(self.mean)
+        pre_tanh = self.mean + self.std * normal_like(self.mean, generator)
         return torch.tanh(pre_tanh), self._logp_pre_tanh(pre_tanh)
 
     def _logp_pre_tanh(self, pre_tanh: torch.Tensor) -> torch.Tensor:
@@ -175,8 +175,8 @@ class SquashedGaussian(ActionDistribution):
         correction = (2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))).sum(-1)
         return gaussian - correction
 
-    def sample(self) -> torch.Tensor:
-        return torch.tanh(self.mean + self.std * torch.randn_like(self.mean))
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        return torch.tanh(self.mean + self.std * normal_like(self.mean, generator))
 
     def deterministic_sample(self) -> torch.Tensor:
         return torch.tanh(self.mean)
@@ -188,6 +188,16 @@ class SquashedGaussian(ActionDistribution):
     def entropy(self) -> torch.Tensor:
         # No closed form after the tanh; the Gaussian's entropy is the usual stand-in.
         return (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
+
+
+def uniform_like(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """``torch.rand_like(x)``, drawn from ``generator`` (``rand_like`` takes none)."""
+    return torch.rand(x.shape, generator=generator, device=x.device, dtype=x.dtype)
+
+
+def normal_like(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """``torch.randn_like(x)``, drawn from ``generator``."""
+    return torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
 
 
 def distribution_for(space: gym.Space) -> tuple[type[ActionDistribution], int]:

@@ -14,6 +14,8 @@ bootstrap truncated episodes (see :mod:`corral.core.postprocessing`).
 from __future__ import annotations
 
 import itertools
+import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,13 +24,17 @@ import numpy as np
 
 from corral.core.callbacks import CallbackRunner
 from corral.core.config import AlgorithmConfig
-from corral.core.envs import EnvContext, SubEnvironmentGuard, check_vector_step, make_vector_env
+from corral.core import state_codec
+from corral.core.env_state import get_env_state, set_env_state
+from corral.core.envs import EnvContext, check_vector_step, env_name, is_guarded, make_vector_env
 from corral.core.errors import EnvError
 from corral.core.memory import check_fits
 from corral.core.policy import Policy
 from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.core.spaces import ObservationCheck, ObservationPreprocessor
 
+logger = logging.getLogger("corral")
 _episode_ids = itertools.count()
 
 
@@ -73,7 +79,9 @@ class EnvRunner:
         worker_index: 0 for the local runner, 1..N for remote ones.
         callbacks: the hook facade; none runs if omitted.
         num_envs: sub-environments; default ``config.num_envs_per_env_runner``.
-        seed: base seed for the sub-environments (sub-env i gets ``seed + i``).
+        seed: the algorithm's seed; the runner's generator, which seeds every full
+            reset of the sub-environments, derives from it, ``stream`` and ``worker_index``.
+        stream: ``"sampling"`` or ``"evaluation"``, so the two kinds of runner draw apart.
     """
 
     def __init__(
@@ -84,6 +92,7 @@ class EnvRunner:
         callbacks: CallbackRunner | None = None,
         num_envs: int | None = None,
         seed: int | None = None,
+        stream: str = "sampling",
     ) -> None:
         self.config = config
         self.worker_index = worker_index
@@ -93,15 +102,14 @@ class EnvRunner:
         self.env = make_vector_env(config, self.num_envs, worker_index)
         self._check_buffer_memory()
         # Sub-environments stepped in a loop check themselves (SubEnvironmentGuard); a native vector env is checked here.
-        guarded = isinstance(self.env, gym.vector.SyncVectorEnv) and all(isinstance(e, SubEnvironmentGuard) for e in self.env.envs)
-        self._native = not guarded
+        self._native = not is_guarded(self.env)
         self._obs_check = ObservationCheck(self.observation_space) if self._native and not config.disable_env_checking else None
         # rewards are stored as float32: a bound beyond its range clips nothing, and must not overflow the cast
         self._reward_bound = None if config.clip_rewards is None else min(config.clip_rewards, float(np.finfo(np.float32).max))
         self.callbacks.environment_created(
             self, self.env, EnvContext(config.env_config, worker_index, 0, config.num_env_runners)
         )
-        self._seed = seed
+        self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
         self._obs: Any = None
         self._reset_pending = np.zeros(self.num_envs, dtype=bool)
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
@@ -223,12 +231,11 @@ class EnvRunner:
     # episodes
     # ------------------------------------------------------------------ #
     def _reset(self) -> None:
-        seed = self._seed
-        self._obs, _ = self.env.reset(seed=seed)
+        # 31 bits: the widest seed every env accepts (some call the legacy np.random.seed with it)
+        self._obs, _ = self.env.reset(seed=int(self.np_rng.integers(2**31)))
         found = self._obs_check.problem(self._obs, batched=True) if self._obs_check is not None else None
         if found is not None:
             raise EnvError(f"sub-environment {found[0]} of env runner {self.worker_index}: the observation from reset() {found[1]}")
-        self._seed = None if seed is None else seed + 7919  # a later reset gives new episodes
         self._reset_pending[:] = False
         self._ep_return[:] = 0.0
         self._ep_len[:] = 0
@@ -286,6 +293,77 @@ class EnvRunner:
         """Episodes finished since the last call."""
         completed, self._completed = self._completed, []
         return completed
+
+    # ------------------------------------------------------------------ #
+    # state, for checkpoints
+    # ------------------------------------------------------------------ #
+    def get_state(self) -> dict[str, Any]:
+        """Where sampling stands, as JSON: the generator, the episodes in progress and the environments' state.
+
+        Restored with :meth:`set_state` into a runner built from the same
+        config, the next sample call continues exactly where this one would.
+        The policies are not included (the algorithm saves them).
+        """
+        return state_codec.encode(
+            {
+                "built_for": self._built_for(),
+                "np_rng": generator_state(self.np_rng),
+                "obs": self._obs,
+                "reset_pending": self._reset_pending,
+                "ep_return": self._ep_return,
+                "ep_len": self._ep_len,
+                "env": get_env_state(self.env) if self._obs is not None else None,
+            }
+        )
+
+    def _built_for(self) -> dict[str, Any]:
+        """What a saved state depends on: the env, its config, how many sub-environments and how they are stepped."""
+        config = self.config
+        return {
+            "env": env_name(config.env),
+            "env_config": json.dumps(config.env_config, sort_keys=True, default=str),
+            "num_envs": self.num_envs,
+            "stepped_in_a_loop": not self._native,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_state`; the environments are brought to the same point (see :mod:`corral.core.env_state`).
+
+        A state saved by a runner built for another env, ``env_config`` or
+        number of sub-environments (``from_checkpoint`` with overrides, as
+        ``corral evaluate`` does) is not used: this runner starts afresh.
+
+        Raises:
+            ValueError: the state is malformed.
+        """
+        if not isinstance(state, dict):
+            raise ValueError("an env runner state must be a dict")
+        if state.get("built_for") != self._built_for():
+            logger.info("env runner %d starts new episodes: it is not built as the one whose state was saved", self.worker_index)
+            return
+        state = state_codec.decode(state)
+        counters = {key: np.asarray(state[key]) for key in ("reset_pending", "ep_return", "ep_len")}
+        for key, value in counters.items():
+            if value.shape != (self.num_envs,):
+                raise ValueError(f"env runner state {key!r} has shape {value.shape}, this runner {self.num_envs} sub-environments")
+        set_generator_state(self.np_rng, state["np_rng"])
+        if state["obs"] is None:
+            self._obs = None
+            return
+        found = None if self.config.disable_env_checking else ObservationCheck(self.observation_space).problem(state["obs"], batched=True)
+        if found is not None:
+            raise ValueError(f"the saved observations of sub-environment {found[0]} {found[1]}")
+        set_env_state(self.env, state["env"], counters["reset_pending"])
+        self._obs = state["obs"]
+        self._reset_pending = counters["reset_pending"].astype(bool)
+        self._ep_return = counters["ep_return"].astype(np.float64)
+        self._ep_len = counters["ep_len"].astype(np.int64)
+        if self.callbacks.needs_episodes:  # callbacks see the episodes in progress anew (their user_data is not saved)
+            for i in range(self.num_envs):
+                self._start_episode(i, _row(self._obs, i))
+                episode = self._episodes[i]
+                assert episode is not None
+                episode.length, episode.total_reward = int(self._ep_len[i]), float(self._ep_return[i])
 
     # ------------------------------------------------------------------ #
     # lifecycle

@@ -37,7 +37,7 @@ class EnvRunnerGroup:
         config: the algorithm's config (``num_env_runners``, resources, fault tolerance);
             for evaluation runners, the evaluation config.
         policy_class: what the remote runners build their policy copies from.
-        seed: the algorithm's seed; remote runner ``i`` seeds its envs from ``seed + i * num_envs``.
+        stream: ``"sampling"`` or ``"evaluation"``: with each runner's index, where its generators derive from.
         num_remote: how many remote runners; default ``config.num_env_runners``.
     """
 
@@ -46,13 +46,13 @@ class EnvRunnerGroup:
         local_env_runner: EnvRunner,
         config: AlgorithmConfig | None = None,
         policy_class: type[Policy] | None = None,
-        seed: int | None = None,
+        stream: str = "sampling",
         num_remote: int | None = None,
     ) -> None:
         self.local_env_runner = local_env_runner
         self._config = config
         self._policy_class = policy_class
-        self._seed = seed
+        self._stream = stream
         self._remote: dict[int, Any] = {}
         self._failed: set[int] = set()
         self._episodes: list[EpisodeSummary] = []
@@ -166,6 +166,31 @@ class EnvRunnerGroup:
     foreach_worker = foreach_env_runner
     """RLlib's older name."""
 
+    def get_state(self) -> dict[str, Any]:
+        """The local runner's state and each healthy remote runner's, by worker index (JSON).
+
+        The remote runners' states include their policy copies' generators.
+        """
+        remote = self._gather({i: self._remote[i].get_state.remote() for i in self.healthy_remote_ids()}) if self._remote else {}
+        return {"local": self.local_env_runner.get_state(), "remote": {str(i): s for i, s in remote.items()}}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_state`; a remote runner missing from it (or from this group) keeps its own state.
+
+        Raises:
+            ValueError: a state does not fit its runner.
+        """
+        self.local_env_runner.set_state(state["local"])
+        remote = state.get("remote") or {}
+        if not isinstance(remote, dict):
+            raise ValueError("the remote runners' states must be a dict by worker index")
+        calls = {int(i): self._remote[int(i)].set_state.remote(s) for i, s in remote.items() if str(i).isdigit() and int(i) in self._remote}
+        for index, call in calls.items():
+            try:
+                self._ray.get(call)
+            except self._ray.exceptions.RayTaskError as exc:
+                raise ValueError(f"remote env runner {index} could not take its state: {_first_line(exc)}") from exc
+
     def stop(self) -> None:
         """Close every runner's environments and release every actor this group started."""
         self.local_env_runner.stop()
@@ -239,8 +264,7 @@ class EnvRunnerGroup:
         from corral.core.remote_env_runner import start_env_runner
 
         assert self._config is not None and self._policy_class is not None
-        seed = None if self._seed is None else self._seed + index * self._config.num_envs_per_env_runner
-        return start_env_runner(self._config, self._policy_class, index, seed)
+        return start_env_runner(self._config, self._policy_class, index, self._stream)
 
     def _gather(self, pending: dict[int, Any]) -> dict[int, Any]:
         """Wait for every call; a failed one is handled by the fault-tolerance options and left out."""

@@ -19,7 +19,9 @@ import gymnasium as gym
 import numpy as np
 
 from corral.core.config import AlgorithmConfig, import_object
+from corral.core import state_codec
 from corral.core.errors import EnvError, EnvRunnerError, did_you_mean
+from corral.core.seeding import generator_state, set_generator_state
 from corral.core.spaces import ObservationCheck
 
 logger = logging.getLogger("corral")
@@ -158,6 +160,7 @@ class SubEnvironmentGuard(gym.Wrapper):
         self._last_obs: Any = None
         self._t = 0
         self._check = ObservationCheck(self.env.observation_space) if check_observations else None
+        self._record: dict[str, Any] | None = None  # how the episode in progress began, and its actions (for replay)
 
     @property
     def where(self) -> str:
@@ -165,7 +168,14 @@ class SubEnvironmentGuard(gym.Wrapper):
         return f"sub-environment {self.index} of env runner {self.worker_index}"
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        """Reset the sub-environment, check its first observation and remember it."""
+        """Reset the sub-environment, check its first observation and remember it (and how the episode began)."""
+        rng = self.env.unwrapped._np_random  # read without creating one (np_random would seed it from the OS)
+        self._record = {
+            "seed": kwargs.get("seed"),
+            "options": kwargs.get("options"),
+            "rng": generator_state(rng) if rng is not None else None,
+            "actions": [],
+        }
         obs, info = self.env.reset(**kwargs)
         self._t = 0
         found = self._check.problem(obs) if self._check is not None else None
@@ -195,7 +205,47 @@ class SubEnvironmentGuard(gym.Wrapper):
                 raise EnvError(f"{self.where} {problem} at step {self._t} of its episode{_CHECK_ADVICE}")
             return self._restarted(problem)
         self._last_obs = obs
+        if self._record is not None:
+            if len(self._record["actions"]) < MAX_REPLAY_STEPS:
+                self._record["actions"].append(np.array(action, copy=True))
+            else:
+                self._record = None  # too long to keep: after a restore this episode starts anew
         return obs, reward, terminated, truncated, info
+
+    def episode_record(self) -> dict[str, Any] | None:
+        """How the episode in progress began and its actions, as JSON (None: it cannot be replayed)."""
+        record = self._record
+        if record is None:
+            return None
+        try:
+            actions = state_codec.encode(np.stack(record["actions"])) if record["actions"] else []
+            return state_codec.encode({**record, "actions": actions})
+        except (TypeError, ValueError):
+            return None  # options or actions that are not plain data
+
+    def replay(self, record: Any) -> None:
+        """Bring a fresh sub-environment to where :meth:`episode_record` was taken: reset it as then, step the actions.
+
+        Raises:
+            ValueError: the record is malformed.
+        """
+        if record is None:
+            logger.warning("%s: its episode in progress was not recorded for replay; after the restore it starts anew", self.where)
+            self.reset()
+            return
+        if not isinstance(record, dict) or not {"seed", "options", "rng", "actions"} <= set(record):
+            raise ValueError(f"{self.where}: a replay record needs seed, options, rng and actions")
+        seed, options = record["seed"], state_codec.decode(record["options"])
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"{self.where}: the replay seed {seed!r} is not an integer")
+        if record["rng"] is not None:
+            rng = np.random.default_rng()
+            set_generator_state(rng, record["rng"])
+            self.env.unwrapped.np_random = rng
+        self.reset(seed=seed, options=options)
+        actions = state_codec.decode(record["actions"])
+        for action in actions:
+            self.step(action)
 
     def _restarted(self, problem: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         logger.warning("%s %s at step %d of its episode; restarting it", self.where, problem, self._t)
@@ -206,6 +256,15 @@ class SubEnvironmentGuard(gym.Wrapper):
         self.env = self._make()
         self.restarts += 1
         return self._last_obs, 0.0, False, True, {"corral_env_restarted": True}
+
+
+MAX_REPLAY_STEPS = 100_000
+"""The longest episode a sub-environment records for replay after a restore (its actions are kept in memory)."""
+
+
+def is_guarded(env: gym.vector.VectorEnv) -> bool:
+    """Whether a vector env steps its sub-environments in a loop, each in a :class:`SubEnvironmentGuard`."""
+    return isinstance(env, gym.vector.SyncVectorEnv) and all(isinstance(e, SubEnvironmentGuard) for e in env.envs)
 
 
 _CHECK_ADVICE = (

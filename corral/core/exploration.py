@@ -4,6 +4,8 @@ Each class here is a plugin in entry-point group ``corral.explorations`` (so a
 third party can add one) and is chosen by ``exploration_config={"type": ...}``;
 the other keys are the class's keyword arguments. An exploration's state
 (timestep, noise) is saved in checkpoints through :meth:`Exploration.get_state`.
+Random draws come from ``self.generator``, the policy's own ``torch.Generator``
+(see :mod:`corral.core.seeding`), set by the policy after it builds the exploration.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from corral.core.distributions import ActionDistribution
+from corral.core.distributions import ActionDistribution, uniform_like
 from corral.core.errors import ConfigError, UnknownPluginError, did_you_mean
 from corral.core.schedules import linear_schedule
 
@@ -37,6 +39,8 @@ class Exploration:
                 "choose another exploration_config type"
             )
         self.action_space = action_space
+        self.generator: torch.Generator | None = None
+        """the policy's generator, which every random draw uses (None: torch's global one)"""
 
     def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
         """The actions to take; ``explore=False`` asks for the deterministic action."""
@@ -55,14 +59,15 @@ class Exploration:
 
     def _uniform(self, batch: int, like: torch.Tensor) -> torch.Tensor:
         space = self.action_space
+        g = self.generator
         if isinstance(space, gym.spaces.Discrete):
-            return torch.randint(0, int(space.n), (batch,), device=like.device)
+            return torch.randint(0, int(space.n), (batch,), device=like.device, generator=g)
         if isinstance(space, gym.spaces.MultiDiscrete):
             nvec = torch.as_tensor(space.nvec.ravel(), device=like.device)
-            return (torch.rand(batch, len(nvec), device=like.device) * nvec).long()
+            return (torch.rand(batch, len(nvec), device=like.device, generator=g) * nvec).long()
         low = torch.as_tensor(space.low, dtype=torch.float32, device=like.device)
         high = torch.as_tensor(space.high, dtype=torch.float32, device=like.device)
-        return low + torch.rand(batch, *space.shape, device=like.device) * (high - low)
+        return low + torch.rand(batch, *space.shape, device=like.device, generator=g) * (high - low)
 
 
 class StochasticSampling(Exploration):
@@ -77,7 +82,7 @@ class StochasticSampling(Exploration):
             return dist.deterministic_sample()
         if timestep < self.random_timesteps:
             return self._uniform(dist.inputs.shape[0], dist.inputs)
-        return dist.sample()
+        return dist.sample(self.generator)
 
 
 class EpsilonGreedy(Exploration):
@@ -109,7 +114,7 @@ class EpsilonGreedy(Exploration):
         greedy = dist.deterministic_sample()
         if not explore:
             return greedy
-        random_rows = torch.rand(greedy.shape[0], device=greedy.device) < self.current_epsilon(timestep)
+        random_rows = torch.rand(greedy.shape[0], device=greedy.device, generator=self.generator) < self.current_epsilon(timestep)
         return torch.where(random_rows, self._uniform(greedy.shape[0], greedy), greedy)
 
     def get_info(self, timestep: int) -> dict[str, float]:
@@ -131,7 +136,7 @@ class SoftQ(Exploration):
         if not explore:
             return dist.deterministic_sample()
         logits = dist.inputs / self.temperature
-        noise = torch.rand_like(logits).clamp_(min=1e-20)
+        noise = uniform_like(logits, self.generator).clamp_(min=1e-20)
         return torch.argmax(logits - torch.log(-torch.log(noise)), dim=-1)
 
 
@@ -157,7 +162,7 @@ class GaussianNoise(Exploration):
         self._high = torch.as_tensor(action_space.high, dtype=torch.float32)
 
     def _noise(self, shape: torch.Size, device: torch.device) -> torch.Tensor:
-        return torch.randn(shape, device=device) * self.stddev
+        return torch.randn(shape, device=device, generator=self.generator) * self.stddev
 
     def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
         action = dist.deterministic_sample()
@@ -193,7 +198,9 @@ class OrnsteinUhlenbeckNoise(GaussianNoise):
     def _noise(self, shape: torch.Size, device: torch.device) -> torch.Tensor:
         if self.state.shape != shape:
             self.state = torch.zeros(shape)
-        self.state = self.state + (-self.theta * self.state + self.sigma * torch.randn(shape))
+        device = self.generator.device if self.generator is not None else None  # the generator's device draws the noise
+        drawn = torch.randn(shape, generator=self.generator, device=device).to(self.state.device)
+        self.state = self.state + (-self.theta * self.state + self.sigma * drawn)
         return (self.base_scale * self.state).to(device)
 
     def get_state(self) -> dict[str, Any]:

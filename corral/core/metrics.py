@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
+from typing import Any
 
+from corral.core.checkpoints import restored_count, restored_float
 from corral.core.env_runner import EpisodeSummary
 
 
@@ -35,6 +37,12 @@ def summarize_episodes(episodes: Iterable[EpisodeSummary]) -> dict[str, float | 
     }
 
 
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
 class EpisodeHistory:
     """The last ``window`` finished episodes, for smoothed training metrics."""
 
@@ -46,3 +54,31 @@ class EpisodeHistory:
         """Record newly finished episodes."""
         self.episodes.extend(episodes)
         self.total += len(episodes)
+
+    def get_state(self) -> dict[str, Any]:
+        """The episodes in the window and the total, as JSON (for checkpoints: smoothed metrics resume as they were)."""
+        return {
+            "total": self.total,
+            "episodes": [[e.reward, e.length, e.custom_metrics] for e in self.episodes],
+        }
+
+    def set_state(self, state: Any) -> None:
+        """Restore :meth:`get_state` (only the newest ``window`` episodes are kept).
+
+        Raises:
+            ValueError: the state is malformed.
+        """
+        if not isinstance(state, dict) or not isinstance(state.get("episodes"), list):
+            raise ValueError("an episode history must be a dict with a list of episodes")
+        episodes = []
+        for item in state["episodes"]:
+            if not (isinstance(item, list) and len(item) == 3 and isinstance(item[2], dict)):
+                raise ValueError("each episode in the history is [reward, length, custom_metrics]")
+            reward = restored_float(item[0], "episode reward")
+            length = restored_count(item[1], "episode length")
+            custom = {str(k): _number(v, f"custom metric {k!r}") for k, v in item[2].items()}
+            episodes.append(EpisodeSummary(reward, length, custom))
+        total = restored_count(state.get("total", len(episodes)), "episodes total")
+        self.episodes.clear()
+        self.episodes.extend(episodes)
+        self.total = total

@@ -29,6 +29,7 @@ from corral.core.postprocessing import compute_nstep
 from corral.core.replay_buffers import ReplayBuffer, check_replay_buffer_config, make_replay_buffer, replay_row_bytes
 from corral.core.sample_batch import MultiAgentBatch, SampleBatch
 from corral.core.schedules import linear_schedule
+from corral.core.seeding import int_seed
 
 
 class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_envs_per_env_runner": 8}):
@@ -135,8 +136,8 @@ class OffPolicyAlgorithm(Algorithm):
             self._check_replay_memory(policy)
         seed = self.config.seed
         self.replay_buffers: dict[str, ReplayBuffer] = {
-            pid: make_replay_buffer(self.config.replay_buffer_config, None if seed is None else seed + i)
-            for i, pid in enumerate(self.policies)
+            pid: make_replay_buffer(self.config.replay_buffer_config, None if seed is None else int_seed(seed, "replay", pid))
+            for pid in self.policies
         }
         self._replay_owed = 0.0
         self._last_target_update = 0

@@ -8,6 +8,7 @@ vector of observations, under ``torch.inference_mode()``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import gymnasium as gym
@@ -27,6 +28,15 @@ from corral.core.nonfinite import UpdateGuard
 from corral.core.postprocessing import add_gae
 from corral.core.sample_batch import SampleBatch
 from corral.core.schedules import PiecewiseSchedule
+from corral.core.seeding import (
+    generator_state,
+    int_seed,
+    isolated_torch_seed,
+    numpy_generator,
+    set_generator_state,
+    set_torch_generator_state,
+    torch_generator,
+)
 from corral.core.spaces import ActionAdapter, ObservationPreprocessor
 
 
@@ -55,6 +65,22 @@ class Policy:
         self.optimizer = self.make_optimizer()
         self.lr_schedule = PiecewiseSchedule(config.lr_schedule) if config.lr_schedule else None
         self.global_timestep = 0
+        self.seed_rngs(None)
+
+    def seed_rngs(self, seed: int | None, *path: str | int) -> None:
+        """Give this policy copy its own generators, derived from the algorithm's seed (see :mod:`corral.core.seeding`).
+
+        ``torch_rng`` draws actions, exploration noise, minibatch orders and
+        reparameterised samples; ``np_rng`` is free for an algorithm's numpy
+        draws. Until this is called they start from fresh entropy.
+
+        Args:
+            seed: the algorithm's seed (None: fresh entropy).
+            *path: names this copy, e.g. ``("policy", "default_policy", "sampling", 0)``.
+        """
+        self.torch_rng = torch_generator(seed, *path, "torch", device=self.device)
+        self.np_rng = numpy_generator(seed, *path, "numpy")
+        self.exploration.generator = self.torch_rng
 
     required_model_outputs: tuple[str, ...] = ("action_dist_inputs",)
     """the keys the model's forward must return, each with a row per observation; checked at build"""
@@ -284,12 +310,35 @@ class Policy:
         if self.observation_filter is not None and "observation_filter" in state:
             self.observation_filter.set_state(state["observation_filter"])
 
+    def get_rng_state(self) -> dict[str, Any]:
+        """The state of this copy's generators and exploration: what makes its next actions the same."""
+        return {
+            "torch_rng": self.torch_rng.get_state(),
+            "torch_rng_device": self.torch_rng.device.type,
+            "np_rng": json.dumps(generator_state(self.np_rng)),
+            "exploration": self.exploration.get_state(),
+        }
+
+    def set_rng_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_rng_state`.
+
+        A torch generator saved on another kind of device (a policy trained on a
+        GPU, restored on a CPU) cannot be set here; this copy keeps its own.
+
+        Raises:
+            ValueError: a generator state does not fit (a tampered file).
+        """
+        if state.get("torch_rng_device", "cpu") == self.torch_rng.device.type:
+            set_torch_generator_state(self.torch_rng, state["torch_rng"])
+        set_generator_state(self.np_rng, json.loads(state["np_rng"]))
+        self.exploration.set_state(state.get("exploration", {}))
+
     def get_state(self) -> dict[str, Any]:
-        """Everything needed to resume: weights, optimizer, exploration, filter, timestep. Tensors only."""
+        """Everything needed to resume: weights, optimizer, exploration, generators, filter, timestep. Tensors only."""
         state: dict[str, Any] = {
             "weights": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
             "optimizer": self.optimizer.state_dict(),
-            "exploration": self.exploration.get_state(),
+            **self.get_rng_state(),
             "global_timestep": int(self.global_timestep),
         }
         if self.observation_filter is not None:
@@ -306,10 +355,39 @@ class Policy:
         load_finite_weights(self.model, state["weights"])
         self.optimizer.load_state_dict(state["optimizer"])
         check_optimizer_state(self.optimizer)
-        self.exploration.set_state(state.get("exploration", {}))
+        if "torch_rng" in state:  # checkpoints of corral 0.1 have none: the generators stay as they are
+            self.set_rng_state(state)
+        else:
+            self.exploration.set_state(state.get("exploration", {}))
         self.global_timestep = restored_count(state.get("global_timestep", 0), "global_timestep")
         if self.observation_filter is not None and "observation_filter" in state:
             self.observation_filter.set_state(state["observation_filter"])
+
+
+def build_policy(
+    policy_class: type[Policy], observation_space: gym.Space, action_space: gym.Space, config: AlgorithmConfig, *path: str | int
+) -> Policy:
+    """Build a policy copy whose initial weights and generators all come from ``config.seed`` and ``path``.
+
+    The model's initial weights are drawn from torch's global generator
+    (``torch.nn.init``), forked and seeded for the duration, so two algorithms
+    built with one seed start from the same weights and the process's
+    generator is left alone.
+
+    Args:
+        policy_class: the algorithm's policy class.
+        observation_space: one agent's observation space.
+        action_space: one agent's action space.
+        config: the algorithm's config (its ``seed``).
+        path: names the copy: ``("policy", policy_id, stream, worker_index)``.
+
+    Returns:
+        The policy, with its generators seeded.
+    """
+    with isolated_torch_seed(int_seed(config.seed, *path, "init")):
+        policy = policy_class(observation_space, action_space, config)
+    policy.seed_rngs(config.seed, *path)
+    return policy
 
 
 def load_finite_weights(module: nn.Module, weights: Any) -> None:

@@ -42,19 +42,19 @@ class EnvRunnerActor:
     config, and samples with whatever weights the driver last broadcast.
     """
 
-    def __init__(self, config: AlgorithmConfig, policy_class: type[Policy], worker_index: int, seed: int | None) -> None:
+    def __init__(self, config: AlgorithmConfig, policy_class: type[Policy], worker_index: int, stream: str) -> None:
         import torch
 
         from corral.core.callbacks import CallbackRunner, installed_hook_plugins
+        from corral.core.policy import build_policy
 
         if config.num_torch_threads is not None:
             torch.set_num_threads(config.num_torch_threads)
-        if seed is not None:
-            torch.manual_seed(seed)
         self.policies: dict[str, Policy] = {}
         callbacks = CallbackRunner(config.callbacks_class, installed_hook_plugins())
-        self.runner = EnvRunner(config, self.policies, worker_index, callbacks, seed=seed)
-        self.policies[DEFAULT_POLICY_ID] = policy_class(self.runner.observation_space, self.runner.action_space, config)
+        self.runner = EnvRunner(config, self.policies, worker_index, callbacks, seed=config.seed, stream=stream)
+        spaces = (self.runner.observation_space, self.runner.action_space)
+        self.policies[DEFAULT_POLICY_ID] = build_policy(policy_class, *spaces, config, "policy", DEFAULT_POLICY_ID, stream, worker_index)
         for policy in self.policies.values():
             if policy.observation_filter is not None:
                 policy.observation_filter.keeps_delta = True  # what this runner sees goes to the learner
@@ -76,6 +76,21 @@ class EnvRunnerActor:
         """``fn(runner)`` here, for ``foreach_env_runner``."""
         return self.runner.apply(fn)
 
+    def get_state(self) -> dict[str, Any]:
+        """The runner's state and its policy copies' generators (see :meth:`EnvRunner.get_state`), as JSON."""
+        from corral.core import state_codec
+
+        policies = {pid: state_codec.encode(p.get_rng_state()) for pid, p in self.policies.items()}
+        return {"runner": self.runner.get_state(), "policies": policies}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_state`."""
+        from corral.core import state_codec
+
+        for pid, policy_state in state["policies"].items():
+            self.policies[pid].set_rng_state(state_codec.decode(policy_state))
+        self.runner.set_state(state["runner"])
+
     def ping(self) -> bool:
         """Answer, to show the actor is alive."""
         return True
@@ -85,8 +100,12 @@ class EnvRunnerActor:
         self.runner.stop()
 
 
-def start_env_runner(config: AlgorithmConfig, policy_class: type[Policy], worker_index: int, seed: int | None) -> Any:
-    """Start one remote env runner with the resources the config asks for; returns its actor handle."""
+def start_env_runner(config: AlgorithmConfig, policy_class: type[Policy], worker_index: int, stream: str) -> Any:
+    """Start one remote env runner with the resources the config asks for; returns its actor handle.
+
+    Args:
+        stream: ``"sampling"`` or ``"evaluation"``: with ``worker_index``, where its generators derive from.
+    """
     ray = ensure_ray()
     actor_class = ray.remote(
         num_cpus=config.num_cpus_per_env_runner,
@@ -94,4 +113,4 @@ def start_env_runner(config: AlgorithmConfig, policy_class: type[Policy], worker
         resources=dict(config.custom_resources_per_env_runner) or None,
         max_restarts=0,
     )(EnvRunnerActor)
-    return actor_class.remote(config, policy_class, worker_index, seed)
+    return actor_class.remote(config, policy_class, worker_index, stream)

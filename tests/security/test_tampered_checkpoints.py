@@ -208,7 +208,7 @@ def test_a_pickle_payload_in_the_policy_file_is_refused(copy_of, marker) -> None
     ckpt = copy_of("ppo")
     torch.save({"weights": Payload(marker)}, ckpt / POLICY)
     refuse(ckpt, "cannot be loaded safely", marker)
-    (ckpt / POLICY).write_bytes(pickle.dumps(Payload(marker)))
+    (ckpt / POLICY).write_bytes(pickle.dumps(Payload(marker), protocol=2))
     refuse(ckpt, "cannot be loaded safely", marker)
 
 
@@ -236,6 +236,11 @@ def test_a_policy_id_that_climbs_out_of_the_folder_is_refused(copy_of) -> None:
 # ---------------------------------------------------------------------- #
 # damaged files: a CheckpointError naming the file, never a raw exception
 # ---------------------------------------------------------------------- #
+def edit_runner(ckpt: Path, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Change the local env runner's saved state in algorithm_state.json."""
+    edit_json(ckpt / "algorithm_state.json", lambda s: {**s, "env_runners": {**s["env_runners"], "local": change(s["env_runners"]["local"])}})
+
+
 def save_npy_as_npz(file: Path) -> None:
     np.save(file.with_suffix(""), np.zeros(3))  # writes <name>.npy
     file.with_suffix(".npy").replace(file)
@@ -278,6 +283,20 @@ DAMAGED: dict[str, tuple[str, Callable[[Path], None], str]] = {
         "optimizer state",
     ),
     "string timestep": ("ppo", lambda c: edit_policy(c, lambda s: {**s, "global_timestep": "x"}), "global_timestep"),
+    "torch generator state of the wrong size": ("ppo", lambda c: edit_policy(c, lambda s: {**s, "torch_rng": torch.zeros(3, dtype=torch.uint8)}), "generator"),
+    "an object array in the sampling state": ("ppo", lambda c: edit_runner(c, lambda r: {**r, "obs": {"__ndarray__": {"dtype": "|O", "shape": [1], "base64": "AA=="}}}), "dtype object"),
+    "an env attribute the env does not have": (
+        "ppo",
+        lambda c: edit_runner(c, lambda r: {**r, "env": {"kind": "attributes", "values": {**r["env"]["values"], "__class__": {"value": 1}}}}),
+        "no attribute",
+    ),
+    "an env array of another shape": (
+        "ppo",
+        lambda c: edit_runner(c, lambda r: {**r, "env": {"kind": "attributes", "values": {**r["env"]["values"], "state": {"array": r["obs"]}}}}),
+        "shape",
+    ),
+    "a replay record for a native env": ("ppo", lambda c: edit_runner(c, lambda r: {**r, "env": {"kind": "replay", "sub_envs": []}}), "replays"),
+    "junk episode history": ("ppo", lambda c: edit_json(c / "algorithm_state.json", updated(episode_history={"episodes": [["a", 1, {}]]})), "episode reward"),
     "truncated replay file": ("dqn", lambda c: (c / REPLAY).write_bytes((c / REPLAY).read_bytes()[:300]), "replay_buffer_default_policy.npz"),
     "npy saved as npz": ("dqn", lambda c: save_npy_as_npz(c / REPLAY), "replay_buffer"),
     "string observations in the replay buffer": (

@@ -87,7 +87,7 @@ class PPOPolicy(ActorCriticPolicy):
         n = batch.count
         grad_norms = []
         for _ in range(cfg.num_epochs):
-            order = torch.randperm(n, device=self.device)
+            order = torch.randperm(n, device=self.device, generator=self.torch_rng)
             for start in range(0, n, cfg.minibatch_size):
                 rows = order[start : start + cfg.minibatch_size]
                 (grad_norm,) = self.apply_gradients(*self.loss({k: v[rows] for k, v in t.items()}))

@@ -93,7 +93,7 @@ class SACPolicy(OffPolicyPolicy):
             log_probs = F.log_softmax(logits, dim=-1)
             q = self.target_model.q_values(next_obs).min(dim=0).values
             return (log_probs.exp() * (q - alpha * log_probs)).sum(-1)
-        next_actions, logp = SquashedGaussian(logits).rsample_with_logp()
+        next_actions, logp = SquashedGaussian(logits).rsample_with_logp(self.torch_rng)
         q = self.target_model.q_values(next_obs, next_actions).min(dim=0).values
         return q - alpha * logp
 
@@ -106,7 +106,7 @@ class SACPolicy(OffPolicyPolicy):
 
     def _box_actor_loss(self, obs: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's loss through the critics' detached weights, and its entropy estimate -log pi."""
-        actions, logp = SquashedGaussian(self.model.actor(obs)).rsample_with_logp()
+        actions, logp = SquashedGaussian(self.model.actor(obs)).rsample_with_logp(self.torch_rng)
         detached = {name: p.detach() for name, p in self.model.critics.named_parameters()}
         q = torch.func.functional_call(self.model.critics, detached, (obs, actions)).squeeze(-1).min(dim=0).values
         return (alpha * logp - q).mean(), -logp.mean()

@@ -1,0 +1,70 @@
+"""numpy arrays and torch tensors inside JSON state, exactly and without pickles.
+
+Env runners' state (observations in flight, episode counters, environments'
+internals, generators) goes into ``algorithm_state.json``. An array is written
+as ``{"__ndarray__": {dtype, shape, base64}}`` (``"torch": true`` for a CPU
+tensor), its raw bytes in base64, so a float32 comes back bit for bit; only
+numeric and boolean dtypes are read back, never objects.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+
+_KEY = "__ndarray__"
+
+
+def encode(value: Any) -> Any:
+    """``value`` with every numpy array and scalar, and torch tensor, replaced by its JSON form; tuples become lists."""
+    is_tensor = type(value).__module__ == "torch" and type(value).__name__ == "Tensor"
+    if isinstance(value, (np.ndarray, np.generic)) or is_tensor:
+        array = np.ascontiguousarray(value.detach().cpu().numpy() if is_tensor else value)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"cannot store an array of dtype {array.dtype} in a checkpoint")
+        spec: dict[str, Any] = {"dtype": array.dtype.str, "shape": list(array.shape), "base64": base64.b64encode(array.tobytes()).decode("ascii")}
+        if is_tensor:
+            spec["torch"] = True
+        return {_KEY: spec}
+    if isinstance(value, dict):
+        return {str(k): encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encode(v) for v in value]
+    return value
+
+
+def decode(value: Any) -> Any:
+    """The inverse of :func:`encode` (tuples come back as lists).
+
+    Raises:
+        ValueError: an encoded array has a non-numeric dtype, or its bytes do not fit its shape.
+    """
+    if isinstance(value, dict):
+        if set(value) == {_KEY}:
+            return _array(value[_KEY])
+        return {k: decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    return value
+
+
+def _array(spec: Any) -> Any:
+    if not isinstance(spec, dict) or not {"dtype", "shape", "base64"} <= set(spec):
+        raise ValueError("an encoded array needs dtype, shape and base64")
+    dtype = np.dtype(str(spec["dtype"]))
+    if dtype.kind not in "biuf":
+        raise ValueError(f"an encoded array has dtype {dtype}; only numbers and booleans are read back")
+    shape = tuple(int(n) for n in spec["shape"])
+    if any(n < 0 for n in shape):
+        raise ValueError(f"an encoded array has the shape {shape}")
+    data = base64.b64decode(str(spec["base64"]), validate=True)
+    if len(data) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+        raise ValueError(f"an encoded array of shape {shape} and dtype {dtype} has {len(data)} bytes")
+    array = np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+    if spec.get("torch") is True:
+        import torch
+
+        return torch.from_numpy(array)
+    return array
