@@ -79,6 +79,15 @@ def make_algo() -> Iterator[Callable[..., Any]]:
 
 
 @pytest.fixture
+def restored_algos() -> Iterator[list[Any]]:
+    """Algorithms a test restores from checkpoints (append them): stopped at teardown."""
+    algos: list[Any] = []
+    yield algos
+    for algo in algos:
+        algo.stop()
+
+
+@pytest.fixture
 def run_cli(results_dir: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run ``python -m corral.cli ARGS`` in a subprocess with this test's results folder."""
 

@@ -145,7 +145,7 @@ def check_plain_data(name: str, value: Any) -> None:
             )
 
 
-MAX_LAYER_SIZE = 65_536
+MAX_LAYER_SIZE = 8192
 """The widest layer (or most channels, the largest kernel or stride) a model config may ask for."""
 
 MAX_SEED = 2**63 - 1

@@ -51,15 +51,6 @@ def checkpoint(trained, tmp_path) -> Path:
     return Path(trained.save(tmp_path / "ckpt"))
 
 
-@pytest.fixture
-def restored_algos() -> Any:
-    """Algorithms made by :func:`load`, stopped at teardown."""
-    algos: list[Any] = []
-    yield algos
-    for algo in algos:
-        algo.stop()
-
-
 def load(path: Any, restored_algos: list[Any], **kwargs: Any) -> Any:
     algo = Algorithm.from_checkpoint(path, **kwargs)
     restored_algos.append(algo)
@@ -307,3 +298,30 @@ def test_crash_on_a_first_save_leaves_nothing(trained, tmp_path, monkeypatch) ->
         trained.save(tmp_path / "ckpt")
     assert not (tmp_path / "ckpt").exists()
     assert not leftovers(tmp_path)
+
+
+def test_a_checkpoint_loads_its_algorithm_from_the_distribution_it_records(checkpoint, tmp_path, monkeypatch, restored_algos) -> None:
+    """A second distribution providing 'PPO' makes the name ambiguous, but not the checkpoint: it records 'corral'."""
+    import corral.registry as registry
+    from corral import PluginLoadError
+
+    from ..registry.conftest import PluginEnv
+
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    plugins = PluginEnv(site)
+    plugins.add_dist(
+        "corral-fastppo",
+        entry_points={"corral.algorithms": {"PPO": "fake_fastppo:PPO"}},
+        modules={"fake_fastppo": "raise ImportError('the other PPO must not be imported')\n"},
+    )
+    registry.refresh()
+    try:
+        with pytest.raises(PluginLoadError, match="corral-fastppo"):
+            corral.get_algorithm("PPO")
+        algo = load(checkpoint, restored_algos)
+        assert type(algo) is PPO and algo.iteration == 2
+    finally:
+        registry.refresh()
+        plugins.forget_modules()

@@ -148,7 +148,7 @@ def test_building_an_algorithm_leaves_torchs_global_generator_alone(make_algo) -
     assert torch.equal(torch.rand(3), expected)
 
 
-def test_a_restore_built_differently_starts_new_episodes(make_algo, tmp_path, restored) -> None:
+def test_a_restore_built_differently_starts_new_episodes(make_algo, tmp_path, restored_algos) -> None:
     """Another number of sub-environments (as corral evaluate asks for) cannot continue the saved episodes."""
     from corral import Algorithm
 
@@ -156,14 +156,6 @@ def test_a_restore_built_differently_starts_new_episodes(make_algo, tmp_path, re
     algo.train()
     checkpoint = algo.save(tmp_path / "ckpt")
     other = Algorithm.from_checkpoint(checkpoint, config_overrides={"num_envs_per_env_runner": 2})
-    restored.append(other)
+    restored_algos.append(other)
     assert other.env_runner_group.local_env_runner._obs is None  # not started: the next sample resets
     assert other.train()["training_iteration"] == 2
-
-
-@pytest.fixture
-def restored() -> Any:
-    algos: list[Any] = []
-    yield algos
-    for algo in algos:
-        algo.stop()

@@ -380,14 +380,6 @@ def test_corral_evaluate_trust_code_loads_a_trusted_checkpoint(copy_of, run_cli)
     assert "1 episodes" in done.stdout
 
 
-@pytest.fixture
-def restored_algos() -> Any:
-    algos: list[Any] = []
-    yield algos
-    for algo in algos:
-        algo.stop()
-
-
 def test_a_marker_payload_is_live(tmp_path, marker) -> None:
     """The payloads above do run when loaded unsafely: the tests that refuse them are not vacuous."""
     file = tmp_path / "payload.pt"
