@@ -16,7 +16,9 @@ Stable-Baselines3 runs its defaults (e.g. ``PPO("MlpPolicy", "CartPole-v1")``).
     python benchmarks/compare_sb3.py ppo_cartpole --seeds 0 1 2
     python benchmarks/compare_sb3.py all
 
-Writes benchmarks/results/<case>.json and <case>.png.
+Writes benchmarks/results/<case>.json (learning curves thinned to at most
+1,000 points per run) and <case>.png; both are committed with the tables
+built from them.
 """
 
 from __future__ import annotations
@@ -147,6 +149,12 @@ def measure(case_name: str, library: str, seed: int) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
+def thinned(curve: list, points: int = 1000) -> list:
+    """Every k-th point of a learning curve, and its last: enough to redraw it, and the committed JSON stays small."""
+    step = max(1, math.ceil(len(curve) / points))
+    return curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else [])
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -186,7 +194,8 @@ def report(case_name: str, runs: dict[str, list[dict]], out_dir: Path) -> str:
     )
     table = "\n".join(lines)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{case_name}.json").write_text(json.dumps({"runs": runs, "summary": rows}, indent=1))
+    kept = {library: [{**r, "curve": thinned(r["curve"])} for r in results] for library, results in runs.items()}
+    (out_dir / f"{case_name}.json").write_text(json.dumps({"runs": kept, "summary": rows}, separators=(",", ":")))
     plot(case_name, runs, out_dir / f"{case_name}.png")
     return table
 
