@@ -8,20 +8,19 @@ never imports torch.
 from __future__ import annotations
 
 from corral._lazy import lazy_exports
-
-__version__ = "0.1.0"
+from corral._version import __version__
 
 _EXPORTS = {
     # errors
-    "CorralError": "corral.core.errors",
-    "ConfigError": "corral.core.errors",
-    "UnknownPluginError": "corral.core.errors",
-    "UnknownAlgorithmError": "corral.core.errors",
-    "PluginLoadError": "corral.core.errors",
-    "CheckpointError": "corral.core.errors",
-    "EnvError": "corral.core.errors",
-    "EnvRunnerError": "corral.core.errors",
-    "TrainingError": "corral.core.errors",
+    "CorralError": "corral.errors",
+    "ConfigError": "corral.errors",
+    "UnknownPluginError": "corral.errors",
+    "UnknownAlgorithmError": "corral.errors",
+    "PluginLoadError": "corral.errors",
+    "CheckpointError": "corral.errors",
+    "EnvError": "corral.errors",
+    "EnvRunnerError": "corral.errors",
+    "TrainingError": "corral.errors",
     # registry
     "list_algorithms": "corral.registry",
     "get_algorithm": "corral.registry",

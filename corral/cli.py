@@ -1,6 +1,6 @@
 """The ``corral`` command: ``train``, ``evaluate`` (alias ``rollout``), ``list`` and ``new-plugin``.
 
-A :class:`~corral.core.errors.CorralError` (or malformed JSON/YAML) is the
+A :class:`~corral.errors.CorralError` (or malformed JSON/YAML) is the
 user's mistake: it is printed as one line and the exit status is 2. Anything
 else is a bug and keeps its traceback. ``corral list`` imports neither torch
 nor any plugin (unless ``--check``).
@@ -17,8 +17,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from corral.core.errors import ConfigError, CorralError, did_you_mean
 from corral.core.results import RESULT_KEYS
+from corral.errors import ConfigError, CorralError, did_you_mean
 
 
 def main(argv: Sequence[str] | None = None) -> int:

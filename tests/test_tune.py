@@ -13,7 +13,7 @@ import corral
 import corral.registry
 import corral.tune
 from corral import Algorithm, Callbacks
-from corral.core.errors import ConfigError
+from corral.errors import ConfigError
 from corral.plugins.ppo import PPO
 
 MARKERS = "CORRAL_TUNE_TEST_MARKERS"

@@ -21,20 +21,21 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from corral._version import __version__
 from corral.core import checkpoints
-from corral.core.checkpoints import restored_count, restored_float
 from corral.core.callbacks import CallbackRunner, installed_hook_plugins
+from corral.core.checkpoints import restored_count, restored_float
 from corral.core.config import LEGACY_KEYS, AlgorithmConfig, import_object, object_path
 from corral.core.env_runner import EnvRunner, evaluation_span
 from corral.core.env_runner_group import EnvRunnerGroup
 from corral.core.envs import env_name, make_vector_env
-from corral.core.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
 from corral.core.loggers import ResultWriter, default_storage_path, new_experiment_dir
 from corral.core.metrics import EpisodeHistory, summarize_episodes
 from corral.core.policy import Policy, build_policy
 from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.core.spaces import space_to_json
+from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
 
 logger = logging.getLogger("corral")
 
@@ -62,7 +63,7 @@ class Algorithm:
     )
     """the action-space types the algorithm can act in; any other is refused before training starts"""
     corral_api: ClassVar[int | None] = None
-    """the plugin API version the plugin was written for (``corral.core.plugin_api``); None: not stated"""
+    """the plugin API version the plugin was written for (``corral.plugin_api``); None: not stated"""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -376,8 +377,6 @@ class Algorithm:
     def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
         """Write a checkpoint; default ``<experiment folder>/checkpoint_<iteration>``. Returns its path."""
         path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir / f"checkpoint_{self.iteration:06d}"
-        from corral import __version__
-
         dist, version = _providing_distribution(type(self))
         meta = {
             "algorithm": self.name,
@@ -583,7 +582,7 @@ def _is_dict_space(policy: Policy) -> bool:
 
 def _algorithm_class_for(ckpt: checkpoints.Checkpoint, trust_code: bool) -> type[Algorithm]:
     """The registered algorithm a checkpoint names, from the distribution it records if several provide it."""
-    from corral import registry
+    import corral.registry as registry
 
     meta = ckpt.meta
     name, dist, path = meta["algorithm"], meta.get("distribution"), meta.get("algorithm_class")
@@ -640,7 +639,7 @@ def _providing_distribution(cls: type) -> tuple[str | None, str | None]:
 
 def _algorithms_supporting(action_space: gym.Space) -> list[str]:
     """Names of the installed algorithms that act in ``action_space`` (for error messages only: imports them all)."""
-    from corral import registry
+    import corral.registry as registry
 
     names = []
     for info in registry.list_algorithms(check=True):

@@ -19,9 +19,9 @@ from collections import deque
 from typing import Any
 
 from corral.core.env_runner_group import EnvRunnerGroup
-from corral.core.errors import EnvRunnerError
 from corral.core.remote_env_runner import ensure_ray
 from corral.core.sample_batch import MultiAgentBatch
+from corral.errors import EnvRunnerError
 
 
 class AsyncSampler:

@@ -21,7 +21,7 @@ from typing import Any
 import pluggy
 
 from corral.core import hookspecs
-from corral.core.errors import ConfigError
+from corral.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class CallbackRunner:
 
 def installed_hook_plugins() -> dict[str, object]:
     """The installed hook plugins (group ``corral.hooks``) by a name that says where each comes from."""
-    from corral import registry
+    import corral.registry as registry
 
     return {f"{info.name} ({info.dist})": plugin for info, plugin in registry.get_hook_plugins()}
 

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from corral.core.errors import CheckpointError
+from corral.errors import CheckpointError
 
 FORMAT_VERSION = 1
 META_FILE = "corral_checkpoint.json"

@@ -5,7 +5,7 @@ default, its constraint, the builder group it belongs to and a docstring (the
 docstring is the field's description, shown by ``corral train --help-config``
 and checked against the docs by the tests). Builder methods
 (``.training(lr=...)``) set fields of their own group and raise
-:class:`~corral.core.errors.ConfigError` at once for a bad value or a misspelt
+:class:`~corral.errors.ConfigError` at once for a bad value or a misspelt
 key, naming the field, the value and what is allowed.
 
 An algorithm plugin subclasses the config, adds its own fields (group
@@ -24,7 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
-from corral.core.errors import ConfigError, did_you_mean
+from corral.errors import ConfigError, did_you_mean
 
 GROUPS = (
     "environment",
@@ -690,7 +690,7 @@ class AlgorithmConfig(BaseModel):
             # A schedule interpolates between its values, so each one obeying the bounds of the
             # scheduled field means every value it can take does.
             scheduled = SCHEDULES[str(info.field_name)]
-            adapter = TypeAdapter(Annotated[float, *cls.model_fields[scheduled].metadata], config=ConfigDict(allow_inf_nan=False))
+            adapter = TypeAdapter(Annotated[(float, *cls.model_fields[scheduled].metadata)], config=ConfigDict(allow_inf_nan=False))
             for _, v in value:
                 try:
                     adapter.validate_python(v)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from corral.core.errors import EnvError
+from corral.errors import EnvError
 
 
 class ActionDistribution:

@@ -22,17 +22,17 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from corral.core import state_codec
 from corral.core.callbacks import CallbackRunner
 from corral.core.config import AlgorithmConfig
-from corral.core import state_codec
 from corral.core.env_state import get_env_state, set_env_state
 from corral.core.envs import EnvContext, check_vector_step, env_name, is_guarded, make_vector_env
-from corral.core.errors import EnvError
 from corral.core.memory import check_fits
 from corral.core.policy import Policy
 from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.core.spaces import ObservationCheck, ObservationPreprocessor
+from corral.errors import EnvError
 
 logger = logging.getLogger("corral")
 _episode_ids = itertools.count()

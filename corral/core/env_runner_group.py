@@ -18,10 +18,10 @@ from typing import Any
 from corral.core.config import AlgorithmConfig
 from corral.core.env_runner import EnvRunner, EpisodeSummary, evaluation_span
 from corral.core.envs import env_name
-from corral.core.errors import EnvRunnerError
 from corral.core.policy import Policy
 from corral.core.remote_env_runner import RemoteSample
 from corral.core.sample_batch import MultiAgentBatch
+from corral.errors import EnvRunnerError
 
 logger = logging.getLogger("corral")
 

@@ -18,11 +18,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.core.config import AlgorithmConfig, import_object
 from corral.core import state_codec
-from corral.core.errors import EnvError, EnvRunnerError, did_you_mean
+from corral.core.config import AlgorithmConfig, import_object
 from corral.core.seeding import generator_state, set_generator_state
 from corral.core.spaces import ObservationCheck
+from corral.errors import EnvError, EnvRunnerError, did_you_mean
 
 logger = logging.getLogger("corral")
 
@@ -145,8 +145,8 @@ class SubEnvironmentGuard(gym.Wrapper):
     raises is, with ``restart``, closed and made anew: the step reports the
     episode as truncated at the last good observation (so nothing learns from
     the broken transition), and the vector env's autoreset starts the new one.
-    Without ``restart`` a broken value raises :class:`~corral.core.errors.EnvError`
-    and an exception :class:`~corral.core.errors.EnvRunnerError`, both naming
+    Without ``restart`` a broken value raises :class:`~corral.errors.EnvError`
+    and an exception :class:`~corral.errors.EnvRunnerError`, both naming
     the runner, the sub-environment and the step.
     """
 

@@ -17,8 +17,8 @@ import gymnasium as gym
 import torch
 
 from corral.core.distributions import ActionDistribution, uniform_like
-from corral.core.errors import ConfigError, UnknownPluginError, did_you_mean
 from corral.core.schedules import linear_schedule
+from corral.errors import ConfigError, UnknownPluginError, did_you_mean
 
 
 class Exploration:
@@ -220,7 +220,7 @@ class Random(Exploration):
 
 
 def _exploration_class(type_name: str) -> type[Exploration]:
-    from corral import registry
+    import corral.registry as registry
 
     try:
         cls = registry.get_exploration(type_name)

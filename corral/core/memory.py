@@ -5,14 +5,14 @@ a network over 100M-float observations). numpy and torch would then fail deep
 inside with an allocator error, or, worse, the allocation would succeed lazily
 and the process would be killed when the pages are touched. So every large
 allocation corral makes on a config's behalf is sized first and refused with a
-:class:`~corral.core.errors.ConfigError` that names the size.
+:class:`~corral.errors.ConfigError` that names the size.
 """
 
 from __future__ import annotations
 
 import os
 
-from corral.core.errors import ConfigError
+from corral.errors import ConfigError
 
 
 def available_bytes() -> int | None:

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from corral.core.config import ModelConfig
-from corral.core.errors import ConfigError
 from corral.core.spaces import ObservationPreprocessor, is_image_space
+from corral.errors import ConfigError
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh,

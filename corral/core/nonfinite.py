@@ -12,7 +12,7 @@ optimizer step :meth:`~corral.core.policy.Policy.apply_gradients` makes:
   loss (non-finite weights make it non-finite), and once per training step
   by :meth:`UpdateGuard.verify_weights`.
 
-A failed check raises :class:`~corral.core.errors.TrainingError` naming the
+A failed check raises :class:`~corral.errors.TrainingError` naming the
 loss term or the param group (``debugging(on_nonfinite="raise")``, the
 default), or skips the update and counts it (``on_nonfinite="skip"``). The
 algorithm adds the policy id and the iteration to the error. On the normal
@@ -26,7 +26,7 @@ import logging
 
 import torch
 
-from corral.core.errors import TrainingError
+from corral.errors import TrainingError
 
 logger = logging.getLogger("corral")
 

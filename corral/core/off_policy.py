@@ -22,7 +22,6 @@ from corral.core.algorithm import Algorithm
 from corral.core.checkpoints import restored_count, restored_float
 from corral.core.config import MAX_UPDATES_PER_ENV_STEP, AlgorithmConfig, option
 from corral.core.distributions import ActionDistribution
-from corral.core.errors import ConfigError
 from corral.core.memory import check_fits
 from corral.core.policy import Policy, load_finite_weights
 from corral.core.postprocessing import compute_nstep
@@ -30,6 +29,7 @@ from corral.core.replay_buffers import ReplayBuffer, check_replay_buffer_config,
 from corral.core.sample_batch import MultiAgentBatch, SampleBatch
 from corral.core.schedules import linear_schedule
 from corral.core.seeding import int_seed
+from corral.errors import ConfigError
 
 
 class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_envs_per_env_runner": 8}):

@@ -20,7 +20,6 @@ from corral.core.checkpoints import restored_count
 from corral.core.config import AlgorithmConfig
 from corral.core.distributions import ActionDistribution, distribution_for
 from corral.core.exploration import make_exploration
-from corral.core.errors import ConfigError
 from corral.core.filters import MeanStdFilter
 from corral.core.memory import check_fits
 from corral.core.models import build_model
@@ -38,6 +37,7 @@ from corral.core.seeding import (
     torch_generator,
 )
 from corral.core.spaces import ActionAdapter, ObservationPreprocessor
+from corral.errors import ConfigError
 
 
 class Policy:
@@ -226,7 +226,7 @@ class Policy:
 
         A NaN or inf loss or gradient norm, or weights that the step would make
         non-finite, stop the update before it reaches the weights (see
-        :mod:`corral.core.nonfinite`): a :class:`~corral.core.errors.TrainingError`,
+        :mod:`corral.core.nonfinite`): a :class:`~corral.errors.TrainingError`,
         or a skipped update with ``debugging(on_nonfinite="skip")``.
 
         Args:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from corral.core.errors import ConfigError
 from corral.core.sample_batch import SampleBatch
+from corral.errors import ConfigError
 
 
 def compute_gae(

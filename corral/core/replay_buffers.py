@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from corral.core.errors import CheckpointError, ConfigError, did_you_mean
 from corral.core.sample_batch import SampleBatch
 from corral.core.sum_tree import SumTree, last_occurrences
+from corral.errors import CheckpointError, ConfigError, did_you_mean
 
 __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "SumTree", "make_replay_buffer", "check_replay_buffer_config", "BATCH_INDEXES", "WEIGHTS"]
 

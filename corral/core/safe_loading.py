@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from corral.core.errors import CheckpointError
+from corral.errors import CheckpointError
 
 CODE_FIELDS = {"env": "environment", "callbacks_class": "callbacks class", "custom_model": "custom model"}
 """Config fields whose strings are import paths, and what each names."""

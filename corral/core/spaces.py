@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.core.errors import EnvError
+from corral.errors import EnvError
 
 
 def is_image_space(space: gym.Space) -> bool:

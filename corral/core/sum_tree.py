@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from corral.core.errors import ConfigError
+from corral.errors import ConfigError
 
 
 class SumTree:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import corral.core.errors as errors
+import corral.errors as errors
 from corral.registry.discovery import DISABLE_ENV_VAR, IN_PROCESS, PluginInfo, PluginStatus
 from corral.registry.plugin_registry import PluginRegistry
 

@@ -14,16 +14,16 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-import corral.core.errors as errors
-from corral.core.plugin_api import api_problem
+import corral.errors as errors
+from corral.plugin_api import api_problem
 from corral.registry.discovery import (
     DISABLE_ENV_VAR,
     IN_PROCESS,
     DiscoveredEntryPoint,
     PluginInfo,
     PluginStatus,
-    discover,
     disabled_names,
+    discover,
     normalize_dist_name,
 )
 

@@ -12,8 +12,8 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
-from corral.core.errors import ConfigError
-from corral.core.plugin_api import PLUGIN_API_VERSION
+from corral.errors import ConfigError
+from corral.plugin_api import PLUGIN_API_VERSION
 
 # Where each template goes in the new distribution ({package} is the import name).
 _LAYOUT = {

@@ -22,8 +22,8 @@ import annotated_types
 import numpy as np
 
 from corral.core import checkpoints
-from corral.core.errors import CheckpointError, ConfigError
 from corral.core.results import RESULT_KEY_TYPES
+from corral.errors import CheckpointError, ConfigError
 from corral.registry import get_algorithm, get_config
 from corral.testing.envs import TOY_ENVS
 

@@ -292,7 +292,7 @@ def test_foreach_env_runner(algo_factory):
 # failing sub-environments, in this process
 # ---------------------------------------------------------------------- #
 def test_a_failing_sub_environment_is_named_in_the_error(make_algo) -> None:
-    from corral.core.errors import EnvRunnerError
+    from corral.errors import EnvRunnerError
 
     config = small_ppo_config("tests.toy_envs:FlakyCartPole").environment(env_config={"fail_worker": 0, "fail_vector": 2})
     with pytest.raises(EnvRunnerError, match=r"sub-environment 2 of env runner 0 raised RuntimeError: flaky sub-environment \(0, 2\) broke"):
@@ -312,7 +312,7 @@ def test_restart_failed_sub_environments_restarts_only_that_one(make_algo) -> No
 
 
 def test_restarting_sub_environments_refuses_native_vectorisation() -> None:
-    from corral.core.errors import ConfigError
+    from corral.errors import ConfigError
 
     with pytest.raises(ConfigError, match="restart_failed_sub_environments needs sub-environments stepped one by one"):
         small_ppo_config().env_runners(vectorize_mode="native").fault_tolerance(restart_failed_sub_environments=True).validate()

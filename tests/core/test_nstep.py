@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from corral.core.errors import ConfigError
 from corral.core.postprocessing import compute_nstep
 from corral.core.sample_batch import SampleBatch
+from corral.errors import ConfigError
 
 GAMMA = 0.5
 F0, F1 = [90.0, 0.0], [91.0, 1.0]  # final observations, stored on the reset rows

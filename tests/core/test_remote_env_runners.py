@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from corral import get_config
-from corral.core.errors import ConfigError, EnvRunnerError
+from corral.errors import ConfigError, EnvRunnerError
 
 FLAKY = "tests.toy_envs:FlakyCartPole"
 SMALL = {"train_batch_size": 256, "minibatch_size": 128, "num_epochs": 1, "num_envs_per_env_runner": 2}

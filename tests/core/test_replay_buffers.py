@@ -7,9 +7,9 @@ import io
 import numpy as np
 import pytest
 
-from corral.core.errors import CheckpointError, ConfigError
 from corral.core.replay_buffers import PrioritizedReplayBuffer, ReplayBuffer, SumTree, make_replay_buffer
 from corral.core.sample_batch import SampleBatch
+from corral.errors import CheckpointError, ConfigError
 
 
 def rows(start: int, stop: int) -> SampleBatch:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import corral.registry as registry
-from corral.core.errors import PluginLoadError
-from corral.core.plugin_api import PLUGIN_API_VERSION, api_problem
+from corral.errors import PluginLoadError
+from corral.plugin_api import PLUGIN_API_VERSION, api_problem
 from corral.registry.discovery import corral_requirement_problem
 
 from .conftest import ours

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import corral.registry as registry
-from corral.core.errors import PluginLoadError, UnknownAlgorithmError, UnknownPluginError
+from corral.errors import PluginLoadError, UnknownAlgorithmError, UnknownPluginError
 
 from .conftest import ours
 

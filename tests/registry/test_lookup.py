@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import corral.registry as registry
-from corral.core.errors import PluginLoadError, UnknownAlgorithmError
+from corral.errors import PluginLoadError, UnknownAlgorithmError
 
 from .conftest import ours
 

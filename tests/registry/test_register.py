@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import corral.registry as registry
-from corral.core.errors import PluginLoadError, UnknownAlgorithmError
+from corral.errors import PluginLoadError, UnknownAlgorithmError
 
 from .conftest import ours
 
