@@ -54,6 +54,7 @@ def timed(step: Any, seconds: float) -> float:
 
 
 def corral_algo(algo_name: str, runners: int, hiddens: tuple[int, ...] = (64, 64)) -> Any:
+    """A corral PPO or IMPALA with the benchmark's settings and ``runners`` remote env runners."""
     from corral import get_config
 
     settings = PPO if algo_name == "PPO" else IMPALA
@@ -66,6 +67,7 @@ def corral_algo(algo_name: str, runners: int, hiddens: tuple[int, ...] = (64, 64
 
 
 def run_corral(algo_name: str, runners: int, seconds: float) -> dict[str, float]:
+    """Train (and for PPO, sample) corral for ``seconds`` each; env steps per second."""
     if runners:
         import ray
 
@@ -87,6 +89,7 @@ def run_corral(algo_name: str, runners: int, seconds: float) -> dict[str, float]
 
 
 def rllib_config(algo_name: str, runners: int) -> Any:
+    """RLlib's config with the same settings as :func:`corral_algo`."""
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
     if algo_name == "PPO":
@@ -113,6 +116,7 @@ def rllib_config(algo_name: str, runners: int) -> Any:
 
 
 def run_rllib(algo_name: str, runners: int, seconds: float) -> dict[str, float]:
+    """Train (and for PPO, sample) RLlib for ``seconds`` each; env steps per second."""
     import ray
     from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 
@@ -146,6 +150,7 @@ def run_rllib(algo_name: str, runners: int, seconds: float) -> dict[str, float]:
 
 
 def child(library: str, algo_name: str, runners: int, seconds: float) -> None:
+    """Run one measurement in a fresh process with its own Ray instance; its JSON result."""
     os.environ.setdefault("CORRAL_RESULTS_DIR", "/tmp/corral_bench_results")
     run = run_corral if library == "corral" else run_rllib
     print("RESULT " + json.dumps(run(algo_name, runners, seconds)), flush=True)
@@ -157,14 +162,15 @@ def measure(library: str, algo_name: str, runners: int, seconds: float) -> dict[
     proc = subprocess.run(args, capture_output=True, text=True, timeout=1800)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
-        return {"error": (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1]}
-    return json.loads(lines[-1][len("RESULT "):])
+        return {"error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]}
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 # --------------------------------------------------------------------------- #
 # throughput table
 # --------------------------------------------------------------------------- #
 def throughput(seconds: float, repeats: int) -> None:
+    """Every library, algorithm and runner count, ``repeats`` times; writes the JSON and prints the table."""
     results: dict[str, dict[str, list[dict[str, float]]]] = {}
     for algo_name, runners in CASES:
         for library in ("corral", "rllib"):
@@ -179,11 +185,16 @@ def throughput(seconds: float, repeats: int) -> None:
 
 
 def throughput_table(results: dict[str, Any]) -> str:
+    """The markdown table of medians and ratios in benchmarks/README.md."""
+
     def median(key: str, metric: str) -> float | None:
         values = [run[metric] for run in results.get(key, {}).get("runs", []) if metric in run]
         return statistics.median(values) if values else None
 
-    rows = ["| algorithm | remote runners | measure | corral steps/s | RLlib steps/s | corral / RLlib |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| algorithm | remote runners | measure | corral steps/s | RLlib steps/s | corral / RLlib |",
+        "|---|---|---|---|---|---|",
+    ]
     for algo_name, runners in CASES:
         for metric in ("training", "sampling") if algo_name == "PPO" else ("training",):
             ours, theirs = median(f"corral {algo_name} {runners}", metric), median(f"rllib {algo_name} {runners}", metric)
@@ -210,11 +221,15 @@ def scaling() -> None:
     out: dict[str, Any] = {}
 
     # 1. Weight broadcast: bytes and put time for the models measured, and for a large one.
-    for name, algo_name, hiddens in (("ppo_64x64", "PPO", (64, 64)), ("impala_64x64", "IMPALA", (64, 64)), ("mlp_1024x1024x3", "PPO", (1024,) * 3)):
+    for name, algo_name, hiddens in (
+        ("ppo_64x64", "PPO", (64, 64)),
+        ("impala_64x64", "IMPALA", (64, 64)),
+        ("mlp_1024x1024x3", "PPO", (1024,) * 3),
+    ):
         algo = corral_algo(algo_name, 0, hiddens)
         state = algo.get_policy().get_sampling_state()
         size = len(pickle.dumps(state))
-        put_s = min(_seconds(lambda: ray.put(state)) for _ in range(20))
+        put_s = min(_seconds(lambda state=state: ray.put(state)) for _ in range(20))
         out[f"broadcast_{name}"] = {"bytes": size, "put_ms": put_s * 1e3}
         algo.stop()
 
@@ -222,14 +237,22 @@ def scaling() -> None:
     ppo = corral_algo("PPO", 0)
     batch = ppo.sample(PPO["train_batch_size"])
     learn_s = statistics.median(_seconds(lambda: ppo.learn_on_batch(batch)) for _ in range(5))
-    out["learner_ppo"] = {"env_steps_per_update": batch.env_steps, "update_s": learn_s, "env_steps_per_s": batch.env_steps / learn_s}
+    out["learner_ppo"] = {
+        "env_steps_per_update": batch.env_steps,
+        "update_s": learn_s,
+        "env_steps_per_s": batch.env_steps / learn_s,
+    }
     sample_s = statistics.median(_seconds(lambda: ppo.sample(PPO["train_batch_size"])) for _ in range(5))
     out["sampler_ppo_one_process"] = {"env_steps_per_s": batch.env_steps / sample_s}
     ppo.stop()
     impala = corral_algo("IMPALA", 0)
     ibatch = impala.sample(IMPALA["train_batch_size"])
     learn_s = statistics.median(_seconds(lambda: impala.learn_on_batch(ibatch)) for _ in range(20))
-    out["learner_impala"] = {"env_steps_per_update": ibatch.env_steps, "update_s": learn_s, "env_steps_per_s": ibatch.env_steps / learn_s}
+    out["learner_impala"] = {
+        "env_steps_per_update": ibatch.env_steps,
+        "update_s": learn_s,
+        "env_steps_per_s": ibatch.env_steps / learn_s,
+    }
 
     # 3. Object-store traffic: bytes per env step of what a runner sends back.
     call = impala.env_runner_group.local_env_runner.sample()
@@ -259,14 +282,16 @@ def scaling() -> None:
     # 4a. The whole learner loop (collect, learn, broadcast every update) fed by instant runners:
     # the most env steps per second one IMPALA learner process can take in, whatever the runner count.
     for actors_n in (2, 16, 64):
-        group = _InstantRunners([echo.remote(RemoteSample(call, [], {})) for _ in range(actors_n)], impala.env_runner_group.local_env_runner)
+        group = _InstantRunners(
+            [echo.remote(RemoteSample(call, [], {})) for _ in range(actors_n)], impala.env_runner_group.local_env_runner
+        )
         ray.get([actor.sample.remote(None) for actor in group.actors])  # started, so process start-up is not measured
         sampler = AsyncSampler(group, 2, 16)
         policy = impala.get_policy()
         sampler.publish_weights(policy.get_sampling_state(), 0)
         version = 0
 
-        def update() -> int:
+        def update(sampler: AsyncSampler = sampler, policy: Any = policy) -> int:
             nonlocal version
             batch, _ = sampler.next_batch(IMPALA["train_batch_size"])
             impala.learn_on_batch(batch)
@@ -284,7 +309,8 @@ def scaling() -> None:
     # ray.wait over every call, as the asynchronous sampler does once per collected batch.
     for refs_n in (4, 32, 128, 512):
         refs = [ray.put(call) for _ in range(refs_n)]
-        wait_s = statistics.median(_seconds(lambda: ray.wait(refs, num_returns=len(refs), timeout=0)) for _ in range(50))
+        wait_all = lambda refs=refs: ray.wait(refs, num_returns=len(refs), timeout=0)  # noqa: E731 (one name for a timed call)
+        wait_s = statistics.median(_seconds(wait_all) for _ in range(50))
         out[f"driver_wait_ms_{refs_n}_calls"] = wait_s * 1e3
 
     # 5. Broadcast to many readers: one put, N actors each read it once.
@@ -337,6 +363,7 @@ def _seconds(fn: Any) -> float:
 
 
 def main() -> None:
+    """The command line: ``throughput`` or ``scaling``, or a child run."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("throughput", help="the corral/RLlib table")

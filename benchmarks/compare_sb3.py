@@ -141,12 +141,14 @@ def measure(case_name: str, library: str, seed: int) -> dict:
     """Run :func:`child` in a fresh interpreter."""
     proc = subprocess.run(
         [sys.executable, __file__, case_name, "--child", library, "--seed", str(seed)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"{library} seed {seed} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def thinned(curve: list, points: int = 1000) -> list:
@@ -156,6 +158,7 @@ def thinned(curve: list, points: int = 1000) -> list:
 
 
 def median(values: list[float]) -> float:
+    """The median, NaN when nothing was measured."""
     return statistics.median(values) if values else float("nan")
 
 
@@ -176,9 +179,11 @@ def report(case_name: str, runs: dict[str, list[dict]], out_dir: Path) -> str:
     c, s = rows["corral"], rows["sb3"]
     goal = f"{case.threshold:g}"
     lines = [
-        f"| library | reached {goal} | seconds to {goal} (import included) | env steps to {goal} | training steps/s | sampling steps/s |",
+        f"| library | reached {goal} | seconds to {goal} (import included) | env steps to {goal} "
+        "| training steps/s | sampling steps/s |",
         "|---|---|---|---|---|---|",
     ]
+
     def cell(value: float, fmt: str) -> str:
         return "not reached" if math.isnan(value) else format(value, fmt)
 
@@ -186,7 +191,10 @@ def report(case_name: str, runs: dict[str, list[dict]], out_dir: Path) -> str:
         return "n/a" if math.isnan(num) or math.isnan(den) else f"{num / den:.2f}x"
 
     for name, row in ((f"corral {case.sb3_algo} (tuned example)", c), (f"Stable-Baselines3 {case.sb3_algo} (defaults)", s)):
-        lines.append(f"| {name} | {row['reached']} (best {row['best']:.0f}) | {cell(row['seconds'], '.1f')} | {cell(row['steps'], ',.0f')} | {row['train_sps']:,.0f} | {row['sample_sps']:,.0f} |")
+        lines.append(
+            f"| {name} | {row['reached']} (best {row['best']:.0f}) | {cell(row['seconds'], '.1f')} | "
+            f"{cell(row['steps'], ',.0f')} | {row['train_sps']:,.0f} | {row['sample_sps']:,.0f} |"
+        )
     speedup = "SB3 did not reach it" if math.isnan(s["seconds"]) else f"**{s['seconds'] / c['seconds']:.1f}x faster**"
     lines.append(
         f"| **ratio SB3 / corral** | | {speedup} | {ratio(s['steps'], c['steps'])} | "
@@ -213,7 +221,7 @@ def plot(case_name: str, runs: dict[str, list[dict]], path: Path) -> None:
     labels = {"corral": f"corral {case.sb3_algo}", "sb3": f"Stable-Baselines3 {case.sb3_algo}"}
     for library, results in runs.items():
         for i, result in enumerate(results):
-            steps, reward, seconds = zip(*result["curve"]) if result["curve"] else ((), (), ())
+            steps, reward, seconds = zip(*result["curve"], strict=True) if result["curve"] else ((), (), ())
             label = labels[library] if i == 0 else None
             by_time.plot(seconds, reward, color=colors[library], alpha=0.8, label=label)
             by_steps.plot(steps, reward, color=colors[library], alpha=0.8, label=label)
@@ -228,6 +236,7 @@ def plot(case_name: str, runs: dict[str, list[dict]], path: Path) -> None:
 
 
 def main() -> None:
+    """The command line: a case (or ``all``), its seeds, or a child run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("case", choices=[*CASES, "all"], help="which comparison to run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -244,8 +253,11 @@ def main() -> None:
             for library in runs:
                 result = measure(case_name, library, seed)
                 runs[library].append(result)
-                print(f"{case_name} {library:6s} seed {seed}: reached={result['reached']} "
-                      f"train {result['train_throughput']:,.0f} steps/s, sampling {result['sampling_throughput']:,.0f} steps/s", flush=True)
+                print(
+                    f"{case_name} {library:6s} seed {seed}: reached={result['reached']} "
+                    f"train {result['train_throughput']:,.0f} steps/s, sampling {result['sampling_throughput']:,.0f} steps/s",
+                    flush=True,
+                )
         print(f"\n### {case_name}\n\n{report(case_name, runs, args.out)}\n", flush=True)
 
 

@@ -48,4 +48,4 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-__getattr__, __dir__ = lazy_exports('corral', globals(), _EXPORTS)
+__getattr__, __dir__ = lazy_exports("corral", globals(), _EXPORTS)

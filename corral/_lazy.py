@@ -11,7 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 
-def lazy_exports(module_name: str, namespace: dict[str, Any], exports: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    module_name: str, namespace: dict[str, Any], exports: dict[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Return ``(__getattr__, __dir__)`` for a module that re-exports ``{name: defining_module}``."""
 
     def __getattr__(name: str) -> Any:

@@ -52,8 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--algo", "--run", dest="algo", help="registered algorithm name, e.g. PPO (`corral list`)")
     train.add_argument("--env", help="gymnasium id, 'package.module:Class', or a registered env name")
     train.add_argument("-f", "--file", help="a YAML file of experiments: name: {env, run, stop, config}")
-    train.add_argument("--stop", type=_json_object("--stop"), default=None,
-                       help='stop when any result key reaches its value, e.g. \'{"episode_reward_mean": 475}\'')
+    train.add_argument(
+        "--stop",
+        type=_json_object("--stop"),
+        default=None,
+        help="stop when any result key reaches its value, e.g. '{\"episode_reward_mean\": 475}'",
+    )
     train.add_argument("--config", type=_json_object("--config"), default=None, help="config overrides as JSON")
     train.add_argument("--checkpoint-freq", type=int, default=None, help="save a checkpoint every N iterations")
     train.add_argument("--checkpoint-at-end", action="store_true", default=None, help="save a checkpoint when training ends")
@@ -71,15 +75,19 @@ def _parser() -> argparse.ArgumentParser:
     duration.add_argument("--steps", type=int, default=None, help="env steps to run")
     evaluate.add_argument("--render", action="store_true", help="render the environment (gymnasium render_mode='human')")
     evaluate.add_argument("--explore", action="store_true", help="sample actions instead of taking the greedy one")
-    evaluate.add_argument("--trust-code", action="store_true",
-                          help="import what the checkpoint names even if it is not registered (env classes, callbacks, "
-                               "models): only for checkpoints you trust")
+    evaluate.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="import what the checkpoint names even if it is not registered (env classes, callbacks, "
+        "models): only for checkpoints you trust",
+    )
     evaluate.set_defaults(handler=_evaluate)
 
     listing = sub.add_parser("list", help="installed algorithms, explorations and hook plugins")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
-    listing.add_argument("--check", action="store_true",
-                         help="import every plugin to find broken and incompatible ones (slower: imports torch)")
+    listing.add_argument(
+        "--check", action="store_true", help="import every plugin to find broken and incompatible ones (slower: imports torch)"
+    )
     listing.set_defaults(handler=_list)
 
     scaffold = sub.add_parser("new-plugin", help="write a new algorithm plugin distribution, ready to install and test")
@@ -143,15 +151,24 @@ def _experiments_from_file(path: str) -> list[dict[str, Any]]:
         unknown = set(spec) - {"env", "run", "stop", "config", "checkpoint_freq", "checkpoint_at_end", "storage_path"}
         if unknown:
             key = sorted(unknown)[0]
-            raise ConfigError(f"{path}: experiment {name!r} has unknown key {key!r}.{did_you_mean(key, ['env', 'run', 'stop', 'config'])}")
+            raise ConfigError(
+                f"{path}: experiment {name!r} has unknown key {key!r}.{did_you_mean(key, ['env', 'run', 'stop', 'config'])}"
+            )
         if "run" not in spec:
             raise ConfigError(f"{path}: experiment {name!r} needs 'run: <algorithm name>'")
         config = dict(spec.get("config") or {})
         for key in ("checkpoint_freq", "checkpoint_at_end", "storage_path"):
             if key in spec:
                 config[{"checkpoint_freq": "checkpoint_frequency"}.get(key, key)] = spec[key]
-        experiments.append({"name": name, "run": spec["run"], "env": spec.get("env") or config.pop("env", None),
-                            "stop": dict(spec.get("stop") or {}), "config": config})
+        experiments.append(
+            {
+                "name": name,
+                "run": spec["run"],
+                "env": spec.get("env") or config.pop("env", None),
+                "stop": dict(spec.get("stop") or {}),
+                "config": config,
+            }
+        )
     return experiments
 
 
@@ -164,8 +181,12 @@ def _override_from_flags(exp: dict[str, Any], args: argparse.Namespace) -> None:
         exp["stop"] = args.stop
     config = exp["config"]
     config.update(args.config or {})
-    for flag, key in (("checkpoint_freq", "checkpoint_frequency"), ("checkpoint_at_end", "checkpoint_at_end"),
-                      ("storage_path", "storage_path"), ("seed", "seed")):
+    for flag, key in (
+        ("checkpoint_freq", "checkpoint_frequency"),
+        ("checkpoint_at_end", "checkpoint_at_end"),
+        ("storage_path", "storage_path"),
+        ("seed", "seed"),
+    ):
         value = getattr(args, flag)
         if value is not None:
             config[key] = value
@@ -195,7 +216,9 @@ def _check_stop(stop: dict[str, Any], evaluation: bool) -> None:
     for key, value in stop.items():
         head = key.split("/")[0]
         if head not in RESULT_KEYS:
-            raise ConfigError(f"--stop key {key!r} is not a result key.{did_you_mean(head, RESULT_KEYS)} Result keys: {', '.join(RESULT_KEYS)}")
+            raise ConfigError(
+                f"--stop key {key!r} is not a result key.{did_you_mean(head, RESULT_KEYS)} Result keys: {', '.join(RESULT_KEYS)}"
+            )
         if head == "evaluation" and not evaluation:
             raise ConfigError(f"--stop key {key!r} needs evaluation; set evaluation_interval in --config")
         if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -315,7 +338,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         from corral.core.checkpoints import read_checkpoint
 
         saved_env_config = read_checkpoint(args.checkpoint).config.get("env_config")
-        eval_overrides["env_config"] = {**(saved_env_config if isinstance(saved_env_config, dict) else {}), "render_mode": "human"}
+        eval_overrides["env_config"] = {
+            **(saved_env_config if isinstance(saved_env_config, dict) else {}),
+            "render_mode": "human",
+        }
     overrides = {
         "evaluation_duration": duration,
         "evaluation_duration_unit": unit,
@@ -360,7 +386,9 @@ def _list(args: argparse.Namespace) -> int:
             table.add_column(column)
         for p in plugins:
             status = p.status if not p.error else f"{p.status}: {p.error.splitlines()[0]}"
-            style = {"broken": "red", "incompatible": "red", "conflict": "yellow", "shadowed": "yellow", "blocked": "dim"}.get(p.status, "")
+            style = {"broken": "red", "incompatible": "red", "conflict": "yellow", "shadowed": "yellow", "blocked": "dim"}.get(
+                p.status, ""
+            )
             table.add_row(p.name, p.dist or "", p.version or "", p.value, f"[{style}]{status}[/{style}]" if style else status)
         if not plugins:
             table.add_row("(none)", "", "", "", "")
@@ -375,7 +403,10 @@ def _new_plugin(args: argparse.Namespace) -> int:
     from corral.scaffold import new_plugin
 
     path = new_plugin(args.name, args.dir)
-    print(f"Wrote {path}. Next:\n  pip install -e \"{path}[test]\"\n  python -m pytest {path}\n  corral train --algo {args.name} --env CartPole-v1")
+    print(
+        f'Wrote {path}. Next:\n  pip install -e "{path}[test]"\n  python -m pytest {path}\n'
+        f"  corral train --algo {args.name} --env CartPole-v1"
+    )
     return 0
 
 

@@ -30,7 +30,9 @@ def undocumented() -> list[str]:
     """Every config field, hook and hook argument of corral's own that has no docs."""
     missing = []
     for config_class in (ModelConfig, *_config_classes().values()):
-        missing += [f"{config_class.__name__}.{n}" for n, f in config_class.model_fields.items() if not (f.description or "").strip()]
+        missing += [
+            f"{config_class.__name__}.{n}" for n, f in config_class.model_fields.items() if not (f.description or "").strip()
+        ]
     for name in hookspecs.HOOK_NAMES:
         hook = getattr(hookspecs, name)
         if not (hook.__doc__ or "").strip():
@@ -112,7 +114,11 @@ def _changed_defaults(config_class: type[AlgorithmConfig], base: type[AlgorithmC
 
 
 def _table(model: Any, fields: dict[str, Any], builder: bool = True) -> str:
-    head = "| option | builder | default | meaning |\n|---|---|---|---|\n" if builder else "| option | default | meaning |\n|---|---|---|\n"
+    head = (
+        "| option | builder | default | meaning |\n|---|---|---|---|\n"
+        if builder
+        else "| option | default | meaning |\n|---|---|---|\n"
+    )
     rows = []
     for name, field in fields.items():
         default = field.get_default(call_default_factory=True)

@@ -24,9 +24,7 @@ EXPLORATIONS = ("StochasticSampling", "EpsilonGreedy", "SoftQ", "GaussianNoise",
 def cli(*args: str, results: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CORRAL_RESULTS_DIR": str(results)}
     env.pop("COLUMNS", None)
-    return subprocess.run(
-        [sys.executable, "-m", "corral.cli", *args], capture_output=True, text=True, env=env, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "corral.cli", *args], capture_output=True, text=True, env=env, timeout=120)
 
 
 def experiment_dirs(results: Path) -> list[Path]:

@@ -28,7 +28,9 @@ def run_logger(tmp_path, monkeypatch):
     """A distribution 'corral-runlog' with a hook plugin that logs every iteration of every run."""
     site = tmp_path / "site"
     plugins = PluginEnv(site)
-    plugins.add_dist("corral-runlog", "0.2", entry_points={"corral.hooks": {"runlog": "corral_runlog"}}, modules={"corral_runlog": RUN_LOGGER})
+    plugins.add_dist(
+        "corral-runlog", "0.2", entry_points={"corral.hooks": {"runlog": "corral_runlog"}}, modules={"corral_runlog": RUN_LOGGER}
+    )
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("RUN_LOG", str(tmp_path / "runs.jsonl"))
     registry.refresh()

@@ -72,7 +72,10 @@ def test_example_plugin_is_listed_trained_checkpointed_and_restored(reinforce_si
     assert proc.returncode == 0, proc.stderr
     checkpoint = re.search(r"^last checkpoint: (\S+)$", proc.stdout, re.MULTILINE).group(1)
 
-    restore = "import sys; from corral import Algorithm; a = Algorithm.from_checkpoint(sys.argv[1]); print(type(a).__module__, a.iteration)"
+    restore = (
+        "import sys; from corral import Algorithm; a = Algorithm.from_checkpoint(sys.argv[1]); "
+        "print(type(a).__module__, a.iteration)"
+    )
     proc = run(reinforce_site, "-c", restore, checkpoint)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["corral_reinforce.algorithm", "2"]
@@ -129,8 +132,9 @@ def test_broken_and_duplicate_plugins_are_marked_and_the_rest_keep_working(tmp_p
     assert table.returncode == 0, table.stderr
     assert "broken: RuntimeError: broken on purpose" in table.stdout
 
+    small = '{"train_batch_size": 256, "minibatch_size": 64}'
     train = ("-m", "corral.cli", "train", "--env", "CartPole-v1", "--stop", '{"training_iteration": 1}',
-             "--config", '{"train_batch_size": 256, "minibatch_size": 64}', "--storage-path", str(tmp_path / "results"))  # fmt: skip
+             "--config", small, "--storage-path", str(tmp_path / "results"))  # fmt: skip
     assert run(site, *train, "--algo", "PPO").returncode == 0
     broken = run(site, *train, "--algo", "Broken")
     assert broken.returncode == 2

@@ -17,7 +17,13 @@ from corral.errors import ConfigError
 from corral.plugins.ppo import PPO
 
 MARKERS = "CORRAL_TUNE_TEST_MARKERS"
-SMALL = {"train_batch_size": 256, "minibatch_size": 128, "num_epochs": 1, "num_envs_per_env_runner": 2, "log_to_tensorboard": False}
+SMALL = {
+    "train_batch_size": 256,
+    "minibatch_size": 128,
+    "num_epochs": 1,
+    "num_envs_per_env_runner": 2,
+    "log_to_tensorboard": False,
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -56,7 +62,9 @@ def test_tune_checkpoints_are_corral_checkpoints(tmp_path) -> None:
     results = tune.Tuner(
         "PPO",
         param_space=space(),
-        run_config=run_config(tmp_path, "ckpt", stop={"training_iteration": 2}, checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True)),
+        run_config=run_config(
+            tmp_path, "ckpt", stop={"training_iteration": 2}, checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True)
+        ),
     ).fit()
     (result,) = results
     algo = Algorithm.from_checkpoint(result.checkpoint.path)
@@ -78,7 +86,9 @@ class FailOnceAtIteration3(Callbacks):
 
 def test_tuner_restore_resumes_at_the_checkpointed_iteration(tmp_path) -> None:
     config = space(callbacks_class="tests.test_tune:FailOnceAtIteration3")
-    rc = run_config(tmp_path, "resume", stop={"training_iteration": 4}, checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1))
+    rc = run_config(
+        tmp_path, "resume", stop={"training_iteration": 4}, checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1)
+    )
     first = tune.Tuner("PPO", param_space=config, run_config=rc).fit()
     assert first.errors and (Path(os.environ[MARKERS]) / "crashed").exists()
     assert first[0].metrics["training_iteration"] == 2
@@ -96,14 +106,18 @@ class LocalPPO(PPO):
 def test_an_algorithm_registered_in_process_is_trainable_by_name(tmp_path) -> None:
     corral.register_algorithm("LocalPPO", LocalPPO)
     try:
-        (result,) = tune.Tuner("LocalPPO", param_space=space(), run_config=run_config(tmp_path, "local", stop={"training_iteration": 1})).fit()
+        (result,) = tune.Tuner(
+            "LocalPPO", param_space=space(), run_config=run_config(tmp_path, "local", stop={"training_iteration": 1})
+        ).fit()
         assert result.error is None and result.metrics["training_iteration"] == 1
     finally:
         corral.registry.refresh()
 
 
 def test_a_stop_key_the_results_never_have_is_an_error_before_anything_starts(tmp_path) -> None:
-    with pytest.raises(ConfigError, match=r"stop key 'episode_reward_meen' .*Did you mean 'episode_reward_mean'.*Results have: .*timesteps_total"):
+    with pytest.raises(
+        ConfigError, match=r"stop key 'episode_reward_meen' .*Did you mean 'episode_reward_mean'.*Results have: .*timesteps_total"
+    ):
         corral.tune.Tuner("PPO", param_space=space(), run_config=run_config(tmp_path, "bad", stop={"episode_reward_meen": 400}))
     assert not (tmp_path / "bad").exists()
     corral.tune.check_stop({"evaluation/episode_reward_mean": 1, "timesteps_total": 10, "time_since_restore": 5})

@@ -18,7 +18,14 @@ EXAMPLES = sorted((Path(corral.__file__).parent / "tuned_examples").glob("*.yaml
 
 def test_tuned_examples_are_packaged() -> None:
     names = {p.name for p in EXAMPLES}
-    assert {"ppo_cartpole.yaml", "ppo_pendulum.yaml", "a2c_cartpole.yaml", "dqn_cartpole.yaml", "sac_pendulum.yaml", "sac_discrete_cartpole.yaml"} <= names
+    assert {
+        "ppo_cartpole.yaml",
+        "ppo_pendulum.yaml",
+        "a2c_cartpole.yaml",
+        "dqn_cartpole.yaml",
+        "sac_pendulum.yaml",
+        "sac_discrete_cartpole.yaml",
+    } <= names
 
 
 @pytest.mark.slow

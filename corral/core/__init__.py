@@ -73,4 +73,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-__getattr__, __dir__ = lazy_exports('corral.core', globals(), _EXPORTS)
+__getattr__, __dir__ = lazy_exports("corral.core", globals(), _EXPORTS)

@@ -92,14 +92,21 @@ class Algorithm:
         local = EnvRunner(self.config, self.policies, 0, self.callbacks, seed=seed)
         self.check_action_space(local.action_space)
         spaces = (local.observation_space, local.action_space)
-        self.policies[DEFAULT_POLICY_ID] = build_policy(self.policy_class, *spaces, self.config, "policy", DEFAULT_POLICY_ID, "sampling", 0)
+        self.policies[DEFAULT_POLICY_ID] = build_policy(
+            self.policy_class, *spaces, self.config, "policy", DEFAULT_POLICY_ID, "sampling", 0
+        )
         self._check_storage_path()
         self._check_evaluation_env()
         self.env_runner_group = EnvRunnerGroup(local, self.config, self.policy_class)
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
         self.iteration = 0
-        self.counters = {"num_env_steps_sampled": 0, "num_env_steps_trained": 0, "num_agent_steps_sampled": 0, "num_agent_steps_trained": 0}
+        self.counters = {
+            "num_env_steps_sampled": 0,
+            "num_env_steps_trained": 0,
+            "num_agent_steps_sampled": 0,
+            "num_agent_steps_trained": 0,
+        }
         self.time_total_s = 0.0
         self.history = EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)
         self._logdir: Path | None = None
@@ -253,7 +260,9 @@ class Algorithm:
             self._verify_weights()
             elapsed = time.perf_counter() - start
             enough_time = elapsed >= (self.config.min_time_s_per_iteration or 0)
-            enough_steps = self.counters["num_env_steps_sampled"] - sampled_before >= self.config.min_sample_timesteps_per_iteration
+            enough_steps = (
+                self.counters["num_env_steps_sampled"] - sampled_before >= self.config.min_sample_timesteps_per_iteration
+            )
             if enough_time and enough_steps:
                 break
         self.iteration += 1
@@ -302,7 +311,9 @@ class Algorithm:
             num_envs = eval_config.evaluation_num_envs or eval_config.num_envs_per_env_runner
             if eval_config.evaluation_duration_unit == "episodes":
                 num_envs = min(num_envs, eval_config.evaluation_duration)
-            local = EnvRunner(eval_config, self.policies, 0, self.callbacks, num_envs=num_envs, seed=self.config.seed, stream="evaluation")
+            local = EnvRunner(
+                eval_config, self.policies, 0, self.callbacks, num_envs=num_envs, seed=self.config.seed, stream="evaluation"
+            )
             remote = self.config.evaluation_num_env_runners
             self._eval_group = EnvRunnerGroup(local, eval_config, self.policy_class, "evaluation", num_remote=remote)
         return self._eval_group
@@ -365,7 +376,9 @@ class Algorithm:
     def logdir(self) -> Path:
         """The experiment folder (created on first use)."""
         if self._logdir is None:
-            self._logdir = new_experiment_dir(self.config.storage_path, self.name or type(self).__name__, env_name(self.config.env))
+            self._logdir = new_experiment_dir(
+                self.config.storage_path, self.name or type(self).__name__, env_name(self.config.env)
+            )
         return self._logdir
 
     def _result_writer(self) -> ResultWriter:
@@ -552,7 +565,9 @@ class Algorithm:
         try:
             config = algo_class.config_class.from_dict(saved)
         except ConfigError as exc:
-            raise CheckpointError(f"{ckpt.folder / checkpoints.CONFIG_FILE} is not a valid {algo_class.name} config: {exc}") from None
+            raise CheckpointError(
+                f"{ckpt.folder / checkpoints.CONFIG_FILE} is not a valid {algo_class.name} config: {exc}"
+            ) from None
         config.update_from_dict(overrides)
         algo = algo_class(config=config)
         try:
@@ -621,7 +636,9 @@ def _blame(file: Path) -> Iterator[None]:
     except CorralError:
         raise
     except Exception as exc:  # a tampered file can make set_state fail in any way
-        raise CheckpointError(f"{file} does not fit this algorithm: {type(exc).__name__}: {checkpoints._first_line(exc)}") from exc
+        raise CheckpointError(
+            f"{file} does not fit this algorithm: {type(exc).__name__}: {checkpoints._first_line(exc)}"
+        ) from exc
 
 
 def _providing_distribution(cls: type) -> tuple[str | None, str | None]:

@@ -52,9 +52,7 @@ class Callbacks:
     def on_sample_end(self, *, env_runner: Any, samples: Any, **kwargs: Any) -> None:
         """See :func:`corral.core.hookspecs.on_sample_end`."""
 
-    def on_postprocess_trajectory(
-        self, *, policy_id: str, policy: Any, postprocessed_batch: Any, **kwargs: Any
-    ) -> None:
+    def on_postprocess_trajectory(self, *, policy_id: str, policy: Any, postprocessed_batch: Any, **kwargs: Any) -> None:
         """See :func:`corral.core.hookspecs.on_postprocess_trajectory`."""
 
     def on_learn_on_batch(self, *, policy: Any, train_batch: Any, result: dict, **kwargs: Any) -> None:
@@ -85,6 +83,7 @@ class MultiCallbacks:
     """
 
     def __new__(cls, callback_classes: Iterable[type[Callbacks]]) -> list[type[Callbacks]]:  # type: ignore[misc]
+        """The classes themselves, as a list: the config composes them."""
         return list(callback_classes)
 
 
@@ -119,9 +118,7 @@ def _hook_adapters(callbacks: Callbacks) -> SimpleNamespace:
         wanted = spec_args if takes_any else [a for a in spec_args if a in params]
         namespace: dict[str, Any] = {"method": method, "wanted": wanted}
         exec(  # a function whose parameter names are the hookspec's, for pluggy to read
-            f"def {name}({', '.join(spec_args)}):\n"
-            f"    given = locals()\n"
-            f"    return method(**{{k: given[k] for k in wanted}})\n",
+            f"def {name}({', '.join(spec_args)}):\n    given = locals()\n    return method(**{{k: given[k] for k in wanted}})\n",
             namespace,
         )
         setattr(adapters, name, hookspecs.hookimpl(namespace[name]))
@@ -162,50 +159,74 @@ class CallbackRunner:
         return self._pm.hook
 
     def algorithm_init(self, algorithm: Any) -> None:
+        """Call every ``on_algorithm_init`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_algorithm_init(algorithm=algorithm)
 
     def environment_created(self, env_runner: Any, env: Any, env_context: Any) -> None:
+        """Call every ``on_environment_created`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_environment_created(env_runner=env_runner, worker=env_runner, env=env, env_context=env_context)
 
     def episode_start(self, episode: Any, env_runner: Any, env_index: int) -> None:
+        """Call every ``on_episode_start`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_episode_start(
-            episode=episode, env_runner=env_runner, worker=env_runner, base_env=env_runner.env, env_index=env_index,
+            episode=episode,
+            env_runner=env_runner,
+            worker=env_runner,
+            base_env=env_runner.env,
+            env_index=env_index,
             policies=env_runner.policies,
         )
 
     def episode_step(self, episode: Any, env_runner: Any, env_index: int) -> None:
+        """Call every ``on_episode_step`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_episode_step(
-            episode=episode, env_runner=env_runner, worker=env_runner, base_env=env_runner.env, env_index=env_index,
+            episode=episode,
+            env_runner=env_runner,
+            worker=env_runner,
+            base_env=env_runner.env,
+            env_index=env_index,
             policies=env_runner.policies,
         )
 
     def episode_end(self, episode: Any, env_runner: Any, env_index: int) -> None:
+        """Call every ``on_episode_end`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_episode_end(
-            episode=episode, env_runner=env_runner, worker=env_runner, base_env=env_runner.env, env_index=env_index,
+            episode=episode,
+            env_runner=env_runner,
+            worker=env_runner,
+            base_env=env_runner.env,
+            env_index=env_index,
             policies=env_runner.policies,
         )
 
     def sample_end(self, env_runner: Any, samples: Any) -> None:
+        """Call every ``on_sample_end`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_sample_end(env_runner=env_runner, worker=env_runner, samples=samples)
 
     def postprocess_trajectory(self, env_runner: Any, policy_id: str, policy: Any, batch: Any) -> None:
+        """Call every ``on_postprocess_trajectory`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_postprocess_trajectory(
             env_runner=env_runner, worker=env_runner, policy_id=policy_id, policy=policy, postprocessed_batch=batch
         )
 
     def learn_on_batch(self, policy: Any, train_batch: Any, result: dict) -> None:
+        """Call every ``on_learn_on_batch`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_learn_on_batch(policy=policy, train_batch=train_batch, result=result)
 
     def train_result(self, algorithm: Any, result: dict) -> None:
+        """Call every ``on_train_result`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_train_result(algorithm=algorithm, result=result)
 
     def evaluate_start(self, algorithm: Any) -> None:
+        """Call every ``on_evaluate_start`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_evaluate_start(algorithm=algorithm)
 
     def evaluate_end(self, algorithm: Any, evaluation_metrics: dict) -> None:
+        """Call every ``on_evaluate_end`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_evaluate_end(algorithm=algorithm, evaluation_metrics=evaluation_metrics)
 
     def checkpoint_loaded(self, algorithm: Any) -> None:
+        """Call every ``on_checkpoint_loaded`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_checkpoint_loaded(algorithm=algorithm)
 
 

@@ -343,7 +343,9 @@ def _read_npz(file: Path) -> dict[str, np.ndarray]:
                 with archive.open(info) as member:
                     version = np.lib.format.read_magic(member)
                     if version not in _HEADER_READERS:
-                        raise CheckpointError(f"{file}: array {info.filename!r} has .npy format {version}, which corral does not write")
+                        raise CheckpointError(
+                            f"{file}: array {info.filename!r} has .npy format {version}, which corral does not write"
+                        )
                     shape, _, dtype = _HEADER_READERS[version](member)
                     if dtype.hasobject:
                         raise CheckpointError(f"{file}: array {info.filename!r} holds Python objects, which corral never loads")
@@ -355,7 +357,9 @@ def _read_npz(file: Path) -> dict[str, np.ndarray]:
     except CheckpointError:
         raise
     except Exception as exc:  # BadZipFile, a truncated member, a bad header: the file is damaged
-        raise CheckpointError(f"{file} is not a readable .npz archive of arrays ({type(exc).__name__}: {_first_line(exc)})") from None
+        raise CheckpointError(
+            f"{file} is not a readable .npz archive of arrays ({type(exc).__name__}: {_first_line(exc)})"
+        ) from None
 
 
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
@@ -369,7 +373,9 @@ def _inside(folder: Path, relative: Path, kind: str = "file") -> Path:
     root = folder.resolve()
     resolved = path.resolve()
     if resolved != root and root not in resolved.parents:
-        raise CheckpointError(f"{path} is a link to {resolved}, outside the checkpoint; a checkpoint is read only from its own folder")
+        raise CheckpointError(
+            f"{path} is a link to {resolved}, outside the checkpoint; a checkpoint is read only from its own folder"
+        )
     return path
 
 

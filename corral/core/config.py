@@ -135,8 +135,7 @@ def check_plain_data(name: str, value: Any) -> None:
                 stack.extend((element, f"{where}[{i}]", depth + 1, inner) for i, element in enumerate(item))
         elif not (
             item is None
-            or isinstance(item, (bool, int, float, str, BaseModel))
-            or isinstance(item, type)
+            or isinstance(item, (bool, int, float, str, BaseModel, type))
             or (callable(item) and hasattr(item, "__qualname__"))
         ):
             raise ConfigError(
@@ -176,7 +175,7 @@ class ModelConfig(BaseModel):
     conv_activation: Literal["tanh", "relu", "swish", "elu"] = "relu"
     """activation function between the convolution layers"""
     custom_model: Any = None
-    """a torch.nn.Module subclass (or its 'package.module:Class' path), built as Class(obs_space, action_space, num_outputs, model_config)"""
+    """a torch.nn.Module subclass or its 'package.module:Class' path; built as Class(obs_space, action_space, outputs, config)"""
     custom_model_config: dict[str, Any] = Field(default_factory=dict)
     """keyword arguments for the custom model, passed in model_config"""
 
@@ -275,7 +274,7 @@ class AlgorithmConfig(BaseModel):
     rollout_fragment_length: Annotated[int, Field(ge=1, le=2**31 - 1)] | Literal["auto"] = option("auto", "env_runners")
     """steps per sub-environment in one sample call; 'auto' divides train_batch_size evenly"""
     vectorize_mode: Literal["auto", "native", "sync"] = option("auto", "env_runners")
-    """'native' uses the env's own vectorised implementation (gymnasium make_vec), 'sync' steps copies in a loop, 'auto' prefers native"""
+    """'native': the env's own vectorised implementation (gymnasium make_vec); 'sync': copies in a loop; 'auto': native if any"""
     observation_filter: Literal["NoFilter", "MeanStdFilter"] = option("NoFilter", "env_runners")
     """normalise observations by running mean and std (saved in checkpoints)"""
     num_cpus_per_env_runner: float = option(1, "env_runners", ge=0, le=1024)
@@ -403,8 +402,7 @@ class AlgorithmConfig(BaseModel):
         if not name.startswith("_"):
             if self._frozen:
                 raise ConfigError(
-                    f"this {type(self).__name__} is frozen (an algorithm was built from it); "
-                    "change a copy instead: config.copy()"
+                    f"this {type(self).__name__} is frozen (an algorithm was built from it); change a copy instead: config.copy()"
                 )
             if name not in type(self).model_fields:
                 raise self._unknown_key(name)
@@ -602,8 +600,7 @@ class AlgorithmConfig(BaseModel):
         algo_class = self._algo_class_override or type(self).algo_class
         if algo_class is None:
             raise ConfigError(
-                f"{type(self).__name__} belongs to no algorithm; build from an algorithm's config, "
-                "e.g. corral.get_config('PPO')"
+                f"{type(self).__name__} belongs to no algorithm; build from an algorithm's config, e.g. corral.get_config('PPO')"
             )
         return algo_class(config=config)
 
@@ -690,7 +687,9 @@ class AlgorithmConfig(BaseModel):
             # A schedule interpolates between its values, so each one obeying the bounds of the
             # scheduled field means every value it can take does.
             scheduled = SCHEDULES[str(info.field_name)]
-            adapter = TypeAdapter(Annotated[(float, *cls.model_fields[scheduled].metadata)], config=ConfigDict(allow_inf_nan=False))
+            adapter = TypeAdapter(
+                Annotated[(float, *cls.model_fields[scheduled].metadata)], config=ConfigDict(allow_inf_nan=False)
+            )
             for _, v in value:
                 try:
                     adapter.validate_python(v)
@@ -709,4 +708,3 @@ def _to_jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_to_jsonable(v) for v in value]
     return value
-

@@ -58,23 +58,29 @@ class Categorical(ActionDistribution):
 
     @staticmethod
     def required_inputs(space: gym.Space) -> int:
+        """One logit per action."""
         return int(space.n)
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Gumbel-max: the argmax of the logits plus Gumbel noise drawn from ``generator``."""
         # Gumbel-max: one pass, no normalisation, no multinomial kernel.
         noise = uniform_like(self.inputs, generator).clamp_(min=1e-20)
         return torch.argmax(self.inputs - torch.log(-torch.log(noise)), dim=-1)
 
     def deterministic_sample(self) -> torch.Tensor:
+        """The action with the largest logit."""
         return torch.argmax(self.inputs, dim=-1)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probability of each row's action."""
         return self.log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
 
     def entropy(self) -> torch.Tensor:
+        """Entropy of each row's categorical."""
         return -(self.log_probs.exp() * self.log_probs).sum(-1)
 
     def kl(self, other: ActionDistribution) -> torch.Tensor:
+        """KL(self || other) between categoricals over the same actions."""
         assert isinstance(other, Categorical)  # internal invariant, not user input
         return (self.log_probs.exp() * (self.log_probs - other.log_probs)).sum(-1)
 
@@ -88,23 +94,29 @@ class MultiCategorical(ActionDistribution):
 
     @staticmethod
     def required_inputs(space: gym.Space) -> int:
+        """One logit per action of every sub-space (the sum of ``nvec``)."""
         return int(np.sum(space.nvec))
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        """One categorical sample per sub-space, stacked on the last axis."""
         return torch.stack([p.sample(generator) for p in self.parts], dim=-1)
 
     def deterministic_sample(self) -> torch.Tensor:
+        """Each sub-space's most likely action."""
         return torch.stack([p.deterministic_sample() for p in self.parts], dim=-1)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        """The sum of the sub-spaces' log-probabilities (they are independent)."""
         return sum(p.logp(actions[..., i]) for i, p in enumerate(self.parts))  # type: ignore[return-value]
 
     def entropy(self) -> torch.Tensor:
+        """The sum of the sub-spaces' entropies."""
         return sum(p.entropy() for p in self.parts)  # type: ignore[return-value]
 
     def kl(self, other: ActionDistribution) -> torch.Tensor:
+        """The sum of the sub-spaces' KL divergences."""
         assert isinstance(other, MultiCategorical)
-        return sum(p.kl(q) for p, q in zip(self.parts, other.parts))  # type: ignore[return-value]
+        return sum(p.kl(q) for p, q in zip(self.parts, other.parts, strict=True))  # type: ignore[return-value]
 
 
 class DiagGaussian(ActionDistribution):
@@ -117,28 +129,31 @@ class DiagGaussian(ActionDistribution):
 
     @staticmethod
     def required_inputs(space: gym.Space) -> int:
+        """A mean and a log standard deviation per action dimension."""
         return 2 * int(np.prod(space.shape))
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``mean + std * noise``, the noise drawn from ``generator``."""
         return self.mean + self.std * normal_like(self.mean, generator)
 
     def deterministic_sample(self) -> torch.Tensor:
+        """The mean."""
         return self.mean
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        """Gaussian log-density of ``actions``, summed over action dimensions."""
         z = (actions - self.mean) / self.std
         return -(0.5 * z.pow(2) + self.log_std + 0.5 * math.log(2 * math.pi)).sum(-1)
 
     def entropy(self) -> torch.Tensor:
+        """Gaussian entropy, summed over action dimensions."""
         return (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
 
     def kl(self, other: ActionDistribution) -> torch.Tensor:
+        """KL(self || other) between diagonal Gaussians, in closed form."""
         assert isinstance(other, DiagGaussian)
         return (
-            other.log_std
-            - self.log_std
-            + (self.std.pow(2) + (self.mean - other.mean).pow(2)) / (2.0 * other.std.pow(2))
-            - 0.5
+            other.log_std - self.log_std + (self.std.pow(2) + (self.mean - other.mean).pow(2)) / (2.0 * other.std.pow(2)) - 0.5
         ).sum(-1)
 
 
@@ -161,6 +176,7 @@ class SquashedGaussian(ActionDistribution):
 
     @staticmethod
     def required_inputs(space: gym.Space) -> int:
+        """A mean and a log standard deviation per action dimension."""
         return 2 * int(np.prod(space.shape))
 
     def rsample_with_logp(self, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -176,16 +192,20 @@ class SquashedGaussian(ActionDistribution):
         return gaussian - correction
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        """tanh of a Gaussian sample drawn from ``generator`` (not reparameterised: see :meth:`rsample_with_logp`)."""
         return torch.tanh(self.mean + self.std * normal_like(self.mean, generator))
 
     def deterministic_sample(self) -> torch.Tensor:
+        """tanh of the mean."""
         return torch.tanh(self.mean)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        """Log-density of ``actions`` in (-1, 1) through atanh, clipped just inside the bounds."""
         clipped = actions.clamp(-1.0 + 1e-6, 1.0 - 1e-6)
         return self._logp_pre_tanh(torch.atanh(clipped))
 
     def entropy(self) -> torch.Tensor:
+        """The Gaussian's entropy before the tanh: there is no closed form after it."""
         # No closed form after the tanh; the Gaussian's entropy is the usual stand-in.
         return (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
 

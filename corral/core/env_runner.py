@@ -106,9 +106,7 @@ class EnvRunner:
         self._obs_check = ObservationCheck(self.observation_space) if self._native and not config.disable_env_checking else None
         # rewards are stored as float32: a bound beyond its range clips nothing, and must not overflow the cast
         self._reward_bound = None if config.clip_rewards is None else min(config.clip_rewards, float(np.finfo(np.float32).max))
-        self.callbacks.environment_created(
-            self, self.env, EnvContext(config.env_config, worker_index, 0, config.num_env_runners)
-        )
+        self.callbacks.environment_created(self, self.env, EnvContext(config.env_config, worker_index, 0, config.num_env_runners))
         self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
         self._obs: Any = None
         self._reset_pending = np.zeros(self.num_envs, dtype=bool)
@@ -124,7 +122,8 @@ class EnvRunner:
         floats = np.prod(ObservationPreprocessor(self.observation_space).shape, dtype=np.float64)
         row = 8 * floats + 64  # observations (up to 8 bytes per value), and a margin for actions and extras
         check_fits(
-            f"the sample buffers of one env runner ({steps:,} steps x {self.num_envs:,} envs, observations of {int(floats):,} values)",
+            f"the sample buffers of one env runner ({steps:,} steps x {self.num_envs:,} envs, "
+            f"observations of {int(floats):,} values)",
             int(steps * self.num_envs * row),
             "lower train_batch_size or rollout_fragment_length, or num_envs_per_env_runner",
         )
@@ -170,7 +169,9 @@ class EnvRunner:
         self.callbacks.sample_end(self, samples)
         return samples
 
-    def run_episodes(self, num_episodes: int | None = None, num_steps: int | None = None, explore: bool = False) -> list[EpisodeSummary]:
+    def run_episodes(
+        self, num_episodes: int | None = None, num_steps: int | None = None, explore: bool = False
+    ) -> list[EpisodeSummary]:
         """Evaluate: run from fresh resets until ``num_episodes`` episodes end (or ``num_steps`` steps pass).
 
         Nothing is recorded for training and the policies' timesteps do not move.
@@ -178,9 +179,7 @@ class EnvRunner:
         self._reset()
         self._completed = []
         policy, steps = self.policy, 0
-        while (num_episodes is not None and len(self._completed) < num_episodes) or (
-            num_steps is not None and steps < num_steps
-        ):
+        while (num_episodes is not None and len(self._completed) < num_episodes) or (num_steps is not None and steps < num_steps):
             steps += self._step(policy, explore, None, 0)
         episodes = self._completed[:num_episodes] if num_episodes is not None else self._completed
         self._completed = []
@@ -235,7 +234,9 @@ class EnvRunner:
         self._obs, _ = self.env.reset(seed=int(self.np_rng.integers(2**31)))
         found = self._obs_check.problem(self._obs, batched=True) if self._obs_check is not None else None
         if found is not None:
-            raise EnvError(f"sub-environment {found[0]} of env runner {self.worker_index}: the observation from reset() {found[1]}")
+            raise EnvError(
+                f"sub-environment {found[0]} of env runner {self.worker_index}: the observation from reset() {found[1]}"
+            )
         self._reset_pending[:] = False
         self._ep_return[:] = 0.0
         self._ep_len[:] = 0
@@ -345,12 +346,18 @@ class EnvRunner:
         counters = {key: np.asarray(state[key]) for key in ("reset_pending", "ep_return", "ep_len")}
         for key, value in counters.items():
             if value.shape != (self.num_envs,):
-                raise ValueError(f"env runner state {key!r} has shape {value.shape}, this runner {self.num_envs} sub-environments")
+                raise ValueError(
+                    f"env runner state {key!r} has shape {value.shape}, this runner {self.num_envs} sub-environments"
+                )
         set_generator_state(self.np_rng, state["np_rng"])
         if state["obs"] is None:
             self._obs = None
             return
-        found = None if self.config.disable_env_checking else ObservationCheck(self.observation_space).problem(state["obs"], batched=True)
+        found = (
+            None
+            if self.config.disable_env_checking
+            else ObservationCheck(self.observation_space).problem(state["obs"], batched=True)
+        )
         if found is not None:
             raise ValueError(f"the saved observations of sub-environment {found[0]} {found[1]}")
         set_env_state(self.env, state["env"], counters["reset_pending"])

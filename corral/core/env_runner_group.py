@@ -127,7 +127,7 @@ class EnvRunnerGroup:
         shares = [duration // len(healthy) + (i < duration % len(healthy)) for i in range(len(healthy))]
         return {
             index: self._remote[index].run_episodes.remote(state, explore, **evaluation_span(share, unit))
-            for index, share in zip(healthy, shares)
+            for index, share in zip(healthy, shares, strict=True)
             if share > 0
         }
 
@@ -184,7 +184,11 @@ class EnvRunnerGroup:
         remote = state.get("remote") or {}
         if not isinstance(remote, dict):
             raise ValueError("the remote runners' states must be a dict by worker index")
-        calls = {int(i): self._remote[int(i)].set_state.remote(s) for i, s in remote.items() if str(i).isdigit() and int(i) in self._remote}
+        calls = {
+            int(i): self._remote[int(i)].set_state.remote(s)
+            for i, s in remote.items()
+            if str(i).isdigit() and int(i) in self._remote
+        }
         for index, call in calls.items():
             try:
                 self._ray.get(call)

@@ -30,6 +30,7 @@ from corral.core import state_codec
 from corral.core.envs import is_guarded
 from corral.core.seeding import generator_state, set_generator_state
 
+
 def get_env_state(env: gym.vector.VectorEnv) -> dict[str, Any]:
     """The state of a runner's vector env: ``{"kind": "replay" | "attributes", ...}``."""
     if is_guarded(env):
@@ -61,8 +62,11 @@ def set_env_state(env: gym.vector.VectorEnv, state: Any, autoreset: np.ndarray) 
     if state.get("kind") == "replay":
         records = state.get("sub_envs")
         if not is_guarded(env) or not isinstance(records, list) or len(records) != env.num_envs:
-            raise ValueError(f"the env state replays {len(records) if isinstance(records, list) else '?'} sub-environments, this runner steps {env.num_envs} in a loop")
-        for guard, record in zip(env.envs, records):  # type: ignore[attr-defined]
+            raise ValueError(
+                f"the env state replays {len(records) if isinstance(records, list) else '?'} sub-environments, "
+                f"this runner steps {env.num_envs} in a loop"
+            )
+        for guard, record in zip(env.envs, records, strict=True):  # type: ignore[attr-defined]
             guard.replay(record)
         env._autoreset_envs = np.array(autoreset, dtype=bool)  # SyncVectorEnv's next-step autoreset flags
         return
@@ -86,7 +90,10 @@ def _set_attributes(target: Any, values: Any) -> None:
         elif isinstance(now, np.ndarray) and "array" in saved:
             array = state_codec.decode(saved["array"])
             if array.shape != now.shape or array.dtype != now.dtype:
-                raise ValueError(f"env attribute {name!r} has shape {now.shape} and dtype {now.dtype}, the checkpoint {array.shape} {array.dtype}")
+                raise ValueError(
+                    f"env attribute {name!r} has shape {now.shape} and dtype {now.dtype}, "
+                    f"the checkpoint {array.shape} {array.dtype}"
+                )
             setattr(target, name, array)
         elif "value" in saved and (now is None or saved["value"] is None or type(now) is type(saved["value"])):
             setattr(target, name, saved["value"])

@@ -9,6 +9,7 @@ which the env runner and :mod:`corral.core.postprocessing` account for.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
@@ -116,7 +117,11 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
             spec = gym.spec(env_id)
             if config.vectorize_mode == "native" and spec.vector_entry_point is None:
                 raise EnvError(f"{env_id} has no native vectorised implementation; use vectorize_mode='sync' or 'auto'")
-            if spec.vector_entry_point is not None and config.vectorize_mode != "sync" and not config.restart_failed_sub_environments:
+            if (
+                spec.vector_entry_point is not None
+                and config.vectorize_mode != "sync"
+                and not config.restart_failed_sub_environments
+            ):
                 return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **config.env_config)
             creator = lambda ctx: gym.make(env_id, **config.env_config)  # noqa: E731 - one sub-environment
         elif config.vectorize_mode == "native":
@@ -133,7 +138,9 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
     except EnvError:
         raise
     except TypeError as exc:
-        raise EnvError(f"creating environment {env_name(config.env)!r} with env_config={dict(config.env_config)} failed: {exc}") from exc
+        raise EnvError(
+            f"creating environment {env_name(config.env)!r} with env_config={dict(config.env_config)} failed: {exc}"
+        ) from exc
 
 
 class SubEnvironmentGuard(gym.Wrapper):
@@ -150,7 +157,9 @@ class SubEnvironmentGuard(gym.Wrapper):
     the runner, the sub-environment and the step.
     """
 
-    def __init__(self, make: Callable[[], gym.Env], index: int, worker_index: int, restart: bool, check_observations: bool = True) -> None:
+    def __init__(
+        self, make: Callable[[], gym.Env], index: int, worker_index: int, restart: bool, check_observations: bool = True
+    ) -> None:
         super().__init__(make())
         self._make = make
         self.index = index
@@ -230,7 +239,9 @@ class SubEnvironmentGuard(gym.Wrapper):
             ValueError: the record is malformed.
         """
         if record is None:
-            logger.warning("%s: its episode in progress was not recorded for replay; after the restore it starts anew", self.where)
+            logger.warning(
+                "%s: its episode in progress was not recorded for replay; after the restore it starts anew", self.where
+            )
             self.reset()
             return
         if not isinstance(record, dict) or not {"seed", "options", "rng", "actions"} <= set(record):
@@ -249,10 +260,8 @@ class SubEnvironmentGuard(gym.Wrapper):
 
     def _restarted(self, problem: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         logger.warning("%s %s at step %d of its episode; restarting it", self.where, problem, self._t)
-        try:
+        with contextlib.suppress(Exception):  # the broken env may fail to close too; it is dropped either way
             self.env.close()
-        except Exception:  # the broken env may fail to close too; it is dropped either way
-            pass
         self.env = self._make()
         self.restarts += 1
         return self._last_obs, 0.0, False, True, {"corral_env_restarted": True}
@@ -282,7 +291,9 @@ def bad_reward(reward: Any) -> str | None:
     return None if math.isfinite(value) else f"returned the reward {value}"
 
 
-def check_vector_step(obs: Any, rewards: np.ndarray, check: ObservationCheck | None, steps: np.ndarray, worker_index: int) -> None:
+def check_vector_step(
+    obs: Any, rewards: np.ndarray, check: ObservationCheck | None, steps: np.ndarray, worker_index: int
+) -> None:
     """The checks a :class:`SubEnvironmentGuard` makes, on a whole batch from a natively vectorised env.
 
     Raises:
@@ -291,7 +302,10 @@ def check_vector_step(obs: Any, rewards: np.ndarray, check: ObservationCheck | N
     finite = np.isfinite(rewards)
     if not finite.all():
         i = int(np.flatnonzero(~finite)[0])
-        raise EnvError(f"sub-environment {i} of env runner {worker_index} returned the reward {rewards[i]} at step {int(steps[i]) + 1} of its episode{_CHECK_ADVICE}")
+        raise EnvError(
+            f"sub-environment {i} of env runner {worker_index} returned the reward {rewards[i]} "
+            f"at step {int(steps[i]) + 1} of its episode{_CHECK_ADVICE}"
+        )
     found = check.problem(obs, batched=True) if check is not None else None
     if found is not None:
         i = found[0]

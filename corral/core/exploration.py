@@ -78,6 +78,7 @@ class StochasticSampling(Exploration):
         self.random_timesteps = int(random_timesteps)
 
     def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
+        """A sample of the distribution when exploring, its mode otherwise."""
         if not explore:
             return dist.deterministic_sample()
         if timestep < self.random_timesteps:
@@ -111,6 +112,7 @@ class EpsilonGreedy(Exploration):
         return self.initial_epsilon if timestep < self.warmup_timesteps else self.epsilon(timestep)
 
     def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
+        """A uniformly random action with probability epsilon, the greedy one otherwise."""
         greedy = dist.deterministic_sample()
         if not explore:
             return greedy
@@ -118,6 +120,7 @@ class EpsilonGreedy(Exploration):
         return torch.where(random_rows, self._uniform(greedy.shape[0], greedy), greedy)
 
     def get_info(self, timestep: int) -> dict[str, float]:
+        """The current epsilon, reported as ``cur_epsilon``."""
         return {"cur_epsilon": self.current_epsilon(timestep)}
 
 
@@ -133,6 +136,7 @@ class SoftQ(Exploration):
         self.temperature = float(temperature)
 
     def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
+        """When exploring, a Gumbel-max sample of softmax(logits / temperature); the greedy action otherwise."""
         if not explore:
             return dist.deterministic_sample()
         logits = dist.inputs / self.temperature
@@ -165,6 +169,7 @@ class GaussianNoise(Exploration):
         return torch.randn(shape, device=device, generator=self.generator) * self.stddev
 
     def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
+        """Uniform for the first ``random_timesteps``, then the mode plus scaled noise in bounds; the mode unless exploring."""
         action = dist.deterministic_sample()
         if not explore:
             return action
@@ -174,6 +179,7 @@ class GaussianNoise(Exploration):
         return torch.max(torch.min(noisy, self._high.to(action.device)), self._low.to(action.device))
 
     def get_info(self, timestep: int) -> dict[str, float]:
+        """The current noise scale, reported as ``cur_noise_scale``."""
         return {"cur_noise_scale": self.scale(timestep)}
 
 
@@ -204,9 +210,11 @@ class OrnsteinUhlenbeckNoise(GaussianNoise):
         return (self.base_scale * self.state).to(device)
 
     def get_state(self) -> dict[str, Any]:
+        """The Ornstein-Uhlenbeck process's state: where the correlated noise stands."""
         return {"ou_state": self.state.clone()}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_state`."""
         self.state = state["ou_state"].clone()
 
 
@@ -214,6 +222,7 @@ class Random(Exploration):
     """Uniformly random actions, ignoring the policy (a baseline, or for pure data collection)."""
 
     def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
+        """Uniformly random actions when exploring, the mode otherwise."""
         if not explore:
             return dist.deterministic_sample()
         return self._uniform(dist.inputs.shape[0], dist.inputs)
@@ -251,4 +260,3 @@ def make_exploration(exploration_config: dict[str, Any], action_space: gym.Space
     options = dict(exploration_config)
     cls = _exploration_class(options.pop("type"))
     return cls(action_space, **options)
-

@@ -32,6 +32,7 @@ class MeanStdFilter:
         self.keeps_delta = False  # set in remote runners only: gathering the delta costs a second update per batch
 
     def __call__(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
+        """Normalised ``obs``; first folds them into the running statistics when ``update``."""
         if update:
             self.update(obs)
         out = (obs - self.mean) / np.sqrt(self.var + self.epsilon)

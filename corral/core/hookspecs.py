@@ -29,23 +29,17 @@ def on_environment_created(env_runner: Any, worker: Any, env: Any, env_context: 
 
 
 @hookspec
-def on_episode_start(
-    episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any
-) -> None:
+def on_episode_start(episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any) -> None:
     """A sub-environment was reset and a new episode begins (``episode`` has its first observation)."""
 
 
 @hookspec
-def on_episode_step(
-    episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any
-) -> None:
+def on_episode_step(episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any) -> None:
     """A sub-environment stepped; ``episode`` holds the latest observation, action, reward and info."""
 
 
 @hookspec
-def on_episode_end(
-    episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any
-) -> None:
+def on_episode_end(episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any) -> None:
     """An episode finished, before its sub-environment resets; ``episode`` is complete."""
 
 
@@ -55,9 +49,7 @@ def on_sample_end(env_runner: Any, worker: Any, samples: Any) -> None:
 
 
 @hookspec
-def on_postprocess_trajectory(
-    env_runner: Any, worker: Any, policy_id: str, policy: Any, postprocessed_batch: Any
-) -> None:
+def on_postprocess_trajectory(env_runner: Any, worker: Any, policy_id: str, policy: Any, postprocessed_batch: Any) -> None:
     """A policy postprocessed its fragment of samples (advantages computed); the batch may be edited."""
 
 
@@ -106,6 +98,4 @@ HOOK_ARGUMENTS: dict[str, str] = {
 }
 """Every hook argument and what it holds (the reference docs are generated from it)."""
 
-HOOK_NAMES = tuple(
-    name for name, obj in list(globals().items()) if name.startswith("on_") and callable(obj)
-)
+HOOK_NAMES = tuple(name for name, obj in list(globals().items()) if name.startswith("on_") and callable(obj))

@@ -43,7 +43,9 @@ def check_fits(what: str, nbytes: int, advice: str) -> None:
     """
     free = available_bytes()
     if free is not None and nbytes > free:
-        raise ConfigError(f"{what} needs {nbytes:,} bytes ({_human(nbytes)}), but {_human(free)} of memory are available; {advice}")
+        raise ConfigError(
+            f"{what} needs {nbytes:,} bytes ({_human(nbytes)}), but {_human(free)} of memory are available; {advice}"
+        )
 
 
 def _human(nbytes: float) -> str:

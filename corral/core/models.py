@@ -9,6 +9,8 @@ CNN; ``custom_model`` plugs in any ``torch.nn.Module``.
 
 from __future__ import annotations
 
+import itertools
+
 import gymnasium as gym
 import numpy as np
 import torch
@@ -46,6 +48,7 @@ class Model(nn.Module):
         return self._forward(obs)
 
     def forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The same outputs as :meth:`forward_train` (``nn.Module`` calls this)."""
         return self._forward(obs)
 
 
@@ -56,7 +59,7 @@ def mlp(sizes: list[int], activation: str, out_size: int | None = None, out_gain
     the output), which speeds up policy-gradient learning noticeably.
     """
     layers: list[nn.Module] = []
-    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+    for n_in, n_out in itertools.pairwise(sizes):
         layers += [_init(nn.Linear(n_in, n_out), np.sqrt(2)), ACTIVATIONS[activation]()]
     if out_size is not None:
         layers.append(_init(nn.Linear(sizes[-1], out_size), out_gain))
@@ -93,6 +96,7 @@ class ConvEncoder(nn.Module):
                 raise ConfigError(f"conv_filters {filters} do not fit images of shape {shape}: {exc}") from None
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Features of a batch of channels-last images (uint8 images are scaled to [0, 1])."""
         x = obs.permute(0, 3, 1, 2).float()
         if obs.dtype == torch.uint8:
             x = x / 255.0

@@ -50,7 +50,7 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
     n_step: int = option(1, "training", ge=1, le=2**31 - 1)
     """steps summed into each transition's return before bootstrapping"""
     tau: float = option(1.0, "training", gt=0, le=1)
-    """target network update: 1.0 copies every target_network_update_freq env steps; below 1, Polyak averaging after every update"""
+    """target update: 1.0 copies every target_network_update_freq env steps; below 1, Polyak averaging after every update"""
     target_network_update_freq: int = option(500, "training", ge=1, le=2**53)
     """env steps between hard target network updates (used when tau is 1.0)"""
     save_replay_buffer: bool = option(False, "checkpointing")
@@ -71,12 +71,12 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
 def update_target(target: nn.Module, source: nn.Module, tau: float) -> None:
     """Move ``target``'s parameters towards ``source``'s: ``tau=1`` copies, otherwise Polyak averaging."""
     with torch.no_grad():
-        for t, s in zip(target.parameters(), source.parameters()):
+        for t, s in zip(target.parameters(), source.parameters(), strict=True):
             if tau >= 1.0:
                 t.copy_(s)
             else:
                 t.lerp_(s, tau)
-        for t, s in zip(target.buffers(), source.buffers()):
+        for t, s in zip(target.buffers(), source.buffers(), strict=True):
             t.copy_(s)
 
 

@@ -59,9 +59,7 @@ class Policy:
         self.dist_class, self.num_outputs = distribution_for(self.action_adapter.policy_space)
         self.model = self._build_model()
         self.exploration = make_exploration(config.exploration_config, self.action_adapter.policy_space)
-        self.observation_filter = (
-            MeanStdFilter(self.preprocessor.shape) if config.observation_filter == "MeanStdFilter" else None
-        )
+        self.observation_filter = MeanStdFilter(self.preprocessor.shape) if config.observation_filter == "MeanStdFilter" else None
         self.optimizer = self.make_optimizer()
         self.lr_schedule = PiecewiseSchedule(config.lr_schedule) if config.lr_schedule else None
         self.global_timestep = 0
@@ -113,15 +111,23 @@ class Policy:
         """Run the model on two zero observations: each required output needs a row per observation."""
         probe = torch.zeros((2, *self.preprocessor.shape), dtype=_torch_dtype(self.preprocessor.dtype), device=self.device)
         what = f"the model {type(model).__qualname__}"
-        if not all(callable(getattr(model, name, None)) for name in ("forward_inference", "forward_exploration", "forward_train")):
-            raise ConfigError(f"{what} lacks forward_inference/forward_exploration/forward_train; subclass corral.core.Model and write _forward")
+        if not all(
+            callable(getattr(model, name, None)) for name in ("forward_inference", "forward_exploration", "forward_train")
+        ):
+            raise ConfigError(
+                f"{what} lacks forward_inference/forward_exploration/forward_train; subclass corral.core.Model and write _forward"
+            )
         try:
             with torch.no_grad():
                 out = model.forward_inference(probe)
         except Exception as exc:  # a custom model may fail in any way
-            raise ConfigError(f"{what} fails on a batch of observations of shape {tuple(probe.shape)}: {type(exc).__name__}: {exc}") from exc
+            raise ConfigError(
+                f"{what} fails on a batch of observations of shape {tuple(probe.shape)}: {type(exc).__name__}: {exc}"
+            ) from exc
         if not isinstance(out, dict):
-            raise ConfigError(f"{what} returns a {type(out).__name__}; it must return a dict with {list(self.required_model_outputs)}")
+            raise ConfigError(
+                f"{what} returns a {type(out).__name__}; it must return a dict with {list(self.required_model_outputs)}"
+            )
         expected = {"action_dist_inputs": (2, self.num_outputs)}
         for key in self.required_model_outputs:
             value = out.get(key)
@@ -170,9 +176,7 @@ class Policy:
     def flatten_fragment(fragment: SampleBatch) -> SampleBatch:
         """Valid rows of a ``[T, N]`` fragment as a flat batch (the ``valid`` column dropped)."""
         mask = fragment["valid"].reshape(-1)
-        return SampleBatch(
-            {k: v.reshape(-1, *v.shape[2:])[mask] for k, v in fragment.items() if k != "valid"}
-        )
+        return SampleBatch({k: v.reshape(-1, *v.shape[2:])[mask] for k, v in fragment.items() if k != "valid"})
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
         """Update the model from a batch; return learner stats. Algorithms implement this."""
@@ -419,7 +423,9 @@ def check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
                 if not isinstance(value, torch.Tensor):
                     continue
                 if value.dim() > 0 and value.shape != param.shape:
-                    raise ValueError(f"optimizer state {key!r} has shape {tuple(value.shape)}, its parameter {tuple(param.shape)}")
+                    raise ValueError(
+                        f"optimizer state {key!r} has shape {tuple(value.shape)}, its parameter {tuple(param.shape)}"
+                    )
                 if value.is_floating_point() and not bool(torch.isfinite(value).all()):
                     raise ValueError(f"optimizer state {key!r} holds NaN or inf")
 
@@ -481,7 +487,7 @@ def standardize(x: torch.Tensor) -> torch.Tensor:
 
 def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
     """Scalar tensors to floats with one device sync, for learner stats."""
-    return dict(zip(tensors, torch.stack([t.detach() for t in tensors.values()]).tolist()))
+    return dict(zip(tensors, torch.stack([t.detach() for t in tensors.values()]).tolist(), strict=True))
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
@@ -492,5 +498,5 @@ def _add_batch_dim(space: gym.Space, obs: Any) -> Any:
     if isinstance(space, gym.spaces.Dict):
         return {k: _add_batch_dim(s, obs[k]) for k, s in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
-        return tuple(_add_batch_dim(s, o) for s, o in zip(space.spaces, obs))
+        return tuple(_add_batch_dim(s, o) for s, o in zip(space.spaces, obs, strict=False))
     return np.asarray(obs)[None]

@@ -54,7 +54,9 @@ class EnvRunnerActor:
         callbacks = CallbackRunner(config.callbacks_class, installed_hook_plugins())
         self.runner = EnvRunner(config, self.policies, worker_index, callbacks, seed=config.seed, stream=stream)
         spaces = (self.runner.observation_space, self.runner.action_space)
-        self.policies[DEFAULT_POLICY_ID] = build_policy(policy_class, *spaces, config, "policy", DEFAULT_POLICY_ID, stream, worker_index)
+        self.policies[DEFAULT_POLICY_ID] = build_policy(
+            policy_class, *spaces, config, "policy", DEFAULT_POLICY_ID, stream, worker_index
+        )
         for policy in self.policies.values():
             if policy.observation_filter is not None:
                 policy.observation_filter.keeps_delta = True  # what this runner sees goes to the learner

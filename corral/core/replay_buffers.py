@@ -22,7 +22,15 @@ from corral.core.sample_batch import SampleBatch
 from corral.core.sum_tree import SumTree, last_occurrences
 from corral.errors import CheckpointError, ConfigError, did_you_mean
 
-__all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "SumTree", "make_replay_buffer", "check_replay_buffer_config", "BATCH_INDEXES", "WEIGHTS"]
+__all__ = [
+    "BATCH_INDEXES",
+    "WEIGHTS",
+    "PrioritizedReplayBuffer",
+    "ReplayBuffer",
+    "SumTree",
+    "check_replay_buffer_config",
+    "make_replay_buffer",
+]
 
 BATCH_INDEXES = "batch_indexes"
 WEIGHTS = "weights"
@@ -104,9 +112,7 @@ class ReplayBuffer:
         storage = self._storage or {}
         missing, extra = sorted(storage.keys() - columns.keys()), sorted(columns.keys() - storage.keys())
         if missing or extra:
-            raise ConfigError(
-                f"batch columns differ from the buffer's {sorted(storage)}: missing {missing}, unexpected {extra}"
-            )
+            raise ConfigError(f"batch columns differ from the buffer's {sorted(storage)}: missing {missing}, unexpected {extra}")
         for key, store in storage.items():
             value = columns[key]
             if value.shape[1:] != store.shape[1:] or not np.can_cast(value.dtype, store.dtype, "same_kind"):
@@ -182,7 +188,9 @@ class ReplayBuffer:
                 raise CheckpointError(f"replay buffer column {key!r} holds {value.dtype} values, not numbers")
             want = (expected_shapes or {}).get(key)
             if want is not None and tuple(value.shape[1:]) != tuple(want):
-                raise CheckpointError(f"replay buffer column {key!r} has rows of shape {value.shape[1:]}, this algorithm {tuple(want)}")
+                raise CheckpointError(
+                    f"replay buffer column {key!r} has rows of shape {value.shape[1:]}, this algorithm {tuple(want)}"
+                )
         rng = self._rng
         if "rng_state" in state:
             words = np.asarray(state["rng_state"])
@@ -294,7 +302,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         size = _state_int(state, "size") if "size" in state else -1
         if priorities.shape != (size,) or priorities.dtype.kind != "f":
             raise CheckpointError(f"prioritized replay state has priorities of shape {priorities.shape} for {size} rows")
-        if not (np.isfinite(priorities).all() and (priorities >= 0).all()) or max_priority.shape != () or not np.isfinite(max_priority):
+        if (
+            not (np.isfinite(priorities).all() and (priorities >= 0).all())
+            or max_priority.shape != ()
+            or not np.isfinite(max_priority)
+        ):
             raise CheckpointError("prioritized replay priorities must be finite and >= 0")
         super().set_state(state, expected_shapes)
         priorities = priorities.astype(np.float64)

@@ -15,6 +15,7 @@ class PiecewiseSchedule:
         self._v = np.array([float(v) for _, v in endpoints])
 
     def __call__(self, timestep: float) -> float:
+        """The value at ``timestep``."""
         return float(np.interp(timestep, self._t, self._v))
 
 

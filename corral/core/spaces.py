@@ -58,13 +58,11 @@ def _flat_size(space: gym.Space) -> int:
         return sum(_flat_size(s) for s in space.spaces.values())
     if isinstance(space, gym.spaces.Tuple):
         return sum(_flat_size(s) for s in space.spaces)
-    raise EnvError(
-        f"observation space {space} is not supported; use Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple"
-    )
+    raise EnvError(f"observation space {space} is not supported; use Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple")
 
 
 def _flatten_batch(space: gym.Space, obs: Any) -> np.ndarray:
-    if isinstance(space, gym.spaces.Box) or isinstance(space, gym.spaces.MultiBinary):
+    if isinstance(space, (gym.spaces.Box, gym.spaces.MultiBinary)):
         arr = np.asarray(obs, dtype=np.float32)
         return arr.reshape(arr.shape[0], -1)
     if isinstance(space, gym.spaces.Discrete):
@@ -165,14 +163,14 @@ class ActionAdapter:
             raise EnvError(f"action space {space} is not supported; use Discrete, MultiDiscrete or Box")
         self.space = space
         self.is_box = isinstance(space, gym.spaces.Box)
-        self.normalize = self.is_box and normalize_actions and bool(np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)))
+        self.normalize = (
+            self.is_box and normalize_actions and bool(np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)))
+        )
         self.clip = self.is_box and clip_actions and not self.normalize
         if self.is_box:
             self._low = space.low.astype(np.float32)
             self._half_range = ((space.high - space.low) / 2.0).astype(np.float32)
-        self.policy_space: gym.Space = (
-            gym.spaces.Box(-1.0, 1.0, space.shape, np.float32) if self.normalize else space
-        )
+        self.policy_space: gym.Space = gym.spaces.Box(-1.0, 1.0, space.shape, np.float32) if self.normalize else space
 
     def __call__(self, actions: np.ndarray) -> np.ndarray:
         """Env actions for a batch of policy actions."""

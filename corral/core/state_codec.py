@@ -24,7 +24,11 @@ def encode(value: Any) -> Any:
         array = np.ascontiguousarray(value.detach().cpu().numpy() if is_tensor else value)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"cannot store an array of dtype {array.dtype} in a checkpoint")
-        spec: dict[str, Any] = {"dtype": array.dtype.str, "shape": list(array.shape), "base64": base64.b64encode(array.tobytes()).decode("ascii")}
+        spec: dict[str, Any] = {
+            "dtype": array.dtype.str,
+            "shape": list(array.shape),
+            "base64": base64.b64encode(array.tobytes()).decode("ascii"),
+        }
         if is_tensor:
             spec["torch"] = True
         return {_KEY: spec}

@@ -67,8 +67,7 @@ def _make(group: str) -> PluginRegistry:
     if group == HOOKS_GROUP:
         return PluginRegistry(group, "hook plugin", expects_class=False)
     raise ValueError(
-        f"Unknown plugin group {group!r}; expected one of "
-        f"{ALGORITHMS_GROUP!r}, {EXPLORATIONS_GROUP!r}, {HOOKS_GROUP!r}"
+        f"Unknown plugin group {group!r}; expected one of {ALGORITHMS_GROUP!r}, {EXPLORATIONS_GROUP!r}, {HOOKS_GROUP!r}"
     )
 
 

@@ -8,6 +8,7 @@ its failure is caught and remembered, and name clashes are found up front.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import reprlib
 import threading
@@ -165,10 +166,8 @@ class PluginRegistry:
             if check:
                 for slot in self._discovered():
                     if slot.status == "not loaded":
-                        try:
+                        with contextlib.suppress(errors.PluginLoadError):  # remembered in the slot, shown as broken
                             self._load(slot)
-                        except errors.PluginLoadError:
-                            pass  # remembered in the slot, shown as broken or incompatible
             infos = [slot.info(self.group, self._shadowing(slot)) for slot in self._discovered()]
             infos += [self._in_process_info(name, obj) for name, obj in self._in_process.values()]
         return sorted(infos, key=lambda i: (i.name.lower(), i.dist.lower()))
@@ -295,20 +294,14 @@ class PluginRegistry:
                     slot.loaded, slot.obj = True, obj
                     return obj
                 slot.failure_short = problem
-                slot.failure_message = (
-                    f"The {self.kind} {slot.found.name!r} from {slot.where} "
-                    f"is not usable: {problem}."
-                )
+                slot.failure_message = f"The {self.kind} {slot.found.name!r} from {slot.where} is not usable: {problem}."
         raise errors.PluginLoadError(slot.failure_message) from slot.failure_cause
 
     def _problem(self, obj: Any) -> str | None:
         if self._expects_class and not isinstance(obj, type):
             return f"expected a class, got {type(obj).__name__} {reprlib.repr(obj)}"
         if self._required_attribute and not hasattr(obj, self._required_attribute):
-            return (
-                f"{getattr(obj, '__qualname__', obj)!s} has no {self._required_attribute}; "
-                f"{self._requirement}"
-            )
+            return f"{getattr(obj, '__qualname__', obj)!s} has no {self._required_attribute}; {self._requirement}"
         return None
 
     # ----------------------------------------------------- registration
@@ -351,14 +344,8 @@ class PluginRegistry:
 
     def _unknown(self, name: str) -> errors.UnknownPluginError:
         names = self.names()
-        installed = (
-            f"Installed {self.kind}s: {', '.join(names)}."
-            if names
-            else f"No {self.kind}s are installed."
-        )
-        return self._unknown_error(
-            f"Unknown {self.kind} {name!r}. {installed}{errors.did_you_mean(name, names)}"
-        )
+        installed = f"Installed {self.kind}s: {', '.join(names)}." if names else f"No {self.kind}s are installed."
+        return self._unknown_error(f"Unknown {self.kind} {name!r}. {installed}{errors.did_you_mean(name, names)}")
 
     def _not_from(self, name: str, dist: str, providers: list[_Slot]) -> errors.UnknownPluginError:
         if not providers and name.strip().lower() not in self._in_process:
@@ -367,8 +354,7 @@ class PluginRegistry:
         if name.strip().lower() in self._in_process:
             offered.append(IN_PROCESS)
         return self._unknown_error(
-            f"Distribution {dist!r} does not provide {self.kind} {name!r}; "
-            f"it is provided by: {', '.join(offered)}."
+            f"Distribution {dist!r} does not provide {self.kind} {name!r}; it is provided by: {', '.join(offered)}."
         )
 
     def _conflict(self, slots: list[_Slot]) -> errors.PluginLoadError:

@@ -59,9 +59,7 @@ class Subject:
             for known, env in TOY_ENVS.items():
                 if issubclass(space_type, known):
                     return env
-        raise AssertionError(
-            f"{self.name} supports none of {', '.join(t.__name__ for t in TOY_ENVS)}; pass env= to the checks"
-        )
+        raise AssertionError(f"{self.name} supports none of {', '.join(t.__name__ for t in TOY_ENVS)}; pass env= to the checks")
 
     def make_config(self, env: Any = None, seed: int = 0) -> Any:
         """A fresh config with the overrides, the env, a seed and this subject's results folder."""
@@ -151,7 +149,9 @@ def check_checkpoint_round_trip(subject: Subject) -> None:
             assert type(restored) is type(algo), f"from_checkpoint built {type(restored).__name__}, not {type(algo).__name__}"
             _assert_same_weights(algo.get_weights(), restored.get_weights(), subject.name)
             assert restored.iteration == algo.iteration, "from_checkpoint did not restore the iteration"
-            assert restored.counters == algo.counters, f"from_checkpoint restored counters {restored.counters}, not {algo.counters}"
+            assert restored.counters == algo.counters, (
+                f"from_checkpoint restored counters {restored.counters}, not {algo.counters}"
+            )
             space = algo.env_runner_group.local_env_runner.observation_space
             space.seed(0)
             for obs in (space.sample() for _ in range(5)):
@@ -348,4 +348,3 @@ def _assert_refused(algorithm_class: type, path: Path, what: str) -> None:
     except CheckpointError:
         return
     raise AssertionError(f"a checkpoint with {what} was restored instead of raising CheckpointError")
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from typing import ClassVar
 
 import pytest
 
@@ -78,9 +79,7 @@ class Recorder(Callbacks):
             self.problems.append("user_data lost between start and end")
         if sum(episode.user_data["rewards"]) != episode.total_reward:
             self.problems.append("total_reward is not the sum of step rewards")
-        self.ended.append(
-            (episode.episode_id, episode.length, episode.total_reward, episode.terminated, episode.truncated)
-        )
+        self.ended.append((episode.episode_id, episode.length, episode.total_reward, episode.terminated, episode.truncated))
 
     def on_sample_end(self, *, env_runner, samples, **kwargs):
         self.calls["on_sample_end"] += 1
@@ -177,7 +176,7 @@ def test_every_hook_is_called_with_its_arguments(tmp_path):
 def test_evaluate_hooks_run_on_schedule(tmp_path):
     class EvalCounter(Callbacks):
         starts = 0
-        ends = []
+        ends: ClassVar[list[dict]] = []
 
         def on_evaluate_start(self, *, algorithm, **kwargs):
             EvalCounter.starts += 1
@@ -377,9 +376,7 @@ def test_custom_metrics_are_aggregated_over_the_smoothing_window(tmp_path):
     # nor differ in membership: custom metrics and episode_len_mean cover the same episodes
     for result in results:
         custom = result["custom_metrics"]
-        assert set(custom) == {
-            "pole_len_mean", "pole_len_min", "pole_len_max", "constant_mean", "constant_min", "constant_max"
-        }
+        assert set(custom) == {"pole_len_mean", "pole_len_min", "pole_len_max", "constant_mean", "constant_min", "constant_max"}
         assert custom["pole_len_mean"] == pytest.approx(result["episode_len_mean"])
         assert custom["pole_len_min"] <= custom["pole_len_mean"] <= custom["pole_len_max"]
         assert custom["constant_mean"] == custom["constant_min"] == custom["constant_max"] == 2.5

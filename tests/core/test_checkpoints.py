@@ -27,7 +27,7 @@ def tensors_equal(a: Any, b: Any, where: str = "") -> None:
             tensors_equal(a[k], b[k], f"{where}/{k}")
     elif isinstance(a, (list, tuple)):
         assert isinstance(b, (list, tuple)) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             tensors_equal(x, y, f"{where}[{i}]")
     elif isinstance(a, torch.Tensor):
         assert isinstance(b, torch.Tensor), where
@@ -166,14 +166,14 @@ def test_tampered_policy_file_raises_and_runs_no_code(checkpoint, tmp_path) -> N
     marker.unlink()
 
     torch.save(evil, checkpoint / "policies" / "default_policy" / "policy_state.pt")
-    with pytest.raises(CheckpointError, match="policy_state.pt"):
+    with pytest.raises(CheckpointError, match=r"policy_state\.pt"):
         Algorithm.from_checkpoint(checkpoint)
     assert not marker.exists()
 
 
 def test_corrupt_policy_file_raises_checkpoint_error(checkpoint) -> None:
     (checkpoint / "policies" / "default_policy" / "policy_state.pt").write_bytes(b"not a zip file")
-    with pytest.raises(CheckpointError, match="policy_state.pt"):
+    with pytest.raises(CheckpointError, match=r"policy_state\.pt"):
         Algorithm.from_checkpoint(checkpoint)
 
 
@@ -240,13 +240,13 @@ def test_folder_that_is_not_a_checkpoint_raises(tmp_path) -> None:
 
 def test_missing_policy_file_raises(checkpoint) -> None:
     (checkpoint / "policies" / "default_policy" / "policy_state.pt").unlink()
-    with pytest.raises(CheckpointError, match="policy_state.pt"):
+    with pytest.raises(CheckpointError, match=r"policy_state\.pt"):
         Algorithm.from_checkpoint(checkpoint)
 
 
 def test_invalid_json_raises(checkpoint) -> None:
     (checkpoint / "algorithm_state.json").write_text("{not json")
-    with pytest.raises(CheckpointError, match="algorithm_state.json"):
+    with pytest.raises(CheckpointError, match=r"algorithm_state\.json"):
         Algorithm.from_checkpoint(checkpoint)
 
 
@@ -300,7 +300,9 @@ def test_crash_on_a_first_save_leaves_nothing(trained, tmp_path, monkeypatch) ->
     assert not leftovers(tmp_path)
 
 
-def test_a_checkpoint_loads_its_algorithm_from_the_distribution_it_records(checkpoint, tmp_path, monkeypatch, restored_algos) -> None:
+def test_a_checkpoint_loads_its_algorithm_from_the_distribution_it_records(
+    checkpoint, tmp_path, monkeypatch, restored_algos
+) -> None:
     """A second distribution providing 'PPO' makes the name ambiguous, but not the checkpoint: it records 'corral'."""
     import corral.registry as registry
     from corral import PluginLoadError

@@ -253,7 +253,7 @@ def test_callbacks_given_as_import_path_resolve_to_the_class():
 
 
 def test_callbacks_must_be_callbacks_subclasses():
-    with pytest.raises(ConfigError, match="not a subclass of corral.Callbacks"):
+    with pytest.raises(ConfigError, match=r"not a subclass of corral\.Callbacks"):
         PPOConfig().callbacks(dict)
     with pytest.raises(ConfigError, match="no_such_module"):
         PPOConfig().callbacks("no_such_module:Thing")
@@ -346,8 +346,8 @@ def test_validate_exploration_without_type():
 
 
 def test_validate_unknown_exploration_option():
-    config = PPOConfig().environment("CartPole-v1").exploration(
-        exploration_config={"type": "EpsilonGreedy", "final_epsilom": 0.1}
+    config = (
+        PPOConfig().environment("CartPole-v1").exploration(exploration_config={"type": "EpsilonGreedy", "final_epsilom": 0.1})
     )
     with pytest.raises(ConfigError) as info:
         config.validate()

@@ -47,8 +47,7 @@ def build(env, tmp_path, num_envs=2, fragment=5, **env_options):
         PPOConfig()
         .environment(env, **env_options)
         .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=fragment)
-        .training(train_batch_size=num_envs * fragment, minibatch_size=num_envs, num_epochs=1,
-                  model={"fcnet_hiddens": [8]})
+        .training(train_batch_size=num_envs * fragment, minibatch_size=num_envs, num_epochs=1, model={"fcnet_hiddens": [8]})
         .debugging(seed=0)
         .reporting(storage_path=str(tmp_path))
     )
@@ -93,8 +92,13 @@ def test_sample_returns_exactly_the_valid_rows(algo_factory, env_cls):
     other_column = SampleBatch.TERMINATEDS if env_cls.truncate else SampleBatch.TRUNCATEDS
     np.testing.assert_array_equal(batch[done_column], ended)
     assert not batch[other_column].any()
-    for column in (SampleBatch.ACTIONS, SampleBatch.ACTION_LOGP, SampleBatch.VF_PREDS,
-                   SampleBatch.ADVANTAGES, SampleBatch.VALUE_TARGETS):
+    for column in (
+        SampleBatch.ACTIONS,
+        SampleBatch.ACTION_LOGP,
+        SampleBatch.VF_PREDS,
+        SampleBatch.ADVANTAGES,
+        SampleBatch.VALUE_TARGETS,
+    ):
         assert len(batch[column]) == 8
 
     episodes = runner.get_metrics()
@@ -271,10 +275,10 @@ def test_unknown_env_name_is_env_error_with_suggestion():
 def test_bad_env_specs_are_env_errors():
     with pytest.raises(EnvError, match="no_such_module"):
         PPOConfig().environment("no_such_module:Env").build()
-    with pytest.raises(EnvError, match="not a gymnasium.Env"):
+    with pytest.raises(EnvError, match=r"not a gymnasium\.Env"):
         PPOConfig().environment(dict).build()
     corral.register_env("corral-test-not-an-env", lambda ctx: object())
-    with pytest.raises(EnvError, match="not a gymnasium.Env"):
+    with pytest.raises(EnvError, match=r"not a gymnasium\.Env"):
         PPOConfig().environment("corral-test-not-an-env").build()
     with pytest.raises(EnvError, match="non-empty"):
         corral.register_env("", lambda ctx: None)
@@ -295,7 +299,9 @@ def test_a_failing_sub_environment_is_named_in_the_error(make_algo) -> None:
     from corral.errors import EnvRunnerError
 
     config = small_ppo_config("tests.toy_envs:FlakyCartPole").environment(env_config={"fail_worker": 0, "fail_vector": 2})
-    with pytest.raises(EnvRunnerError, match=r"sub-environment 2 of env runner 0 raised RuntimeError: flaky sub-environment \(0, 2\) broke"):
+    with pytest.raises(
+        EnvRunnerError, match=r"sub-environment 2 of env runner 0 raised RuntimeError: flaky sub-environment \(0, 2\) broke"
+    ):
         make_algo(config).train()
 
 

@@ -26,7 +26,10 @@ from .resume_worker import deterministic
 WORKER = Path(__file__).with_name("resume_worker.py")
 
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "PPO": ("PPO", {"env": "CartPole-v1", "num_envs_per_env_runner": 4, "train_batch_size": 256, "minibatch_size": 64, "num_epochs": 2}),
+    "PPO": (
+        "PPO",
+        {"env": "CartPole-v1", "num_envs_per_env_runner": 4, "train_batch_size": 256, "minibatch_size": 64, "num_epochs": 2},
+    ),
     "DQN": (
         "DQN",
         {
@@ -52,7 +55,13 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "IMPALA": (
         "IMPALA",
-        {"env": "CartPole-v1", "num_envs_per_env_runner": 4, "train_batch_size": 80, "rollout_fragment_length": 20, "min_sample_timesteps_per_iteration": 200},
+        {
+            "env": "CartPole-v1",
+            "num_envs_per_env_runner": 4,
+            "train_batch_size": 80,
+            "rollout_fragment_length": 20,
+            "min_sample_timesteps_per_iteration": 200,
+        },
     ),
 }
 
@@ -90,7 +99,7 @@ def check_resume_in_a_fresh_process(algo: Any, tmp_path: Path) -> None:
     _, stderr = worker.communicate(timeout=300)
     assert worker.returncode == 0, stderr
     resumed = json.loads(output.read_text())
-    for i, (a, b) in enumerate(zip(uninterrupted, resumed["results"])):
+    for i, (a, b) in enumerate(zip(uninterrupted, resumed["results"], strict=True)):
         same(a, b, f"iteration {4 + i}")
     same(weights_as_lists(algo), resumed["weights"], "weights")
 
@@ -126,7 +135,11 @@ def test_seeded_algorithms_interleaved_in_one_process_equal_each_alone(make_algo
     for _ in range(3):
         for algo in (first, dqn, second):
             traces[id(algo)].append(algo.train()["info"]["learner"])
-    for algo, trace, weights in ((first, ppo_trace, ppo_weights), (second, ppo_trace, ppo_weights), (dqn, dqn_trace, dqn_weights)):
+    for algo, trace, weights in (
+        (first, ppo_trace, ppo_weights),
+        (second, ppo_trace, ppo_weights),
+        (dqn, dqn_trace, dqn_weights),
+    ):
         same(json.loads(json.dumps(traces[id(algo)], default=str)), json.loads(json.dumps(trace, default=str)), "learner stats")
         np.testing.assert_array_equal(flat_weights(algo), weights)
 

@@ -15,7 +15,6 @@ import re
 from typing import Any
 
 import gymnasium as gym
-
 import numpy as np
 import pytest
 import torch
@@ -68,7 +67,13 @@ def train_until_error(algo: Any, error: type[Exception], iterations: int = 5) ->
     return info.value
 
 
-TINY_DQN = {"learning_starts": 0, "train_batch_size": 16, "min_sample_timesteps_per_iteration": 32, "num_envs_per_env_runner": 2, "seed": 0}
+TINY_DQN = {
+    "learning_starts": 0,
+    "train_batch_size": 16,
+    "min_sample_timesteps_per_iteration": 32,
+    "num_envs_per_env_runner": 2,
+    "seed": 0,
+}
 TINY_SAC = {**TINY_DQN, "replay_buffer_config": {"capacity": 1000}, "model": {"fcnet_hiddens": [16]}}
 
 
@@ -80,11 +85,20 @@ TINY_SAC = {**TINY_DQN, "replay_buffer_config": {"capacity": 1000}, "model": {"f
         pytest.param(A2CConfig().environment("CartPole-v1").training(lr=1e308).debugging(seed=0), id="A2C lr=1e308"),
         pytest.param(DQNConfig().environment("CartPole-v1").update_from_dict({**TINY_DQN, "lr": 1e308}), id="DQN lr=1e308"),
         pytest.param(
-            IMPALAConfig().environment("CartPole-v1").update_from_dict({"lr": 1e308, "train_batch_size": 40, "rollout_fragment_length": 10, "num_envs_per_env_runner": 4, "seed": 0}),
+            IMPALAConfig()
+            .environment("CartPole-v1")
+            .update_from_dict(
+                {"lr": 1e308, "train_batch_size": 40, "rollout_fragment_length": 10, "num_envs_per_env_runner": 4, "seed": 0}
+            ),
             id="IMPALA lr=1e308",
         ),
-        pytest.param(SACConfig().environment("Pendulum-v1").update_from_dict({**TINY_SAC, "initial_alpha": 1e308}), id="SAC initial_alpha=1e308"),
-        pytest.param(SACConfig().environment("Pendulum-v1").update_from_dict({**TINY_SAC, "critic_lr": 1e308}), id="SAC critic_lr=1e308"),
+        pytest.param(
+            SACConfig().environment("Pendulum-v1").update_from_dict({**TINY_SAC, "initial_alpha": 1e308}),
+            id="SAC initial_alpha=1e308",
+        ),
+        pytest.param(
+            SACConfig().environment("Pendulum-v1").update_from_dict({**TINY_SAC, "critic_lr": 1e308}), id="SAC critic_lr=1e308"
+        ),
     ],
 )
 def test_configs_that_overflow_raise_a_training_error_and_keep_the_weights(config, make_algo) -> None:
@@ -174,7 +188,11 @@ def test_a_broken_env_is_an_env_error_naming_the_sub_environment_and_the_step(ma
 
 
 def test_restart_failed_sub_environments_covers_a_broken_env(make_algo) -> None:
-    config = small_ppo_config(env=BROKEN).environment(env_config={"reward": math.nan, "only_vector": 1}).fault_tolerance(restart_failed_sub_environments=True)
+    config = (
+        small_ppo_config(env=BROKEN)
+        .environment(env_config={"reward": math.nan, "only_vector": 1})
+        .fault_tolerance(restart_failed_sub_environments=True)
+    )
     algo = make_algo(config)
     result = algo.train()
     restarts = sum(env.restarts for env in algo.env_runner_group.local_env_runner.env.envs)
@@ -216,5 +234,5 @@ def test_the_guard_costs_no_wrong_answers_for_finite_updates(make_algo) -> None:
         reference.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), policy.config.grad_clip)
         optimizer.step()
-    for (name, a), b in zip(policy.model.state_dict().items(), model.state_dict().values()):
+    for (name, a), b in zip(policy.model.state_dict().items(), model.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)

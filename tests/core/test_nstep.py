@@ -89,8 +89,15 @@ def test_one_step_is_ordinary_transitions():
     batch, boot = fragment()
     out = compute_nstep(batch, boot, n_step=1, gamma=GAMMA)
     expected_new_obs = {
-        (0, 0): _obs(1, 0), (1, 0): _obs(2, 0), (2, 0): F0, (4, 0): _obs(5, 0), (5, 0): B0,
-        (1, 1): _obs(2, 1), (2, 1): F1, (4, 1): _obs(5, 1), (5, 1): B1,
+        (0, 0): _obs(1, 0),
+        (1, 0): _obs(2, 0),
+        (2, 0): F0,
+        (4, 0): _obs(5, 0),
+        (5, 0): B0,
+        (1, 1): _obs(2, 1),
+        (2, 1): F1,
+        (4, 1): _obs(5, 1),
+        (5, 1): B1,
     }
     flat_valid = batch["valid"].reshape(-1)
     np.testing.assert_array_equal(out["rewards"], batch["rewards"].reshape(-1)[flat_valid])
@@ -153,8 +160,14 @@ def _random_fragment(rng: np.random.Generator, steps: int, envs: int) -> tuple[S
     truncateds &= valid
     rewards = (rng.standard_normal((steps, envs)) * valid).astype(np.float32)
     obs = rng.standard_normal((steps, envs, 3)).astype(np.float32)
-    batch = SampleBatch(obs=obs, actions=rng.integers(0, 4, (steps, envs)), rewards=rewards,
-                        terminateds=terminateds, truncateds=truncateds, valid=valid)
+    batch = SampleBatch(
+        obs=obs,
+        actions=rng.integers(0, 4, (steps, envs)),
+        rewards=rewards,
+        terminateds=terminateds,
+        truncateds=truncateds,
+        valid=valid,
+    )
     return batch, rng.standard_normal((envs, 3)).astype(np.float32)
 
 

@@ -68,7 +68,8 @@ def test_weights_are_put_in_the_object_store_once_per_sample_call(build, monkeyp
 @pytest.mark.parametrize("algo_name, env, overrides", [
     ("A2C", "CartPole-v1", {"num_envs_per_env_runner": 2, "min_sample_timesteps_per_iteration": 64}),
     ("DQN", "CartPole-v1", {"num_envs_per_env_runner": 2, "learning_starts": 32, "train_batch_size": 16}),
-    ("SAC", "Pendulum-v1", {"num_envs_per_env_runner": 1, "learning_starts": 32, "train_batch_size": 16, "training_intensity": 16}),
+    ("SAC", "Pendulum-v1",
+     {"num_envs_per_env_runner": 1, "learning_starts": 32, "train_batch_size": 16, "training_intensity": 16}),
     ("IMPALA", "CartPole-v1", {"num_envs_per_env_runner": 2, "rollout_fragment_length": 16, "train_batch_size": 64}),
 ])  # fmt: skip
 def test_every_built_in_algorithm_trains_with_remote_runners(build, algo_name, env, overrides) -> None:
@@ -106,7 +107,9 @@ def test_the_observation_filter_gathers_every_runners_statistics_and_sends_the_t
 
 
 def test_evaluation_actors_normalise_with_the_learners_filter(build) -> None:
-    algo = build(ppo(runners=0, observation_filter="MeanStdFilter").evaluation(evaluation_interval=1, evaluation_num_env_runners=2))
+    algo = build(
+        ppo(runners=0, observation_filter="MeanStdFilter").evaluation(evaluation_interval=1, evaluation_num_env_runners=2)
+    )
     algo.train()
     learner = algo.get_policy().observation_filter
     assert filter_counts(algo._evaluation_runners()) == [learner.count, learner.count] and learner.count == 256
@@ -147,7 +150,9 @@ def test_an_untolerated_failure_names_the_runner_and_the_sub_environment(build) 
 
 
 def test_a_failed_sub_environment_is_restarted_inside_its_runner(build) -> None:
-    algo = build(ppo(env=FLAKY, env_config={"fail_worker": 1, "fail_vector": 0, "once": True}, restart_failed_sub_environments=True))
+    algo = build(
+        ppo(env=FLAKY, env_config={"fail_worker": 1, "fail_vector": 0, "once": True}, restart_failed_sub_environments=True)
+    )
     for _ in range(2):
         result = algo.train()
     assert result["num_healthy_env_runners"] == 2 and result["num_env_runner_restarts"] == 0
@@ -189,7 +194,6 @@ def test_zero_remote_runners_never_import_ray(algo_name) -> None:
     assert proc.stdout.strip().splitlines()[-1] == "False"
 
 
-
 @pytest.mark.parametrize("parallel", [False, True])
 def test_evaluation_runs_on_its_own_actors_with_the_latest_weights(build, parallel) -> None:
     config = ppo(runners=0).evaluation(
@@ -214,7 +218,6 @@ def test_evaluation_runs_on_its_own_actors_with_the_latest_weights(build, parall
 def test_parallel_evaluation_needs_evaluation_actors() -> None:
     with pytest.raises(ConfigError, match="evaluation_parallel_to_training needs evaluation actors"):
         ppo(runners=0).evaluation(evaluation_interval=1, evaluation_parallel_to_training=True).build()
-
 
 
 def test_a_runner_that_cannot_start_fails_the_build_and_releases_the_others() -> None:
@@ -255,7 +258,11 @@ def tuned_example(file: str, **overrides):
     import corral
 
     (spec,) = yaml.safe_load((Path(corral.__file__).parent / "tuned_examples" / file).read_text()).values()
-    return get_config(spec["run"]).environment(spec["env"]).update_from_dict({**spec["config"], **overrides, "log_to_tensorboard": False})
+    return (
+        get_config(spec["run"])
+        .environment(spec["env"])
+        .update_from_dict({**spec["config"], **overrides, "log_to_tensorboard": False})
+    )
 
 
 def best_reward_within(algo, budget: int, threshold: float) -> float:

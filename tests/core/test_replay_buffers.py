@@ -223,8 +223,13 @@ def test_make_replay_buffer():
     per = make_replay_buffer({"type": "prioritizedreplaybuffer", "capacity": 10, "alpha": 0.5, "epsilon": 1e-4}, seed=0)
     assert isinstance(per, PrioritizedReplayBuffer) and per.alpha == 0.5 and per.epsilon == 1e-4
     rllib = make_replay_buffer(
-        {"type": "MultiAgentPrioritizedReplayBuffer", "capacity": 10, "prioritized_replay_alpha": 0.7,
-         "prioritized_replay_beta": 0.4, "prioritized_replay_eps": 1e-5},
+        {
+            "type": "MultiAgentPrioritizedReplayBuffer",
+            "capacity": 10,
+            "prioritized_replay_alpha": 0.7,
+            "prioritized_replay_beta": 0.4,
+            "prioritized_replay_eps": 1e-5,
+        },
         seed=None,
     )
     assert isinstance(rllib, PrioritizedReplayBuffer) and rllib.alpha == 0.7

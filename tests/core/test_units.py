@@ -64,7 +64,7 @@ def test_multicategorical_matches_torch(gen):
     torch.testing.assert_close(ours.entropy(), sum(r.entropy() for r in refs))
     torch.testing.assert_close(ours.kl(ours), torch.zeros(5), atol=1e-6, rtol=0)
     torch.testing.assert_close(
-        ours.kl(MultiCategorical(other, nvec)), sum(D.kl_divergence(p, q) for p, q in zip(refs, other_refs))
+        ours.kl(MultiCategorical(other, nvec)), sum(D.kl_divergence(p, q) for p, q in zip(refs, other_refs, strict=True))
     )
     sample = ours.sample()
     assert sample.shape == (5, 3)
@@ -258,8 +258,13 @@ def test_epsilon_greedy_bad_epsilon():
 
 def test_epsilon_schedule_values():
     eg = make_exploration(
-        {"type": "EpsilonGreedy", "initial_epsilon": 1.0, "final_epsilon": 0.1, "epsilon_timesteps": 1000,
-         "warmup_timesteps": 100},
+        {
+            "type": "EpsilonGreedy",
+            "initial_epsilon": 1.0,
+            "final_epsilon": 0.1,
+            "epsilon_timesteps": 1000,
+            "warmup_timesteps": 100,
+        },
         DISCRETE,
     )
     expected = {0: 1.0, 99: 1.0, 100: 1.0, 600: 0.55, 1100: 0.1, 50_000: 0.1}
@@ -315,8 +320,14 @@ def test_stochastic_sampling_deterministic_without_explore():
 
 def test_gaussian_noise_scale_and_random_phase():
     gn = make_exploration(
-        {"type": "GaussianNoise", "random_timesteps": 10, "initial_scale": 1.0, "final_scale": 0.0,
-         "scale_timesteps": 100, "stddev": 0.1},
+        {
+            "type": "GaussianNoise",
+            "random_timesteps": 10,
+            "initial_scale": 1.0,
+            "final_scale": 0.0,
+            "scale_timesteps": 100,
+            "stddev": 0.1,
+        },
         BOX,
     )
     assert gn.get_info(10)["cur_noise_scale"] == pytest.approx(1.0)
@@ -345,7 +356,7 @@ def test_ornstein_uhlenbeck_state_is_saved_and_restored():
     fresh.set_state(state)
     torch.manual_seed(1)
     replayed = [fresh.get_exploration_action(dist, 0, True) for _ in range(3)]
-    for a, b in zip(continued, replayed):
+    for a, b in zip(continued, replayed, strict=True):
         torch.testing.assert_close(a, b)
     # the saved state is a copy: acting did not change it
     assert not torch.equal(state["ou_state"], ou.get_state()["ou_state"])

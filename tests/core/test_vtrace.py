@@ -52,7 +52,9 @@ def test_on_policy_vtrace_equals_n_step_returns() -> None:
     valid = (~done_before).astype(np.float32)  # the row after every end is a reset row
     advantages, targets = compute_gae(rewards, values, terminateds, truncateds, valid, last, 0.97, 1.0)
     logp = torch.from_numpy(rng.normal(size=(steps, envs)).astype(np.float32))
-    vs, pg = vtrace(logp, logp, *(torch.from_numpy(a) for a in (rewards, values, last, terminateds, truncateds, valid)), gamma=0.97)
+    vs, pg = vtrace(
+        logp, logp, *(torch.from_numpy(a) for a in (rewards, values, last, terminateds, truncateds, valid)), gamma=0.97
+    )
     torch.testing.assert_close(vs, torch.from_numpy(targets), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(pg, torch.from_numpy(advantages), rtol=1e-5, atol=1e-5)
 
@@ -60,5 +62,7 @@ def test_on_policy_vtrace_equals_n_step_returns() -> None:
 def test_no_gradient_flows_through_the_targets() -> None:
     values = column(1.0, 2.0).requires_grad_()
     flags = column(0, 0, dtype=torch.bool)
-    vs, pg = vtrace(column(0.0, 0.0), column(0.0, 0.0), column(1.0, 1.0), values, torch.tensor([0.0]), flags, flags, column(1, 1), 0.9)
+    vs, pg = vtrace(
+        column(0.0, 0.0), column(0.0, 0.0), column(1.0, 1.0), values, torch.tensor([0.0]), flags, flags, column(1, 1), 0.9
+    )
     assert not vs.requires_grad and not pg.requires_grad

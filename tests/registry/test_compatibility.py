@@ -42,8 +42,13 @@ def test_requirement_lines_are_read_as_pip_would(requires, problem):
 
 
 def test_a_plugin_class_written_for_another_plugin_api_is_incompatible(plugins):
-    source = f"class Next:\n    corral_api = {PLUGIN_API_VERSION + 1}\n\n    @classmethod\n    def get_default_config(cls):\n        return {{}}\n"
-    plugins.add_dist("corral-next", "1.0", entry_points={"corral.algorithms": {"Next": "corral_next:Next"}}, modules={"corral_next": source})
+    source = (
+        f"class Next:\n    corral_api = {PLUGIN_API_VERSION + 1}\n\n"
+        "    @classmethod\n    def get_default_config(cls):\n        return {}\n"
+    )
+    plugins.add_dist(
+        "corral-next", "1.0", entry_points={"corral.algorithms": {"Next": "corral_next:Next"}}, modules={"corral_next": source}
+    )
     with pytest.raises(PluginLoadError, match=rf"corral plugin API {PLUGIN_API_VERSION + 1}.*upgrade corral"):
         registry.get_algorithm("Next")
     (info,) = ours(registry.list_algorithms(), "corral-next")

@@ -59,9 +59,7 @@ def test_disabled_plugins_are_blocked_and_never_imported(plugins, monkeypatch):
     plugins.add_dist(
         "fakeplugin",
         "1.2.3",
-        entry_points={
-            "corral.algorithms": {"Crashy": "fake_block_pkg:Crashy", "Other": "fake_block_pkg:Other"}
-        },
+        entry_points={"corral.algorithms": {"Crashy": "fake_block_pkg:Crashy", "Other": "fake_block_pkg:Other"}},
         modules={"fake_block_pkg": "raise SystemError('must never be imported')\n"},
     )
     plugins.add_algorithm_dist("keptplugin", "1.0", "fake_kept_pkg", "Kept")

@@ -18,12 +18,8 @@ def test_listing_describes_entry_points_without_importing_them(plugins, tmp_path
     plugins.add_dist(
         "fakeplugin",
         "1.2.3",
-        entry_points={
-            "corral.algorithms": {"Zeta": "fake_list_pkg:Zeta", "Alpha": "fake_list_pkg:Alpha"}
-        },
-        modules={
-            "fake_list_pkg": f"open({str(marker)!r}, 'w').close()\nclass Alpha: pass\nclass Zeta: pass\n"
-        },
+        entry_points={"corral.algorithms": {"Zeta": "fake_list_pkg:Zeta", "Alpha": "fake_list_pkg:Alpha"}},
+        modules={"fake_list_pkg": f"open({str(marker)!r}, 'w').close()\nclass Alpha: pass\nclass Zeta: pass\n"},
     )
 
     infos = ours(registry.list_algorithms(), "fakeplugin")

@@ -68,7 +68,7 @@ def test_broken_plugin_is_isolated_and_reported(plugins, tmp_path):
     [broken] = ours(registry.list_algorithms(), "brokenplugin")
     assert (broken.status, broken.error) == ("broken", "RuntimeError: cannot find libfoo.so")
     # The failure is remembered: a second lookup reports it without importing again.
-    with pytest.raises(PluginLoadError, match="cannot find libfoo.so"):
+    with pytest.raises(PluginLoadError, match=r"cannot find libfoo\.so"):
         registry.get_algorithm("Broken")
     assert attempts.read_text() == "x"
 

@@ -17,7 +17,12 @@ from corral.testing import CHECKS, ConformanceError, Subject, check_algorithm
 QUICK = {
     "PPO": {"train_batch_size": 128, "minibatch_size": 64, "num_epochs": 1, "num_envs_per_env_runner": 2},
     "A2C": {"num_envs_per_env_runner": 2, "rollout_fragment_length": 16},
-    "DQN": {"learning_starts": 32, "train_batch_size": 16, "num_envs_per_env_runner": 2, "min_sample_timesteps_per_iteration": 64},
+    "DQN": {
+        "learning_starts": 32,
+        "train_batch_size": 16,
+        "num_envs_per_env_runner": 2,
+        "min_sample_timesteps_per_iteration": 64,
+    },
     "IMPALA": {"train_batch_size": 64, "rollout_fragment_length": 16, "num_envs_per_env_runner": 4},
     "SAC": {
         "learning_starts": 32,

@@ -41,14 +41,13 @@ class DQNPolicy(OffPolicyPolicy):
                 next_q = next_target.max(dim=1).values
             target = t[SampleBatch.REWARDS] + t["discounts"] * next_q
         td_error = q - target
-        if cfg.td_error_loss_fn == "huber":
-            per_row = F.smooth_l1_loss(q, target, reduction="none")
-        else:
-            per_row = 0.5 * td_error.pow(2)
+        per_row = F.smooth_l1_loss(q, target, reduction="none") if cfg.td_error_loss_fn == "huber" else 0.5 * td_error.pow(2)
         loss = (t["weights"] * per_row).mean()
         (grad_norm,) = self.apply_gradients(loss, {"q_values": q, "td_targets": target})
         names = ("loss", "mean_q", "max_q", "mean_td_error", "grad_gnorm")
-        values = torch.stack([loss.detach(), q.detach().mean(), q.detach().max(), td_error.detach().abs().mean(), grad_norm]).tolist()
-        stats: dict[str, Any] = dict(zip(names, values))
+        values = torch.stack(
+            [loss.detach(), q.detach().mean(), q.detach().max(), td_error.detach().abs().mean(), grad_norm]
+        ).tolist()
+        stats: dict[str, Any] = dict(zip(names, values, strict=True))
         stats.update(cur_lr=lr, td_error=td_error.detach().cpu().numpy(), **self.exploration.get_info(self.global_timestep))
         return stats

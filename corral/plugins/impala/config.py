@@ -7,7 +7,13 @@ from corral.core import AlgorithmConfig, option
 
 class IMPALAConfig(
     AlgorithmConfig,
-    defaults={"lr": 5e-4, "train_batch_size": 500, "rollout_fragment_length": 50, "num_envs_per_env_runner": 10, "grad_clip": 40.0},
+    defaults={
+        "lr": 5e-4,
+        "train_batch_size": 500,
+        "rollout_fragment_length": 50,
+        "num_envs_per_env_runner": 10,
+        "grad_clip": 40.0,
+    },
 ):
     """Config of :class:`~corral.plugins.impala.IMPALA`.
 

@@ -37,7 +37,9 @@ class PPOPolicy(ActorCriticPolicy):
         dist = self.dist_class(out["action_dist_inputs"])
         advantages = t[SampleBatch.ADVANTAGES]
         ratio = torch.exp(dist.logp(t[SampleBatch.ACTIONS]) - t[SampleBatch.ACTION_LOGP])
-        surrogate = torch.min(advantages * ratio, advantages * ratio.clamp(saturate(1 - cfg.clip_param), saturate(1 + cfg.clip_param)))
+        surrogate = torch.min(
+            advantages * ratio, advantages * ratio.clamp(saturate(1 - cfg.clip_param), saturate(1 + cfg.clip_param))
+        )
         terms = {"policy_loss": -surrogate.mean(), "vf_loss": self._vf_loss(out["vf_preds"], t)}
         total = terms["policy_loss"] + cfg.vf_loss_coeff * terms["vf_loss"]
         if cfg.entropy_coeff > 0:
@@ -66,7 +68,9 @@ class PPOPolicy(ActorCriticPolicy):
         dist = self.dist_class(out["action_dist_inputs"])
         advantages = t[SampleBatch.ADVANTAGES]
         ratio = torch.exp(dist.logp(t[SampleBatch.ACTIONS]) - t[SampleBatch.ACTION_LOGP])
-        policy_loss = -torch.min(advantages * ratio, advantages * ratio.clamp(saturate(1 - cfg.clip_param), saturate(1 + cfg.clip_param))).mean()
+        policy_loss = -torch.min(
+            advantages * ratio, advantages * ratio.clamp(saturate(1 - cfg.clip_param), saturate(1 + cfg.clip_param))
+        ).mean()
         vf_loss = self._vf_loss(out["vf_preds"], t)
         kl = self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS]).kl(dist).mean()
         entropy = dist.entropy().mean()
@@ -75,7 +79,7 @@ class PPOPolicy(ActorCriticPolicy):
         explained = 1.0 - torch.var(targets - out["vf_preds"]) / torch.var(targets)
         names = ("total_loss", "policy_loss", "vf_loss", "kl", "entropy", "vf_explained_var")
         values = torch.stack([total, policy_loss, vf_loss, kl, entropy, explained]).tolist()
-        return dict(zip(names, values))
+        return dict(zip(names, values, strict=True))
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
         """Several epochs of shuffled minibatch SGD; then adapt the KL coefficient."""

@@ -36,7 +36,7 @@ class SACConfig(
     initial_alpha: float = option(1.0, "training", gt=0)
     """the entropy temperature at the start"""
     target_entropy: float | Literal["auto"] = option("auto", "training")
-    """entropy that alpha is tuned towards; 'auto' is -dim(actions) for Box and 0.98 * log(n) * target_entropy_scale for Discrete"""
+    """entropy alpha is tuned towards; 'auto': -dim(actions) for Box, 0.98 * log(n) * target_entropy_scale for Discrete"""
     target_entropy_scale: float = option(0.98, "training", gt=0, le=1)
     """for Discrete actions with target_entropy='auto': the fraction of the maximum entropy log(n) to aim for"""
     twin_q: bool = option(True, "training")
@@ -48,4 +48,6 @@ class SACConfig(
         if self.lr_schedule is not None:
             raise ConfigError("SAC does not use lr_schedule; set actor_lr, critic_lr and alpha_lr")
         if not self.normalize_actions:
-            raise ConfigError("SAC's actor produces actions in [-1, 1]; keep normalize_actions=True so they are scaled to the env's bounds")
+            raise ConfigError(
+                "SAC's actor produces actions in [-1, 1]; keep normalize_actions=True so they are scaled to the env's bounds"
+            )

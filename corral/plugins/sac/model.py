@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import gymnasium as gym
@@ -25,6 +26,7 @@ class EnsembleLinear(nn.Module):
             nn.init.orthogonal_(member, gain)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Each member's affine map of its own slice of ``x``: one batched matmul for all of them."""
         return torch.baddbmm(self.bias, x, self.weight)
 
 
@@ -48,7 +50,7 @@ class EnsembleCritic(nn.Module):
             self.encoders = None
             features = ObservationPreprocessor(obs_space).shape[0]
         sizes = [features + action_dim, *config.fcnet_hiddens]
-        self.hidden = nn.ModuleList(EnsembleLinear(k, a, b, math.sqrt(2)) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.hidden = nn.ModuleList(EnsembleLinear(k, a, b, math.sqrt(2)) for a, b in itertools.pairwise(sizes))
         self.out = EnsembleLinear(k, sizes[-1], num_outputs, 1.0)
         self.activation = ACTIVATIONS[config.fcnet_activation]()
 
@@ -72,7 +74,9 @@ class SACModel(Model):
     copies need no special handling.
     """
 
-    def __init__(self, obs_space: gym.Space, action_space: gym.Space, config: ModelConfig, twin_q: bool, initial_alpha: float) -> None:
+    def __init__(
+        self, obs_space: gym.Space, action_space: gym.Space, config: ModelConfig, twin_q: bool, initial_alpha: float
+    ) -> None:
         super().__init__()
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         encoder, features = build_encoder(obs_space, config)

@@ -81,10 +81,22 @@ class SACPolicy(OffPolicyPolicy):
 
         names = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "mean_q", "critic_gnorm", "actor_gnorm")
         values = torch.stack(
-            [critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(), alpha, entropy.detach(),
-             q_taken[0].detach().mean(), critic_norm, actor_norm]
+            [
+                critic_loss.detach(),
+                actor_loss.detach(),
+                alpha_loss.detach(),
+                alpha,
+                entropy.detach(),
+                q_taken[0].detach().mean(),
+                critic_norm,
+                actor_norm,
+            ]
         ).tolist()
-        return {**dict(zip(names, values)), "target_entropy": self.target_entropy, "td_error": td_error.detach().cpu().numpy()}
+        return {
+            **dict(zip(names, values, strict=True)),
+            "target_entropy": self.target_entropy,
+            "td_error": td_error.detach().cpu().numpy(),
+        }
 
     def _soft_next_value(self, next_obs: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
         """E over the next action of min(target Q) - alpha * log pi."""
@@ -97,7 +109,9 @@ class SACPolicy(OffPolicyPolicy):
         q = self.target_model.q_values(next_obs, next_actions).min(dim=0).values
         return q - alpha * logp
 
-    def _discrete_actor_loss(self, obs: torch.Tensor, alpha: torch.Tensor, q_all: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _discrete_actor_loss(
+        self, obs: torch.Tensor, alpha: torch.Tensor, q_all: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's loss against the critics' Q(s, .) (``[k, B, n]``, detached) and its mean entropy."""
         log_probs = F.log_softmax(self.model.actor(obs), dim=-1)
         probs = log_probs.exp()

@@ -135,7 +135,9 @@ def test_checkpoint_resumes_in_a_fresh_process(tmp_path, save_replay_buffer) -> 
     expected_actions = [algo.compute_single_action(o, explore=False) for o in observations]
     proc = subprocess.run(
         [sys.executable, "-c", _RESUME, path, json.dumps(observations.tolist())],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     restored, after = (json.loads(line) for line in proc.stdout.strip().splitlines()[-2:])
     assert restored["timestep"] == policy.global_timestep

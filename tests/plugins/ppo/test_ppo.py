@@ -28,7 +28,17 @@ def test_ppo_is_found_through_corrals_own_entry_point() -> None:
 def test_learner_stats_cover_the_loss_terms() -> None:
     algo = tiny("CartPole-v1").build()
     stats = algo.train()["info"]["learner"]["default_policy"]
-    for key in ("total_loss", "policy_loss", "vf_loss", "kl", "entropy", "grad_gnorm", "cur_kl_coeff", "cur_lr", "vf_explained_var"):
+    for key in (
+        "total_loss",
+        "policy_loss",
+        "vf_loss",
+        "kl",
+        "entropy",
+        "grad_gnorm",
+        "cur_kl_coeff",
+        "cur_lr",
+        "vf_explained_var",
+    ):
         assert np.isfinite(stats[key]), key
     # 2 epochs over ~256 rows in minibatches of 64
     assert stats["num_sgd_updates"] == 2 * int(np.ceil(algo.counters["num_env_steps_trained"] / 64))
@@ -69,7 +79,9 @@ def test_minibatch_larger_than_batch_is_refused() -> None:
         tiny("CartPole-v1", minibatch_size=512).build()
 
 
-@pytest.mark.parametrize("env", [ImageEnv, DictObsEnv, "Pendulum-v1", "CartPole-v1"], ids=["image+multidiscrete", "dict+box", "pendulum", "cartpole"])
+@pytest.mark.parametrize(
+    "env", [ImageEnv, DictObsEnv, "Pendulum-v1", "CartPole-v1"], ids=["image+multidiscrete", "dict+box", "pendulum", "cartpole"]
+)
 def test_ppo_trains_and_acts_on_each_supported_space(env) -> None:
     algo = tiny(env).build()
     result = algo.train()
@@ -84,4 +96,3 @@ def test_image_observations_use_a_cnn() -> None:
     algo = tiny(ImageEnv).build()
     modules = [type(m).__name__ for m in algo.get_policy().model.modules()]
     assert "Conv2d" in modules
-

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from corral_reinforce import REINFORCE, REINFORCEConfig
 
 import corral
-from corral_reinforce import REINFORCE, REINFORCEConfig
 
 QUICK = {"train_batch_size": 128, "num_envs_per_env_runner": 2}
 

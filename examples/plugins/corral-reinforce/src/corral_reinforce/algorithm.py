@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from corral.core import Algorithm
-
 from corral_reinforce.config import REINFORCEConfig
 from corral_reinforce.policy import REINFORCEPolicy
 
