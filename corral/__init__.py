@@ -7,20 +7,12 @@ never imports torch.
 
 from __future__ import annotations
 
+import corral.errors as errors
 from corral._lazy import lazy_exports
 from corral._version import __version__
 
 _EXPORTS = {
-    # errors
-    "CorralError": "corral.errors",
-    "ConfigError": "corral.errors",
-    "UnknownPluginError": "corral.errors",
-    "UnknownAlgorithmError": "corral.errors",
-    "PluginLoadError": "corral.errors",
-    "CheckpointError": "corral.errors",
-    "EnvError": "corral.errors",
-    "EnvRunnerError": "corral.errors",
-    "TrainingError": "corral.errors",
+    **dict.fromkeys(errors.__all__, "corral.errors"),
     # registry
     "list_algorithms": "corral.registry",
     "get_algorithm": "corral.registry",

@@ -11,6 +11,19 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "CorralError",
+    "EnvError",
+    "EnvRunnerError",
+    "PluginLoadError",
+    "TrainingError",
+    "UnknownAlgorithmError",
+    "UnknownPluginError",
+]
+"""the errors both public faces (``corral`` and ``corral.core``) re-export"""
+
 
 class CorralError(Exception):
     """Base of every error caused by the user's input (config, names, files)."""

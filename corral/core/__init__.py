@@ -6,6 +6,7 @@ the errors (``corral list``) does not import torch.
 
 from __future__ import annotations
 
+import corral.errors as errors
 from corral._lazy import lazy_exports
 
 _EXPORTS = {
@@ -48,15 +49,7 @@ _EXPORTS = {
     "PiecewiseSchedule": "corral.core.schedules",
     "linear_schedule": "corral.core.schedules",
     "MeanStdFilter": "corral.core.filters",
-    "CorralError": "corral.errors",
-    "ConfigError": "corral.errors",
-    "UnknownPluginError": "corral.errors",
-    "UnknownAlgorithmError": "corral.errors",
-    "PluginLoadError": "corral.errors",
-    "CheckpointError": "corral.errors",
-    "EnvError": "corral.errors",
-    "EnvRunnerError": "corral.errors",
-    "TrainingError": "corral.errors",
+    **dict.fromkeys(errors.__all__, "corral.errors"),
     "PLUGIN_API_VERSION": "corral.plugin_api",
     "OffPolicyConfig": "corral.core.off_policy",
     "OffPolicyPolicy": "corral.core.off_policy",
