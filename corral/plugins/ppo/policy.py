@@ -32,6 +32,13 @@ class PPOPolicy(ActorCriticPolicy):
         Terms whose coefficient is zero are not computed; :meth:`_batch_stats`
         reports all of them once per update instead of once per minibatch.
         """
+        total, terms, _ = self._loss_terms(t, every_term=False)
+        return total, terms
+
+    def _loss_terms(
+        self, t: dict[str, torch.Tensor], every_term: bool
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The total loss, its terms (zero-coefficient ones only if ``every_term``) and the model's outputs."""
         cfg = self.config
         out = self.model.forward_train(t[SampleBatch.OBS])
         dist = self.dist_class(out["action_dist_inputs"])
@@ -42,13 +49,13 @@ class PPOPolicy(ActorCriticPolicy):
         )
         terms = {"policy_loss": -surrogate.mean(), "vf_loss": self._vf_loss(out["vf_preds"], t)}
         total = terms["policy_loss"] + cfg.vf_loss_coeff * terms["vf_loss"]
-        if cfg.entropy_coeff > 0:
+        if every_term or cfg.entropy_coeff > 0:
             terms["entropy"] = dist.entropy().mean()
             total = total - cfg.entropy_coeff * terms["entropy"]
-        if self.kl_coeff > 0:
+        if every_term or self.kl_coeff > 0:
             terms["kl"] = self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS]).kl(dist).mean()
             total = total + self.kl_coeff * terms["kl"]
-        return total, terms
+        return total, terms, out
 
     def _vf_loss(self, values: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
         targets = t[SampleBatch.VALUE_TARGETS]
@@ -63,23 +70,11 @@ class PPOPolicy(ActorCriticPolicy):
     @torch.no_grad()
     def _batch_stats(self, t: dict[str, torch.Tensor]) -> dict[str, float]:
         """Loss terms of the updated policy on the whole train batch, in one pass."""
-        cfg = self.config
-        out = self.model.forward_train(t[SampleBatch.OBS])
-        dist = self.dist_class(out["action_dist_inputs"])
-        advantages = t[SampleBatch.ADVANTAGES]
-        ratio = torch.exp(dist.logp(t[SampleBatch.ACTIONS]) - t[SampleBatch.ACTION_LOGP])
-        policy_loss = -torch.min(
-            advantages * ratio, advantages * ratio.clamp(saturate(1 - cfg.clip_param), saturate(1 + cfg.clip_param))
-        ).mean()
-        vf_loss = self._vf_loss(out["vf_preds"], t)
-        kl = self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS]).kl(dist).mean()
-        entropy = dist.entropy().mean()
-        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy + self.kl_coeff * kl
+        total, terms, out = self._loss_terms(t, every_term=True)
         targets = t[SampleBatch.VALUE_TARGETS]
         explained = 1.0 - torch.var(targets - out["vf_preds"]) / torch.var(targets)
-        names = ("total_loss", "policy_loss", "vf_loss", "kl", "entropy", "vf_explained_var")
-        values = torch.stack([total, policy_loss, vf_loss, kl, entropy, explained]).tolist()
-        return dict(zip(names, values, strict=True))
+        stats = {"total_loss": total, **terms, "vf_explained_var": explained}
+        return dict(zip(stats, torch.stack(list(stats.values())).tolist(), strict=True))
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
         """Several epochs of shuffled minibatch SGD; then adapt the KL coefficient."""
