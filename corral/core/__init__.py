@@ -12,6 +12,8 @@ from corral._lazy import lazy_exports
 _EXPORTS = {
     "Algorithm": "corral.core.algorithm",
     "AlgorithmConfig": "corral.core.config",
+    "ActorCriticConfig": "corral.core.actor_critic",
+    "GAEConfig": "corral.core.actor_critic",
     "ModelConfig": "corral.core.config",
     "option": "corral.core.config",
     "Policy": "corral.core.policy",

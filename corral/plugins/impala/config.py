@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from corral.core import AlgorithmConfig, option
+from corral.core import ActorCriticConfig, option
 
 
 class IMPALAConfig(
-    AlgorithmConfig,
+    ActorCriticConfig,
     defaults={
         "lr": 5e-4,
+        "entropy_coeff": 0.01,
         "train_batch_size": 500,
         "rollout_fragment_length": 50,
         "num_envs_per_env_runner": 10,
@@ -37,7 +38,3 @@ class IMPALAConfig(
     """c-bar: the largest importance weight on how far a correction carries back in time"""
     vtrace_clip_pg_rho_threshold: float = option(1.0, "training", gt=0)
     """the largest importance weight on the policy-gradient advantage"""
-    vf_loss_coeff: float = option(0.5, "training", ge=0)
-    """weight of the value loss in the total loss"""
-    entropy_coeff: float = option(0.01, "training", ge=0)
-    """weight of the entropy bonus in the total loss"""

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-from corral.core import AlgorithmConfig, ConfigError, option
+from corral.core import ConfigError, GAEConfig, option
 
 
 class PPOConfig(
-    AlgorithmConfig,
-    defaults={"lr": 3e-4, "train_batch_size": 4000, "grad_clip": 0.5},
+    GAEConfig,
+    defaults={"lr": 3e-4, "train_batch_size": 4000, "grad_clip": 0.5, "lambda_": 0.95},
 ):
     """Config of :class:`~corral.plugins.ppo.PPO`: the shared options plus PPO's own (set with ``.training()``)."""
 
-    lambda_: float = option(0.95, "training", ge=0, le=1)
-    """the GAE lambda: 1 gives Monte-Carlo advantages, 0 one-step TD errors"""
     clip_param: float = option(0.2, "training", gt=0)
     """the PPO clipping range: the probability ratio is clipped to [1 - clip_param, 1 + clip_param]"""
     vf_clip_param: float | None = option(None, "training", gt=0)
     """clip value predictions to within this distance of the old ones (PPO2 style); None does not clip"""
-    vf_loss_coeff: float = option(0.5, "training", ge=0)
-    """weight of the value loss in the total loss"""
-    entropy_coeff: float = option(0.0, "training", ge=0)
-    """weight of the entropy bonus in the total loss"""
     kl_coeff: float = option(0.2, "training", ge=0)
     """initial weight of the KL penalty; adapted towards kl_target after each update (0 disables it)"""
     kl_target: float = option(0.01, "training", gt=0)
@@ -29,8 +23,6 @@ class PPOConfig(
     """passes of minibatch SGD over each train batch (RLlib's num_sgd_iter)"""
     minibatch_size: int = option(128, "training", ge=1, le=2**31 - 1)
     """rows per SGD minibatch (RLlib's sgd_minibatch_size)"""
-    normalize_advantages: bool = option(True, "training")
-    """standardise advantages over each train batch"""
 
     def validate(self) -> None:
         """PPO's own checks on top of the shared ones."""
