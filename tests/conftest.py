@@ -15,12 +15,40 @@ import pytest
 SMALL_PPO = {"train_batch_size": 256, "minibatch_size": 64, "num_epochs": 1}
 
 
+USER_RESULTS = Path("~/corral_results").expanduser()
+"""where corral writes when nothing says otherwise; the suite must leave it as it found it"""
+
+
+def _user_results() -> set[str]:
+    return set(os.listdir(USER_RESULTS)) if USER_RESULTS.is_dir() else set()
+
+
 @pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin is configured
 def pytest_configure(config: pytest.Config) -> None:
-    """Hypothesis keeps caches in ./.hypothesis by default (from collection on): keep them in the session's tmp folder."""
+    """Keep the session's writes in its tmp folder, from collection on.
+
+    Hypothesis keeps caches in ./.hypothesis by default. ``CORRAL_RESULTS_DIR``
+    is set for the whole session here, before any Ray worker or subprocess
+    starts, so that they inherit it; the ``results_dir`` fixture narrows it to
+    each test's own folder in this process.
+    """
     from hypothesis.configuration import set_hypothesis_home_dir
 
-    set_hypothesis_home_dir(config._tmp_path_factory.mktemp("hypothesis"))  # type: ignore[attr-defined]
+    tmp = config._tmp_path_factory  # type: ignore[attr-defined]
+    set_hypothesis_home_dir(tmp.mktemp("hypothesis"))
+    os.environ["CORRAL_RESULTS_DIR"] = str(tmp.mktemp("session_corral_results"))
+    config.stash[_BEFORE] = _user_results()
+
+
+_BEFORE = pytest.StashKey[set[str]]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run if anything new appeared in ~/corral_results while it ran."""
+    new = _user_results() - session.config.stash.get(_BEFORE, set())
+    if new:
+        print(f"\nthe tests wrote into {USER_RESULTS}, outside their tmp folders: {sorted(new)}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)
