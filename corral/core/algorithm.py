@@ -32,6 +32,7 @@ from corral.core.envs import env_name, make_vector_env
 from corral.core.loggers import ResultWriter, default_storage_path, new_experiment_dir
 from corral.core.metrics import EpisodeHistory, summarize_episodes
 from corral.core.policy import Policy, build_policy
+from corral.core.safe_loading import check_config_references, check_outside
 from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.core.spaces import space_to_json
@@ -550,8 +551,6 @@ class Algorithm:
             CheckpointError: the checkpoint is damaged, names code that is not registered
                 (without ``trust_code``), or its algorithm is not installed.
         """
-        from corral.core.safe_loading import check_config_references
-
         ckpt = checkpoints.read_checkpoint(checkpoint_path)
         algo_class = _algorithm_class_for(ckpt, trust_code)
         overrides = dict(config_overrides or {})
@@ -614,8 +613,6 @@ def _algorithm_class_for(ckpt: checkpoints.Checkpoint, trust_code: bool) -> type
         pass
     where = f"{name!r} from distribution {dist!r} {meta.get('distribution_version') or ''}".rstrip()
     if trust_code and path:
-        from corral.core.safe_loading import check_outside
-
         check_outside(path, ckpt.folder, f"algorithm_class={path!r}")
         try:
             cls = import_object(path)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import json
 import os
 import re
@@ -203,10 +204,10 @@ def _exchange(a: Path, b: Path) -> bool:
         return False
     if result == 0:
         return True
-    errno = ctypes.get_errno()
-    if errno in (22, 38, 45, 95):  # EINVAL, ENOSYS, ENOTSUP (macOS), EOPNOTSUPP: this filesystem cannot swap
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):  # this filesystem cannot swap
         return False
-    raise OSError(errno, os.strerror(errno), str(b))
+    raise OSError(err, os.strerror(err), str(b))
 
 
 _LIBC: Any = None

@@ -77,6 +77,14 @@ def object_path(obj: Any) -> str:
     return f"{obj.__module__}:{obj.__qualname__}"
 
 
+def split_import_path(path: str) -> tuple[str, str]:
+    """``("package.module", "Name")`` from ``"package.module:Name"`` or ``"package.module.Name"``."""
+    module_name, sep, qualname = path.partition(":")
+    if not sep:
+        module_name, _, qualname = path.rpartition(".")
+    return module_name, qualname
+
+
 def import_object(path: str) -> Any:
     """Import ``"package.module:Name"`` (or ``"package.module.Name"``) and return the object.
 
@@ -85,9 +93,7 @@ def import_object(path: str) -> Any:
     """
     if not isinstance(path, str):
         raise ConfigError(f"an import path must be a string 'package.module:Name', got {type(path).__name__}")
-    module_name, sep, qualname = path.partition(":")
-    if not sep:
-        module_name, _, qualname = path.rpartition(".")
+    module_name, qualname = split_import_path(path)
     names = [*module_name.split("."), *qualname.split(".")]
     if not module_name or not qualname or not all(n.isidentifier() for n in names):
         raise ConfigError(f"{path!r} is not an absolute import path; write it as 'package.module:Name'")

@@ -49,8 +49,10 @@ def check_fits(what: str, nbytes: int, advice: str) -> None:
 
 
 def _human(nbytes: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if nbytes < 1024 or unit == "PiB":
-            return f"{nbytes:.1f} {unit}" if unit != "bytes" else f"{int(nbytes)} bytes"
+    if nbytes < 1024:
+        return f"{int(nbytes)} bytes"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
         nbytes /= 1024
-    return f"{nbytes:.1f} PiB"
+        if nbytes < 1024:
+            return f"{nbytes:.1f} {unit}"
+    return f"{nbytes / 1024:.1f} PiB"

@@ -260,13 +260,15 @@ class Policy:
         """
         norms = []
         for group in self.optimizer.param_groups:
-            grads = [p.grad for p in group["params"] if p.grad is not None]
             if self.config.grad_clip is not None:
                 norms.append(nn.utils.clip_grad_norm_(group["params"], self.config.grad_clip))
-            elif grads:
-                norms.append(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))))
-            else:
-                norms.append(torch.zeros((), device=self.device))
+                continue
+            grads = [p.grad for p in group["params"] if p.grad is not None]
+            norms.append(
+                torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+                if grads
+                else torch.zeros((), device=self.device)
+            )
         return norms
 
     @property

@@ -23,10 +23,12 @@ trust. Even then, nothing inside the checkpoint folder is ever imported.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
+from corral.core.config import split_import_path
 from corral.errors import CheckpointError
 
 CODE_FIELDS = {"env": "environment", "callbacks_class": "callbacks class", "custom_model": "custom model"}
@@ -76,7 +78,7 @@ def check_outside(path: str, folder: Path, label: str) -> None:
     Raises:
         CheckpointError: the path is relative, or its top-level module or package is in ``folder``.
     """
-    module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
+    module = split_import_path(path)[0]
     if not module or module.startswith("."):
         raise CheckpointError(f"{label} is not an absolute import path ('package.module:Name')")
     top = module.split(".")[0]
@@ -91,8 +93,6 @@ def check_outside(path: str, folder: Path, label: str) -> None:
 
 def _locations(top: str) -> list[Path]:
     """Where the top-level module ``top`` is, or would be imported from (its spec is found, not executed)."""
-    import sys
-
     module = sys.modules.get(top)
     if module is not None:
         paths = list(getattr(module, "__path__", []) or [])
@@ -129,14 +129,8 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
 
 def _is_registered(field: str, value: str) -> bool:
     """Whether resolving ``value`` imports only what was registered or installed on purpose."""
-    if field == "env":
-        if ":" not in value:
-            return True  # a registered name or a gymnasium id, or unknown (refused later): never an import
-        return _is_corral_own(value)
-    return _is_corral_own(value)
-
-
-def _is_corral_own(path: str) -> bool:
-    """A path into corral's own package (already imported, so it cannot come from elsewhere)."""
-    module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
+    if field == "env" and ":" not in value:
+        return True  # a registered name or a gymnasium id, or unknown (refused later): never an import
+    # A path into corral's own package (already imported, so it cannot come from elsewhere).
+    module = split_import_path(value)[0]
     return module == "corral" or module.startswith("corral.")

@@ -20,29 +20,21 @@ import pytest
 
 from corral import ConfigError, CorralError, EnvError, TrainingError, get_config
 
+TINY_OFF_POLICY: dict[str, Any] = {
+    "learning_starts": 0,
+    "train_batch_size": 16,
+    "training_intensity": 16.0,
+    "min_sample_timesteps_per_iteration": 16,
+    "replay_buffer_config": {"type": "ReplayBuffer", "capacity": 1000},
+    "model": {"fcnet_hiddens": [16]},
+}
+
 BASES: dict[str, dict[str, Any]] = {
     "PPO": {"env": "CartPole-v1", "train_batch_size": 64, "minibatch_size": 32, "num_epochs": 1, "num_envs_per_env_runner": 2},
-    "DQN": {
-        "env": "CartPole-v1",
-        "learning_starts": 0,
-        "train_batch_size": 16,
-        "training_intensity": 16.0,
-        "min_sample_timesteps_per_iteration": 16,
-        "num_envs_per_env_runner": 2,
-        "replay_buffer_config": {"type": "ReplayBuffer", "capacity": 1000},
-        "model": {"fcnet_hiddens": [16]},
-    },
+    "DQN": {"env": "CartPole-v1", **TINY_OFF_POLICY, "num_envs_per_env_runner": 2},
     "A2C": {"env": "CartPole-v1", "train_batch_size": 32, "min_sample_timesteps_per_iteration": 64, "num_envs_per_env_runner": 2},
     "IMPALA": {"env": "CartPole-v1", "train_batch_size": 40, "rollout_fragment_length": 10, "num_envs_per_env_runner": 4},
-    "SAC": {
-        "env": "Pendulum-v1",
-        "learning_starts": 0,
-        "train_batch_size": 16,
-        "training_intensity": 16.0,
-        "min_sample_timesteps_per_iteration": 16,
-        "replay_buffer_config": {"type": "ReplayBuffer", "capacity": 1000},
-        "model": {"fcnet_hiddens": [16]},
-    },
+    "SAC": {"env": "Pendulum-v1", **TINY_OFF_POLICY},
 }
 COMMON = {"seed": 0, "log_to_tensorboard": False}
 
