@@ -214,7 +214,7 @@ def scaling() -> None:
 
     os.environ.setdefault("CORRAL_RESULTS_DIR", "/tmp/corral_bench_results")
     from corral.core import AsyncSampler
-    from corral.core.remote_env_runner import RemoteSample
+    from corral.core.sampling.remote_env_runner import RemoteSample
 
     ray.init(num_cpus=RAY_CPUS, include_dashboard=False, configure_logging=False)
     echo = ray.remote(num_cpus=0)(_Echo)

@@ -1,4 +1,4 @@
-"""Lazy re-exports (PEP 562) for corral's public modules.
+"""Lazy re-exports (PEP 562) for corral's public modules, and old module paths kept importable after a move.
 
 ``corral`` and ``corral.core`` re-export names from heavy modules (torch);
 resolving them on first access keeps ``import corral`` and ``corral list`` light.
@@ -7,6 +7,11 @@ resolving them on first access keeps ``import corral`` and ``corral list`` light
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -28,3 +33,44 @@ def lazy_exports(
         return sorted(namespace.get("__all__", exports))
 
     return __getattr__, __dir__
+
+
+class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds a module under its old name and hands back the module at its new one (the same object)."""
+
+    def __init__(self, moved: dict[str, str]) -> None:
+        self.moved = moved
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        """A spec for an old name; None for every other name, which the regular finders handle."""
+        if fullname not in self.moved:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        """The module at its new name, imported if need be; the import system files it under the old name too."""
+        new_name = self.moved[spec.name]
+        warnings.warn(
+            f"{spec.name} moved to {new_name}; import from there, or from the package's public face",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return importlib.import_module(new_name)
+
+    def exec_module(self, module: Any) -> None:
+        """Nothing to run: the module was executed under its new name."""
+
+
+def alias_moved_modules(moved: dict[str, str]) -> None:
+    """Keep old module paths importable after a move: ``import old`` gives the module at its new path.
+
+    Checkpoints and configs record classes as ``"module:Name"`` and plugins may
+    import deep paths, so a module that moves stays reachable under its old name
+    (with a ``DeprecationWarning``). The finder is consulted after the regular
+    ones, so it never shadows a module that exists.
+
+    Args:
+        moved: ``{old module name: new module name}``.
+    """
+    if not any(isinstance(f, _MovedModuleFinder) and f.moved is moved for f in sys.meta_path):
+        sys.meta_path.append(_MovedModuleFinder(moved))

@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from corral.core.results import RESULT_KEYS
+from corral.core.contracts.results import RESULT_KEYS
 from corral.errors import ConfigError, CorralError, did_you_mean
 
 
@@ -206,7 +206,7 @@ def _prepare(exp: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         config.environment(exp["env"])
     config.validate()
     _check_stop(exp["stop"], evaluation=config.evaluation_interval is not None)
-    from corral.core.envs import resolve_creator
+    from corral.core.sampling.envs import resolve_creator
 
     resolve_creator(config.env)  # an unknown env fails here, before anything is built
     return exp, config
@@ -323,19 +323,19 @@ def _help_config(algo: str) -> int:
 # evaluate
 # ---------------------------------------------------------------------- #
 def _evaluate(args: argparse.Namespace) -> int:
-    from corral.core.checkpoints import read_meta
+    from corral.core.persistence.checkpoints import read_meta
 
     for name, value in (("--episodes", args.episodes), ("--steps", args.steps)):
         if value is not None and value < 1:
             raise ConfigError(f"{name} must be at least 1, got {value}")
     read_meta(args.checkpoint)  # a wrong path fails here, before torch is imported
-    from corral.core.algorithm import Algorithm
+    from corral.core.contracts.algorithm import Algorithm
 
     unit = "timesteps" if args.steps else "episodes"
     duration = args.steps or args.episodes or 10
     eval_overrides: dict[str, Any] = {"explore": bool(args.explore)}
     if args.render:
-        from corral.core.checkpoints import read_checkpoint
+        from corral.core.persistence.checkpoints import read_checkpoint
 
         saved_env_config = read_checkpoint(args.checkpoint).config.get("env_config")
         eval_overrides["env_config"] = {

@@ -35,8 +35,8 @@ from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.result import AUTO_RESULT_KEYS
 
 from corral import registry
-from corral.core.algorithm import Algorithm
-from corral.core.results import RESULT_KEYS
+from corral.core.contracts.algorithm import Algorithm
+from corral.core.contracts.results import RESULT_KEYS
 from corral.errors import ConfigError, did_you_mean
 
 __all__ = ["CorralTrainable", "Tuner", "check_stop", "register_trainables", "trainable"]

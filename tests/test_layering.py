@@ -64,3 +64,46 @@ def test_importing_the_registry_imports_no_heavy_library() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+ROOMS = ("contracts", "sampling", "learning", "persistence")
+
+
+@pytest.mark.parametrize("folder", ["core", *(f"core/{room}" for room in ROOMS), "registry", "plugins"])
+def test_no_folder_holds_more_than_a_dozen_modules(folder: str) -> None:
+    modules = [p for p in (PACKAGE / folder).glob("*.py") if p.name != "__init__.py"]
+    assert len(modules) <= 12, f"corral/{folder} holds {len(modules)} modules; split it by concern"
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_each_room_of_the_core_says_its_job_and_imports_nothing(room: str) -> None:
+    """A room's ``__init__`` is its docstring alone, so importing one module of it loads no other."""
+    tree = ast.parse((PACKAGE / "core" / room / "__init__.py").read_text(encoding="utf-8"))
+    assert ast.get_docstring(tree), f"corral/core/{room}/__init__.py needs a docstring saying its one job"
+    assert len(tree.body) == 1, f"corral/core/{room}/__init__.py should hold only its docstring"
+
+
+def test_every_module_that_moved_stays_importable_under_its_old_path() -> None:
+    """Checkpoints of corral 0.1 name classes as ``corral.core.<module>:<Class>``; plugins may import deep paths."""
+    import importlib
+
+    import corral.core
+
+    moved = corral.core._MOVED_MODULES
+    for room in ROOMS:
+        for path in (PACKAGE / "core" / room).glob("*.py"):
+            if path.stem != "__init__":
+                assert moved[f"corral.core.{path.stem}"] == f"corral.core.{room}.{path.stem}"
+    for old, new in moved.items():
+        with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
+            sys.modules.pop(old, None)
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new)
+
+
+def test_an_old_path_never_shadows_a_module_that_exists() -> None:
+    import importlib
+
+    assert importlib.import_module("corral.core.seeding").__name__ == "corral.core.seeding"
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("corral.core.no_such_module")

@@ -1,71 +1,126 @@
-"""The contracts every algorithm builds on; plugins import from here.
+"""The core every algorithm builds on; plugins import from here.
 
-Re-exports only, resolved on first access so that importing the registry or
-the errors (``corral list``) does not import torch.
+Four rooms, each with one job (its ``__init__`` says which):
+
+- ``contracts``: what a plugin implements or extends (``Algorithm``,
+  ``AlgorithmConfig``, ``Policy``, ``Exploration``, callbacks and hooks);
+- ``sampling``: environments and env runners turning a policy into sample batches;
+- ``learning``: models, distributions, targets, replay and the off-policy base;
+- ``persistence``: checkpoints, safe loading and result files.
+
+``seeding`` (every generator derived from one seed) and ``memory`` (sizes
+checked before allocation) serve all four. This module re-exports the public
+names, resolved on first access so that importing the registry or the errors
+(``corral list``) does not import torch; modules that moved into the rooms stay
+importable under their old paths (``corral.core.policy``), which checkpoints
+of corral 0.1 record.
 """
 
 from __future__ import annotations
 
 import corral.errors as errors
-from corral._lazy import lazy_exports
+from corral._lazy import alias_moved_modules, lazy_exports
 
 _EXPORTS = {
-    "Algorithm": "corral.core.algorithm",
-    "AlgorithmConfig": "corral.core.config",
-    "ActorCriticConfig": "corral.core.actor_critic",
-    "GAEConfig": "corral.core.actor_critic",
-    "ModelConfig": "corral.core.config",
-    "option": "corral.core.config",
-    "Policy": "corral.core.policy",
-    "ActorCriticPolicy": "corral.core.policy",
-    "adam": "corral.core.policy",
-    "standardize": "corral.core.policy",
-    "to_floats": "corral.core.policy",
-    "POLICY_GRADIENT_COLUMNS": "corral.core.policy",
-    "Model": "corral.core.models",
-    "ActorCriticModel": "corral.core.models",
-    "QModel": "corral.core.models",
-    "build_encoder": "corral.core.models",
-    "build_model": "corral.core.models",
-    "mlp": "corral.core.models",
-    "ActionDistribution": "corral.core.distributions",
-    "Categorical": "corral.core.distributions",
-    "MultiCategorical": "corral.core.distributions",
-    "DiagGaussian": "corral.core.distributions",
-    "SquashedGaussian": "corral.core.distributions",
-    "Exploration": "corral.core.exploration",
-    "Callbacks": "corral.core.callbacks",
-    "DefaultCallbacks": "corral.core.callbacks",
-    "MultiCallbacks": "corral.core.callbacks",
-    "hookimpl": "corral.core.hookspecs",
-    "SampleBatch": "corral.core.sample_batch",
-    "MultiAgentBatch": "corral.core.sample_batch",
-    "DEFAULT_POLICY_ID": "corral.core.sample_batch",
-    "EnvRunner": "corral.core.env_runner",
-    "AsyncSampler": "corral.core.async_sampling",
-    "Episode": "corral.core.env_runner",
-    "EnvContext": "corral.core.envs",
-    "register_env": "corral.core.envs",
-    "compute_gae": "corral.core.postprocessing",
-    "vtrace": "corral.core.vtrace_targets",
-    "PiecewiseSchedule": "corral.core.schedules",
-    "linear_schedule": "corral.core.schedules",
-    "MeanStdFilter": "corral.core.filters",
+    "Algorithm": "corral.core.contracts.algorithm",
+    "AlgorithmConfig": "corral.core.contracts.config",
+    "ActorCriticConfig": "corral.core.contracts.actor_critic",
+    "GAEConfig": "corral.core.contracts.actor_critic",
+    "ModelConfig": "corral.core.contracts.config",
+    "option": "corral.core.contracts.config",
+    "Policy": "corral.core.contracts.policy",
+    "ActorCriticPolicy": "corral.core.contracts.policy",
+    "adam": "corral.core.contracts.policy",
+    "standardize": "corral.core.contracts.policy",
+    "to_floats": "corral.core.contracts.policy",
+    "POLICY_GRADIENT_COLUMNS": "corral.core.contracts.policy",
+    "Model": "corral.core.learning.models",
+    "ActorCriticModel": "corral.core.learning.models",
+    "QModel": "corral.core.learning.models",
+    "build_encoder": "corral.core.learning.models",
+    "build_model": "corral.core.learning.models",
+    "mlp": "corral.core.learning.models",
+    "ActionDistribution": "corral.core.learning.distributions",
+    "Categorical": "corral.core.learning.distributions",
+    "MultiCategorical": "corral.core.learning.distributions",
+    "DiagGaussian": "corral.core.learning.distributions",
+    "SquashedGaussian": "corral.core.learning.distributions",
+    "Exploration": "corral.core.contracts.exploration",
+    "Callbacks": "corral.core.contracts.callbacks",
+    "DefaultCallbacks": "corral.core.contracts.callbacks",
+    "MultiCallbacks": "corral.core.contracts.callbacks",
+    "hookimpl": "corral.core.contracts.hookspecs",
+    "SampleBatch": "corral.core.sampling.sample_batch",
+    "MultiAgentBatch": "corral.core.sampling.sample_batch",
+    "DEFAULT_POLICY_ID": "corral.core.sampling.sample_batch",
+    "EnvRunner": "corral.core.sampling.env_runner",
+    "AsyncSampler": "corral.core.sampling.async_sampling",
+    "Episode": "corral.core.sampling.env_runner",
+    "EnvContext": "corral.core.sampling.envs",
+    "register_env": "corral.core.sampling.envs",
+    "compute_gae": "corral.core.learning.postprocessing",
+    "vtrace": "corral.core.learning.vtrace_targets",
+    "PiecewiseSchedule": "corral.core.learning.schedules",
+    "linear_schedule": "corral.core.learning.schedules",
+    "MeanStdFilter": "corral.core.sampling.filters",
     **dict.fromkeys(errors.__all__, "corral.errors"),
     "PLUGIN_API_VERSION": "corral.plugin_api",
-    "OffPolicyConfig": "corral.core.off_policy",
-    "OffPolicyPolicy": "corral.core.off_policy",
-    "OffPolicyAlgorithm": "corral.core.off_policy",
-    "update_target": "corral.core.off_policy",
-    "compute_nstep": "corral.core.postprocessing",
-    "ReplayBuffer": "corral.core.replay_buffers",
-    "restored_count": "corral.core.checkpoints",
-    "saturate": "corral.core.nonfinite",
-    "restored_float": "corral.core.checkpoints",
-    "PrioritizedReplayBuffer": "corral.core.replay_buffers",
+    "OffPolicyConfig": "corral.core.learning.off_policy",
+    "OffPolicyPolicy": "corral.core.learning.off_policy",
+    "OffPolicyAlgorithm": "corral.core.learning.off_policy",
+    "update_target": "corral.core.learning.off_policy",
+    "compute_nstep": "corral.core.learning.postprocessing",
+    "ReplayBuffer": "corral.core.learning.replay_buffers",
+    "restored_count": "corral.core.persistence.checkpoints",
+    "saturate": "corral.core.learning.nonfinite",
+    "restored_float": "corral.core.persistence.checkpoints",
+    "PrioritizedReplayBuffer": "corral.core.learning.replay_buffers",
 }
 
 __all__ = list(_EXPORTS)
 
 
 __getattr__, __dir__ = lazy_exports("corral.core", globals(), _EXPORTS)
+
+_MOVED_MODULES = {
+    **{
+        f"corral.core.{name}": f"corral.core.contracts.{name}"
+        for name in ("algorithm", "config", "actor_critic", "policy", "callbacks", "hookspecs", "exploration", "results")
+    },
+    **{
+        f"corral.core.{name}": f"corral.core.sampling.{name}"
+        for name in (
+            "env_runner",
+            "env_runner_group",
+            "remote_env_runner",
+            "async_sampling",
+            "envs",
+            "env_state",
+            "filters",
+            "sample_batch",
+            "metrics",
+            "spaces",
+        )
+    },
+    **{
+        f"corral.core.{name}": f"corral.core.learning.{name}"
+        for name in (
+            "models",
+            "distributions",
+            "postprocessing",
+            "vtrace_targets",
+            "replay_buffers",
+            "sum_tree",
+            "off_policy",
+            "schedules",
+            "nonfinite",
+        )
+    },
+    **{
+        f"corral.core.{name}": f"corral.core.persistence.{name}"
+        for name in ("checkpoints", "loggers", "safe_loading", "state_codec")
+    },
+    "corral.core.errors": "corral.errors",
+    "corral.core.plugin_api": "corral.plugin_api",
+}
+alias_moved_modules(_MOVED_MODULES)

@@ -21,8 +21,8 @@ from typing import Any
 import annotated_types
 import numpy as np
 
-from corral.core import checkpoints
-from corral.core.results import RESULT_KEY_TYPES
+from corral.core.contracts.results import RESULT_KEY_TYPES
+from corral.core.persistence import checkpoints
 from corral.errors import CheckpointError, ConfigError
 from corral.registry import get_algorithm, get_config
 from corral.testing.envs import TOY_ENVS

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import torch
 
-from corral.core import checkpoints
+from corral.core.persistence import checkpoints
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="kills are simulated in a forked child")
 

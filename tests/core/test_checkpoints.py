@@ -13,7 +13,7 @@ import torch
 
 import corral
 from corral import Algorithm, CheckpointError
-from corral.core import checkpoints
+from corral.core.persistence import checkpoints
 from corral.plugins.ppo import PPO, PPOConfig
 
 from ..conftest import small_ppo_config

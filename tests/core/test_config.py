@@ -10,7 +10,7 @@ import pytest
 
 import corral
 from corral import Callbacks, ConfigError
-from corral.core.config import GROUPS, AlgorithmConfig, ModelConfig
+from corral.core.contracts.config import GROUPS, AlgorithmConfig, ModelConfig
 from corral.plugins.ppo import PPO, PPOConfig
 
 

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from corral import ConfigError, CorralError, get_config
-from corral.core.config import GROUPS, LEGACY_KEYS
+from corral.core.contracts.config import GROUPS, LEGACY_KEYS
 
 ALGORITHMS = ["PPO", "DQN", "SAC"]
 
@@ -55,7 +55,7 @@ NEAR_VALUES = {
             "fcnet_hiddens": st.lists(
                 st.one_of(st.integers(-3, 300), st.sampled_from([2**31, 2**64, 1.5, "x", None])), max_size=3
             ),
-            "custom_model": st.sampled_from(["torch.nn:Linear", "nosuch:Model", ".x:Y", "corral.core.models:QModel"]),
+            "custom_model": st.sampled_from(["torch.nn:Linear", "nosuch:Model", ".x:Y", "corral.core.learning.models:QModel"]),
             "conv_filters": VALUES,
         },
     ),
@@ -64,7 +64,7 @@ NEAR_VALUES = {
         st.sampled_from(["explore", "env", "env_config", "lr", "evaluation_config", "nope"]), VALUES, max_size=3
     ),
     "callbacks_class": st.sampled_from(
-        ["corral.core.callbacks:Callbacks", "nosuch:Cb", ".rel:Cb", "corral.core.config:option", 5]
+        ["corral.core.contracts.callbacks:Callbacks", "nosuch:Cb", ".rel:Cb", "corral.core.contracts.config:option", 5]
     ),
     "rollout_fragment_length": st.one_of(st.just("auto"), NUMBERS, st.text(max_size=5)),
 }

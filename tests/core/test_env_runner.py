@@ -8,7 +8,7 @@ import pytest
 
 import corral
 from corral import EnvContext, EnvError, SampleBatch
-from corral.core.env_runner import EnvRunner
+from corral.core.sampling.env_runner import EnvRunner
 from corral.plugins.ppo import PPOConfig
 
 from ..conftest import small_ppo_config

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from corral.core.loggers import new_experiment_dir
+from corral.core.persistence.loggers import new_experiment_dir
 
 
 def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path) -> None:

@@ -1,6 +1,6 @@
 """compute_nstep on [T, N] fragments with gymnasium's next-step autoreset ("reset rows").
 
-Convention (see corral.core.postprocessing): after a row where an episode ends,
+Convention (see corral.core.learning.postprocessing): after a row where an episode ends,
 the next row of that column is an invalid reset row whose obs is the episode's
 final observation.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from corral.core.postprocessing import compute_nstep
-from corral.core.sample_batch import SampleBatch
+from corral.core.learning.postprocessing import compute_nstep
+from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
 GAMMA = 0.5

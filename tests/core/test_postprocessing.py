@@ -1,6 +1,6 @@
 """compute_gae on [T, N] fragments, with gymnasium's next-step autoreset ("reset rows").
 
-Convention (see corral.core.postprocessing): after a row where an episode ends,
+Convention (see corral.core.learning.postprocessing): after a row where an episode ends,
 the next row of that column is a reset row: invalid, reward 0, and its value
 estimate is the value of the episode's final observation.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from corral.core.postprocessing import add_gae, compute_gae
-from corral.core.sample_batch import SampleBatch
+from corral.core.learning.postprocessing import add_gae, compute_gae
+from corral.core.sampling.sample_batch import SampleBatch
 
 GAMMA, LAM = 0.9, 0.8
 

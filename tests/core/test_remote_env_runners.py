@@ -88,7 +88,7 @@ def filter_counts(group) -> list[float]:
 def test_the_observation_filter_gathers_every_runners_statistics_and_sends_the_totals_back(build) -> None:
     import numpy as np
 
-    from corral.core.filters import MeanStdFilter
+    from corral.core.sampling.filters import MeanStdFilter
 
     algo = build(ppo(observation_filter="MeanStdFilter"))
     algo.train()  # 256 observations: 2 runners x 2 envs x 64 steps
@@ -232,7 +232,7 @@ def test_a_runner_that_cannot_start_fails_the_build_and_releases_the_others() ->
 def test_runners_waiting_for_cpus_are_waited_for_with_a_warning_that_says_what_they_need(build, monkeypatch, caplog) -> None:
     import threading
 
-    from corral.core import env_runner_group
+    from corral.core.sampling import env_runner_group
 
     monkeypatch.setattr(env_runner_group, "START_WARNING_INTERVAL_S", 0.5)
     holder = build(ppo())  # holds both CPUs

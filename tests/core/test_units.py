@@ -9,8 +9,7 @@ import torch
 import torch.distributions as D
 
 from corral import ConfigError, MultiAgentBatch, SampleBatch
-from corral.core.distributions import Categorical, DiagGaussian, MultiCategorical, distribution_for
-from corral.core.exploration import (
+from corral.core.contracts.exploration import (
     EpsilonGreedy,
     GaussianNoise,
     OrnsteinUhlenbeckNoise,
@@ -19,9 +18,10 @@ from corral.core.exploration import (
     StochasticSampling,
     make_exploration,
 )
-from corral.core.filters import MeanStdFilter
-from corral.core.schedules import PiecewiseSchedule, linear_schedule
-from corral.core.spaces import ActionAdapter, ObservationPreprocessor
+from corral.core.learning.distributions import Categorical, DiagGaussian, MultiCategorical, distribution_for
+from corral.core.learning.schedules import PiecewiseSchedule, linear_schedule
+from corral.core.sampling.filters import MeanStdFilter
+from corral.core.sampling.spaces import ActionAdapter, ObservationPreprocessor
 
 
 # ---------------------------------------------------------------------- #

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from corral.core.postprocessing import compute_gae
-from corral.core.vtrace_targets import vtrace
+from corral.core.learning.postprocessing import compute_gae
+from corral.core.learning.vtrace_targets import vtrace
 
 
 def column(*values, dtype=torch.float32):

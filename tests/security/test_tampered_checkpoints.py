@@ -15,6 +15,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +26,7 @@ import pytest
 import torch
 
 from corral import Algorithm, CheckpointError
-from corral.core import checkpoints
+from corral.core.persistence import checkpoints
 from corral.plugins.dqn import DQNConfig
 from corral.plugins.ppo import PPO
 
@@ -428,3 +429,17 @@ def test_a_marker_payload_is_live(tmp_path, marker) -> None:
     marker.unlink()
     subprocess.run({"touch": 0, str(marker): 0}, check=True)  # what env="subprocess:run" would do
     assert marker.exists()
+
+
+def test_a_checkpoint_naming_corral_classes_at_their_old_module_paths_loads(copy_of, restored_algos) -> None:
+    """corral 0.1 wrote ``corral.core.callbacks:...`` before the core moved into sub-packages; such checkpoints load."""
+    from corral.core.contracts.callbacks import DefaultCallbacks
+
+    ckpt = copy_of("ppo")
+    edit_json(ckpt / "config.json", updated(callbacks_class=["corral.core.callbacks:DefaultCallbacks"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the old path's warning (tested in test_layering)
+        algo = Algorithm.from_checkpoint(ckpt)
+    restored_algos.append(algo)
+    assert algo.iteration == 1
+    assert [type(c) for c in algo.callbacks.callbacks] == [DefaultCallbacks]

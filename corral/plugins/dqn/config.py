@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Literal
 
 from corral.core import ModelConfig, option
-from corral.core.off_policy import OffPolicyConfig
+from corral.core.learning.off_policy import OffPolicyConfig
 
 
 class DQNConfig(

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from corral.core import QModel, SampleBatch, adam
-from corral.core.off_policy import OffPolicyPolicy
+from corral.core.learning.off_policy import OffPolicyPolicy
 
 _COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.NEXT_OBS, "discounts", "weights"]
 

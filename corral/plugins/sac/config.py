@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from corral.core import ConfigError, ModelConfig, option
-from corral.core.off_policy import OffPolicyConfig
+from corral.core.learning.off_policy import OffPolicyConfig
 
 
 class SACConfig(

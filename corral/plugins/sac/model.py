@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from corral.core import Model, ModelConfig, build_encoder
-from corral.core.models import ACTIVATIONS
-from corral.core.spaces import ObservationPreprocessor, is_image_space
+from corral.core.learning.models import ACTIVATIONS
+from corral.core.sampling.spaces import ObservationPreprocessor, is_image_space
 
 
 class EnsembleLinear(nn.Module):

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from corral.core import SampleBatch, SquashedGaussian, adam
-from corral.core.off_policy import OffPolicyPolicy
+from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.plugins.sac.model import SACModel
 
 _COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.NEXT_OBS, "discounts", "weights"]

@@ -15,12 +15,12 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from corral.core.config import AlgorithmConfig
-from corral.core.env_runner import EnvRunner, EpisodeSummary, evaluation_span
-from corral.core.envs import env_name
-from corral.core.policy import Policy
-from corral.core.remote_env_runner import RemoteSample
-from corral.core.sample_batch import MultiAgentBatch
+from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.policy import Policy
+from corral.core.sampling.env_runner import EnvRunner, EpisodeSummary, evaluation_span
+from corral.core.sampling.envs import env_name
+from corral.core.sampling.remote_env_runner import RemoteSample
+from corral.core.sampling.sample_batch import MultiAgentBatch
 from corral.errors import EnvRunnerError
 
 logger = logging.getLogger("corral")
@@ -60,7 +60,7 @@ class EnvRunnerGroup:
         if num_remote is None:
             num_remote = config.num_env_runners if config is not None else 0
         if num_remote > 0:
-            from corral.core.remote_env_runner import ensure_ray
+            from corral.core.sampling.remote_env_runner import ensure_ray
 
             self._ray = ensure_ray()
             for index in range(1, num_remote + 1):
@@ -265,7 +265,7 @@ class EnvRunnerGroup:
         return self._ray.put(self.local_env_runner.policy.get_sampling_state())
 
     def _start(self, index: int) -> Any:
-        from corral.core.remote_env_runner import start_env_runner
+        from corral.core.sampling.remote_env_runner import start_env_runner
 
         assert self._config is not None and self._policy_class is not None
         return start_env_runner(self._config, self._policy_class, index, self._stream)

@@ -4,7 +4,7 @@ Every env runner steps a gymnasium ``VectorEnv``. A gymnasium id whose spec
 has a native vectorised implementation (CartPole's is ~50x faster than a loop
 of copies) gets it through ``gym.make_vec``; anything else is wrapped in a
 ``SyncVectorEnv``. Both reset a finished sub-environment on the *next* step,
-which the env runner and :mod:`corral.core.postprocessing` account for.
+which the env runner and :mod:`corral.core.learning.postprocessing` account for.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.core import state_codec
-from corral.core.config import AlgorithmConfig, import_object
+from corral.core.contracts.config import AlgorithmConfig, import_object
+from corral.core.persistence import state_codec
+from corral.core.sampling.spaces import ObservationCheck
 from corral.core.seeding import generator_state, set_generator_state
-from corral.core.spaces import ObservationCheck
 from corral.errors import EnvError, EnvRunnerError, did_you_mean
 
 logger = logging.getLogger("corral")

@@ -532,7 +532,7 @@ class AlgorithmConfig(BaseModel):
                 "exploration_config needs a 'type' naming an exploration plugin, "
                 "e.g. {'type': 'StochasticSampling'}; `corral list` shows the installed ones"
             )
-        from corral.core.exploration import validate_exploration_config
+        from corral.core.contracts.exploration import validate_exploration_config
 
         validate_exploration_config(self.exploration_config)
         self._validate_env_runners()
@@ -665,7 +665,7 @@ class AlgorithmConfig(BaseModel):
     @field_validator("callbacks_class", mode="before")
     @classmethod
     def _resolve_callbacks(cls, value: Any) -> list[Any]:
-        from corral.core.callbacks import Callbacks
+        from corral.core.contracts.callbacks import Callbacks
 
         items = value if isinstance(value, (list, tuple)) else [value]
         resolved = []

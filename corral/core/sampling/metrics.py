@@ -7,8 +7,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from corral.core.checkpoints import restored_count, restored_float
-from corral.core.env_runner import EpisodeSummary
+from corral.core.persistence.checkpoints import restored_count, restored_float
+from corral.core.sampling.env_runner import EpisodeSummary
 
 
 def summarize_episodes(episodes: Iterable[EpisodeSummary]) -> dict[str, float | dict[str, float]]:

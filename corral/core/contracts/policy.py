@@ -16,17 +16,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.core.checkpoints import restored_count
-from corral.core.config import AlgorithmConfig
-from corral.core.distributions import ActionDistribution, distribution_for
-from corral.core.exploration import make_exploration
-from corral.core.filters import MeanStdFilter
+from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.exploration import make_exploration
+from corral.core.learning.distributions import ActionDistribution, distribution_for
+from corral.core.learning.models import build_model
+from corral.core.learning.nonfinite import UpdateGuard
+from corral.core.learning.postprocessing import add_gae
+from corral.core.learning.schedules import PiecewiseSchedule
 from corral.core.memory import check_fits
-from corral.core.models import build_model
-from corral.core.nonfinite import UpdateGuard
-from corral.core.postprocessing import add_gae
-from corral.core.sample_batch import SampleBatch
-from corral.core.schedules import PiecewiseSchedule
+from corral.core.persistence.checkpoints import restored_count
+from corral.core.sampling.filters import MeanStdFilter
+from corral.core.sampling.sample_batch import SampleBatch
+from corral.core.sampling.spaces import ActionAdapter, ObservationPreprocessor
 from corral.core.seeding import (
     generator_state,
     int_seed,
@@ -36,7 +37,6 @@ from corral.core.seeding import (
     set_torch_generator_state,
     torch_generator,
 )
-from corral.core.spaces import ActionAdapter, ObservationPreprocessor
 from corral.errors import ConfigError
 
 
@@ -230,7 +230,7 @@ class Policy:
 
         A NaN or inf loss or gradient norm, or weights that the step would make
         non-finite, stop the update before it reaches the weights (see
-        :mod:`corral.core.nonfinite`): a :class:`~corral.errors.TrainingError`,
+        :mod:`corral.core.learning.nonfinite`): a :class:`~corral.errors.TrainingError`,
         or a skipped update with ``debugging(on_nonfinite="skip")``.
 
         Args:

@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from corral.core.config import split_import_path
+from corral.core.contracts.config import split_import_path
 from corral.errors import CheckpointError
 
 CODE_FIELDS = {"env": "environment", "callbacks_class": "callbacks class", "custom_model": "custom model"}

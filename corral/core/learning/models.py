@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.core.config import ModelConfig
-from corral.core.spaces import ObservationPreprocessor, is_image_space
+from corral.core.contracts.config import ModelConfig
+from corral.core.sampling.spaces import ObservationPreprocessor, is_image_space
 from corral.errors import ConfigError
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {

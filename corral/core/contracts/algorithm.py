@@ -22,20 +22,20 @@ import numpy as np
 import torch
 
 from corral._version import __version__
-from corral.core import checkpoints
-from corral.core.callbacks import CallbackRunner, installed_hook_plugins
-from corral.core.checkpoints import restored_count, restored_float
-from corral.core.config import LEGACY_KEYS, AlgorithmConfig, import_object, object_path
-from corral.core.env_runner import EnvRunner, evaluation_span
-from corral.core.env_runner_group import EnvRunnerGroup
-from corral.core.envs import env_name, make_vector_env
-from corral.core.loggers import ResultWriter, default_storage_path, new_experiment_dir
-from corral.core.metrics import EpisodeHistory, summarize_episodes
-from corral.core.policy import Policy, build_policy
-from corral.core.safe_loading import check_config_references, check_outside
-from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
+from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
+from corral.core.contracts.config import LEGACY_KEYS, AlgorithmConfig, import_object, object_path
+from corral.core.contracts.policy import Policy, build_policy
+from corral.core.persistence import checkpoints
+from corral.core.persistence.checkpoints import restored_count, restored_float
+from corral.core.persistence.loggers import ResultWriter, default_storage_path, new_experiment_dir
+from corral.core.persistence.safe_loading import check_config_references, check_outside
+from corral.core.sampling.env_runner import EnvRunner, evaluation_span
+from corral.core.sampling.env_runner_group import EnvRunnerGroup
+from corral.core.sampling.envs import env_name, make_vector_env
+from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes
+from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
+from corral.core.sampling.spaces import space_to_json
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
-from corral.core.spaces import space_to_json
 from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
 
 logger = logging.getLogger("corral")
@@ -533,7 +533,7 @@ class Algorithm:
         Names in the checkpoint resolve only against what is registered or installed
         (algorithm plugins, ``register_env`` names, gymnasium ids, corral's own
         classes): a checkpoint never makes corral import other code unless you say
-        you trust it. See :mod:`corral.core.safe_loading`.
+        you trust it. See :mod:`corral.core.persistence.safe_loading`.
 
         Args:
             checkpoint_path: the checkpoint folder.

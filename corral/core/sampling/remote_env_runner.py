@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-from corral.core.config import AlgorithmConfig
-from corral.core.env_runner import EnvRunner, EpisodeSummary
-from corral.core.policy import Policy
-from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
+from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.policy import Policy
+from corral.core.sampling.env_runner import EnvRunner, EpisodeSummary
+from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
 
 
 def ensure_ray() -> Any:
@@ -45,8 +45,8 @@ class EnvRunnerActor:
     def __init__(self, config: AlgorithmConfig, policy_class: type[Policy], worker_index: int, stream: str) -> None:
         import torch
 
-        from corral.core.callbacks import CallbackRunner, installed_hook_plugins
-        from corral.core.policy import build_policy
+        from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
+        from corral.core.contracts.policy import build_policy
 
         if config.num_torch_threads is not None:
             torch.set_num_threads(config.num_torch_threads)
@@ -80,14 +80,14 @@ class EnvRunnerActor:
 
     def get_state(self) -> dict[str, Any]:
         """The runner's state and its policy copies' generators (see :meth:`EnvRunner.get_state`), as JSON."""
-        from corral.core import state_codec
+        from corral.core.persistence import state_codec
 
         policies = {pid: state_codec.encode(p.get_rng_state()) for pid, p in self.policies.items()}
         return {"runner": self.runner.get_state(), "policies": policies}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state`."""
-        from corral.core import state_codec
+        from corral.core.persistence import state_codec
 
         for pid, policy_state in state["policies"].items():
             self.policies[pid].set_rng_state(state_codec.decode(policy_state))

@@ -6,7 +6,7 @@ declaring them again; each sets its own defaults with ``defaults={...}``.
 
 from __future__ import annotations
 
-from corral.core.config import AlgorithmConfig, option
+from corral.core.contracts.config import AlgorithmConfig, option
 
 
 class ActorCriticConfig(AlgorithmConfig):

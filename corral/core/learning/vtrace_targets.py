@@ -8,7 +8,7 @@ correction carries back in time. With pi = mu (and both bars >= 1) the targets
 are the n-step returns over the fragment.
 
 Inputs are time-major ``[T, N]`` tensors with corral's reset-row convention
-(see :mod:`corral.core.postprocessing`): the row after an episode's end is
+(see :mod:`corral.core.learning.postprocessing`): the row after an episode's end is
 invalid and carries the value of the episode's final observation, so a
 truncated episode bootstraps from it and a terminated one does not.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from corral.core.nonfinite import saturate
+from corral.core.learning.nonfinite import saturate
 
 
 def vtrace(

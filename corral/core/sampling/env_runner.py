@@ -8,7 +8,7 @@ for callbacks are made only when a callback implements an episode hook.
 Sub-environments reset on the step after an episode ends (gymnasium's
 next-step autoreset). That step's row is recorded but marked invalid; its
 observation is the episode's final one, which return estimators use to
-bootstrap truncated episodes (see :mod:`corral.core.postprocessing`).
+bootstrap truncated episodes (see :mod:`corral.core.learning.postprocessing`).
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.core import state_codec
-from corral.core.callbacks import CallbackRunner
-from corral.core.config import AlgorithmConfig
-from corral.core.env_state import get_env_state, set_env_state
-from corral.core.envs import EnvContext, check_vector_step, env_name, is_guarded, make_vector_env
+from corral.core.contracts.callbacks import CallbackRunner
+from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.policy import Policy
 from corral.core.memory import check_fits
-from corral.core.policy import Policy
-from corral.core.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.persistence import state_codec
+from corral.core.sampling.env_state import get_env_state, set_env_state
+from corral.core.sampling.envs import EnvContext, check_vector_step, env_name, is_guarded, make_vector_env
+from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.sampling.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
-from corral.core.spaces import ObservationCheck, ObservationPreprocessor
 from corral.errors import EnvError
 
 logger = logging.getLogger("corral")
@@ -328,7 +328,7 @@ class EnvRunner:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`get_state`; the environments are brought to the same point (see :mod:`corral.core.env_state`).
+        """Restore :meth:`get_state`; the environments are brought to the same point (see :mod:`corral.core.sampling.env_state`).
 
         A state saved by a runner built for another env, ``env_config`` or
         number of sub-environments (``from_checkpoint`` with overrides, as

@@ -1,7 +1,7 @@
 """User callbacks, and the one facade through which the core calls hooks.
 
 A user subclasses :class:`Callbacks` and overrides any hook method from
-:mod:`corral.core.hookspecs`; ``config.callbacks([A, B])`` registers an
+:mod:`corral.core.contracts.hookspecs`; ``config.callbacks([A, B])`` registers an
 instance of each in the algorithm's pluggy PluginManager, so several compose
 without a wrapper. Only methods a subclass overrides are registered, so a hook
 nobody implements costs nothing on the sampling hot path. Hook plugins that a
@@ -20,7 +20,7 @@ from typing import Any
 
 import pluggy
 
-from corral.core import hookspecs
+from corral.core.contracts import hookspecs
 from corral.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -31,44 +31,44 @@ class Callbacks:
 
     Each method receives only the keywords it declares (plus ``**kwargs`` is
     allowed), so callbacks keep working when hooks gain arguments. Available
-    hooks and their arguments are in :mod:`corral.core.hookspecs`.
+    hooks and their arguments are in :mod:`corral.core.contracts.hookspecs`.
     """
 
     def on_algorithm_init(self, *, algorithm: Any, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_algorithm_init`."""
+        """See :func:`corral.core.contracts.hookspecs.on_algorithm_init`."""
 
     def on_environment_created(self, *, env_runner: Any, env: Any, env_context: Any, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_environment_created`."""
+        """See :func:`corral.core.contracts.hookspecs.on_environment_created`."""
 
     def on_episode_start(self, *, episode: Any, env_runner: Any, env_index: int, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_episode_start`."""
+        """See :func:`corral.core.contracts.hookspecs.on_episode_start`."""
 
     def on_episode_step(self, *, episode: Any, env_runner: Any, env_index: int, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_episode_step`."""
+        """See :func:`corral.core.contracts.hookspecs.on_episode_step`."""
 
     def on_episode_end(self, *, episode: Any, env_runner: Any, env_index: int, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_episode_end`."""
+        """See :func:`corral.core.contracts.hookspecs.on_episode_end`."""
 
     def on_sample_end(self, *, env_runner: Any, samples: Any, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_sample_end`."""
+        """See :func:`corral.core.contracts.hookspecs.on_sample_end`."""
 
     def on_postprocess_trajectory(self, *, policy_id: str, policy: Any, postprocessed_batch: Any, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_postprocess_trajectory`."""
+        """See :func:`corral.core.contracts.hookspecs.on_postprocess_trajectory`."""
 
     def on_learn_on_batch(self, *, policy: Any, train_batch: Any, result: dict, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_learn_on_batch`."""
+        """See :func:`corral.core.contracts.hookspecs.on_learn_on_batch`."""
 
     def on_train_result(self, *, algorithm: Any, result: dict, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_train_result`."""
+        """See :func:`corral.core.contracts.hookspecs.on_train_result`."""
 
     def on_evaluate_start(self, *, algorithm: Any, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_evaluate_start`."""
+        """See :func:`corral.core.contracts.hookspecs.on_evaluate_start`."""
 
     def on_evaluate_end(self, *, algorithm: Any, evaluation_metrics: dict, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_evaluate_end`."""
+        """See :func:`corral.core.contracts.hookspecs.on_evaluate_end`."""
 
     def on_checkpoint_loaded(self, *, algorithm: Any, **kwargs: Any) -> None:
-        """See :func:`corral.core.hookspecs.on_checkpoint_loaded`."""
+        """See :func:`corral.core.contracts.hookspecs.on_checkpoint_loaded`."""
 
 
 DefaultCallbacks = Callbacks

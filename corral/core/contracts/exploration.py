@@ -16,8 +16,8 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from corral.core.distributions import ActionDistribution, uniform_like
-from corral.core.schedules import linear_schedule
+from corral.core.learning.distributions import ActionDistribution, uniform_like
+from corral.core.learning.schedules import linear_schedule
 from corral.errors import ConfigError, UnknownPluginError, did_you_mean
 
 
@@ -236,7 +236,7 @@ def _exploration_class(type_name: str) -> type[Exploration]:
     except UnknownPluginError as exc:
         raise ConfigError(f"exploration_config type: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, Exploration)):
-        raise ConfigError(f"exploration {type_name!r} ({cls!r}) does not subclass corral.core.exploration.Exploration")
+        raise ConfigError(f"exploration {type_name!r} ({cls!r}) does not subclass corral.core.contracts.exploration.Exploration")
     return cls
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from corral.core.sample_batch import SampleBatch
-from corral.core.sum_tree import SumTree, last_occurrences
+from corral.core.learning.sum_tree import SumTree, last_occurrences
+from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import CheckpointError, ConfigError, did_you_mean
 
 __all__ = [

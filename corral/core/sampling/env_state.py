@@ -4,19 +4,19 @@ An environment is an arbitrary Python object, and a checkpoint never holds a
 pickle, so its state is captured in one of two ways:
 
 - **Replay** (sub-environments stepped in a loop, each in a
-  :class:`~corral.core.envs.SubEnvironmentGuard`): the guard records, for the
+  :class:`~corral.core.sampling.envs.SubEnvironmentGuard`): the guard records, for the
   episode in progress, the seed and the state of the env's ``np_random`` just
   before its reset, and every action since. Restoring resets the env with that
   generator state and steps it through the actions again, which brings any
   environment that is deterministic given its ``np_random`` (every gymnasium
   env) to the same state, whatever its internals (physics engines included).
-  An episode longer than :data:`~corral.core.envs.MAX_REPLAY_STEPS` is not
+  An episode longer than :data:`~corral.core.sampling.envs.MAX_REPLAY_STEPS` is not
   recorded; it starts anew after a restore.
 - **Attributes** (a natively vectorised env such as CartPole's): the env's
   numpy arrays, numbers and ``np_random`` are saved and set back. A restore
   only sets attributes the env already has, of the same type and shape.
 
-Both are JSON (arrays through :mod:`corral.core.state_codec`).
+Both are JSON (arrays through :mod:`corral.core.persistence.state_codec`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.core import state_codec
-from corral.core.envs import is_guarded
+from corral.core.persistence import state_codec
+from corral.core.sampling.envs import is_guarded
 from corral.core.seeding import generator_state, set_generator_state
 
 

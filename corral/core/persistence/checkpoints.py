@@ -22,7 +22,7 @@ it), JSON files must have the shape corral writes, policy files are read with
 ``torch.load(weights_only=True)`` and arrays with ``allow_pickle=False``; a
 damaged or tampered file raises :class:`CheckpointError` naming it. What the
 config names (env creators, callbacks, models) is checked separately, by
-:mod:`corral.core.safe_loading`, before anything is imported.
+:mod:`corral.core.persistence.safe_loading`, before anything is imported.
 """
 
 from __future__ import annotations

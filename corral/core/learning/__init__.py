@@ -1,0 +1,6 @@
+"""Learning: the machinery that turns sample batches into better weights.
+
+Models and action distributions, advantage and return targets (GAE, n-step,
+V-trace), replay buffers and their sum tree, the off-policy base that DQN and
+SAC share, schedules, and the guard that keeps NaN and inf out of the weights.
+"""

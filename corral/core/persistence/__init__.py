@@ -1,0 +1,6 @@
+"""Persistence: what a run leaves on disk, and reading it back safely.
+
+Checkpoints (written atomically, pruned safely, read with every file checked),
+what a checkpoint may make corral import, arrays inside JSON state without
+pickles, and the result files of an experiment folder.
+"""
