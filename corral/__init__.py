@@ -7,9 +7,49 @@ never imports torch.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import corral.errors as errors
 from corral._lazy import lazy_exports
 from corral._version import __version__
+
+if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve on first access)
+    from corral.core.contracts.algorithm import Algorithm as Algorithm
+    from corral.core.contracts.callbacks import (
+        Callbacks as Callbacks,
+        DefaultCallbacks as DefaultCallbacks,
+        MultiCallbacks as MultiCallbacks,
+    )
+    from corral.core.contracts.config import AlgorithmConfig as AlgorithmConfig
+    from corral.core.contracts.exploration import Exploration as Exploration
+    from corral.core.contracts.hookspecs import hookimpl as hookimpl
+    from corral.core.contracts.policy import Policy as Policy
+    from corral.core.sampling.envs import EnvContext as EnvContext, register_env as register_env
+    from corral.core.sampling.sample_batch import (
+        DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
+        MultiAgentBatch as MultiAgentBatch,
+        SampleBatch as SampleBatch,
+    )
+    from corral.errors import (
+        CheckpointError as CheckpointError,
+        ConfigError as ConfigError,
+        CorralError as CorralError,
+        EnvError as EnvError,
+        EnvRunnerError as EnvRunnerError,
+        PluginLoadError as PluginLoadError,
+        TrainingError as TrainingError,
+        UnknownAlgorithmError as UnknownAlgorithmError,
+        UnknownPluginError as UnknownPluginError,
+    )
+    from corral.registry import (
+        get_algorithm as get_algorithm,
+        get_config as get_config,
+        get_exploration as get_exploration,
+        list_algorithms as list_algorithms,
+        list_explorations as list_explorations,
+        register_algorithm as register_algorithm,
+        register_exploration as register_exploration,
+    )
 
 _EXPORTS = {
     **dict.fromkeys(errors.__all__, "corral.errors"),

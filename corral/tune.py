@@ -25,7 +25,7 @@ env runner, so its actors are placed with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,7 +47,7 @@ class CorralTrainable(tune.Trainable):
 
     # A function rather than the class itself: Ray disassembles a trainable class with everything
     # it holds, and an algorithm class holds its config class, which holds it back: endless recursion.
-    algorithm_class: ClassVar[Callable[[], type[Algorithm]]]
+    algorithm_class: ClassVar[staticmethod[[], type[Algorithm]]]
 
     def setup(self, config: dict[str, Any]) -> None:
         """Build the algorithm from the trial's config; its result files go into the trial's folder."""

@@ -3,6 +3,8 @@
 From the bottom: ``corral.errors``, ``corral.plugin_api``, ``corral._version`` and
 ``corral._lazy`` (nothing from corral); ``corral.registry`` (those alone); ``corral.core`` (the
 registry and those, never the plugins); then the plugins and the public face.
+Only what runs counts: imports under ``if TYPE_CHECKING:`` name types for the
+type checker (``get_algorithm`` returns ``type[Algorithm]``) and may look upward.
 No module of the core or the registry imports names from the face
 (``from corral import X``), which re-exports what lies below it.
 """
@@ -22,14 +24,28 @@ PACKAGE = Path(corral.__file__).parent
 BASE = ("corral.errors", "corral.plugin_api", "corral._version", "corral._lazy")
 
 
+def is_type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
 def imported_modules(path: Path) -> set[str]:
-    """Every module a file imports, at any depth of its code (lazy imports inside functions too)."""
+    """Every module a file imports at run time, at any depth of its code (lazy imports inside functions too).
+
+    Imports under ``if TYPE_CHECKING:`` are left out: they name types for the
+    type checker and are never executed.
+    """
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    pending: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+    while pending:
+        node = pending.pop()
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.add(node.module)
+        if isinstance(node, ast.If) and is_type_checking_block(node):
+            pending.extend(node.orelse)
+        else:
+            pending.extend(ast.iter_child_nodes(node))
     return found
 
 

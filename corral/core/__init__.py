@@ -18,8 +18,81 @@ of corral 0.1 record.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import corral.errors as errors
 from corral._lazy import alias_moved_modules, lazy_exports
+
+if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve on first access)
+    from corral.core.contracts.actor_critic import ActorCriticConfig as ActorCriticConfig, GAEConfig as GAEConfig
+    from corral.core.contracts.algorithm import Algorithm as Algorithm
+    from corral.core.contracts.callbacks import (
+        Callbacks as Callbacks,
+        DefaultCallbacks as DefaultCallbacks,
+        MultiCallbacks as MultiCallbacks,
+    )
+    from corral.core.contracts.config import AlgorithmConfig as AlgorithmConfig, ModelConfig as ModelConfig, option as option
+    from corral.core.contracts.exploration import Exploration as Exploration
+    from corral.core.contracts.hookspecs import hookimpl as hookimpl
+    from corral.core.contracts.policy import (
+        POLICY_GRADIENT_COLUMNS as POLICY_GRADIENT_COLUMNS,
+        ActorCriticPolicy as ActorCriticPolicy,
+        Policy as Policy,
+        adam as adam,
+        standardize as standardize,
+        to_floats as to_floats,
+    )
+    from corral.core.learning.distributions import (
+        ActionDistribution as ActionDistribution,
+        Categorical as Categorical,
+        DiagGaussian as DiagGaussian,
+        MultiCategorical as MultiCategorical,
+        SquashedGaussian as SquashedGaussian,
+    )
+    from corral.core.learning.models import (
+        ActorCriticModel as ActorCriticModel,
+        Model as Model,
+        QModel as QModel,
+        build_encoder as build_encoder,
+        build_model as build_model,
+        mlp as mlp,
+    )
+    from corral.core.learning.nonfinite import saturate as saturate
+    from corral.core.learning.off_policy import (
+        OffPolicyAlgorithm as OffPolicyAlgorithm,
+        OffPolicyConfig as OffPolicyConfig,
+        OffPolicyPolicy as OffPolicyPolicy,
+        update_target as update_target,
+    )
+    from corral.core.learning.postprocessing import compute_gae as compute_gae, compute_nstep as compute_nstep
+    from corral.core.learning.replay_buffers import (
+        PrioritizedReplayBuffer as PrioritizedReplayBuffer,
+        ReplayBuffer as ReplayBuffer,
+    )
+    from corral.core.learning.schedules import PiecewiseSchedule as PiecewiseSchedule, linear_schedule as linear_schedule
+    from corral.core.learning.vtrace_targets import vtrace as vtrace
+    from corral.core.persistence.checkpoints import restored_count as restored_count, restored_float as restored_float
+    from corral.core.sampling.async_sampling import AsyncSampler as AsyncSampler
+    from corral.core.sampling.env_runner import EnvRunner as EnvRunner, Episode as Episode
+    from corral.core.sampling.envs import EnvContext as EnvContext, register_env as register_env
+    from corral.core.sampling.filters import MeanStdFilter as MeanStdFilter
+    from corral.core.sampling.sample_batch import (
+        DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
+        MultiAgentBatch as MultiAgentBatch,
+        SampleBatch as SampleBatch,
+    )
+    from corral.errors import (
+        CheckpointError as CheckpointError,
+        ConfigError as ConfigError,
+        CorralError as CorralError,
+        EnvError as EnvError,
+        EnvRunnerError as EnvRunnerError,
+        PluginLoadError as PluginLoadError,
+        TrainingError as TrainingError,
+        UnknownAlgorithmError as UnknownAlgorithmError,
+        UnknownPluginError as UnknownPluginError,
+    )
+    from corral.plugin_api import PLUGIN_API_VERSION as PLUGIN_API_VERSION
 
 _EXPORTS = {
     "Algorithm": "corral.core.contracts.algorithm",

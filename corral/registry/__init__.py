@@ -15,11 +15,16 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import corral.errors as errors
 from corral.registry.discovery import DISABLE_ENV_VAR, IN_PROCESS, PluginInfo, PluginStatus
 from corral.registry.plugin_registry import PluginRegistry
+
+if TYPE_CHECKING:  # for type checkers only: at run time the registry imports nothing above it
+    from corral.core.contracts.algorithm import Algorithm
+    from corral.core.contracts.config import AlgorithmConfig
+    from corral.core.contracts.exploration import Exploration
 
 __all__ = [
     "ALGORITHMS_GROUP",
@@ -49,7 +54,7 @@ EXPLORATIONS_GROUP = "corral.explorations"
 HOOKS_GROUP = "corral.hooks"
 
 _registries: dict[str, PluginRegistry] = {}
-_algorithm_listeners: list[Callable[[str, type], None]] = []
+_algorithm_listeners: list[Callable[[str, type[Algorithm]], None]] = []
 _lock = threading.Lock()
 
 
@@ -125,7 +130,7 @@ def list_algorithms(check: bool = False) -> list[PluginInfo]:
     return registry_for(ALGORITHMS_GROUP).list_plugins(check)
 
 
-def get_algorithm(name: str, dist: str | None = None) -> type:
+def get_algorithm(name: str, dist: str | None = None) -> type[Algorithm]:
     """Return the algorithm class registered as ``name`` (case-insensitive).
 
     Only this one plugin is imported, on first lookup, and cached.
@@ -147,7 +152,7 @@ def get_algorithm(name: str, dist: str | None = None) -> type:
     return registry_for(ALGORITHMS_GROUP).get(name, dist)
 
 
-def get_config(name: str, dist: str | None = None) -> Any:
+def get_config(name: str, dist: str | None = None) -> AlgorithmConfig:
     """Return a fresh default config for the algorithm ``name``.
 
     Args:
@@ -164,7 +169,7 @@ def get_config(name: str, dist: str | None = None) -> Any:
     return get_algorithm(name, dist).get_default_config()
 
 
-def register_algorithm(name: str, cls: type) -> None:
+def register_algorithm(name: str, cls: type[Algorithm]) -> None:
     """Register an algorithm class in this process (tests, notebooks).
 
     It takes precedence over an installed algorithm of the same name, since
@@ -184,7 +189,7 @@ def register_algorithm(name: str, cls: type) -> None:
         listener(name.strip(), cls)
 
 
-def on_algorithm_registered(listener: Callable[[str, type], None]) -> None:
+def on_algorithm_registered(listener: Callable[[str, type[Algorithm]], None]) -> None:
     """Call ``listener(name, cls)`` after every later :func:`register_algorithm`.
 
     For integrations that mirror corral's algorithms elsewhere (``corral.tune``
@@ -211,7 +216,7 @@ def list_explorations(check: bool = False) -> list[PluginInfo]:
     return registry_for(EXPLORATIONS_GROUP).list_plugins(check)
 
 
-def get_exploration(name: str, dist: str | None = None) -> type:
+def get_exploration(name: str, dist: str | None = None) -> type[Exploration]:
     """Return the exploration class registered as ``name`` (case-insensitive).
 
     This is how ``exploration_config={"type": "EpsilonGreedy"}`` resolves.
@@ -231,7 +236,7 @@ def get_exploration(name: str, dist: str | None = None) -> type:
     return registry_for(EXPLORATIONS_GROUP).get(name, dist)
 
 
-def register_exploration(name: str, cls: type) -> None:
+def register_exploration(name: str, cls: type[Exploration]) -> None:
     """Register an exploration class in this process (tests, notebooks).
 
     Args:

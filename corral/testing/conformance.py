@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import annotated_types
 import numpy as np
@@ -26,6 +26,9 @@ from corral.core.persistence import checkpoints
 from corral.errors import CheckpointError, ConfigError
 from corral.registry import get_algorithm, get_config
 from corral.testing.envs import TOY_ENVS
+
+if TYPE_CHECKING:  # for annotations; the checks import Algorithm where they run it
+    from corral.core.contracts.algorithm import Algorithm
 
 
 @dataclass
@@ -47,7 +50,7 @@ class Subject:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="corral-conformance-")))
 
     @property
-    def algorithm_class(self) -> type:
+    def algorithm_class(self) -> type[Algorithm]:
         """The class the registry resolves ``name`` to."""
         return get_algorithm(self.name)
 
@@ -280,14 +283,15 @@ def _out_of_range_values(metadata: Iterable[Any]) -> list[float]:
     """A value just outside each numeric bound of a pydantic field."""
     values: list[float] = []
     for bound in metadata:
+        # the bounds of a config field are numbers
         if isinstance(bound, annotated_types.Gt):
-            values.append(bound.gt)
+            values.append(cast(float, bound.gt))
         elif isinstance(bound, annotated_types.Ge):
-            values.append(bound.ge - 1)
+            values.append(cast(float, bound.ge) - 1)
         elif isinstance(bound, annotated_types.Lt):
-            values.append(bound.lt)
+            values.append(cast(float, bound.lt))
         elif isinstance(bound, annotated_types.Le):
-            values.append(bound.le + 1)
+            values.append(cast(float, bound.le) + 1)
     return values
 
 
@@ -342,7 +346,7 @@ def _assert_tampering_refused(path: Path) -> None:
     _assert_refused(Algorithm, corrupt, "corrupt metadata")
 
 
-def _assert_refused(algorithm_class: type, path: Path, what: str) -> None:
+def _assert_refused(algorithm_class: type[Algorithm], path: Path, what: str) -> None:
     try:
         algorithm_class.from_checkpoint(path).stop()
     except CheckpointError:

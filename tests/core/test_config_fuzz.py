@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from corral import ConfigError, CorralError, get_config
 from corral.core.contracts.config import GROUPS, LEGACY_KEYS

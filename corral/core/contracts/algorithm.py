@@ -200,7 +200,7 @@ class Algorithm:
     # ------------------------------------------------------------------ #
     def sample(self, min_env_steps: int | None = None) -> MultiAgentBatch:
         """Sample from the env runners until at least ``min_env_steps`` (default: one sample call)."""
-        batches = []
+        batches: list[MultiAgentBatch] = []
         steps = 0
         while not batches or (min_env_steps is not None and steps < min_env_steps):
             batch = self.env_runner_group.sample()
@@ -250,7 +250,7 @@ class Algorithm:
         sampled_before = self.counters["num_env_steps_sampled"]
         learner: dict[str, dict[str, Any]] = {}
         interval = self.config.evaluation_interval
-        evaluate_now = bool(interval) and (self.iteration + 1) % interval == 0
+        evaluate_now = interval is not None and (self.iteration + 1) % interval == 0
         in_parallel = evaluate_now and self.config.evaluation_parallel_to_training
         pending_evaluation = None
         if in_parallel:

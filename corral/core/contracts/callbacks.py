@@ -16,12 +16,21 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from corral.core.contracts import hookspecs
 from corral.errors import ConfigError
+
+if TYPE_CHECKING:  # the types the hooks receive; at run time nothing is imported
+    from gymnasium.vector import VectorEnv
+
+    from corral.core.contracts.algorithm import Algorithm
+    from corral.core.contracts.policy import Policy
+    from corral.core.sampling.env_runner import EnvRunner, Episode
+    from corral.core.sampling.envs import EnvContext
+    from corral.core.sampling.sample_batch import MultiAgentBatch, SampleBatch
 
 logger = logging.getLogger(__name__)
 
@@ -34,40 +43,42 @@ class Callbacks:
     hooks and their arguments are in :mod:`corral.core.contracts.hookspecs`.
     """
 
-    def on_algorithm_init(self, *, algorithm: Any, **kwargs: Any) -> None:
+    def on_algorithm_init(self, *, algorithm: Algorithm, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_algorithm_init`."""
 
-    def on_environment_created(self, *, env_runner: Any, env: Any, env_context: Any, **kwargs: Any) -> None:
+    def on_environment_created(self, *, env_runner: EnvRunner, env: VectorEnv, env_context: EnvContext, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_environment_created`."""
 
-    def on_episode_start(self, *, episode: Any, env_runner: Any, env_index: int, **kwargs: Any) -> None:
+    def on_episode_start(self, *, episode: Episode, env_runner: EnvRunner, env_index: int, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_episode_start`."""
 
-    def on_episode_step(self, *, episode: Any, env_runner: Any, env_index: int, **kwargs: Any) -> None:
+    def on_episode_step(self, *, episode: Episode, env_runner: EnvRunner, env_index: int, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_episode_step`."""
 
-    def on_episode_end(self, *, episode: Any, env_runner: Any, env_index: int, **kwargs: Any) -> None:
+    def on_episode_end(self, *, episode: Episode, env_runner: EnvRunner, env_index: int, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_episode_end`."""
 
-    def on_sample_end(self, *, env_runner: Any, samples: Any, **kwargs: Any) -> None:
+    def on_sample_end(self, *, env_runner: EnvRunner, samples: MultiAgentBatch, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_sample_end`."""
 
-    def on_postprocess_trajectory(self, *, policy_id: str, policy: Any, postprocessed_batch: Any, **kwargs: Any) -> None:
+    def on_postprocess_trajectory(
+        self, *, policy_id: str, policy: Policy, postprocessed_batch: SampleBatch, **kwargs: Any
+    ) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_postprocess_trajectory`."""
 
-    def on_learn_on_batch(self, *, policy: Any, train_batch: Any, result: dict, **kwargs: Any) -> None:
+    def on_learn_on_batch(self, *, policy: Policy, train_batch: SampleBatch, result: dict[str, Any], **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_learn_on_batch`."""
 
-    def on_train_result(self, *, algorithm: Any, result: dict, **kwargs: Any) -> None:
+    def on_train_result(self, *, algorithm: Algorithm, result: dict[str, Any], **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_train_result`."""
 
-    def on_evaluate_start(self, *, algorithm: Any, **kwargs: Any) -> None:
+    def on_evaluate_start(self, *, algorithm: Algorithm, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_evaluate_start`."""
 
-    def on_evaluate_end(self, *, algorithm: Any, evaluation_metrics: dict, **kwargs: Any) -> None:
+    def on_evaluate_end(self, *, algorithm: Algorithm, evaluation_metrics: dict[str, Any], **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_evaluate_end`."""
 
-    def on_checkpoint_loaded(self, *, algorithm: Any, **kwargs: Any) -> None:
+    def on_checkpoint_loaded(self, *, algorithm: Algorithm, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_checkpoint_loaded`."""
 
 

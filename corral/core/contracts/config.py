@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import copy as _copy
 import importlib
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
 from corral.errors import ConfigError, did_you_mean
+
+if TYPE_CHECKING:  # the algorithm module imports this one
+    from corral.core.contracts.algorithm import Algorithm
 
 GROUPS = (
     "environment",
@@ -227,7 +230,7 @@ class ModelConfig(BaseModel):
             raise ConfigError(f"model.custom_model={self.custom_model!r} is not a torch.nn.Module subclass")
         return cls
 
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         """The fields as a dict; a custom model class is written as its 'module:qualname' path."""
         data = super().model_dump(**kwargs)
         if isinstance(data.get("custom_model"), type):
@@ -253,10 +256,10 @@ class AlgorithmConfig(BaseModel):
     )
 
     # The algorithm this config builds; bound by Algorithm.__init_subclass__.
-    algo_class: ClassVar[type | None] = None
+    algo_class: ClassVar[type[Algorithm] | None] = None
     _frozen: bool = PrivateAttr(default=False)
     _is_evaluation_copy: bool = PrivateAttr(default=False)
-    _algo_class_override: type | None = PrivateAttr(default=None)
+    _algo_class_override: type[Algorithm] | None = PrivateAttr(default=None)
 
     # --- environment -------------------------------------------------------
     env: Any = option(None, "environment")
@@ -375,6 +378,9 @@ class AlgorithmConfig(BaseModel):
     # ------------------------------------------------------------------ #
     # subclassing
     # ------------------------------------------------------------------ #
+    __corral_defaults__: ClassVar[dict[str, Any]]
+    """a subclass's own defaults (``class PPOConfig(AlgorithmConfig, defaults={...})``)"""
+
     def __init_subclass__(cls, defaults: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.__corral_defaults__ = dict(defaults or {})
@@ -394,7 +400,7 @@ class AlgorithmConfig(BaseModel):
         if defaults:
             cls.model_rebuild(force=True)
 
-    def __init__(self, algo_class: type | None = None, **values: Any) -> None:
+    def __init__(self, algo_class: type[Algorithm] | None = None, **values: Any) -> None:
         values = self._canonical_keys(values)
         for name, value in values.items():
             check_plain_data(name, value)
@@ -594,11 +600,17 @@ class AlgorithmConfig(BaseModel):
         evaluation._is_evaluation_copy = True
         return evaluation
 
-    def build(self, env: Any = None) -> Any:
+    def build(self, env: Any = None) -> Algorithm:
         """Validate and build the algorithm this config belongs to.
 
         Args:
             env: optionally the environment, overriding ``config.env``.
+
+        Returns:
+            A new algorithm, ready to ``train()``.
+
+        Raises:
+            ConfigError: the config is invalid, or belongs to no algorithm.
         """
         config = self.copy()
         if env is not None:
@@ -693,9 +705,9 @@ class AlgorithmConfig(BaseModel):
             # A schedule interpolates between its values, so each one obeying the bounds of the
             # scheduled field means every value it can take does.
             scheduled = SCHEDULES[str(info.field_name)]
-            adapter = TypeAdapter(
-                Annotated[(float, *cls.model_fields[scheduled].metadata)], config=ConfigDict(allow_inf_nan=False)
-            )
+            # Annotated[float, *constraints], called directly: mypy refuses a starred subscript below Python 3.11
+            annotated = Annotated.__class_getitem__((float, *cls.model_fields[scheduled].metadata))  # type: ignore[attr-defined]
+            adapter = TypeAdapter(annotated, config=ConfigDict(allow_inf_nan=False))
             for _, v in value:
                 try:
                     adapter.validate_python(v)

@@ -11,7 +11,7 @@ Random draws come from ``self.generator``, the policy's own ``torch.Generator``
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import torch
@@ -65,9 +65,10 @@ class Exploration:
         if isinstance(space, gym.spaces.MultiDiscrete):
             nvec = torch.as_tensor(space.nvec.ravel(), device=like.device)
             return (torch.rand(batch, len(nvec), device=like.device, generator=g) * nvec).long()
-        low = torch.as_tensor(space.low, dtype=torch.float32, device=like.device)
-        high = torch.as_tensor(space.high, dtype=torch.float32, device=like.device)
-        return low + torch.rand(batch, *space.shape, device=like.device, generator=g) * (high - low)
+        box = cast(gym.spaces.Box, space)  # the last of the spaces an exploration supports
+        low = torch.as_tensor(box.low, dtype=torch.float32, device=like.device)
+        high = torch.as_tensor(box.high, dtype=torch.float32, device=like.device)
+        return low + torch.rand(batch, *box.shape, device=like.device, generator=g) * (high - low)
 
 
 class StochasticSampling(Exploration):
@@ -151,7 +152,7 @@ class GaussianNoise(Exploration):
 
     def __init__(
         self,
-        action_space: gym.Space,
+        action_space: gym.spaces.Box,
         stddev: float = 0.1,
         initial_scale: float = 1.0,
         final_scale: float = 0.02,
@@ -188,7 +189,7 @@ class OrnsteinUhlenbeckNoise(GaussianNoise):
 
     def __init__(
         self,
-        action_space: gym.Space,
+        action_space: gym.spaces.Box,
         ou_theta: float = 0.15,
         ou_sigma: float = 0.2,
         ou_base_scale: float = 0.1,
@@ -204,8 +205,8 @@ class OrnsteinUhlenbeckNoise(GaussianNoise):
     def _noise(self, shape: torch.Size, device: torch.device) -> torch.Tensor:
         if self.state.shape != shape:
             self.state = torch.zeros(shape)
-        device = self.generator.device if self.generator is not None else None  # the generator's device draws the noise
-        drawn = torch.randn(shape, generator=self.generator, device=device).to(self.state.device)
+        draw_on = self.generator.device if self.generator is not None else None  # the generator's device draws the noise
+        drawn = torch.randn(shape, generator=self.generator, device=draw_on).to(self.state.device)
         self.state = self.state + (-self.theta * self.state + self.sigma * drawn)
         return (self.base_scale * self.state).to(device)
 

@@ -9,9 +9,19 @@ callbacks written against RLlib's older API.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pluggy
+
+if TYPE_CHECKING:  # the types the hooks receive; at run time nothing is imported
+    from gymnasium.vector import VectorEnv
+
+    from corral.core.contracts.algorithm import Algorithm
+    from corral.core.contracts.policy import Policy
+    from corral.core.sampling.env_runner import EnvRunner, Episode
+    from corral.core.sampling.envs import EnvContext
+    from corral.core.sampling.sample_batch import MultiAgentBatch, SampleBatch
 
 PROJECT = "corral"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -19,62 +29,85 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def on_algorithm_init(algorithm: Any) -> None:
+def on_algorithm_init(algorithm: Algorithm) -> None:
     """The algorithm finished building (env runners, policies, loggers exist)."""
 
 
 @hookspec
-def on_environment_created(env_runner: Any, worker: Any, env: Any, env_context: Any) -> None:
+def on_environment_created(env_runner: EnvRunner, worker: EnvRunner, env: VectorEnv, env_context: EnvContext) -> None:
     """An env runner created its vector environment."""
 
 
 @hookspec
-def on_episode_start(episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any) -> None:
+def on_episode_start(
+    episode: Episode,
+    env_runner: EnvRunner,
+    worker: EnvRunner,
+    base_env: VectorEnv,
+    env_index: int,
+    policies: Mapping[str, Policy],
+) -> None:
     """A sub-environment was reset and a new episode begins (``episode`` has its first observation)."""
 
 
 @hookspec
-def on_episode_step(episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any) -> None:
+def on_episode_step(
+    episode: Episode,
+    env_runner: EnvRunner,
+    worker: EnvRunner,
+    base_env: VectorEnv,
+    env_index: int,
+    policies: Mapping[str, Policy],
+) -> None:
     """A sub-environment stepped; ``episode`` holds the latest observation, action, reward and info."""
 
 
 @hookspec
-def on_episode_end(episode: Any, env_runner: Any, worker: Any, base_env: Any, env_index: int, policies: Any) -> None:
+def on_episode_end(
+    episode: Episode,
+    env_runner: EnvRunner,
+    worker: EnvRunner,
+    base_env: VectorEnv,
+    env_index: int,
+    policies: Mapping[str, Policy],
+) -> None:
     """An episode finished, before its sub-environment resets; ``episode`` is complete."""
 
 
 @hookspec
-def on_sample_end(env_runner: Any, worker: Any, samples: Any) -> None:
+def on_sample_end(env_runner: EnvRunner, worker: EnvRunner, samples: MultiAgentBatch) -> None:
     """An env runner finished one ``sample()`` call (``samples`` is a MultiAgentBatch)."""
 
 
 @hookspec
-def on_postprocess_trajectory(env_runner: Any, worker: Any, policy_id: str, policy: Any, postprocessed_batch: Any) -> None:
+def on_postprocess_trajectory(
+    env_runner: EnvRunner, worker: EnvRunner, policy_id: str, policy: Policy, postprocessed_batch: SampleBatch
+) -> None:
     """A policy postprocessed its fragment of samples (advantages computed); the batch may be edited."""
 
 
 @hookspec
-def on_learn_on_batch(policy: Any, train_batch: Any, result: dict) -> None:
+def on_learn_on_batch(policy: Policy, train_batch: SampleBatch, result: dict[str, Any]) -> None:
     """A policy is about to learn on ``train_batch``; ``result`` may be extended with stats."""
 
 
 @hookspec
-def on_train_result(algorithm: Any, result: dict) -> None:
+def on_train_result(algorithm: Algorithm, result: dict[str, Any]) -> None:
     """``algorithm.train()`` built its result dict; the hook may add to it."""
 
 
 @hookspec
-def on_evaluate_start(algorithm: Any) -> None:
+def on_evaluate_start(algorithm: Algorithm) -> None:
     """Evaluation is about to start."""
 
 
 @hookspec
-def on_evaluate_end(algorithm: Any, evaluation_metrics: dict) -> None:
+def on_evaluate_end(algorithm: Algorithm, evaluation_metrics: dict[str, Any]) -> None:
     """Evaluation ended; ``evaluation_metrics`` is what goes under ``result['evaluation']``."""
 
 
 @hookspec
-def on_checkpoint_loaded(algorithm: Any) -> None:
+def on_checkpoint_loaded(algorithm: Algorithm) -> None:
     """The algorithm's state was restored from a checkpoint."""
 
 

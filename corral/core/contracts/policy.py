@@ -9,17 +9,19 @@ vector of observations, under ``torch.inference_mode()``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 import torch
+from numpy.typing import DTypeLike
 from torch import nn
 
+from corral.core.contracts.actor_critic import GAEConfig
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.exploration import make_exploration
 from corral.core.learning.distributions import ActionDistribution, distribution_for
-from corral.core.learning.models import build_model
+from corral.core.learning.models import Model, build_model
 from corral.core.learning.nonfinite import UpdateGuard
 from corral.core.learning.postprocessing import add_gae
 from corral.core.learning.schedules import PiecewiseSchedule
@@ -83,7 +85,7 @@ class Policy:
     required_model_outputs: tuple[str, ...] = ("action_dist_inputs",)
     """the keys the model's forward must return, each with a row per observation; checked at build"""
 
-    def _build_model(self) -> nn.Module:
+    def _build_model(self) -> Model:
         """``make_model()``, after checking it fits in memory; then checked on a probe batch.
 
         The model is first built on torch's meta device, which allocates
@@ -105,7 +107,7 @@ class Policy:
         )
         model = self.make_model().to(self.device)
         self._check_model_outputs(model)
-        return model
+        return cast(Model, model)  # checked: it has Model's forward methods, whether or not it subclasses Model
 
     def _check_model_outputs(self, model: nn.Module) -> None:
         """Run the model on two zero observations: each required output needs a row per observation."""
@@ -119,7 +121,7 @@ class Policy:
             )
         try:
             with torch.no_grad():
-                out = model.forward_inference(probe)
+                out = cast(Model, model).forward_inference(probe)  # its forward methods exist (checked above)
         except Exception as exc:  # a custom model may fail in any way
             raise ConfigError(
                 f"{what} fails on a batch of observations of shape {tuple(probe.shape)}: {type(exc).__name__}: {exc}"
@@ -455,6 +457,7 @@ class ActorCriticPolicy(Policy):
     """
 
     required_model_outputs = ("action_dist_inputs", "vf_preds")
+    config: GAEConfig
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
         """Add ``advantages`` and ``value_targets``, then flatten."""
@@ -492,7 +495,7 @@ def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
     return dict(zip(tensors, torch.stack([t.detach() for t in tensors.values()]).tolist(), strict=True))
 
 
-def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+def _torch_dtype(dtype: DTypeLike) -> torch.dtype:
     return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
 
 

@@ -8,6 +8,7 @@ the sampling hot path. Each class knows how many network outputs it needs
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
@@ -59,7 +60,7 @@ class Categorical(ActionDistribution):
     @staticmethod
     def required_inputs(space: gym.Space) -> int:
         """One logit per action."""
-        return int(space.n)
+        return int(cast(gym.spaces.Discrete, space).n)
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         """Gumbel-max: the argmax of the logits plus Gumbel noise drawn from ``generator``."""
@@ -95,7 +96,7 @@ class MultiCategorical(ActionDistribution):
     @staticmethod
     def required_inputs(space: gym.Space) -> int:
         """One logit per action of every sub-space (the sum of ``nvec``)."""
-        return int(np.sum(space.nvec))
+        return int(np.sum(cast(gym.spaces.MultiDiscrete, space).nvec))
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         """One categorical sample per sub-space, stacked on the last axis."""
@@ -130,7 +131,7 @@ class DiagGaussian(ActionDistribution):
     @staticmethod
     def required_inputs(space: gym.Space) -> int:
         """A mean and a log standard deviation per action dimension."""
-        return 2 * int(np.prod(space.shape))
+        return 2 * int(np.prod(cast(gym.spaces.Box, space).shape))
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         """``mean + std * noise``, the noise drawn from ``generator``."""
@@ -177,7 +178,7 @@ class SquashedGaussian(ActionDistribution):
     @staticmethod
     def required_inputs(space: gym.Space) -> int:
         """A mean and a log standard deviation per action dimension."""
-        return 2 * int(np.prod(space.shape))
+        return 2 * int(np.prod(cast(gym.spaces.Box, space).shape))
 
     def rsample_with_logp(self, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised sample and its log-density (with the tanh correction)."""

@@ -12,7 +12,7 @@ and target networks as configured.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -56,7 +56,7 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
     save_replay_buffer: bool = option(False, "checkpointing")
     """store the replay buffer's contents in checkpoints (as numpy arrays, never pickled)"""
 
-    def validate(self) -> None:
+    def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
         """The shared checks, plus the replay buffer config (nothing is allocated) and the replay ratio."""
         super().validate()
         check_replay_buffer_config(self.replay_buffer_config)
@@ -76,8 +76,8 @@ def update_target(target: nn.Module, source: nn.Module, tau: float) -> None:
                 t.copy_(s)
             else:
                 t.lerp_(s, tau)
-        for t, s in zip(target.buffers(), source.buffers(), strict=True):
-            t.copy_(s)
+        for target_buffer, source_buffer in zip(target.buffers(), source.buffers(), strict=True):
+            target_buffer.copy_(source_buffer)
 
 
 class OffPolicyPolicy(Policy):
@@ -87,6 +87,8 @@ class OffPolicyPolicy(Policy):
     and write ``learn_on_batch``. They should return the per-row TD errors under
     the ``"td_error"`` key of the stats (a numpy array) for prioritized replay.
     """
+
+    config: OffPolicyConfig
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -127,6 +129,7 @@ class OffPolicyAlgorithm(Algorithm):
     """The replay training loop; subclasses set ``config_class`` and ``policy_class``."""
 
     config_class = OffPolicyConfig
+    config: OffPolicyConfig
 
     def setup(self) -> None:
         """One replay buffer per policy id."""
@@ -151,10 +154,12 @@ class OffPolicyAlgorithm(Algorithm):
         _, options = check_replay_buffer_config(self.config.replay_buffer_config)
         obs = (policy.preprocessor.shape, policy.preprocessor.dtype)
         action_space = policy.action_adapter.policy_space
+        # the policy acts in a Discrete, MultiDiscrete or Box space, which always has a shape and a dtype
+        action_shape, action_dtype = cast(tuple[int, ...], action_space.shape), cast(np.dtype, action_space.dtype)
         columns = {
             SampleBatch.OBS: obs,
             SampleBatch.NEXT_OBS: obs,
-            SampleBatch.ACTIONS: (action_space.shape, np.int64 if action_space.dtype.kind in "iu" else np.float32),
+            SampleBatch.ACTIONS: (action_shape, np.int64 if action_dtype.kind in "iu" else np.float32),
             "rewards, discounts, priorities and flags": ((), np.dtype("V32")),
         }
         rows = options["capacity"]
@@ -182,10 +187,10 @@ class OffPolicyAlgorithm(Algorithm):
             stats = self._replay_once()
             if cfg.tau < 1.0:
                 for policy in self.policies.values():
-                    policy.update_targets(cfg.tau)
+                    cast(OffPolicyPolicy, policy).update_targets(cfg.tau)
         if cfg.tau >= 1.0 and sampled - self._last_target_update >= cfg.target_network_update_freq:
             for policy in self.policies.values():
-                policy.update_targets(1.0)
+                cast(OffPolicyPolicy, policy).update_targets(1.0)
             self._last_target_update = sampled
         return stats
 
@@ -224,6 +229,6 @@ class OffPolicyAlgorithm(Algorithm):
                 shapes = {
                     SampleBatch.OBS: policy.preprocessor.shape,
                     SampleBatch.NEXT_OBS: policy.preprocessor.shape,
-                    SampleBatch.ACTIONS: policy.action_adapter.policy_space.shape,
+                    SampleBatch.ACTIONS: cast(tuple[int, ...], policy.action_adapter.policy_space.shape),
                 }
                 buffer.set_state(arrays[f"replay_buffer_{pid}"], expected_shapes=shapes)

@@ -14,9 +14,10 @@ saved with ``np.savez`` and loaded with ``allow_pickle=False``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from corral.core.learning.sum_tree import SumTree, last_occurrences
 from corral.core.sampling.sample_batch import SampleBatch
@@ -94,7 +95,7 @@ class ReplayBuffer:
         if self._storage is None:
             self._storage = {k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in columns.items()}
         self._check_columns(columns)
-        rows = next(iter(lengths.values()), 0)
+        rows = cast(int, next(iter(lengths.values()), 0))  # None was refused above
         if rows == 0:
             return
         keep = min(rows, self.capacity)
@@ -351,7 +352,8 @@ def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[st
             raise ConfigError(
                 f"unknown replay_buffer_config key {key!r}; allowed: {sorted(_OPTIONS)}.{did_you_mean(str(key), _OPTIONS)}"
             )
-    options = {_OPTION_ALIASES.get(k, k): v for k, v in config.items()}
+    checked: Mapping[str, Any] = config  # every key is one of _OPTIONS
+    options = {_OPTION_ALIASES.get(k, k): v for k, v in checked.items()}
     if len(options) < len(config):
         raise ConfigError(f"replay_buffer_config gives an option twice, under its name and its RLlib alias: {sorted(config)}")
     type_name = options.pop("type", "ReplayBuffer")
@@ -388,6 +390,6 @@ def make_replay_buffer(config: Mapping[str, Any], seed: int | None) -> ReplayBuf
     return cls(seed=seed, **options)
 
 
-def replay_row_bytes(batch_shapes: Mapping[str, tuple[tuple[int, ...], np.dtype]]) -> int:
+def replay_row_bytes(batch_shapes: Mapping[str, tuple[tuple[int, ...], DTypeLike]]) -> int:
     """Bytes one stored row takes, for columns given as ``{name: (row shape, dtype)}``."""
     return sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for shape, dtype in batch_shapes.values())

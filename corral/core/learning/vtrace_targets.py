@@ -63,8 +63,8 @@ def vtrace(
         continues = 1.0 - (terminateds | truncateds).to(values.dtype)
         next_values = torch.cat([values[1:], last_values.unsqueeze(0)])
         deltas = rhos * (rewards + gamma * not_terminated * next_values - values)
-        corrections = _discounted_scan((deltas * valid).cpu().numpy(), (gamma * cs * continues * valid).cpu().numpy())
-        corrections = torch.from_numpy(corrections).to(values.device)  # vs_t - V(x_t)
+        scanned = _discounted_scan((deltas * valid).cpu().numpy(), (gamma * cs * continues * valid).cpu().numpy())
+        corrections = torch.from_numpy(scanned).to(values.device)  # vs_t - V(x_t)
         vs = values + corrections
         # v_{t+1}: the next row's target inside the episode; past its end, the final observation's value.
         next_corrections = torch.cat([corrections[1:], torch.zeros_like(last_values).unsqueeze(0)])

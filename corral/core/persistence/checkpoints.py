@@ -38,7 +38,7 @@ import shutil
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -117,7 +117,8 @@ def write_checkpoint(
             torch.save(state, folder / POLICY_FILE)
         for name, group in (arrays or {}).items():
             (tmp / ARRAYS_DIR).mkdir(exist_ok=True)
-            np.savez(tmp / ARRAYS_DIR / f"{name}.npz", **group)
+            # The keys are array names (the cast tells mypy they do not fill savez's allow_pickle flag).
+            np.savez(tmp / ARRAYS_DIR / f"{name}.npz", **cast("dict[str, Any]", group))
         _fsync_tree(tmp)
         if target.exists():
             _replace_folder(tmp, target)
@@ -151,7 +152,7 @@ def clean_leftovers(folder: str | os.PathLike[str]) -> list[Path]:
     before the new one took its name (only where folders cannot be swapped
     atomically) is put back under its name.
     """
-    handled = []
+    handled: list[Path] = []
     try:
         entries = list(Path(folder).iterdir())
     except OSError:

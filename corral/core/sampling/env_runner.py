@@ -389,7 +389,7 @@ def evaluation_span(duration: int, unit: str) -> dict[str, int]:
     return {"num_episodes": duration} if unit == "episodes" else {"num_steps": duration}
 
 
-def _row(obs: Any, index: int) -> Any:
+def _row(obs: Any, index: int | np.integer[Any]) -> Any:
     if isinstance(obs, dict):
         return {k: _row(v, index) for k, v in obs.items()}
     if isinstance(obs, tuple):
@@ -397,7 +397,7 @@ def _row(obs: Any, index: int) -> Any:
     return obs[index]
 
 
-def _info_row(infos: dict[str, Any], index: int) -> dict[str, Any]:
+def _info_row(infos: dict[str, Any], index: int | np.integer[Any]) -> dict[str, Any]:
     row = {}
     for key, value in infos.items():
         if key.startswith("_"):

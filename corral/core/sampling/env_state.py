@@ -21,13 +21,13 @@ Both are JSON (arrays through :mod:`corral.core.persistence.state_codec`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 
 from corral.core.persistence import state_codec
-from corral.core.sampling.envs import is_guarded
+from corral.core.sampling.envs import SubEnvironmentGuard, is_guarded
 from corral.core.seeding import generator_state, set_generator_state
 
 
@@ -66,8 +66,8 @@ def set_env_state(env: gym.vector.VectorEnv, state: Any, autoreset: np.ndarray) 
                 f"the env state replays {len(records) if isinstance(records, list) else '?'} sub-environments, "
                 f"this runner steps {env.num_envs} in a loop"
             )
-        for guard, record in zip(env.envs, records, strict=True):  # type: ignore[attr-defined]
-            guard.replay(record)
+        for guard, record in zip(env.envs, records, strict=True):
+            cast(SubEnvironmentGuard, guard).replay(record)
         env._autoreset_envs = np.array(autoreset, dtype=bool)  # SyncVectorEnv's next-step autoreset flags
         return
     if state.get("kind") == "attributes":

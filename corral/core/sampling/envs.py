@@ -10,11 +10,12 @@ which the env runner and :mod:`corral.core.learning.postprocessing` account for.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 import gymnasium as gym
 import numpy as np
@@ -96,7 +97,7 @@ def _creator_for(obj: Any, label: str) -> Callable[[EnvContext], gym.Env]:
     if isinstance(obj, type):
         # RLlib convention: an env class takes its env_config as one argument;
         # a class whose __init__ takes none is built without it.
-        params = [p for p in inspect.signature(obj.__init__).parameters.values() if p.name != "self"]
+        params = [p for p in inspect.signature(cast(Any, obj).__init__).parameters.values() if p.name != "self"]
         if not params:
             return lambda ctx: obj()
     return obj
@@ -129,12 +130,14 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
         assert creator is not None
 
         def guarded(i: int) -> SubEnvironmentGuard:
-            make = lambda: _checked(creator(context.copy_with(vector_index=i)), config.env)  # noqa: E731 - remade on restart
+            def make() -> gym.Env:  # called again to remake the sub-environment on restart
+                return _checked(creator(context.copy_with(vector_index=i)), config.env)
+
             return SubEnvironmentGuard(
                 make, i, worker_index, config.restart_failed_sub_environments, check_observations=not config.disable_env_checking
             )
 
-        return gym.vector.SyncVectorEnv([(lambda i=i: guarded(i)) for i in range(num_envs)])
+        return gym.vector.SyncVectorEnv([functools.partial(guarded, i) for i in range(num_envs)])
     except EnvError:
         raise
     except TypeError as exc:
@@ -271,7 +274,7 @@ MAX_REPLAY_STEPS = 100_000
 """The longest episode a sub-environment records for replay after a restore (its actions are kept in memory)."""
 
 
-def is_guarded(env: gym.vector.VectorEnv) -> bool:
+def is_guarded(env: gym.vector.VectorEnv) -> TypeGuard[gym.vector.SyncVectorEnv]:
     """Whether a vector env steps its sub-environments in a loop, each in a :class:`SubEnvironmentGuard`."""
     return isinstance(env, gym.vector.SyncVectorEnv) and all(isinstance(e, SubEnvironmentGuard) for e in env.envs)
 

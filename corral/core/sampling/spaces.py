@@ -8,7 +8,7 @@ scaled to the env's bounds when ``normalize_actions`` is on.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 import gymnasium as gym
 import numpy as np
@@ -16,7 +16,7 @@ import numpy as np
 from corral.errors import EnvError
 
 
-def is_image_space(space: gym.Space) -> bool:
+def is_image_space(space: gym.Space) -> TypeGuard[gym.spaces.Box]:
     """A Box of shape (H, W, C) that a CNN should read."""
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
 
@@ -33,7 +33,7 @@ class ObservationPreprocessor:
         self.space = space
         if is_image_space(space):
             self.shape: tuple[int, ...] = tuple(space.shape)
-            self.dtype = space.dtype
+            self.dtype: np.dtype = cast(np.dtype, space.dtype)  # a Box always has a dtype
         else:
             self.shape = (_flat_size(space),)
             self.dtype = np.dtype(np.float32)
@@ -131,7 +131,7 @@ class ObservationCheck:
             arr = np.asarray(obs)
         except (ValueError, TypeError) as exc:
             return 0, f"is not an array ({exc})"
-        shape = tuple(space.shape)
+        shape = tuple(cast(tuple[int, ...], space.shape))  # these four spaces always have a shape
         got = arr.shape[1:] if batched else arr.shape
         if got != shape:
             return 0, f"has shape {got}, but the observation space {space} has shape {shape}"
@@ -162,14 +162,15 @@ class ActionAdapter:
         if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
             raise EnvError(f"action space {space} is not supported; use Discrete, MultiDiscrete or Box")
         self.space = space
-        self.is_box = isinstance(space, gym.spaces.Box)
+        box = space if isinstance(space, gym.spaces.Box) else None
+        self.is_box = box is not None
         self.normalize = (
-            self.is_box and normalize_actions and bool(np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)))
+            box is not None and normalize_actions and bool(np.all(np.isfinite(box.low)) and np.all(np.isfinite(box.high)))
         )
         self.clip = self.is_box and clip_actions and not self.normalize
-        if self.is_box:
-            self._low = space.low.astype(np.float32)
-            self._half_range = ((space.high - space.low) / 2.0).astype(np.float32)
+        if box is not None:
+            self._low = box.low.astype(np.float32)
+            self._half_range = ((box.high - box.low) / 2.0).astype(np.float32)
         self.policy_space: gym.Space = gym.spaces.Box(-1.0, 1.0, space.shape, np.float32) if self.normalize else space
 
     def __call__(self, actions: np.ndarray) -> np.ndarray:
@@ -177,7 +178,8 @@ class ActionAdapter:
         if self.normalize:
             return self._low + (np.clip(actions, -1.0, 1.0) + 1.0) * self._half_range
         if self.clip:
-            return np.clip(actions, self.space.low, self.space.high)
+            box = cast(gym.spaces.Box, self.space)  # clip is only ever set for a Box
+            return np.clip(actions, box.low, box.high)
         if isinstance(self.space, gym.spaces.Discrete) and self.space.start:
             return actions + int(self.space.start)
         return actions

@@ -5,10 +5,13 @@ from __future__ import annotations
 import torch
 
 from corral.core import POLICY_GRADIENT_COLUMNS, ActorCriticPolicy, SampleBatch, adam, standardize, to_floats
+from corral.plugins.a2c.config import A2CConfig
 
 
 class A2CPolicy(ActorCriticPolicy):
     """Actor-critic policy with one synchronous update per train batch."""
+
+    config: A2CConfig
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """RMSprop as in the paper (or Adam, by config)."""

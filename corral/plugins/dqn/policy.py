@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+import gymnasium as gym
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from corral.core import QModel, SampleBatch, adam
 from corral.core.learning.off_policy import OffPolicyPolicy
+from corral.plugins.dqn.config import DQNConfig
 
 _COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.NEXT_OBS, "discounts", "weights"]
 
@@ -17,9 +19,16 @@ _COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBat
 class DQNPolicy(OffPolicyPolicy):
     """A Q-network acting through its exploration (EpsilonGreedy by default)."""
 
+    config: DQNConfig
+
     def make_model(self) -> nn.Module:
         """Q-values for every action, dueling if configured."""
-        return QModel(self.observation_space, int(self.action_space.n), self.config.model, dueling=self.config.dueling)
+        return QModel(
+            self.observation_space,
+            int(cast(gym.spaces.Discrete, self.action_space).n),
+            self.config.model,
+            dueling=self.config.dueling,
+        )
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """Adam over the online network."""

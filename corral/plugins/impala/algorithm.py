@@ -19,6 +19,7 @@ class IMPALA(Algorithm):
     """Importance-weighted actor-learner: V-trace corrects for sequences sampled with older weights."""
 
     config_class = IMPALAConfig
+    config: IMPALAConfig
     policy_class = IMPALAPolicy
     corral_api = PLUGIN_API_VERSION
 

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from corral.core import Policy, SampleBatch, to_floats, vtrace
+from corral.plugins.impala.config import IMPALAConfig
 
 BOOTSTRAP_OBS = "bootstrap_obs"
 _SEQUENCE_COLUMNS = [
@@ -29,6 +30,7 @@ class IMPALAPolicy(Policy):
     (``[B, T, ...]`` columns) plus the observation to bootstrap from.
     """
 
+    config: IMPALAConfig
     required_model_outputs = ("action_dist_inputs", "vf_preds")
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:

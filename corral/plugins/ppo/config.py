@@ -24,7 +24,7 @@ class PPOConfig(
     minibatch_size: int = option(128, "training", ge=1, le=2**31 - 1)
     """rows per SGD minibatch (RLlib's sgd_minibatch_size)"""
 
-    def validate(self) -> None:
+    def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
         """PPO's own checks on top of the shared ones."""
         super().validate()
         if self.minibatch_size > self.train_batch_size:

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from corral.core import ActorCriticPolicy, SampleBatch, restored_float, saturate, standardize
+from corral.plugins.ppo.config import PPOConfig
 
 _TRAIN_COLUMNS = [
     SampleBatch.OBS,
@@ -21,6 +22,8 @@ _TRAIN_COLUMNS = [
 
 class PPOPolicy(ActorCriticPolicy):
     """Actor-critic policy trained by several epochs of clipped-surrogate minibatch SGD."""
+
+    config: PPOConfig
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -42,7 +42,7 @@ class SACConfig(
     twin_q: bool = option(True, "training")
     """learn two Q networks and use the smaller estimate (clipped double Q)"""
 
-    def validate(self) -> None:
+    def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
         """SAC's own checks on top of the shared ones."""
         super().validate()
         if self.lr_schedule is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
@@ -81,12 +82,12 @@ class SACModel(Model):
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         encoder, features = build_encoder(obs_space, config)
         k = 2 if twin_q else 1
-        if self.discrete:
+        if isinstance(action_space, gym.spaces.Discrete):
             n = int(action_space.n)
             self.actor = nn.Sequential(encoder, nn.Linear(features, n))
             self.critics = EnsembleCritic(obs_space, k, 0, n, config)
         else:
-            dim = int(np.prod(action_space.shape))
+            dim = int(np.prod(cast(gym.spaces.Box, action_space).shape))  # SAC acts in a Box or a Discrete space
             self.actor = nn.Sequential(encoder, nn.Linear(features, 2 * dim))
             self.critics = EnsembleCritic(obs_space, k, dim, 1, config)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha)))

@@ -10,8 +10,9 @@ With ``twin_q=False`` the "ensemble" has one critic and the min over it is that 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -19,6 +20,7 @@ from torch import nn
 
 from corral.core import SampleBatch, SquashedGaussian, adam
 from corral.core.learning.off_policy import OffPolicyPolicy
+from corral.plugins.sac.config import SACConfig
 from corral.plugins.sac.model import SACModel
 
 _COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.NEXT_OBS, "discounts", "weights"]
@@ -26,6 +28,10 @@ _COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBat
 
 class SACPolicy(OffPolicyPolicy):
     """Squashed-Gaussian actor for Box actions, softmax actor for Discrete ones, twin Q critics."""
+
+    config: SACConfig
+    model: SACModel
+    target_model: SACModel
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -35,9 +41,9 @@ class SACPolicy(OffPolicyPolicy):
         if cfg.target_entropy != "auto":
             self.target_entropy = float(cfg.target_entropy)
         elif self.model.discrete:
-            self.target_entropy = cfg.target_entropy_scale * math.log(int(self.action_space.n))
+            self.target_entropy = cfg.target_entropy_scale * math.log(int(cast(gym.spaces.Discrete, self.action_space).n))
         else:
-            self.target_entropy = -float(np.prod(self.action_space.shape))
+            self.target_entropy = -float(np.prod(cast(gym.spaces.Box, self.action_space).shape))
 
     def make_model(self) -> nn.Module:
         """Actor, critics and temperature in one module."""
