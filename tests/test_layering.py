@@ -123,3 +123,36 @@ def test_an_old_path_never_shadows_a_module_that_exists() -> None:
     assert importlib.import_module("corral.core.seeding").__name__ == "corral.core.seeding"
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("corral.core.no_such_module")
+
+
+def test_batch_columns_and_model_outputs_are_named_by_their_constants() -> None:
+    """``batch[SampleBatch.VALID]``, never ``batch["valid"]``: a typo in a constant fails loudly, in a string silently."""
+    from corral.core import SampleBatch
+
+    columns = {v for k, v in vars(SampleBatch).items() if k.isupper() and isinstance(v, str)}
+    # Keys of checkpoint state that share a column's name but are not columns.
+    state_keys = {
+        "core/contracts/policy.py": {"weights"},
+        "core/sampling/env_runner.py": {"obs"},
+        "core/sampling/envs.py": {"actions"},
+    }
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "sample_batch.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            keys: list[ast.expr | None] = []
+            if isinstance(node, ast.Subscript):
+                keys = [node.slice]
+            elif isinstance(node, ast.Dict):
+                keys = list(node.keys)
+            elif isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+                keys = [node.left]
+            found += [
+                f"{path.relative_to(PACKAGE)}:{key.lineno} {key.value!r}"
+                for key in keys
+                if isinstance(key, ast.Constant)
+                and key.value in columns
+                and key.value not in state_keys.get(path.relative_to(PACKAGE).as_posix(), ())
+            ]
+    assert not found, "use the SampleBatch constants: " + ", ".join(found)

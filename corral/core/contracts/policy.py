@@ -82,7 +82,7 @@ class Policy:
         self.np_rng = numpy_generator(seed, *path, "numpy")
         self.exploration.generator = self.torch_rng
 
-    required_model_outputs: tuple[str, ...] = ("action_dist_inputs",)
+    required_model_outputs: tuple[str, ...] = (SampleBatch.ACTION_DIST_INPUTS,)
     """the keys the model's forward must return, each with a row per observation; checked at build"""
 
     def _build_model(self) -> Model:
@@ -130,7 +130,7 @@ class Policy:
             raise ConfigError(
                 f"{what} returns a {type(out).__name__}; it must return a dict with {list(self.required_model_outputs)}"
             )
-        expected = {"action_dist_inputs": (2, self.num_outputs)}
+        expected = {SampleBatch.ACTION_DIST_INPUTS: (2, self.num_outputs)}
         for key in self.required_model_outputs:
             value = out.get(key)
             shape = expected.get(key)
@@ -156,10 +156,10 @@ class Policy:
         """Per-step values to record beside the actions (log-probs, value estimates, ...)."""
         extras = {
             SampleBatch.ACTION_LOGP: dist.logp(actions),
-            SampleBatch.ACTION_DIST_INPUTS: model_out["action_dist_inputs"],
+            SampleBatch.ACTION_DIST_INPUTS: model_out[SampleBatch.ACTION_DIST_INPUTS],
         }
-        if "vf_preds" in model_out:
-            extras[SampleBatch.VF_PREDS] = model_out["vf_preds"]
+        if SampleBatch.VF_PREDS in model_out:
+            extras[SampleBatch.VF_PREDS] = model_out[SampleBatch.VF_PREDS]
         return extras
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
@@ -177,8 +177,8 @@ class Policy:
     @staticmethod
     def flatten_fragment(fragment: SampleBatch) -> SampleBatch:
         """Valid rows of a ``[T, N]`` fragment as a flat batch (the ``valid`` column dropped)."""
-        mask = fragment["valid"].reshape(-1)
-        return SampleBatch({k: v.reshape(-1, *v.shape[2:])[mask] for k, v in fragment.items() if k != "valid"})
+        mask = fragment[SampleBatch.VALID].reshape(-1)
+        return SampleBatch({k: v.reshape(-1, *v.shape[2:])[mask] for k, v in fragment.items() if k != SampleBatch.VALID})
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
         """Update the model from a batch; return learner stats. Algorithms implement this."""
@@ -202,7 +202,7 @@ class Policy:
         explore = self.config.explore if explore is None else explore
         obs_t = torch.from_numpy(obs).to(self.device)
         model_out = self.model.forward_exploration(obs_t) if explore else self.model.forward_inference(obs_t)
-        dist = self.dist_class(model_out["action_dist_inputs"])
+        dist = self.dist_class(model_out[SampleBatch.ACTION_DIST_INPUTS])
         t = self.global_timestep if timestep is None else timestep
         actions = self.exploration.get_exploration_action(dist, t, explore)
         extras = self.extra_action_out(model_out, dist, actions)
@@ -211,7 +211,7 @@ class Policy:
     @torch.inference_mode()
     def compute_values(self, obs: np.ndarray) -> np.ndarray:
         """Value estimates for a batch of preprocessed observations (actor-critic models)."""
-        return self.model.forward_inference(torch.from_numpy(obs).to(self.device))["vf_preds"].cpu().numpy()
+        return self.model.forward_inference(torch.from_numpy(obs).to(self.device))[SampleBatch.VF_PREDS].cpu().numpy()
 
     def compute_single_action(self, obs: Any, explore: bool | None = None) -> Any:
         """The env action for one raw observation."""
@@ -456,7 +456,7 @@ class ActorCriticPolicy(Policy):
     ``entropy_coeff`` to use :meth:`policy_gradient_loss`.
     """
 
-    required_model_outputs = ("action_dist_inputs", "vf_preds")
+    required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
     config: GAEConfig
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
@@ -477,9 +477,9 @@ class ActorCriticPolicy(Policy):
         """
         cfg = self.config
         out = self.model.forward_train(t[SampleBatch.OBS])
-        dist = self.dist_class(out["action_dist_inputs"])
+        dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
         policy_loss = -(dist.logp(t[SampleBatch.ACTIONS]) * t[SampleBatch.ADVANTAGES]).mean()
-        vf_loss = 0.5 * (out["vf_preds"] - t[SampleBatch.VALUE_TARGETS]).pow(2).mean()
+        vf_loss = 0.5 * (out[SampleBatch.VF_PREDS] - t[SampleBatch.VALUE_TARGETS]).pow(2).mean()
         entropy = dist.entropy().mean()
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
         return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from corral.core.contracts.config import ModelConfig
+from corral.core.sampling.sample_batch import SampleBatch
 from corral.core.sampling.spaces import ObservationPreprocessor, is_image_space
 from corral.errors import ConfigError
 
@@ -145,7 +146,7 @@ class ActorCriticModel(Model):
         if self.free_log_std:
             dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
         vf_features = features if self.vf_encoder is None else self.vf_encoder(obs)
-        return {"action_dist_inputs": dist_inputs, "vf_preds": self.vf_head(vf_features).squeeze(-1)}
+        return {SampleBatch.ACTION_DIST_INPUTS: dist_inputs, SampleBatch.VF_PREDS: self.vf_head(vf_features).squeeze(-1)}
 
 
 class QModel(Model):
@@ -167,7 +168,7 @@ class QModel(Model):
         q = self.advantage_head(features)
         if self.value_head is not None:
             q = self.value_head(features) + q - q.mean(dim=-1, keepdim=True)
-        return {"action_dist_inputs": q}
+        return {SampleBatch.ACTION_DIST_INPUTS: q}
 
 
 def build_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int, config: ModelConfig) -> nn.Module:

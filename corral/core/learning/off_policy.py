@@ -85,10 +85,12 @@ class OffPolicyPolicy(Policy):
 
     Subclasses list the networks that have target copies in ``target_pairs()``
     and write ``learn_on_batch``. They should return the per-row TD errors under
-    the ``"td_error"`` key of the stats (a numpy array) for prioritized replay.
+    the :attr:`TD_ERROR` key of the stats (a numpy array) for prioritized replay.
     """
 
     config: OffPolicyConfig
+    TD_ERROR = "td_error"
+    """the stats key of the per-row TD errors, which become the replayed rows' new priorities"""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -199,9 +201,9 @@ class OffPolicyAlgorithm(Algorithm):
         batches = {pid: buffer.sample(self.config.train_batch_size, beta=beta) for pid, buffer in self.replay_buffers.items()}
         stats = self.learn_on_batch(MultiAgentBatch(batches, self.config.train_batch_size))
         for pid, policy_stats in stats.items():
-            td_error = policy_stats.pop("td_error", None)
+            td_error = policy_stats.pop(OffPolicyPolicy.TD_ERROR, None)
             if td_error is not None:
-                self.replay_buffers[pid].update_priorities(batches[pid]["batch_indexes"], np.abs(td_error))
+                self.replay_buffers[pid].update_priorities(batches[pid][SampleBatch.BATCH_INDEXES], np.abs(td_error))
         return stats
 
     def get_state(self) -> dict[str, Any]:

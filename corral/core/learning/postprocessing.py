@@ -59,7 +59,7 @@ def add_gae(fragment: SampleBatch, last_values: np.ndarray, gamma: float, lambda
         fragment[SampleBatch.VF_PREDS],
         fragment[SampleBatch.TERMINATEDS],
         fragment[SampleBatch.TRUNCATEDS],
-        fragment["valid"],
+        fragment[SampleBatch.VALID],
         last_values,
         gamma,
         lambda_,
@@ -109,7 +109,11 @@ def compute_nstep(fragment: SampleBatch, bootstrap_obs: np.ndarray, n_step: int,
     bootstrap_obs = np.asarray(bootstrap_obs)
     if bootstrap_obs.shape != obs.shape[1:]:
         raise ConfigError(f"bootstrap_obs has shape {bootstrap_obs.shape}, expected {obs.shape[1:]} (one row per sub-env)")
-    valid = np.asarray(fragment["valid"], dtype=bool) if "valid" in fragment else np.ones_like(rewards, dtype=bool)
+    valid = (
+        np.asarray(fragment[SampleBatch.VALID], dtype=bool)
+        if SampleBatch.VALID in fragment
+        else np.ones_like(rewards, dtype=bool)
+    )
     terminateds = np.asarray(fragment[SampleBatch.TERMINATEDS], dtype=bool)
     truncateds = np.asarray(fragment[SampleBatch.TRUNCATEDS], dtype=bool)
 
@@ -137,10 +141,10 @@ def compute_nstep(fragment: SampleBatch, bootstrap_obs: np.ndarray, n_step: int,
     past_end = next_t >= steps_total
     new_obs[past_end] = bootstrap_obs[envs[past_end]]
 
-    out = SampleBatch({k: np.asarray(v)[ts, envs] for k, v in fragment.items() if k != "valid"})
+    out = SampleBatch({k: np.asarray(v)[ts, envs] for k, v in fragment.items() if k != SampleBatch.VALID})
     out[SampleBatch.REWARDS] = returns.astype(np.float32)
     out[SampleBatch.NEXT_OBS] = new_obs
     out[SampleBatch.TERMINATEDS] = terminated
     out[SampleBatch.TRUNCATEDS] = truncated
-    out["discounts"] = np.where(terminated, 0.0, discount).astype(np.float32)
+    out[SampleBatch.DISCOUNTS] = np.where(terminated, 0.0, discount).astype(np.float32)
     return out

@@ -24,8 +24,6 @@ from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import CheckpointError, ConfigError, did_you_mean
 
 __all__ = [
-    "BATCH_INDEXES",
-    "WEIGHTS",
     "PrioritizedReplayBuffer",
     "ReplayBuffer",
     "SumTree",
@@ -33,8 +31,6 @@ __all__ = [
     "make_replay_buffer",
 ]
 
-BATCH_INDEXES = "batch_indexes"
-WEIGHTS = "weights"
 _COLUMN_PREFIX = "columns/"
 MAX_CAPACITY = 2**40
 """The most rows a replay buffer may be configured for (memory is checked at build, against the machine)."""
@@ -86,7 +82,7 @@ class ReplayBuffer:
         columns = {k: np.asarray(v) for k, v in batch.items()}
         if not columns:
             return
-        reserved = sorted({BATCH_INDEXES, WEIGHTS} & columns.keys())
+        reserved = sorted({SampleBatch.BATCH_INDEXES, SampleBatch.WEIGHTS} & columns.keys())
         if reserved:
             raise ConfigError(f"columns {reserved} are reserved for sampled batches; drop them before add()")
         lengths = {k: (v.shape[0] if v.ndim else None) for k, v in columns.items()}
@@ -138,8 +134,8 @@ class ReplayBuffer:
 
     def _gather(self, indexes: np.ndarray, weights: np.ndarray) -> SampleBatch:
         batch = SampleBatch({k: v[indexes] for k, v in (self._storage or {}).items()})
-        batch[BATCH_INDEXES] = indexes
-        batch[WEIGHTS] = weights
+        batch[SampleBatch.BATCH_INDEXES] = indexes
+        batch[SampleBatch.WEIGHTS] = weights
         return batch
 
     def update_priorities(self, indexes: np.ndarray, priorities: np.ndarray) -> None:

@@ -205,7 +205,7 @@ class EnvRunner:
             )
             buf[SampleBatch.TERMINATEDS][t] = terminateds
             buf[SampleBatch.TRUNCATEDS][t] = truncateds
-            buf["valid"][t] = valid
+            buf[SampleBatch.VALID][t] = valid
             for key, value in extras.items():
                 buf[key][t] = value
             policy.global_timestep += n_valid
@@ -221,7 +221,7 @@ class EnvRunner:
             SampleBatch.REWARDS: np.zeros((horizon, n), dtype=np.float32),
             SampleBatch.TERMINATEDS: np.zeros((horizon, n), dtype=bool),
             SampleBatch.TRUNCATEDS: np.zeros((horizon, n), dtype=bool),
-            "valid": np.zeros((horizon, n), dtype=bool),
+            SampleBatch.VALID: np.zeros((horizon, n), dtype=bool),
         }
         for key, value in extras.items():
             self._buffers[key] = np.zeros((horizon, *value.shape), dtype=value.dtype)

@@ -17,7 +17,8 @@ DEFAULT_POLICY_ID = "default_policy"
 class SampleBatch(dict):
     """A dict of equally long numpy columns (``obs``, ``actions``, ``rewards``, ...).
 
-    The column names are class constants so that typos fail loudly.
+    The column names are class constants so that typos fail loudly; a model's
+    outputs use the same names (``ACTION_DIST_INPUTS``, ``VF_PREDS``).
     """
 
     OBS = "obs"
@@ -32,6 +33,17 @@ class SampleBatch(dict):
     VALUE_TARGETS = "value_targets"
     NEXT_OBS = "new_obs"
     EPS_ID = "eps_id"
+    # A time-major fragment [T, N] keeps a row per step and sub-environment, and the step after an
+    # episode ends is a reset row, not a transition: VALID marks the real transitions.
+    VALID = "valid"
+    DISCOUNTS = "discounts"
+    """gamma**k, or 0 after a termination, for the n-step target's bootstrap value"""
+    WEIGHTS = "weights"
+    """importance-sampling weights of prioritized replay (1 for uniform replay)"""
+    BATCH_INDEXES = "batch_indexes"
+    """the replay buffer rows a replayed batch came from, to update their priorities"""
+    BOOTSTRAP_OBS = "bootstrap_obs"
+    """the observation after each sequence's last row, whose value bootstraps its targets"""
 
     @property
     def count(self) -> int:

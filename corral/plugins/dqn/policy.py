@@ -13,7 +13,14 @@ from corral.core import QModel, SampleBatch, adam
 from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.plugins.dqn.config import DQNConfig
 
-_COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.NEXT_OBS, "discounts", "weights"]
+_COLUMNS = [
+    SampleBatch.OBS,
+    SampleBatch.ACTIONS,
+    SampleBatch.REWARDS,
+    SampleBatch.NEXT_OBS,
+    SampleBatch.DISCOUNTS,
+    SampleBatch.WEIGHTS,
+]
 
 
 class DQNPolicy(OffPolicyPolicy):
@@ -39,24 +46,25 @@ class DQNPolicy(OffPolicyPolicy):
         cfg = self.config
         lr = self.update_lr()
         t = self.to_tensors(batch, _COLUMNS)
-        q_all = self.model.forward_train(t[SampleBatch.OBS])["action_dist_inputs"]
+        q_all = self.model.forward_train(t[SampleBatch.OBS])[SampleBatch.ACTION_DIST_INPUTS]
         q = q_all.gather(1, t[SampleBatch.ACTIONS].long().unsqueeze(1)).squeeze(1)
         with torch.no_grad():
-            next_target = self.target_model(t[SampleBatch.NEXT_OBS])["action_dist_inputs"]
+            next_target = self.target_model(t[SampleBatch.NEXT_OBS])[SampleBatch.ACTION_DIST_INPUTS]
             if cfg.double_q:
-                best = self.model(t[SampleBatch.NEXT_OBS])["action_dist_inputs"].argmax(dim=1, keepdim=True)
+                best = self.model(t[SampleBatch.NEXT_OBS])[SampleBatch.ACTION_DIST_INPUTS].argmax(dim=1, keepdim=True)
                 next_q = next_target.gather(1, best).squeeze(1)
             else:
                 next_q = next_target.max(dim=1).values
-            target = t[SampleBatch.REWARDS] + t["discounts"] * next_q
+            target = t[SampleBatch.REWARDS] + t[SampleBatch.DISCOUNTS] * next_q
         td_error = q - target
         per_row = F.smooth_l1_loss(q, target, reduction="none") if cfg.td_error_loss_fn == "huber" else 0.5 * td_error.pow(2)
-        loss = (t["weights"] * per_row).mean()
+        loss = (t[SampleBatch.WEIGHTS] * per_row).mean()
         (grad_norm,) = self.apply_gradients(loss, {"q_values": q, "td_targets": target})
         names = ("loss", "mean_q", "max_q", "mean_td_error", "grad_gnorm")
         values = torch.stack(
             [loss.detach(), q.detach().mean(), q.detach().max(), td_error.detach().abs().mean(), grad_norm]
         ).tolist()
         stats: dict[str, Any] = dict(zip(names, values, strict=True))
-        stats.update(cur_lr=lr, td_error=td_error.detach().cpu().numpy(), **self.exploration.get_info(self.global_timestep))
+        stats.update(cur_lr=lr, **self.exploration.get_info(self.global_timestep))
+        stats[self.TD_ERROR] = td_error.detach().cpu().numpy()
         return stats

@@ -10,7 +10,6 @@ import torch
 from corral.core import Policy, SampleBatch, to_floats, vtrace
 from corral.plugins.impala.config import IMPALAConfig
 
-BOOTSTRAP_OBS = "bootstrap_obs"
 _SEQUENCE_COLUMNS = [
     SampleBatch.OBS,
     SampleBatch.ACTIONS,
@@ -18,7 +17,7 @@ _SEQUENCE_COLUMNS = [
     SampleBatch.TERMINATEDS,
     SampleBatch.TRUNCATEDS,
     SampleBatch.ACTION_LOGP,
-    "valid",
+    SampleBatch.VALID,
 ]
 
 
@@ -31,29 +30,29 @@ class IMPALAPolicy(Policy):
     """
 
     config: IMPALAConfig
-    required_model_outputs = ("action_dist_inputs", "vf_preds")
+    required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
         """One row per sub-environment: its ``[T, ...]`` sequence and its bootstrap observation."""
         sequences = {k: np.swapaxes(fragment[k], 0, 1) for k in _SEQUENCE_COLUMNS}
-        return SampleBatch({**sequences, BOOTSTRAP_OBS: np.asarray(bootstrap_obs)})
+        return SampleBatch({**sequences, SampleBatch.BOOTSTRAP_OBS: np.asarray(bootstrap_obs)})
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
         """One gradient step on the V-trace actor-critic loss over every sequence of the batch."""
         cfg = self.config
         lr = self.update_lr()
-        t = self.to_tensors(batch, [*_SEQUENCE_COLUMNS, BOOTSTRAP_OBS])
+        t = self.to_tensors(batch, [*_SEQUENCE_COLUMNS, SampleBatch.BOOTSTRAP_OBS])
         time_major = {k: t[k].transpose(0, 1) for k in _SEQUENCE_COLUMNS}  # [T, B, ...]
         steps, sequences = time_major[SampleBatch.REWARDS].shape
         obs = time_major[SampleBatch.OBS].reshape(steps * sequences, *time_major[SampleBatch.OBS].shape[2:])
         out = self.model.forward_train(obs)
-        dist = self.dist_class(out["action_dist_inputs"])
+        dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
         actions = time_major[SampleBatch.ACTIONS].reshape(steps * sequences, *time_major[SampleBatch.ACTIONS].shape[2:])
         target_logp = dist.logp(actions).view(steps, sequences)
-        values = out["vf_preds"].view(steps, sequences)
+        values = out[SampleBatch.VF_PREDS].view(steps, sequences)
         with torch.no_grad():
-            last_values = self.model.forward_train(t[BOOTSTRAP_OBS])["vf_preds"]
-        valid = time_major["valid"].float()
+            last_values = self.model.forward_train(t[SampleBatch.BOOTSTRAP_OBS])[SampleBatch.VF_PREDS]
+        valid = time_major[SampleBatch.VALID].float()
         vs, pg_advantages = vtrace(
             time_major[SampleBatch.ACTION_LOGP], target_logp, time_major[SampleBatch.REWARDS], values, last_values,
             time_major[SampleBatch.TERMINATEDS], time_major[SampleBatch.TRUNCATEDS], valid, cfg.gamma,

@@ -44,13 +44,13 @@ class PPOPolicy(ActorCriticPolicy):
         """The total loss, its terms (zero-coefficient ones only if ``every_term``) and the model's outputs."""
         cfg = self.config
         out = self.model.forward_train(t[SampleBatch.OBS])
-        dist = self.dist_class(out["action_dist_inputs"])
+        dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
         advantages = t[SampleBatch.ADVANTAGES]
         ratio = torch.exp(dist.logp(t[SampleBatch.ACTIONS]) - t[SampleBatch.ACTION_LOGP])
         surrogate = torch.min(
             advantages * ratio, advantages * ratio.clamp(saturate(1 - cfg.clip_param), saturate(1 + cfg.clip_param))
         )
-        terms = {"policy_loss": -surrogate.mean(), "vf_loss": self._vf_loss(out["vf_preds"], t)}
+        terms = {"policy_loss": -surrogate.mean(), "vf_loss": self._vf_loss(out[SampleBatch.VF_PREDS], t)}
         total = terms["policy_loss"] + cfg.vf_loss_coeff * terms["vf_loss"]
         if every_term or cfg.entropy_coeff > 0:
             terms["entropy"] = dist.entropy().mean()
@@ -75,7 +75,7 @@ class PPOPolicy(ActorCriticPolicy):
         """Loss terms of the updated policy on the whole train batch, in one pass."""
         total, terms, out = self._loss_terms(t, every_term=True)
         targets = t[SampleBatch.VALUE_TARGETS]
-        explained = 1.0 - torch.var(targets - out["vf_preds"]) / torch.var(targets)
+        explained = 1.0 - torch.var(targets - out[SampleBatch.VF_PREDS]) / torch.var(targets)
         stats = {"total_loss": total, **terms, "vf_explained_var": explained}
         return dict(zip(stats, torch.stack(list(stats.values())).tolist(), strict=True))
 

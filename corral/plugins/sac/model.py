@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.core import Model, ModelConfig, build_encoder
+from corral.core import Model, ModelConfig, SampleBatch, build_encoder
 from corral.core.learning.models import ACTIVATIONS
 from corral.core.sampling.spaces import ObservationPreprocessor, is_image_space
 
@@ -93,7 +93,7 @@ class SACModel(Model):
         self.log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha)))
 
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"action_dist_inputs": self.actor(obs)}
+        return {SampleBatch.ACTION_DIST_INPUTS: self.actor(obs)}
 
     def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None = None) -> torch.Tensor:
         """Every critic's estimate: ``[k, B]`` Q(s, a) for Box actions, ``[k, B, n]`` Q(s, .) for Discrete ones."""

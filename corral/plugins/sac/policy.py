@@ -23,7 +23,14 @@ from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.plugins.sac.config import SACConfig
 from corral.plugins.sac.model import SACModel
 
-_COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.NEXT_OBS, "discounts", "weights"]
+_COLUMNS = [
+    SampleBatch.OBS,
+    SampleBatch.ACTIONS,
+    SampleBatch.REWARDS,
+    SampleBatch.NEXT_OBS,
+    SampleBatch.DISCOUNTS,
+    SampleBatch.WEIGHTS,
+]
 
 
 class SACPolicy(OffPolicyPolicy):
@@ -70,7 +77,7 @@ class SACPolicy(OffPolicyPolicy):
         obs, actions = t[SampleBatch.OBS], t[SampleBatch.ACTIONS]
         alpha = self.model.log_alpha.exp().detach()
         with torch.no_grad():
-            target = t[SampleBatch.REWARDS] + t["discounts"] * self._soft_next_value(t[SampleBatch.NEXT_OBS], alpha)
+            target = t[SampleBatch.REWARDS] + t[SampleBatch.DISCOUNTS] * self._soft_next_value(t[SampleBatch.NEXT_OBS], alpha)
         if self.model.discrete:
             q_all = self.model.q_values(obs)
             index = actions.long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)
@@ -80,7 +87,7 @@ class SACPolicy(OffPolicyPolicy):
             q_taken = self.model.q_values(obs, actions)
             actor_loss, entropy = self._box_actor_loss(obs, alpha)
         td_error = q_taken[0] - target
-        critic_loss = 0.5 * (t["weights"] * (q_taken - target).pow(2)).mean(dim=1).sum()
+        critic_loss = 0.5 * (t[SampleBatch.WEIGHTS] * (q_taken - target).pow(2)).mean(dim=1).sum()
         alpha_loss = self.model.log_alpha * (entropy.detach() - self.target_entropy)
         terms = {"critic_loss": critic_loss, "actor_loss": actor_loss, "alpha_loss": alpha_loss}
         critic_norm, actor_norm, _ = self.apply_gradients(critic_loss + actor_loss + alpha_loss, terms)
@@ -101,7 +108,7 @@ class SACPolicy(OffPolicyPolicy):
         return {
             **dict(zip(names, values, strict=True)),
             "target_entropy": self.target_entropy,
-            "td_error": td_error.detach().cpu().numpy(),
+            self.TD_ERROR: td_error.detach().cpu().numpy(),
         }
 
     def _soft_next_value(self, next_obs: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 import corral
+from corral.core import SampleBatch
 from corral.plugins.impala import IMPALA, IMPALAConfig
-from corral.plugins.impala.policy import BOOTSTRAP_OBS
 
 SMALL = {"train_batch_size": 64, "rollout_fragment_length": 16, "num_envs_per_env_runner": 4, "seed": 0}
 
@@ -24,7 +24,7 @@ def test_a_batch_row_is_one_sub_environments_whole_sequence() -> None:
     algo = tiny().build()
     batch = algo.env_runner_group.local_env_runner.sample().policy_batches["default_policy"]
     assert batch["obs"].shape == (4, 16, 4) and batch["rewards"].shape == (4, 16)
-    assert batch[BOOTSTRAP_OBS].shape == (4, 4)
+    assert batch[SampleBatch.BOOTSTRAP_OBS].shape == (4, 4)
     assert batch["valid"].dtype == bool or set(np.unique(batch["valid"])) <= {0, 1}
     algo.stop()
 
