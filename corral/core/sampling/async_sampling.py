@@ -119,6 +119,9 @@ class AsyncSampler:
         done, _ = self._ray.wait(calls, num_returns=len(calls), timeout=0)
         finished = set(done)
         for call in [c for c in calls if c in finished]:
+            # Back-pressure: with the queue full, finished calls stay in the object store and their
+            # runners get no new call (_launch counts them busy) until the learner takes batches. The
+            # queue outgrows its size only when it holds fewer steps than the learner asked for.
             if len(self._queue) >= self.queue_size and self._queued_steps >= min_env_steps:
                 return
             if call not in self._in_flight:  # dropped: its runner failed earlier in this loop

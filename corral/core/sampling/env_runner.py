@@ -192,6 +192,9 @@ class EnvRunner:
         next_obs, rewards, terminateds, truncateds, infos = self.env.step(policy.action_adapter(actions))
         if self._native:
             check_vector_step(next_obs, rewards, self._obs_check, self._ep_len, self.worker_index)
+        # gymnasium's vector envs autoreset on the step after an episode ends: that step's action is
+        # ignored and its row is a reset, not a transition. It stays in the time-major fragment (every
+        # column keeps its [T, N] shape) and VALID marks it False, so it is neither counted nor trained on.
         valid = ~self._reset_pending
         n_valid = int(valid.sum())
         if t is not None:
