@@ -19,7 +19,20 @@ from typing import Any
 def lazy_exports(
     module_name: str, namespace: dict[str, Any], exports: dict[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """Return ``(__getattr__, __dir__)`` for a module that re-exports ``{name: defining_module}``."""
+    """Return ``(__getattr__, __dir__)`` for a module that re-exports ``{name: defining_module}``.
+
+    ``__getattr__`` imports a name's defining module on first access and stores
+    the value in ``namespace``, so later accesses do not come back to it.
+
+    Args:
+        module_name: the re-exporting module's name, for the ``AttributeError`` message.
+        namespace: the re-exporting module's ``globals()``.
+        exports: ``{name: defining module's name}`` of every lazily exported name.
+
+    Returns:
+        The module's ``__getattr__`` (``AttributeError`` for a name not in ``exports``)
+        and ``__dir__`` (its ``__all__`` if it has one, else the names of ``exports``, sorted).
+    """
 
     def __getattr__(name: str) -> Any:
         source = exports.get(name)

@@ -79,7 +79,18 @@ class TrainingError(CorralError):
         super().__init__(f"{where + ': ' if where else ''}{what}; {self.ADVICE}")
 
     def located(self, policy_id: str, iteration: int) -> TrainingError:
-        """The same error, naming the policy and the iteration."""
+        """The same error, naming the policy and the iteration.
+
+        The policy that raised it does not know either; the algorithm adds them
+        when the error reaches its training loop.
+
+        Args:
+            policy_id: the policy whose update failed.
+            iteration: the training iteration it failed in.
+
+        Returns:
+            A new :class:`TrainingError` with the same ``what`` and ``term``.
+        """
         return TrainingError(self.what, term=self.term, policy_id=policy_id, iteration=iteration)
 
 
@@ -96,6 +107,14 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ``" Did you mean 'x'?"`` for the closest choice, or ``""``.
 
     Matching ignores case, since names in corral are looked up case-insensitively.
+
+    Args:
+        word: the name the user gave.
+        choices: the valid names; the suggestion is spelled as here.
+
+    Returns:
+        The hint, with a leading space, to append to an error message; ``""`` if no
+        choice is similar enough (difflib ratio below 0.6).
     """
     by_lower = {c.lower(): c for c in choices}
     close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)

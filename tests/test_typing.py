@@ -61,3 +61,21 @@ def test_mypy_sees_the_types_behind_the_lazy_face(tmp_path: Path) -> None:
 
 def test_the_package_says_it_is_typed() -> None:
     assert (Path(corral.__file__).parent / "py.typed").is_file()
+
+
+def test_the_type_checkers_view_of_each_lazy_face_is_its_run_time_exports() -> None:
+    """The names under ``if TYPE_CHECKING:`` come from the very modules ``_EXPORTS`` resolves them from."""
+    import ast
+    import importlib
+
+    for name in ("corral", "corral.core"):
+        module = importlib.import_module(name)
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING")
+        typed = {
+            alias.asname or alias.name: node.module
+            for node in block.body
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
+        assert typed == module._EXPORTS, f"{name}: the TYPE_CHECKING imports and _EXPORTS differ"

@@ -45,19 +45,45 @@ def seed_sequence(seed: int | None, *path: str | int) -> np.random.SeedSequence:
 
 
 def numpy_generator(seed: int | None, *path: str | int) -> np.random.Generator:
-    """A numpy ``Generator`` for the consumer named by ``path``."""
+    """A numpy ``Generator`` for the consumer named by ``path``.
+
+    Args:
+        seed: the algorithm's seed; None draws fresh entropy from the OS.
+        *path: names the consumer, e.g. ``("runner", "sampling", 0)``.
+
+    Returns:
+        A new PCG64 generator; the same ``seed`` and ``path`` give the same stream.
+    """
     return np.random.default_rng(seed_sequence(seed, *path))
 
 
 def torch_generator(seed: int | None, *path: str | int, device: torch.device | str = "cpu") -> torch.Generator:
-    """A ``torch.Generator`` on ``device`` for the consumer named by ``path``."""
+    """A ``torch.Generator`` on ``device`` for the consumer named by ``path``.
+
+    Args:
+        seed: the algorithm's seed; None draws fresh entropy from the OS.
+        *path: names the consumer, e.g. ``("policy", "default_policy", "sampling", 0, "torch")``.
+        device: where the generator draws; it must be the device of the tensors it fills.
+
+    Returns:
+        A new generator seeded with :func:`int_seed` of ``seed`` and ``path``.
+    """
     generator = torch.Generator(device=device)
     generator.manual_seed(int_seed(seed, *path))
     return generator
 
 
 def int_seed(seed: int | None, *path: str | int, bits: int = 64) -> int:
-    """A plain integer seed of ``bits`` bits (32 for env resets) for the consumer named by ``path``."""
+    """A plain integer seed of ``bits`` bits (32 for env resets) for the consumer named by ``path``.
+
+    Args:
+        seed: the algorithm's seed; None draws fresh entropy from the OS.
+        *path: names the consumer, e.g. ``("replay", "default_policy")``.
+        bits: 64 for a 64-bit seed; any other value gives a 32-bit one.
+
+    Returns:
+        A non-negative int below ``2**64`` (``bits=64``) or ``2**32`` (any other ``bits``).
+    """
     dtype = np.uint64 if bits == 64 else np.uint32
     return int(seed_sequence(seed, *path).generate_state(1, dtype)[0])
 
@@ -82,6 +108,10 @@ def generator_state(generator: np.random.Generator) -> dict[str, object]:
 def set_generator_state(generator: np.random.Generator, state: object) -> None:
     """Restore :func:`generator_state` into ``generator``.
 
+    Args:
+        generator: the generator to change.
+        state: what :func:`generator_state` returned (read back from a checkpoint).
+
     Raises:
         ValueError: the state is not one of this generator's kind.
     """
@@ -95,6 +125,10 @@ def set_generator_state(generator: np.random.Generator, state: object) -> None:
 
 def set_torch_generator_state(generator: torch.Generator, state: object) -> None:
     """Restore a ``torch.Generator``'s ``get_state()``.
+
+    Args:
+        generator: the generator to change.
+        state: what its ``get_state()`` returned (read back from a checkpoint).
 
     Raises:
         ValueError: the state is not a byte tensor of this generator's size

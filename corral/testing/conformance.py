@@ -65,7 +65,18 @@ class Subject:
         raise AssertionError(f"{self.name} supports none of {', '.join(t.__name__ for t in TOY_ENVS)}; pass env= to the checks")
 
     def make_config(self, env: Any = None, seed: int = 0) -> Any:
-        """A fresh config with the overrides, the env, a seed and this subject's results folder."""
+        """A fresh config with the overrides, the env, a seed and this subject's results folder.
+
+        TensorBoard logging is off unless ``config`` turns it on; the seed wins over
+        any ``seed`` in ``config``.
+
+        Args:
+            env: the environment; None means :meth:`default_env`.
+            seed: the config's ``seed``.
+
+        Returns:
+            The algorithm's config, not yet built.
+        """
         return (
             get_config(self.name)
             .environment(env if env is not None else self.default_env())
@@ -75,7 +86,15 @@ class Subject:
         )
 
     def build(self, env: Any = None, seed: int = 0) -> Any:
-        """Build the algorithm from :meth:`make_config`."""
+        """Build the algorithm from :meth:`make_config`.
+
+        Args:
+            env: the environment; None means :meth:`default_env`.
+            seed: the config's ``seed``.
+
+        Returns:
+            The built algorithm; the caller stops it.
+        """
         return self.make_config(env, seed).build()
 
 

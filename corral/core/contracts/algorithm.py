@@ -350,11 +350,38 @@ class Algorithm:
             raise ConfigError(f"no policy {policy_id!r}; this algorithm has {sorted(self.policies)}") from None
 
     def compute_single_action(self, observation: Any, explore: bool | None = None, policy_id: str = DEFAULT_POLICY_ID) -> Any:
-        """The env action for one raw observation (``explore`` defaults to ``config.explore``)."""
+        """The env action for one raw observation (``explore`` defaults to ``config.explore``).
+
+        Args:
+            observation: one observation as the env returns it, without a batch axis.
+            explore: explore or act deterministically; None means ``config.explore``.
+            policy_id: the policy that acts.
+
+        Returns:
+            The action in the env's action space (an ``int`` for Discrete spaces).
+
+        Raises:
+            ConfigError: this algorithm has no policy ``policy_id``.
+        """
         return self.get_policy(policy_id).compute_single_action(observation, explore=explore)
 
     def compute_actions(self, observations: Any, explore: bool | None = None, policy_id: str = DEFAULT_POLICY_ID) -> Any:
-        """Env actions for several observations: a dict ``{agent_id: obs}`` gives a dict back, a batch gives a batch."""
+        """Env actions for several observations: a dict ``{agent_id: obs}`` gives a dict back, a batch gives a batch.
+
+        Args:
+            observations: ``{agent_id: observation}``, or a batch of observations with a
+                leading batch axis, as a vector env returns them. With a Dict observation
+                space a dict is taken as a batch, not as agents.
+            explore: explore or act deterministically; None means ``config.explore``.
+            policy_id: the policy that acts, for every observation.
+
+        Returns:
+            ``{agent_id: action}`` for a dict of agents, else a numpy array of env actions
+            with the batch's leading axis.
+
+        Raises:
+            ConfigError: this algorithm has no policy ``policy_id``.
+        """
         policy = self.get_policy(policy_id)
         if isinstance(observations, dict) and not _is_dict_space(policy):
             return {agent: policy.compute_single_action(obs, explore=explore) for agent, obs in observations.items()}

@@ -123,6 +123,11 @@ def check_plain_data(name: str, value: Any) -> None:
     ``"module:qualname"``). A container inside itself, nesting deeper than
     :data:`MAX_NESTING`, and any other object are refused.
 
+    Args:
+        name: the field's name; error messages locate the bad value from it
+            (``name.key[0]``).
+        value: the value to check; pydantic models inside it pass as they are.
+
     Raises:
         ConfigError: naming the field, the place inside it and what was found.
     """

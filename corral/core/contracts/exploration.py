@@ -43,7 +43,21 @@ class Exploration:
         """the policy's generator, which every random draw uses (None: torch's global one)"""
 
     def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
-        """The actions to take; ``explore=False`` asks for the deterministic action."""
+        """The actions to take; ``explore=False`` asks for the deterministic action.
+
+        Args:
+            dist: the action distributions of a batch of ``B`` observations, in the
+                policy's action space (``[-1, 1]`` for Box actions with ``normalize_actions``).
+            timestep: env steps sampled so far (the policy's ``global_timestep`` unless the
+                caller passes another); annealed values (epsilon, noise scale) and the
+                initial uniform-random phase are read at it.
+            explore: True while collecting training samples (unless ``config.explore``
+                is off); False asks for the deterministic action.
+
+        Returns:
+            One action per row of ``dist`` (``[B]`` for Discrete, ``[B, ...]`` otherwise),
+            on the device of ``dist``'s inputs.
+        """
         raise NotImplementedError
 
     def get_state(self) -> dict[str, Any]:
@@ -256,7 +270,21 @@ def validate_exploration_config(exploration_config: dict[str, Any]) -> None:
 
 
 def make_exploration(exploration_config: dict[str, Any], action_space: gym.Space) -> Exploration:
-    """Build the exploration named by ``exploration_config['type']`` for ``action_space``."""
+    """Build the exploration named by ``exploration_config['type']`` for ``action_space``.
+
+    Args:
+        exploration_config: ``{"type": registered exploration name, **its keyword arguments}``;
+            ``type`` is required.
+        action_space: the space the policy acts in (``[-1, 1]`` for Box actions with
+            ``normalize_actions``).
+
+    Returns:
+        The exploration, its ``generator`` still None until the policy sets its own.
+
+    Raises:
+        ConfigError: the type is unknown or not an :class:`Exploration` subclass, a key is
+            not one of its arguments, or it does not support ``action_space`` or a value.
+    """
     validate_exploration_config(exploration_config)
     options = dict(exploration_config)
     cls = _exploration_class(options.pop("type"))

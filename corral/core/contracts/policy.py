@@ -153,7 +153,21 @@ class Policy:
     def extra_action_out(
         self, model_out: dict[str, torch.Tensor], dist: ActionDistribution, actions: torch.Tensor
     ) -> dict[str, torch.Tensor]:
-        """Per-step values to record beside the actions (log-probs, value estimates, ...)."""
+        """Per-step values to record beside the actions (log-probs, value estimates, ...).
+
+        Called by :meth:`compute_actions` for every batch it acts on; the env
+        runner stores each value as a column of the sample fragment.
+
+        Args:
+            model_out: the model's outputs for the batch, each with a row per observation.
+            dist: the action distributions built from ``model_out[ACTION_DIST_INPUTS]``.
+            actions: the actions chosen for the batch (``[B, ...]``), in the policy's action space.
+
+        Returns:
+            Columns by name, each with a row per observation; by default the actions'
+            log-probabilities, the distribution inputs and, if the model returns them,
+            its value estimates.
+        """
         extras = {
             SampleBatch.ACTION_LOGP: dist.logp(actions),
             SampleBatch.ACTION_DIST_INPUTS: model_out[SampleBatch.ACTION_DIST_INPUTS],
@@ -188,7 +202,19 @@ class Policy:
     # acting
     # ------------------------------------------------------------------ #
     def preprocess(self, raw_obs: Any, update_filter: bool = False) -> np.ndarray:
-        """Raw observations (a batch) to model inputs, through the observation filter."""
+        """Raw observations (a batch) to model inputs, through the observation filter.
+
+        Args:
+            raw_obs: a batch of observations as a vector env returns them (an array
+                with a leading batch axis, or dicts/tuples of such arrays for Dict and
+                Tuple spaces).
+            update_filter: fold the batch into the observation filter's running
+                statistics first; True only for observations that become training samples.
+
+        Returns:
+            ``[B, *preprocessor.shape]``: float32, or the image's own dtype for image
+            observations without a filter.
+        """
         obs = self.preprocessor(raw_obs)
         if self.observation_filter is not None:
             obs = self.observation_filter(obs, update=update_filter)
@@ -198,7 +224,20 @@ class Policy:
     def compute_actions(
         self, obs: np.ndarray, explore: bool | None = None, timestep: int | None = None
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Actions (in the policy's action space) and extras for a batch of preprocessed observations."""
+        """Actions (in the policy's action space) and extras for a batch of preprocessed observations.
+
+        Args:
+            obs: ``[B, ...]`` observations from :meth:`preprocess`.
+            explore: explore (the model's ``forward_exploration``) or act deterministically
+                (``forward_inference``); None means ``config.explore``.
+            timestep: the timestep the exploration's schedules read; None means
+                ``self.global_timestep``.
+
+        Returns:
+            ``(actions, extras)``: ``[B, ...]`` actions in the policy's action space
+            (:attr:`action_adapter` maps them to the env's), and the
+            :meth:`extra_action_out` columns, all as numpy arrays on the CPU.
+        """
         explore = self.config.explore if explore is None else explore
         obs_t = torch.from_numpy(obs).to(self.device)
         model_out = self.model.forward_exploration(obs_t) if explore else self.model.forward_inference(obs_t)
@@ -214,7 +253,18 @@ class Policy:
         return self.model.forward_inference(torch.from_numpy(obs).to(self.device))[SampleBatch.VF_PREDS].cpu().numpy()
 
     def compute_single_action(self, obs: Any, explore: bool | None = None) -> Any:
-        """The env action for one raw observation."""
+        """The env action for one raw observation.
+
+        The observation filter is applied but not updated.
+
+        Args:
+            obs: one observation of ``observation_space``, without a batch axis.
+            explore: explore or act deterministically; None means ``config.explore``.
+
+        Returns:
+            The action in the env's action space: an ``int`` for Discrete spaces, a
+            numpy array otherwise.
+        """
         batch = _add_batch_dim(self.observation_space, obs)
         actions, _ = self.compute_actions(self.preprocess(batch), explore=explore)
         env_action = self.action_adapter(actions)[0]
@@ -224,7 +274,16 @@ class Policy:
     # learning helpers
     # ------------------------------------------------------------------ #
     def to_tensors(self, batch: SampleBatch, keys: list[str] | None = None) -> dict[str, torch.Tensor]:
-        """Columns as tensors on the policy's device (no copy on CPU unless read-only, as Ray's are)."""
+        """Columns as tensors on the policy's device (no copy on CPU unless read-only, as Ray's are).
+
+        Args:
+            batch: the columns to convert.
+            keys: the columns wanted; None (or an empty list) means every column.
+
+        Returns:
+            Tensors by column name; on the CPU they share memory with ``batch``'s arrays
+            where those are C-contiguous and writable.
+        """
         return {k: torch.from_numpy(np.require(batch[k], requirements=["C", "W"])).to(self.device) for k in (keys or batch)}
 
     def apply_gradients(self, loss: torch.Tensor, terms: dict[str, torch.Tensor] | None = None) -> list[torch.Tensor]:
@@ -401,6 +460,10 @@ def build_policy(
 def load_finite_weights(module: nn.Module, weights: Any) -> None:
     """``module.load_state_dict(weights)`` after checking every value is a finite tensor.
 
+    Args:
+        module: the network to load into.
+        weights: a state dict read from a checkpoint; checked before ``module`` is touched.
+
     Raises:
         ValueError: ``weights`` is not a dict of tensors, or holds NaN or inf.
     """
@@ -435,7 +498,17 @@ def check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
 
 
 def adam(params: Any, lr: float, **kwargs: Any) -> torch.optim.Optimizer:
-    """Adam, fused into one kernel per step where this torch supports it on the device (CPU: torch >= 2.4)."""
+    """Adam, fused into one kernel per step where this torch supports it on the device (CPU: torch >= 2.4).
+
+    Args:
+        params: the parameters to optimise, or param-group dicts, as ``torch.optim.Adam`` takes them.
+        lr: the learning rate.
+        **kwargs: Adam's other options (``eps``, ``betas``, ...).
+
+    Returns:
+        A ``torch.optim.Adam``: fused if torch accepts ``fused=True`` for these parameters,
+        the default implementation if not.
+    """
     params = list(params)
     try:
         return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)

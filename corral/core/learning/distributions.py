@@ -212,12 +212,30 @@ class SquashedGaussian(ActionDistribution):
 
 
 def uniform_like(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """``torch.rand_like(x)``, drawn from ``generator`` (``rand_like`` takes none)."""
+    """``torch.rand_like(x)``, drawn from ``generator`` (``rand_like`` takes none).
+
+    Args:
+        x: gives the shape, dtype and device of the result.
+        generator: where the draws come from (None: torch's global generator); it must
+            be on ``x``'s device.
+
+    Returns:
+        Uniform samples in ``[0, 1)`` shaped like ``x``.
+    """
     return torch.rand(x.shape, generator=generator, device=x.device, dtype=x.dtype)
 
 
 def normal_like(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """``torch.randn_like(x)``, drawn from ``generator``."""
+    """``torch.randn_like(x)``, drawn from ``generator``.
+
+    Args:
+        x: gives the shape, dtype and device of the result.
+        generator: where the draws come from (None: torch's global generator); it must
+            be on ``x``'s device.
+
+    Returns:
+        Standard normal samples shaped like ``x``.
+    """
     return torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
 
 

@@ -58,6 +58,18 @@ def mlp(sizes: list[int], activation: str, out_size: int | None = None, out_gain
 
     Orthogonal initialisation (gain sqrt(2) for hidden layers, ``out_gain`` for
     the output), which speeds up policy-gradient learning noticeably.
+
+    Args:
+        sizes: the input width, then each hidden layer's width; ``[n]`` alone gives no
+            hidden layer (an empty stack without ``out_size``: the identity).
+        activation: a key of :data:`ACTIVATIONS` (``"tanh"``, ``"relu"``, ...), applied
+            after every hidden layer but not after the output layer.
+        out_size: the width of a final linear layer; None ends with the last hidden layer.
+        out_gain: the orthogonal-initialisation gain of the output layer (corral's policy
+            heads use 0.01, so their initial outputs are close to zero).
+
+    Returns:
+        The layers as one ``nn.Sequential`` taking ``[B, sizes[0]]``.
     """
     layers: list[nn.Module] = []
     for n_in, n_out in itertools.pairwise(sizes):
@@ -106,6 +118,12 @@ class ConvEncoder(nn.Module):
 
 def build_encoder(obs_space: gym.Space, config: ModelConfig) -> tuple[nn.Module, int]:
     """The network body for an observation space: a CNN + MLP for images, an MLP otherwise.
+
+    Args:
+        obs_space: one observation's space; an ``(H, W, C)`` Box gets the CNN, any other
+            supported space is flattened (see :class:`ObservationPreprocessor`).
+        config: the model config: ``fcnet_hiddens`` and ``fcnet_activation`` for the MLP,
+            ``conv_filters`` and ``conv_activation`` for the CNN.
 
     Returns:
         ``(module, number_of_output_features)``.
@@ -172,7 +190,23 @@ class QModel(Model):
 
 
 def build_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int, config: ModelConfig) -> nn.Module:
-    """The catalog: a custom model if configured, else an ActorCriticModel for the spaces."""
+    """The catalog: a custom model if configured, else an ActorCriticModel for the spaces.
+
+    Args:
+        obs_space: one observation's space.
+        action_space: the space the policy acts in; a Box makes the catalog's model
+            Gaussian (with ``free_log_std``, a learned log standard deviation).
+        num_outputs: the width of ``action_dist_inputs`` the action distribution needs.
+        config: the model config; a custom model gets it as a dict
+            (``custom_model(obs_space, action_space, num_outputs, model_config)``).
+
+    Returns:
+        The model, on torch's default device (the policy moves it to its own).
+
+    Raises:
+        ConfigError: the custom model's path does not import or is not a ``torch.nn.Module``,
+            its constructor raised, or the catalog's ``conv_filters`` do not fit the images.
+    """
     cls = config.model_class()
     if cls is not None:
         try:

@@ -148,6 +148,13 @@ def saturate(value: float, dtype: torch.dtype = torch.float32) -> float:
     ``torch.clamp(x, max=1e308)`` on a float32 tensor raises an overflow
     error, although every float32 value is below 1e308; the largest float32
     is the same bound for every value the tensor can hold.
+
+    Args:
+        value: a bound from the config (may be infinite or beyond the dtype's range).
+        dtype: the floating-point dtype of the tensor to be clamped.
+
+    Returns:
+        ``value`` clipped to ``[finfo(dtype).min, finfo(dtype).max]``; NaN comes back as NaN.
     """
     info = torch.finfo(dtype)
     return min(max(value, float(info.min)), float(info.max))

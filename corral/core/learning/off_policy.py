@@ -69,7 +69,19 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
 
 
 def update_target(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """Move ``target``'s parameters towards ``source``'s: ``tau=1`` copies, otherwise Polyak averaging."""
+    """Move ``target``'s parameters towards ``source``'s: ``tau=1`` copies, otherwise Polyak averaging.
+
+    Buffers (running statistics, say) are always copied, whatever ``tau``.
+
+    Args:
+        target: the target network, changed in place.
+        source: the online network, with the same parameters and buffers in the same order.
+        tau: the step towards ``source``: 1 (or more) copies it, a value in ``(0, 1)`` sets
+            ``target = (1 - tau) * target + tau * source``.
+
+    Raises:
+        ValueError: the two networks have different numbers of parameters or buffers.
+    """
     with torch.no_grad():
         for t, s in zip(target.parameters(), source.parameters(), strict=True):
             if tau >= 1.0:

@@ -53,7 +53,19 @@ def compute_gae(
 
 
 def add_gae(fragment: SampleBatch, last_values: np.ndarray, gamma: float, lambda_: float) -> SampleBatch:
-    """The fragment with ``advantages`` and ``value_targets`` columns from its ``vf_preds``."""
+    """The fragment with ``advantages`` and ``value_targets`` columns from its ``vf_preds``.
+
+    Args:
+        fragment: a time-major ``[T, N]`` fragment with ``rewards``, ``vf_preds``,
+            ``terminateds``, ``truncateds`` and ``valid`` columns.
+        last_values: ``[N]`` value estimates of the observations after the last row.
+        gamma: the discount factor.
+        lambda_: GAE's lambda: 1 gives Monte-Carlo advantages, 0 one-step TD errors.
+
+    Returns:
+        A new batch: ``fragment``'s columns plus ``advantages`` and ``value_targets``
+        (``[T, N]`` float32, zero on invalid rows); ``fragment`` is not changed.
+    """
     advantages, targets = compute_gae(
         fragment[SampleBatch.REWARDS],
         fragment[SampleBatch.VF_PREDS],

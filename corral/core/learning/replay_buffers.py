@@ -122,7 +122,20 @@ class ReplayBuffer:
         """Hook for subclasses: ``positions`` were just (over)written."""
 
     def sample(self, num_rows: int, beta: float = 0.0) -> SampleBatch:
-        """``num_rows`` rows drawn uniformly with replacement (``beta`` is ignored: weights are all 1)."""
+        """``num_rows`` rows drawn uniformly with replacement (``beta`` is ignored: weights are all 1).
+
+        Args:
+            num_rows: rows to draw, an int >= 1; more than are stored is allowed (rows repeat).
+            beta: the importance-sampling exponent of prioritized replay, >= 0; a
+                uniform buffer ignores it, so callers pass it whichever buffer they have.
+
+        Returns:
+            The rows' columns plus ``batch_indexes`` (int64, each row's slot, for
+            :meth:`update_priorities`) and ``weights`` (float32 importance weights).
+
+        Raises:
+            ConfigError: ``num_rows`` is not an int >= 1, or the buffer is empty.
+        """
         indexes = self._rng.integers(0, self._check_sample(num_rows), size=num_rows, dtype=np.int64)
         return self._gather(indexes, np.ones(num_rows, dtype=np.float32))
 
@@ -139,7 +152,12 @@ class ReplayBuffer:
         return batch
 
     def update_priorities(self, indexes: np.ndarray, priorities: np.ndarray) -> None:
-        """Nothing to do for uniform replay; present so algorithms need not care which buffer they have."""
+        """Nothing to do for uniform replay; present so algorithms need not care which buffer they have.
+
+        Args:
+            indexes: the ``batch_indexes`` column of a batch from :meth:`sample`.
+            priorities: the rows' new priorities, one per index: their ``|TD error|``, finite and >= 0.
+        """
 
     # ------------------------------------------------------------------ #
     # state
@@ -166,6 +184,12 @@ class ReplayBuffer:
         Everything is checked before anything changes: the counters, that every
         column is numeric with one row per stored row, and, for the columns in
         ``expected_shapes``, the shape of a row.
+
+        Args:
+            state: arrays as :meth:`get_state` returned them (read from a checkpoint's ``.npz``).
+            expected_shapes: the row shape each named column must have (for the
+                observation and action columns, from the algorithm's spaces); columns
+                not named, or None, are not checked for shape.
 
         Raises:
             CheckpointError: the state is inconsistent or does not fit.
@@ -252,7 +276,12 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._tree.set_unique(positions, np.full(positions.size, self._max_priority**self.alpha))
 
     def sample(self, num_rows: int, beta: float = 0.0) -> SampleBatch:
-        """``num_rows`` rows drawn in proportion to priority, with importance weights for ``beta`` >= 0."""
+        """``num_rows`` rows drawn in proportion to priority, with importance weights for ``beta`` >= 0.
+
+        Raises:
+            ConfigError: ``num_rows`` is not an int >= 1, the buffer is empty, or ``beta``
+                is not a finite number >= 0.
+        """
         self._check_sample(num_rows)
         beta = _check_float("prioritized replay beta", beta, 0.0)
         segment = self._tree.total / num_rows
@@ -262,7 +291,12 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return self._gather(indexes, weights.astype(np.float32))
 
     def update_priorities(self, indexes: np.ndarray, priorities: np.ndarray) -> None:
-        """Set ``p = priorities + epsilon`` at ``indexes`` (pass ``|td error|``); tracks the max priority."""
+        """Set ``p = priorities + epsilon`` at ``indexes`` (pass ``|td error|``); tracks the max priority.
+
+        Raises:
+            ConfigError: ``indexes`` and ``priorities`` differ in length, an index lies
+                outside the stored rows, or a priority is NaN, inf or negative.
+        """
         idx = np.asarray(indexes, dtype=np.int64).reshape(-1)
         p = np.asarray(priorities, dtype=np.float64).reshape(-1)
         if idx.shape != p.shape:
@@ -378,6 +412,10 @@ def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[st
 
 def make_replay_buffer(config: Mapping[str, Any], seed: int | None) -> ReplayBuffer:
     """Build a buffer from an algorithm's ``replay_buffer_config`` (see :func:`check_replay_buffer_config`).
+
+    Args:
+        config: ``{"type": ..., "capacity": ..., ...}`` as :func:`check_replay_buffer_config` takes it.
+        seed: seeds the buffer's sampling (an int >= 0); None draws fresh entropy.
 
     Raises:
         ConfigError: the config is invalid.

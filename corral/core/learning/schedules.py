@@ -20,5 +20,15 @@ class PiecewiseSchedule:
 
 
 def linear_schedule(initial: float, final: float, timesteps: int, start: int = 0) -> PiecewiseSchedule:
-    """From ``initial`` at ``start`` to ``final`` at ``start + timesteps``, then constant."""
+    """From ``initial`` at ``start`` to ``final`` at ``start + timesteps``, then constant.
+
+    Args:
+        initial: the value up to ``start``.
+        final: the value from ``start + timesteps`` on.
+        timesteps: how long the linear change takes; values below 1 count as 1.
+        start: the timestep the change begins at.
+
+    Returns:
+        A schedule to call with a timestep.
+    """
     return PiecewiseSchedule([(start, initial), (start + max(1, timesteps), final)])

@@ -45,7 +45,16 @@ class SumTree:
         return self._sum[np.asarray(indexes, dtype=np.int64) + self.capacity]
 
     def set(self, indexes: np.ndarray, values: np.ndarray) -> None:
-        """Set leaves and refresh their ancestors; with repeated indexes the last value wins."""
+        """Set leaves and refresh their ancestors; with repeated indexes the last value wins.
+
+        Args:
+            indexes: leaf positions, in ``[0, capacity)`` (the capacity rounded up to a power of two).
+            values: one new value per index, finite and >= 0; 0 makes a leaf impossible to draw.
+
+        Raises:
+            ConfigError: the two differ in length, an index is out of range, or a value is
+                not finite or negative.
+        """
         idx = np.asarray(indexes, dtype=np.int64).reshape(-1)
         vals = np.asarray(values, dtype=np.float64).reshape(-1)
         if idx.shape != vals.shape:
@@ -60,7 +69,15 @@ class SumTree:
         self.set_unique(idx[keep], vals[keep])
 
     def set_unique(self, indexes: np.ndarray, values: np.ndarray) -> None:
-        """:meth:`set` for callers that already checked: distinct in-range indexes, finite values >= 0."""
+        """:meth:`set` for callers that already checked: distinct in-range indexes, finite values >= 0.
+
+        Nothing is checked here: a negative index, or a NaN or negative value, corrupts
+        the tree without an error.
+
+        Args:
+            indexes: distinct int64 leaf positions in ``[0, capacity)``, as a numpy array.
+            values: one float value per index, finite and >= 0.
+        """
         node = indexes + self.capacity
         self._sum[node] = values
         self._min[node] = np.where(values > 0, values, np.inf)

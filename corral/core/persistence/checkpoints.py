@@ -294,6 +294,10 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
 def read_policy_state(folder: Path, policy_id: str) -> dict[str, Any]:
     """One policy's ``policy_state.pt``: tensors, numbers and containers only.
 
+    Args:
+        folder: the checkpoint folder.
+        policy_id: the policy whose file to read, ``policies/<policy_id>/policy_state.pt``.
+
     Raises:
         CheckpointError: the file is missing, outside the folder, not loadable with
             ``weights_only=True`` (a pickle that would run code, say), or not a dict.
@@ -442,6 +446,10 @@ def _fsync_dir(folder: Path) -> None:
 def restored_count(value: Any, name: str) -> int:
     """``value`` as a count read back from a checkpoint: an integer >= 0.
 
+    Args:
+        value: the value as read (from JSON or a policy file).
+        name: what it is, for the error message.
+
     Raises:
         ValueError: anything else (a string, a bool, a float, a negative number);
             the restore turns it into a CheckpointError naming the file.
@@ -453,6 +461,11 @@ def restored_count(value: Any, name: str) -> int:
 
 def restored_float(value: Any, name: str, minimum: float | None = None) -> float:
     """``value`` as a finite number read back from a checkpoint (at least ``minimum`` if given).
+
+    Args:
+        value: the value as read (from JSON or a policy file); ints are accepted.
+        name: what it is, for the error message.
+        minimum: the smallest value allowed; None allows any finite number.
 
     Raises:
         ValueError: not a finite real number, or below ``minimum``.

@@ -27,6 +27,16 @@ def new_experiment_dir(storage_path: str | None, algo_name: str, env_name: str) 
 
     Creating the folder is the test of freshness, so two runs started in the
     same second (parallel processes, Tune trials) get different folders.
+
+    Args:
+        storage_path: the folder experiments go into; None means ``$CORRAL_RESULTS_DIR``,
+            else ``~/corral_results`` (created if missing).
+        algo_name: the algorithm's name, used as it is.
+        env_name: the environment's name; characters other than letters, digits,
+            ``-``, ``_`` and ``.`` become ``_``.
+
+    Returns:
+        The new, empty folder.
     """
     root = default_storage_path(storage_path)
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
@@ -44,7 +54,16 @@ def new_experiment_dir(storage_path: str | None, algo_name: str, env_name: str) 
 
 
 def flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts to ``a/b/c`` keys (lists and other non-scalars are dropped)."""
+    """Nested dicts to ``a/b/c`` keys (lists and other non-scalars are dropped).
+
+    Args:
+        result: one iteration's result, dicts nested in dicts.
+        prefix: put before every key (``"info/"`` when called for a nested dict).
+
+    Returns:
+        A flat dict of the ``int``, ``float``, ``str``, ``bool`` and None values; other
+        values (lists, arrays, numpy scalars other than ``float64``) are left out.
+    """
     flat: dict[str, Any] = {}
     for key, value in result.items():
         name = f"{prefix}{key}"

@@ -75,6 +75,12 @@ def check_config_references(config: dict[str, Any], folder: Path, trust_code: bo
 def check_outside(path: str, folder: Path, label: str) -> None:
     """Refuse an import path whose module lies inside the checkpoint folder (found without importing anything).
 
+    Args:
+        path: an import path from the checkpoint, ``"package.module:Name"`` or
+            ``"package.module.Name"``.
+        folder: the checkpoint folder.
+        label: names the path's place in the checkpoint (``"callbacks_class='pkg.mod:MyCallbacks'"``), for the error message.
+
     Raises:
         CheckpointError: the path is relative, or its top-level module or package is in ``folder``.
     """

@@ -59,7 +59,16 @@ class AsyncSampler:
         return len(self._in_flight)
 
     def publish_weights(self, sampling_state: dict[str, Any], version: int) -> None:
-        """Make ``sampling_state`` the weights every runner gets with its next call (one object-store copy)."""
+        """Make ``sampling_state`` the weights every runner gets with its next call (one object-store copy).
+
+        Calls already in flight keep the weights they were started with.
+
+        Args:
+            sampling_state: the learner policy's :meth:`Policy.get_sampling_state`.
+            version: the number batches sampled with these weights carry (e.g. the
+                learner's update count). It must change with every publication: a runner
+                that already holds weights of this version is not sent the new ones.
+        """
         self._weights = self._ray.put(sampling_state)
         self.weights_version = version
 

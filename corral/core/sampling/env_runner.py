@@ -175,6 +175,18 @@ class EnvRunner:
         """Evaluate: run from fresh resets until ``num_episodes`` episodes end (or ``num_steps`` steps pass).
 
         Nothing is recorded for training and the policies' timesteps do not move.
+        With both limits given, both must be reached; with neither, nothing is run
+        (but the sub-environments are still reset).
+
+        Args:
+            num_episodes: stop once this many episodes have ended.
+            num_steps: stop once this many transitions (summed over the sub-environments)
+                have passed; episodes still running then are not returned.
+            explore: act with exploration; False acts deterministically.
+
+        Returns:
+            The finished episodes in the order they ended; with ``num_episodes``, the
+            first ``num_episodes`` of them.
         """
         self._reset()
         self._completed = []
@@ -388,7 +400,15 @@ class EnvRunner:
 
 
 def evaluation_span(duration: int, unit: str) -> dict[str, int]:
-    """:meth:`EnvRunner.run_episodes` keyword arguments for ``duration`` in ``unit`` ('episodes' or 'timesteps')."""
+    """:meth:`EnvRunner.run_episodes` keyword arguments for ``duration`` in ``unit`` ('episodes' or 'timesteps').
+
+    Args:
+        duration: how many episodes or timesteps.
+        unit: ``"episodes"``; any other value is taken as timesteps.
+
+    Returns:
+        ``{"num_episodes": duration}`` or ``{"num_steps": duration}``.
+    """
     return {"num_episodes": duration} if unit == "episodes" else {"num_steps": duration}
 
 

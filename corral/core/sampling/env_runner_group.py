@@ -119,6 +119,18 @@ class EnvRunnerGroup:
 
         ``duration`` episodes (or timesteps, by ``unit``) are split across the
         healthy runners. Returns the pending calls, so training can go on meanwhile.
+
+        Args:
+            duration: episodes or timesteps to evaluate in all, split as evenly as
+                possible; a runner whose share is 0 gets no call.
+            unit: ``"episodes"`` or ``"timesteps"``.
+            explore: act with exploration; False acts deterministically.
+
+        Returns:
+            The pending Ray calls by runner index, for :meth:`finish_episodes`.
+
+        Raises:
+            EnvRunnerError: no healthy remote runner is left.
         """
         state = self._publish_sampling_state()
         healthy = self.healthy_remote_ids()
@@ -232,6 +244,10 @@ class EnvRunnerGroup:
 
     def handle_failure(self, index: int, exc: Exception) -> None:
         """A call on runner ``index`` failed: mark it for replacement, drop it, or raise, as the options say.
+
+        Args:
+            index: the failed runner's worker index (1..num_env_runners).
+            exc: the error the call raised (a Ray error carrying the runner's traceback).
 
         Raises:
             EnvRunnerError: neither ``recreate_failed_env_runners`` nor

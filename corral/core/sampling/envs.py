@@ -52,7 +52,20 @@ class EnvContext(dict):
 
 
 def register_env(name: str, creator: Callable[[EnvContext], gym.Env]) -> None:
-    """Make ``name`` usable as ``config.environment(name)``; ``creator(env_context)`` returns an env."""
+    """Make ``name`` usable as ``config.environment(name)``; ``creator(env_context)`` returns an env.
+
+    The registry is per process: remote env runners (Ray actors) do not see a
+    name registered in the driver. A registered name takes precedence over a
+    gymnasium id of the same name; registering a name again replaces its creator.
+
+    Args:
+        name: the name configs use; any non-empty string.
+        creator: called with an :class:`EnvContext` (the ``env_config`` plus the runner
+            and sub-environment indices) for every sub-environment; returns a ``gymnasium.Env``.
+
+    Raises:
+        EnvError: ``name`` is not a non-empty string, or ``creator`` is not callable.
+    """
     if not isinstance(name, str) or not name:
         raise EnvError("register_env needs a non-empty string name")
     if not callable(creator):
@@ -110,6 +123,21 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
     native implementation), each sub-environment is wrapped in a
     :class:`SubEnvironmentGuard`, so a failure names the sub-environment and,
     with ``restart_failed_sub_environments``, restarts only it.
+
+    Args:
+        config: the algorithm's config: ``env``, ``env_config``, ``vectorize_mode``,
+            ``restart_failed_sub_environments`` and ``disable_env_checking``.
+        num_envs: the number of sub-environments.
+        worker_index: the env runner's index (0 local), passed on in each :class:`EnvContext`.
+
+    Returns:
+        The vector env, not yet reset.
+
+    Raises:
+        EnvError: the env is unknown or cannot be imported, ``vectorize_mode='native'``
+            is asked of an env without a native implementation, a creator returns
+            something other than a ``gymnasium.Env``, or creating it raised ``TypeError``
+            (wrong ``env_config`` keys, say).
     """
     env_id, creator = resolve_creator(config.env)
     context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
@@ -298,6 +326,14 @@ def check_vector_step(
     obs: Any, rewards: np.ndarray, check: ObservationCheck | None, steps: np.ndarray, worker_index: int
 ) -> None:
     """The checks a :class:`SubEnvironmentGuard` makes, on a whole batch from a natively vectorised env.
+
+    Args:
+        obs: the batch of observations the vector env's ``step`` returned.
+        rewards: ``[N]`` rewards of that step; each must be finite.
+        check: the observation check of the env's single observation space; None skips it
+            (``disable_env_checking``).
+        steps: ``[N]`` steps each sub-environment's episode had taken before this one, for the message.
+        worker_index: the env runner's index, for the message.
 
     Raises:
         EnvError: naming the sub-environment, its step and what was wrong.

@@ -70,7 +70,16 @@ class EnvRunnerActor:
         return RemoteSample(batch, self.runner.get_metrics(), deltas)
 
     def run_episodes(self, sampling_state: dict[str, Any], explore: bool, **span: int) -> list[EpisodeSummary]:
-        """Evaluate with the broadcast policy state for ``span`` (``num_episodes=`` or ``num_steps=``)."""
+        """Evaluate with the broadcast policy state for ``span`` (``num_episodes=`` or ``num_steps=``).
+
+        Args:
+            sampling_state: the learner policy's :meth:`Policy.get_sampling_state`, loaded first.
+            explore: act with exploration; False acts deterministically.
+            **span: ``num_episodes=`` or ``num_steps=``, as :func:`evaluation_span` gives them.
+
+        Returns:
+            The finished episodes (see :meth:`EnvRunner.run_episodes`).
+        """
         self.runner.policy.set_sampling_state(sampling_state)
         return self.runner.run_episodes(explore=explore, **span)
 

@@ -64,7 +64,15 @@ class SampleBatch(dict):
         return self.select(rng.permutation(self.count))
 
     def minibatches(self, size: int, rng: np.random.Generator | None = None) -> Iterator[SampleBatch]:
-        """Consecutive minibatches of ``size`` rows (the last may be shorter), shuffled if ``rng``."""
+        """Consecutive minibatches of ``size`` rows (the last may be shorter), shuffled if ``rng``.
+
+        Args:
+            size: rows per minibatch, >= 1.
+            rng: draws one permutation of all rows before they are cut; None keeps the rows' order.
+
+        Returns:
+            An iterator over new batches that together hold every row once.
+        """
         order = rng.permutation(self.count) if rng is not None else np.arange(self.count)
         for start in range(0, self.count, size):
             yield self.select(order[start : start + size])

@@ -111,6 +111,15 @@ class ObservationCheck:
         """``(row, what is wrong)`` for the first bad observation, or None if all belong to the space.
 
         ``row`` is the index in the batch (0 when not ``batched``).
+
+        Args:
+            obs: one observation, or a batch of them with a leading batch axis (Dict and
+                Tuple observations: a dict or tuple of such batches).
+            batched: whether ``obs`` is a batch.
+
+        Returns:
+            ``(row, what is wrong)``, or None. A wrong shape, a missing Dict or Tuple part
+            or values that are not numbers are reported at row 0, whichever row has them.
         """
         space = self.space
         if self._parts is not None:

@@ -56,7 +56,13 @@ class EnsembleCritic(nn.Module):
         self.activation = ACTIVATIONS[config.fcnet_activation]()
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor | None = None) -> torch.Tensor:
-        """``[k, B, num_outputs]``: every critic's estimate."""
+        """``[k, B, num_outputs]``: every critic's estimate.
+
+        Args:
+            obs: ``[B, ...]`` preprocessed observations (``[B, features]``, or ``[B, H, W, C]`` images).
+            actions: ``[B, action_dim]`` actions, concatenated to the features (Box actions);
+                None for critics built with ``action_dim=0`` (Discrete actions).
+        """
         if self.encoders is None:
             x = obs.reshape(obs.shape[0], -1).expand(self.k, -1, -1)
         else:
@@ -96,7 +102,13 @@ class SACModel(Model):
         return {SampleBatch.ACTION_DIST_INPUTS: self.actor(obs)}
 
     def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None = None) -> torch.Tensor:
-        """Every critic's estimate: ``[k, B]`` Q(s, a) for Box actions, ``[k, B, n]`` Q(s, .) for Discrete ones."""
+        """Every critic's estimate: ``[k, B]`` Q(s, a) for Box actions, ``[k, B, n]`` Q(s, .) for Discrete ones.
+
+        Args:
+            obs: ``[B, ...]`` preprocessed observations.
+            actions: ``[B, action_dim]`` actions in the policy's action space; required for
+                Box actions, ignored for Discrete ones (every action's value comes back).
+        """
         if self.discrete:
             return self.critics(obs)
         return self.critics(obs, actions).squeeze(-1)
