@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.contracts.exploration import Exploration as Exploration
     from corral.core.contracts.hookspecs import hookimpl as hookimpl
     from corral.core.contracts.policy import Policy as Policy
-    from corral.core.sampling.envs import EnvContext as EnvContext, register_env as register_env
+    from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.sampling.sample_batch import (
         DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
         MultiAgentBatch as MultiAgentBatch,
@@ -73,8 +73,8 @@ _EXPORTS = {
     "SampleBatch": "corral.core.sampling.sample_batch",
     "MultiAgentBatch": "corral.core.sampling.sample_batch",
     "DEFAULT_POLICY_ID": "corral.core.sampling.sample_batch",
-    "register_env": "corral.core.sampling.envs",
-    "EnvContext": "corral.core.sampling.envs",
+    "register_env": "corral.core.environments.envs",
+    "EnvContext": "corral.core.environments.envs",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -206,7 +206,7 @@ def _prepare(exp: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         config.environment(exp["env"])
     config.validate()
     _check_stop(exp["stop"], evaluation=config.evaluation_interval is not None)
-    from corral.core.sampling.envs import resolve_creator
+    from corral.core.environments.envs import resolve_creator
 
     resolve_creator(config.env)  # an unknown env fails here, before anything is built
     return exp, config

@@ -82,7 +82,7 @@ def test_importing_the_registry_imports_no_heavy_library() -> None:
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
-ROOMS = ("contracts", "sampling", "learning", "persistence")
+ROOMS = ("contracts", "environments", "sampling", "learning", "persistence")
 
 
 @pytest.mark.parametrize("folder", ["core", *(f"core/{room}" for room in ROOMS), "registry", "plugins"])
@@ -134,7 +134,7 @@ def test_batch_columns_and_model_outputs_are_named_by_their_constants() -> None:
     state_keys = {
         "core/contracts/policy.py": {"weights"},
         "core/sampling/env_runner.py": {"obs"},
-        "core/sampling/envs.py": {"actions"},
+        "core/environments/envs.py": {"actions"},
     }
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):

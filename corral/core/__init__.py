@@ -1,15 +1,16 @@
 """The core every algorithm builds on; plugins import from here.
 
-Four rooms, each with one job (its ``__init__`` says which):
+Five rooms, each with one job (its ``__init__`` says which):
 
 - ``contracts``: what a plugin implements or extends (``Algorithm``,
   ``AlgorithmConfig``, ``Policy``, ``Exploration``, callbacks and hooks);
-- ``sampling``: environments and env runners turning a policy into sample batches;
+- ``environments``: making environments, checking their steps, their spaces and state;
+- ``sampling``: env runners turning a policy and its environments into sample batches;
 - ``learning``: models, distributions, targets, replay and the off-policy base;
 - ``persistence``: checkpoints, safe loading and result files.
 
 ``seeding`` (every generator derived from one seed) and ``memory`` (sizes
-checked before allocation) serve all four. This module re-exports the public
+checked before allocation) serve all five. This module re-exports the public
 names, resolved on first access so that importing the registry or the errors
 (``corral list``) does not import torch; modules that moved into the rooms stay
 importable under their old paths (``corral.core.policy``), which checkpoints
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         standardize as standardize,
         to_floats as to_floats,
     )
+    from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.learning.distributions import (
         ActionDistribution as ActionDistribution,
         Categorical as Categorical,
@@ -74,7 +76,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.persistence.checkpoints import restored_count as restored_count, restored_float as restored_float
     from corral.core.sampling.async_sampling import AsyncSampler as AsyncSampler
     from corral.core.sampling.env_runner import EnvRunner as EnvRunner, Episode as Episode
-    from corral.core.sampling.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.sampling.filters import MeanStdFilter as MeanStdFilter
     from corral.core.sampling.sample_batch import (
         DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
@@ -129,8 +130,8 @@ _EXPORTS = {
     "EnvRunner": "corral.core.sampling.env_runner",
     "AsyncSampler": "corral.core.sampling.async_sampling",
     "Episode": "corral.core.sampling.env_runner",
-    "EnvContext": "corral.core.sampling.envs",
-    "register_env": "corral.core.sampling.envs",
+    "EnvContext": "corral.core.environments.envs",
+    "register_env": "corral.core.environments.envs",
     "compute_gae": "corral.core.learning.postprocessing",
     "vtrace": "corral.core.learning.vtrace_targets",
     "PiecewiseSchedule": "corral.core.learning.schedules",
@@ -155,44 +156,17 @@ __all__ = list(_EXPORTS)
 
 __getattr__, __dir__ = lazy_exports("corral.core", globals(), _EXPORTS)
 
+# The modules of corral 0.1's flat core, by the room each moved into.
+_ROOMS_OF_0_1 = {
+    "contracts": ("algorithm", "config", "actor_critic", "policy", "callbacks", "hookspecs", "exploration", "results"),
+    "environments": ("envs", "env_state", "spaces"),
+    "sampling": ("env_runner", "env_runner_group", "remote_env_runner", "async_sampling", "filters", "sample_batch", "metrics"),
+    "learning": ("models", "distributions", "postprocessing", "vtrace_targets", "replay_buffers", "sum_tree", "off_policy",
+                 "schedules", "nonfinite"),
+    "persistence": ("checkpoints", "loggers", "safe_loading", "state_codec"),
+}  # fmt: skip
 _MOVED_MODULES = {
-    **{
-        f"corral.core.{name}": f"corral.core.contracts.{name}"
-        for name in ("algorithm", "config", "actor_critic", "policy", "callbacks", "hookspecs", "exploration", "results")
-    },
-    **{
-        f"corral.core.{name}": f"corral.core.sampling.{name}"
-        for name in (
-            "env_runner",
-            "env_runner_group",
-            "remote_env_runner",
-            "async_sampling",
-            "envs",
-            "env_state",
-            "filters",
-            "sample_batch",
-            "metrics",
-            "spaces",
-        )
-    },
-    **{
-        f"corral.core.{name}": f"corral.core.learning.{name}"
-        for name in (
-            "models",
-            "distributions",
-            "postprocessing",
-            "vtrace_targets",
-            "replay_buffers",
-            "sum_tree",
-            "off_policy",
-            "schedules",
-            "nonfinite",
-        )
-    },
-    **{
-        f"corral.core.{name}": f"corral.core.persistence.{name}"
-        for name in ("checkpoints", "loggers", "safe_loading", "state_codec")
-    },
+    **{f"corral.core.{name}": f"corral.core.{room}.{name}" for room, names in _ROOMS_OF_0_1.items() for name in names},
     "corral.core.errors": "corral.errors",
     "corral.core.plugin_api": "corral.plugin_api",
 }

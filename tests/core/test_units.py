@@ -18,10 +18,10 @@ from corral.core.contracts.exploration import (
     StochasticSampling,
     make_exploration,
 )
+from corral.core.environments.spaces import ActionAdapter, ObservationPreprocessor
 from corral.core.learning.distributions import Categorical, DiagGaussian, MultiCategorical, distribution_for
 from corral.core.learning.schedules import PiecewiseSchedule, linear_schedule
 from corral.core.sampling.filters import MeanStdFilter
-from corral.core.sampling.spaces import ActionAdapter, ObservationPreprocessor
 
 
 # ---------------------------------------------------------------------- #

@@ -25,16 +25,16 @@ from corral._version import __version__
 from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
 from corral.core.contracts.config import LEGACY_KEYS, AlgorithmConfig, import_object, object_path
 from corral.core.contracts.policy import Policy, build_policy
+from corral.core.environments.envs import env_name, make_vector_env
+from corral.core.environments.spaces import space_to_json
 from corral.core.persistence import checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
 from corral.core.persistence.loggers import ResultWriter, default_storage_path, new_experiment_dir
 from corral.core.persistence.safe_loading import check_config_references, check_outside
 from corral.core.sampling.env_runner import EnvRunner, evaluation_span
 from corral.core.sampling.env_runner_group import EnvRunnerGroup
-from corral.core.sampling.envs import env_name, make_vector_env
 from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
-from corral.core.sampling.spaces import space_to_json
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
 

@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # the types the hooks receive; at run time nothing is importe
 
     from corral.core.contracts.algorithm import Algorithm
     from corral.core.contracts.policy import Policy
+    from corral.core.environments.envs import EnvContext
     from corral.core.sampling.env_runner import EnvRunner, Episode
-    from corral.core.sampling.envs import EnvContext
     from corral.core.sampling.sample_batch import MultiAgentBatch, SampleBatch
 
 PROJECT = "corral"

@@ -20,6 +20,7 @@ from torch import nn
 from corral.core.contracts.actor_critic import GAEConfig
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.exploration import make_exploration
+from corral.core.environments.spaces import ActionAdapter, ObservationPreprocessor
 from corral.core.learning.distributions import ActionDistribution, distribution_for
 from corral.core.learning.models import Model, build_model
 from corral.core.learning.nonfinite import UpdateGuard
@@ -29,7 +30,6 @@ from corral.core.memory import check_fits
 from corral.core.persistence.checkpoints import restored_count
 from corral.core.sampling.filters import MeanStdFilter
 from corral.core.sampling.sample_batch import SampleBatch
-from corral.core.sampling.spaces import ActionAdapter, ObservationPreprocessor
 from corral.core.seeding import (
     generator_state,
     int_seed,

@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from corral.core.contracts.config import ModelConfig
+from corral.core.environments.spaces import ObservationPreprocessor, is_image_space
 from corral.core.sampling.sample_batch import SampleBatch
-from corral.core.sampling.spaces import ObservationPreprocessor, is_image_space
 from corral.errors import ConfigError
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {

@@ -1,7 +1,6 @@
-"""Sampling: turning environments and a policy into sample batches.
+"""Sampling: turning a policy and its environments into sample batches.
 
-Environment creation and guarding, the env runners (local, remote on Ray, and
-the asynchronous sampler that keeps remote runners busy), observation filters,
-the ``SampleBatch`` columns, the conversion of gymnasium spaces to network
-inputs and env actions, and the episode metrics reported with every result.
+The env runners (local, remote on Ray, and the asynchronous sampler that keeps
+remote runners busy), observation filters, the ``SampleBatch`` columns, and the
+episode metrics reported with every result.
 """

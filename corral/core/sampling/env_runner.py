@@ -25,12 +25,12 @@ import numpy as np
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.policy import Policy
+from corral.core.environments.env_state import get_env_state, set_env_state
+from corral.core.environments.envs import EnvContext, check_vector_step, env_name, is_guarded, make_vector_env
+from corral.core.environments.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.memory import check_fits
 from corral.core.persistence import state_codec
-from corral.core.sampling.env_state import get_env_state, set_env_state
-from corral.core.sampling.envs import EnvContext, check_vector_step, env_name, is_guarded, make_vector_env
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
-from corral.core.sampling.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import EnvError
 
@@ -343,7 +343,7 @@ class EnvRunner:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`get_state`; the environments are brought to the same point (see :mod:`corral.core.sampling.env_state`).
+        """Restore :meth:`get_state`; the environments are brought to the same point (see ``environments.env_state``).
 
         A state saved by a runner built for another env, ``env_config`` or
         number of sub-environments (``from_checkpoint`` with overrides, as

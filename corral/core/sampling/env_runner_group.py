@@ -17,8 +17,8 @@ from typing import Any
 
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.policy import Policy
+from corral.core.environments.envs import env_name
 from corral.core.sampling.env_runner import EnvRunner, EpisodeSummary, evaluation_span
-from corral.core.sampling.envs import env_name
 from corral.core.sampling.remote_env_runner import RemoteSample
 from corral.core.sampling.sample_batch import MultiAgentBatch
 from corral.errors import EnvRunnerError

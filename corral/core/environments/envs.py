@@ -21,8 +21,8 @@ import gymnasium as gym
 import numpy as np
 
 from corral.core.contracts.config import AlgorithmConfig, import_object
+from corral.core.environments.spaces import ObservationCheck
 from corral.core.persistence import state_codec
-from corral.core.sampling.spaces import ObservationCheck
 from corral.core.seeding import generator_state, set_generator_state
 from corral.errors import EnvError, EnvRunnerError, did_you_mean
 

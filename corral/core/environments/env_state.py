@@ -4,13 +4,13 @@ An environment is an arbitrary Python object, and a checkpoint never holds a
 pickle, so its state is captured in one of two ways:
 
 - **Replay** (sub-environments stepped in a loop, each in a
-  :class:`~corral.core.sampling.envs.SubEnvironmentGuard`): the guard records, for the
+  :class:`~corral.core.environments.envs.SubEnvironmentGuard`): the guard records, for the
   episode in progress, the seed and the state of the env's ``np_random`` just
   before its reset, and every action since. Restoring resets the env with that
   generator state and steps it through the actions again, which brings any
   environment that is deterministic given its ``np_random`` (every gymnasium
   env) to the same state, whatever its internals (physics engines included).
-  An episode longer than :data:`~corral.core.sampling.envs.MAX_REPLAY_STEPS` is not
+  An episode longer than :data:`~corral.core.environments.envs.MAX_REPLAY_STEPS` is not
   recorded; it starts anew after a restore.
 - **Attributes** (a natively vectorised env such as CartPole's): the env's
   numpy arrays, numbers and ``np_random`` are saved and set back. A restore
@@ -26,8 +26,8 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
+from corral.core.environments.envs import SubEnvironmentGuard, is_guarded
 from corral.core.persistence import state_codec
-from corral.core.sampling.envs import SubEnvironmentGuard, is_guarded
 from corral.core.seeding import generator_state, set_generator_state
 
 
