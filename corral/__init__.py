@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.contracts.hookspecs import hookimpl as hookimpl
     from corral.core.contracts.policy import Policy as Policy
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
+    from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
     from corral.core.sampling.sample_batch import (
         DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
         MultiAgentBatch as MultiAgentBatch,
@@ -74,6 +75,8 @@ _EXPORTS = {
     "MultiAgentBatch": "corral.core.sampling.sample_batch",
     "DEFAULT_POLICY_ID": "corral.core.sampling.sample_batch",
     "register_env": "corral.core.environments.envs",
+    "MultiAgentEnv": "corral.core.environments.multi_agent_env",
+    "make_multi_agent": "corral.core.environments.multi_agent_env",
     "EnvContext": "corral.core.environments.envs",
 }
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         to_floats as to_floats,
     )
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
+    from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
     from corral.core.learning.distributions import (
         ActionDistribution as ActionDistribution,
         Categorical as Categorical,
@@ -132,6 +133,8 @@ _EXPORTS = {
     "Episode": "corral.core.sampling.env_runner",
     "EnvContext": "corral.core.environments.envs",
     "register_env": "corral.core.environments.envs",
+    "MultiAgentEnv": "corral.core.environments.multi_agent_env",
+    "make_multi_agent": "corral.core.environments.multi_agent_env",
     "compute_gae": "corral.core.learning.postprocessing",
     "vtrace": "corral.core.learning.vtrace_targets",
     "PiecewiseSchedule": "corral.core.learning.schedules",
@@ -156,8 +159,8 @@ __all__ = list(_EXPORTS)
 
 __getattr__, __dir__ = lazy_exports("corral.core", globals(), _EXPORTS)
 
-# The modules of corral 0.1's flat core, by the room each moved into.
-_ROOMS_OF_0_1 = {
+# The modules of the flat core (corral 0.1, and main until the split), by the room each moved into.
+_FLAT_CORE_ROOMS = {
     "contracts": ("algorithm", "config", "actor_critic", "policy", "callbacks", "hookspecs", "exploration", "results"),
     "environments": ("envs", "env_state", "spaces"),
     "sampling": ("env_runner", "env_runner_group", "remote_env_runner", "async_sampling", "filters", "sample_batch", "metrics"),
@@ -166,7 +169,7 @@ _ROOMS_OF_0_1 = {
     "persistence": ("checkpoints", "loggers", "safe_loading", "state_codec"),
 }  # fmt: skip
 _MOVED_MODULES = {
-    **{f"corral.core.{name}": f"corral.core.{room}.{name}" for room, names in _ROOMS_OF_0_1.items() for name in names},
+    **{f"corral.core.{name}": f"corral.core.{room}.{name}" for room, names in _FLAT_CORE_ROOMS.items() for name in names},
     "corral.core.errors": "corral.errors",
     "corral.core.plugin_api": "corral.plugin_api",
 }

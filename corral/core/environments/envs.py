@@ -355,6 +355,13 @@ def check_vector_step(
 
 
 def _checked(env: Any, spec: Any) -> gym.Env:
+    from corral.core.environments.multi_agent_env import MultiAgentEnv  # it imports this module
+
     if not isinstance(env, gym.Env):
         raise EnvError(f"the creator of {env_name(spec)!r} returned {type(env).__name__}, not a gymnasium.Env")
+    if isinstance(env, MultiAgentEnv):
+        raise EnvError(
+            f"{env_name(spec)!r} is a multi-agent env (corral.MultiAgentEnv); this version of corral "
+            "does not train multi-agent envs yet, only single-agent gymnasium envs"
+        )
     return env

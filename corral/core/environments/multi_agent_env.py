@@ -1,0 +1,342 @@
+"""The multi-agent env contract: RLlib's dict protocol, with agents that act on some steps only, join and leave.
+
+Every step exchanges dicts keyed by agent id. ``reset`` returns the first
+observations (and infos) of the agents that act first; ``step`` takes an action
+for each agent that was given an observation, and returns observations for the
+agents that act next, plus rewards, ``terminateds``, ``truncateds`` and infos
+for any agent. ``terminateds["__all__"]`` / ``truncateds["__all__"]`` end the
+episode for everyone. An agent whose ``terminateds`` or ``truncateds`` entry is
+True has left; new agents may appear in any observation dict. A turn-based
+game gives an observation only to the player whose turn it is.
+
+:class:`MultiAgentEnvChecker` holds an env to this protocol and names the agent
+and the key when it breaks it, so a mistake in an env surfaces where it is
+made rather than as a shape error inside a policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from corral.core.environments.envs import EnvContext, bad_reward, resolve_creator
+from corral.core.environments.spaces import ObservationCheck
+from corral.errors import EnvError
+
+ALL_AGENTS = "__all__"
+"""The key of ``terminateds`` and ``truncateds`` that ends the episode for every agent."""
+
+MultiAgentDict = dict[Any, Any]
+"""A dict keyed by agent id (observations, actions, rewards, ...)."""
+
+_RESULT_NAMES = ("observations", "rewards", "terminateds", "truncateds", "infos")
+
+
+class MultiAgentEnv(gym.Env):
+    """Base class of an environment with several agents, in RLlib's dict protocol (see the module docstring).
+
+    A subclass sets ``possible_agents`` (every agent id that may ever act) and
+    the spaces of each agent, in ``observation_spaces`` and ``action_spaces``
+    (dicts by agent id), or one ``observation_space`` / ``action_space`` that
+    every agent shares; ``agents`` lists the agents in the episode now. It
+    writes :meth:`reset` and :meth:`step`.
+    """
+
+    observation_spaces: dict[Any, gym.Space]
+    action_spaces: dict[Any, gym.Space]
+    possible_agents: list[Any]
+    agents: list[Any]
+
+    def __init__(self) -> None:
+        super().__init__()
+        # A subclass may have set these before calling this __init__; keep what it set.
+        for name, default in (("observation_spaces", dict), ("action_spaces", dict), ("possible_agents", list), ("agents", list)):
+            if not hasattr(self, name):
+                setattr(self, name, default())
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[MultiAgentDict, MultiAgentDict]:
+        """Start an episode.
+
+        Args:
+            seed: seeds the env's random generator (None: keep drawing from it).
+            options: env-specific reset options.
+
+        Returns:
+            ``(observations, infos)`` of the agents that act first, by agent id.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement reset(*, seed=None, options=None)")
+
+    def step(  # type: ignore[override]  # RLlib's dict protocol: each of gymnasium's five values becomes a dict by agent
+        self, action_dict: MultiAgentDict
+    ) -> tuple[MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]:
+        """Apply one action per agent that was given an observation.
+
+        Args:
+            action_dict: an action for each agent whose observation the last call returned.
+
+        Returns:
+            ``(observations, rewards, terminateds, truncateds, infos)``, by agent id;
+            ``terminateds`` and ``truncateds`` also hold the ``"__all__"`` key.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement step(action_dict)")
+
+    @property
+    def num_agents(self) -> int:
+        """How many agents are in the episode now."""
+        return len(self.agents)
+
+    @property
+    def max_num_agents(self) -> int:
+        """How many agents may ever act."""
+        return len(self.possible_agents)
+
+    def get_observation_space(self, agent_id: Any) -> gym.Space:
+        """The observation space of one agent.
+
+        Args:
+            agent_id: the agent.
+
+        Returns:
+            ``observation_spaces[agent_id]``, else the agent's entry of a Dict
+            ``observation_space`` keyed by agent ids, else the shared ``observation_space``.
+
+        Raises:
+            EnvError: the env declares no observation space for this agent.
+        """
+        return self._space_of(agent_id, "observation")
+
+    def get_action_space(self, agent_id: Any) -> gym.Space:
+        """The action space of one agent.
+
+        Args:
+            agent_id: the agent.
+
+        Returns:
+            ``action_spaces[agent_id]``, else the agent's entry of a Dict
+            ``action_space`` keyed by agent ids, else the shared ``action_space``.
+
+        Raises:
+            EnvError: the env declares no action space for this agent.
+        """
+        return self._space_of(agent_id, "action")
+
+    def _space_of(self, agent_id: Any, kind: str) -> gym.Space:
+        per_agent: Mapping[Any, gym.Space] = getattr(self, f"{kind}_spaces", None) or {}
+        if isinstance(agent_id, Hashable) and agent_id in per_agent:
+            return per_agent[agent_id]
+        shared = getattr(self, f"{kind}_space", None)
+        if isinstance(shared, gym.spaces.Dict) and isinstance(agent_id, str) and agent_id in shared.spaces:
+            return shared.spaces[agent_id]  # RLlib's older style: one Dict space keyed by agent id
+        if isinstance(shared, gym.Space) and not (isinstance(shared, gym.spaces.Dict) and set(per_agent) & set(shared.spaces)):
+            return shared
+        raise EnvError(
+            f"{type(self).__name__} declares no {kind} space for agent {agent_id!r}; it has {kind} spaces for "
+            f"[{', '.join(sorted(map(repr, per_agent)))}]. Set {kind}_spaces[{agent_id!r}] (or one shared {kind}_space)"
+        )
+
+
+def make_multi_agent(env_name_or_creator: Any) -> type[MultiAgentEnv]:
+    """A multi-agent env class whose agents each play their own copy of a single-agent env, as RLlib's helper does.
+
+    ``make_multi_agent("CartPole-v1")({"num_agents": 2})`` has agents ``0`` and
+    ``1``, each balancing its own pole; an agent leaves when its episode ends,
+    and the episode ends when every agent's has. Each copy is reset with its own
+    seed, derived from the one ``reset`` is given.
+
+    Args:
+        env_name_or_creator: a gymnasium id, a name given to ``corral.register_env``, a
+            ``"package.module:Class"`` path, an env class, or a creator taking the env config.
+
+    Returns:
+        A :class:`MultiAgentEnv` subclass, built with an env config (a dict or an
+        ``EnvContext``) whose ``num_agents`` (default 1) sets the number of agents;
+        the rest of the config goes to each copy's creator (as keyword arguments to
+        ``gymnasium.make`` for a gymnasium id).
+
+    Raises:
+        EnvError: the env is unknown or cannot be imported.
+    """
+    gym_id, creator = resolve_creator(env_name_or_creator)
+
+    def make_copy(config: EnvContext) -> gym.Env:
+        if gym_id is not None:
+            return gym.make(gym_id, **{k: v for k, v in config.items() if k != "num_agents"})
+        assert creator is not None  # resolve_creator returns one of the two
+        return creator(config)
+
+    class MultiEnv(MultiAgentEnv):
+        """Independent copies of one single-agent env, one per agent (from :func:`make_multi_agent`)."""
+
+        def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+            super().__init__()
+            context = config if isinstance(config, EnvContext) else EnvContext(dict(config or {}))
+            num_agents = context.get("num_agents", 1)
+            if isinstance(num_agents, bool) or not isinstance(num_agents, int) or num_agents < 1:
+                raise EnvError(f"env_config num_agents={num_agents!r} must be a positive integer")
+            self.envs = [make_copy(context) for _ in range(num_agents)]
+            self.possible_agents = list(range(num_agents))
+            self.observation_spaces = {i: env.observation_space for i, env in enumerate(self.envs)}
+            self.action_spaces = {i: env.action_space for i, env in enumerate(self.envs)}
+            self.observation_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
+            self._truncated: set[int] = set()
+
+        def reset(
+            self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        ) -> tuple[MultiAgentDict, MultiAgentDict]:
+            """Reset every copy; each agent acts (see :meth:`MultiAgentEnv.reset`)."""
+            seeds: list[int | None] = (
+                [None] * len(self.envs)
+                if seed is None
+                else [int(s) for s in np.random.SeedSequence(seed).generate_state(len(self.envs))]
+            )
+            observations, infos = {}, {}
+            for i, (env, copy_seed) in enumerate(zip(self.envs, seeds, strict=True)):
+                observations[i], infos[i] = env.reset(seed=copy_seed, options=options)
+            self.agents = list(self.possible_agents)
+            self._truncated = set()
+            return observations, infos
+
+        def step(  # type: ignore[override]  # as MultiAgentEnv.step
+            self, action_dict: MultiAgentDict
+        ) -> tuple[MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]:
+            """Step the copy of every agent given an action (see :meth:`MultiAgentEnv.step`)."""
+            observations, rewards, terminateds, truncateds, infos = {}, {}, {}, {}, {}
+            for agent, action in action_dict.items():
+                if agent not in self.agents:
+                    raise EnvError(f"an action for agent {agent!r}, which is not in the episode now (agents: {self.agents})")
+                observations[agent], rewards[agent], terminateds[agent], truncateds[agent], infos[agent] = self.envs[agent].step(
+                    action
+                )
+                if truncateds[agent] and not terminateds[agent]:
+                    self._truncated.add(agent)
+            self.agents = [a for a in self.agents if not (terminateds.get(a) or truncateds.get(a))]
+            everyone_done = not self.agents
+            terminateds[ALL_AGENTS] = everyone_done
+            truncateds[ALL_AGENTS] = everyone_done and len(self._truncated) == len(self.envs)
+            return observations, rewards, terminateds, truncateds, infos
+
+        def render(self) -> Any:
+            """The first copy's rendering."""
+            return self.envs[0].render()
+
+        def close(self) -> None:
+            """Close every copy."""
+            for env in self.envs:
+                env.close()
+
+    name = env_name_or_creator if isinstance(env_name_or_creator, str) else getattr(env_name_or_creator, "__name__", "env")
+    MultiEnv.__name__ = MultiEnv.__qualname__ = f"MultiAgent[{name}]"
+    return MultiEnv
+
+
+class MultiAgentEnvChecker:
+    """Holds a multi-agent env to the dict protocol, raising an ``EnvError`` that names the agent and the key.
+
+    Checked on every call: ``reset`` and ``step`` return dicts of the right
+    count; ``terminateds`` and ``truncateds`` hold ``"__all__"``; each
+    observation belongs to its agent's space and each reward is a finite
+    number; actions go only to agents that were given an observation; and no
+    step follows the end of an episode without a reset.
+
+    Args:
+        env: the multi-agent env.
+        label: names the env in messages (e.g. the env id and sub-environment index).
+    """
+
+    def __init__(self, env: MultiAgentEnv, label: str) -> None:
+        self.env = env
+        self.label = label
+        self.acting: set[Any] = set()
+        self.episode_over = True
+        self._checks: dict[Any, ObservationCheck] = {}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[MultiAgentDict, MultiAgentDict]:
+        """``env.reset``, checked.
+
+        Args:
+            seed: as for :meth:`MultiAgentEnv.reset`.
+            options: as for :meth:`MultiAgentEnv.reset`.
+
+        Returns:
+            ``(observations, infos)``.
+
+        Raises:
+            EnvError: the env broke the protocol.
+        """
+        result = self.env.reset(seed=seed, options=options)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise EnvError(f"{self.label}: reset() must return (observations, infos), two dicts by agent id; got {result!r:.200}")
+        observations, infos = self._dicts(result, ("observations", "infos"), "reset()")
+        if not observations:
+            raise EnvError(f"{self.label}: reset() returned no observation; at least one agent must act first")
+        self._check_observations(observations, "reset()")
+        self.acting, self.episode_over = set(observations), False
+        return observations, infos
+
+    def step(
+        self, action_dict: MultiAgentDict
+    ) -> tuple[MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]:
+        """``env.step``, checked.
+
+        Args:
+            action_dict: an action for each agent the last observations named.
+
+        Returns:
+            ``(observations, rewards, terminateds, truncateds, infos)``.
+
+        Raises:
+            EnvError: an action for an agent that was not asked to act, or the env broke the protocol.
+        """
+        if self.episode_over:
+            raise EnvError(f"{self.label}: step() after the episode ended; reset() first")
+        unasked = [agent for agent in action_dict if agent not in self.acting]
+        if unasked:
+            raise EnvError(
+                f"{self.label}: an action for agent {unasked[0]!r}, which the env did not ask to act "
+                f"(its last observations were for [{', '.join(sorted(map(repr, self.acting)))}])"
+            )
+        result = self.env.step(action_dict)
+        if not (isinstance(result, tuple) and len(result) == 5):
+            raise EnvError(
+                f"{self.label}: step() must return (observations, rewards, terminateds, truncateds, infos), "
+                f"five dicts by agent id; got {result!r:.200}"
+            )
+        observations, rewards, terminateds, truncateds, infos = self._dicts(result, _RESULT_NAMES, "step()")
+        for name, flags in (("terminateds", terminateds), ("truncateds", truncateds)):
+            if ALL_AGENTS not in flags:
+                raise EnvError(
+                    f"{self.label}: step() returned {name} without the {ALL_AGENTS!r} key; "
+                    f"set {name}[{ALL_AGENTS!r}] to whether the episode ended for every agent"
+                )
+        for agent, reward in rewards.items():
+            problem = bad_reward(reward)
+            if problem is not None:
+                raise EnvError(f"{self.label}: step() {problem} for agent {agent!r} (rewards[{agent!r}])")
+        self._check_observations(observations, "step()")
+        self.episode_over = bool(terminateds[ALL_AGENTS] or truncateds[ALL_AGENTS])
+        # An agent that just terminated or truncated gets its last observation, but does not act again.
+        self.acting = set() if self.episode_over else {a for a in observations if not (terminateds.get(a) or truncateds.get(a))}
+        if not self.episode_over and not self.acting:
+            raise EnvError(f"{self.label}: step() gave no agent an observation to act on, but the episode goes on")
+        return observations, rewards, terminateds, truncateds, infos
+
+    def _dicts(self, result: tuple[Any, ...], names: tuple[str, ...], call: str) -> tuple[MultiAgentDict, ...]:
+        for name, value in zip(names, result, strict=True):
+            if not isinstance(value, dict):
+                raise EnvError(f"{self.label}: {call} returned {name} as {type(value).__name__}; it must be a dict by agent id")
+        return tuple(result)
+
+    def _check_observations(self, observations: MultiAgentDict, call: str) -> None:
+        for agent, obs in observations.items():
+            check = self._checks.get(agent)
+            if check is None:
+                check = self._checks[agent] = ObservationCheck(self.env.get_observation_space(agent))
+            problem = check.problem(obs)
+            if problem is not None:
+                raise EnvError(
+                    f"{self.label}: {call} returned an observation for agent {agent!r} "
+                    f"(observations[{agent!r}]) that {problem[1]}"
+                )

@@ -1,0 +1,222 @@
+"""The multi-agent env contract: RLlib's dict protocol, make_multi_agent, and the checks that name agent and key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import corral
+from corral import EnvError, MultiAgentEnv, make_multi_agent
+from corral.core.environments.multi_agent_env import ALL_AGENTS, MultiAgentEnvChecker
+
+
+class TurnTaking(MultiAgentEnv):
+    """Two players alternate; a third agent joins at step 2 and leaves at step 4; the game lasts 6 steps.
+
+    Each observation is the step count; each action is 0 or 1, and the reward is the action.
+    """
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.possible_agents = ["x", "o", "late"]
+        super().__init__()
+        space = gym.spaces.Box(0.0, 100.0, (1,), np.float32)
+        self.observation_spaces = dict.fromkeys(self.possible_agents, space)
+        self.action_spaces = dict.fromkeys(self.possible_agents, gym.spaces.Discrete(2))
+        self.t = 0
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.t], np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        self.t = 0
+        self.agents = ["x", "o"]
+        return {"x": self._obs()}, {"x": {}}
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        self.t += 1
+        rewards = {agent: float(action) for agent, action in action_dict.items()}
+        terminateds: dict[Any, bool] = {ALL_AGENTS: self.t >= 6}
+        observations = {"o" if self.t % 2 else "x": self._obs()}
+        if self.t == 2:
+            self.agents.append("late")
+        if 2 <= self.t < 4:
+            observations["late"] = self._obs()
+        if self.t == 4:
+            terminateds["late"] = True
+            self.agents.remove("late")
+        return observations, rewards, terminateds, {ALL_AGENTS: False}, {}
+
+
+def checked(env: MultiAgentEnv) -> MultiAgentEnvChecker:
+    return MultiAgentEnvChecker(env, "test env")
+
+
+def test_a_turn_based_game_with_agents_that_join_and_leave_follows_the_protocol() -> None:
+    env = checked(TurnTaking())
+    observations, _ = env.reset(seed=0)
+    seen = [sorted(observations)]
+    done = False
+    while not done:
+        acted = observations
+        observations, rewards, terminateds, truncateds, _ = env.step(dict.fromkeys(acted, 1))
+        assert rewards == dict.fromkeys(acted, 1.0)
+        done = terminateds[ALL_AGENTS] or truncateds[ALL_AGENTS]
+        seen.append(sorted(observations))
+    assert seen == [["x"], ["o"], ["late", "x"], ["late", "o"], ["x"], ["o"], ["x"]]
+
+
+@pytest.mark.parametrize("flags", ["terminateds", "truncateds"])
+def test_a_step_without_the_all_key_names_the_key(flags: str) -> None:
+    class Forgetful(TurnTaking):
+        def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+            result = list(super().step(action_dict))
+            index = 2 if flags == "terminateds" else 3
+            result[index] = {k: v for k, v in result[index].items() if k != ALL_AGENTS}
+            return tuple(result)  # type: ignore[return-value]
+
+    env = checked(Forgetful())
+    env.reset()
+    with pytest.raises(EnvError, match=f"{flags} without the '__all__' key"):
+        env.step({"x": 0})
+
+
+def test_an_action_for_an_agent_the_env_did_not_ask_names_the_agent() -> None:
+    env = checked(TurnTaking())
+    env.reset()
+    with pytest.raises(EnvError, match=r"an action for agent 'o', which the env did not ask to act .*\['x'\]"):
+        env.step({"x": 0, "o": 1})
+
+
+def test_an_observation_outside_the_agents_space_names_the_agent_and_the_key() -> None:
+    class Escaping(TurnTaking):
+        def _obs(self) -> np.ndarray:
+            return np.array([self.t * 50.0], np.float32)  # leaves the Box [0, 100] at t = 3
+
+    env = checked(Escaping())
+    observations, _ = env.reset()
+    with pytest.raises(EnvError, match=r"observation for agent 'o' \(observations\['o'\]\)"):
+        for _ in range(3):
+            observations = env.step(dict.fromkeys(observations, 0))[0]
+
+
+def test_a_non_finite_reward_names_the_agent() -> None:
+    class Nan(TurnTaking):
+        def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+            observations, rewards, terminateds, truncateds, infos = super().step(action_dict)
+            return observations, {agent: float("nan") for agent in rewards}, terminateds, truncateds, infos
+
+    env = checked(Nan())
+    env.reset()
+    with pytest.raises(EnvError, match=r"reward nan for agent 'x' \(rewards\['x'\]\)"):
+        env.step({"x": 1})
+
+
+def test_results_that_are_not_dicts_and_steps_after_the_end_are_refused() -> None:
+    class Flat(TurnTaking):
+        def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+            return self._obs(), {}
+
+    with pytest.raises(EnvError, match="returned observations as ndarray; it must be a dict by agent id"):
+        checked(Flat()).reset()
+    env = checked(TurnTaking())
+    with pytest.raises(EnvError, match=r"step\(\) after the episode ended; reset\(\) first"):
+        env.step({"x": 0})
+
+
+def test_spaces_per_agent_shared_or_in_a_dict_keyed_by_agent() -> None:
+    env = TurnTaking()
+    assert env.get_action_space("late") == gym.spaces.Discrete(2)
+
+    class Shared(MultiAgentEnv):
+        def __init__(self) -> None:
+            super().__init__()
+            self.observation_space = gym.spaces.Discrete(3)
+            self.action_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2), "b": gym.spaces.Discrete(4)})
+
+    shared = Shared()
+    assert shared.get_observation_space("anyone") == gym.spaces.Discrete(3)
+    assert shared.get_action_space("b") == gym.spaces.Discrete(4)
+    with pytest.raises(EnvError, match=r"declares no observation space for agent 'nobody'.*\['late', 'o', 'x'\]"):
+        env.get_observation_space("nobody")
+
+
+def test_make_multi_agent_gives_each_agent_its_own_copy() -> None:
+    env = make_multi_agent("CartPole-v1")({"num_agents": 3})
+    assert env.possible_agents == [0, 1, 2] and env.max_num_agents == 3
+    assert env.get_observation_space(2) == gym.make("CartPole-v1").observation_space
+    first, _ = env.reset(seed=7)
+    again, _ = env.reset(seed=7)
+    assert sorted(first) == [0, 1, 2] and env.agents == [0, 1, 2]
+    assert all(np.array_equal(first[i], again[i]) for i in range(3)), "a seeded reset is repeatable"
+    assert not np.array_equal(first[0], first[1]), "each copy gets its own seed"
+    checker = MultiAgentEnvChecker(env, "multi cartpole")
+    observations, _ = checker.reset(seed=1)
+    acting, left = list(observations), []
+    done = False
+    while not done:
+        # agent 0 pushes left, the others right: their poles fall at different steps
+        observations, _, terminateds, truncateds, _ = checker.step({agent: int(agent > 0) for agent in acting})
+        leaving = [agent for agent in observations if terminateds.get(agent)]
+        acting = [agent for agent in observations if agent not in leaving]
+        left += leaving
+        assert env.agents == [a for a in env.possible_agents if a not in left]
+        assert sorted(observations) == sorted(env.agents + leaving), "the last observation of a leaving agent comes back"
+        done = terminateds[ALL_AGENTS]
+    assert not truncateds[ALL_AGENTS] and sorted(left) == [0, 1, 2]
+
+
+def test_make_multi_agent_reports_truncation_when_every_agent_runs_out_of_time() -> None:
+    env = make_multi_agent("CartPole-v1")({"num_agents": 2, "max_episode_steps": 3})
+    env.reset(seed=0)
+    for _ in range(3):
+        _, _, terminateds, truncateds, _ = env.step({0: 0, 1: 1})
+    assert truncateds == {0: True, 1: True, ALL_AGENTS: True} and terminateds[ALL_AGENTS]
+    with pytest.raises(EnvError, match=r"an action for agent 0, which is not in the episode now"):
+        env.step({0: 0})
+
+
+def test_make_multi_agent_takes_registered_names_classes_and_creators() -> None:
+    made: list[dict] = []
+
+    def creator(config: dict) -> gym.Env:
+        made.append(dict(config))
+        return gym.make("Pendulum-v1")
+
+    corral.register_env("corral-test-pendulum-creator", creator)
+    env = make_multi_agent("corral-test-pendulum-creator")({"num_agents": 2, "g": 9.0})
+    assert len(env.envs) == 2 and made == [{"num_agents": 2, "g": 9.0}] * 2
+    assert make_multi_agent(creator)({}).num_agents == 0  # no episode yet
+    assert make_multi_agent("gymnasium.envs.classic_control:MountainCarEnv")({"num_agents": 2}).max_num_agents == 2
+
+
+@pytest.mark.parametrize("num_agents", [0, -1, 1.5, True, "2"])
+def test_a_bad_number_of_agents_is_refused(num_agents: Any) -> None:
+    with pytest.raises(EnvError, match=f"num_agents={num_agents!r} must be a positive integer"):
+        make_multi_agent("CartPole-v1")({"num_agents": num_agents})
+
+
+def test_an_unknown_env_is_refused_when_the_class_is_made() -> None:
+    with pytest.raises(EnvError, match="unknown environment 'CartPole-v9'"):
+        make_multi_agent("CartPole-v9")
+
+
+def test_training_on_a_multi_agent_env_is_refused_with_a_clear_error(tmp_path) -> None:
+    config = corral.get_config("PPO").environment(make_multi_agent("CartPole-v1")).reporting(storage_path=str(tmp_path))
+    with pytest.raises(EnvError, match="is a multi-agent env"):
+        config.build()
+
+
+def test_an_agent_that_left_is_not_asked_to_act_again() -> None:
+    env = MultiAgentEnvChecker(make_multi_agent("CartPole-v1")({"num_agents": 2}), "multi cartpole")
+    env.reset(seed=3)
+    terminateds: dict = {}
+    step = 0
+    while not terminateds.get(0):  # agent 0 always pushes left and falls; agent 1 alternates and balances
+        _, _, terminateds, _, _ = env.step({0: 0, 1: step % 2})
+        step += 1
+    assert not terminateds.get(1)
+    with pytest.raises(EnvError, match=r"an action for agent 0, which the env did not ask to act \(.*\[1\]\)"):
+        env.step({0: 0, 1: 0})
