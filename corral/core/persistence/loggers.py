@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 
 def default_storage_path(storage_path: str | None) -> Path:
     """``storage_path``, else ``$CORRAL_RESULTS_DIR``, else ``~/corral_results``."""
@@ -61,8 +63,9 @@ def flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         prefix: put before every key (``"info/"`` when called for a nested dict).
 
     Returns:
-        A flat dict of the ``int``, ``float``, ``str``, ``bool`` and None values; other
-        values (lists, arrays, numpy scalars other than ``float64``) are left out.
+        A flat dict of the ``int``, ``float``, ``str``, ``bool`` and None values, numpy
+        number and boolean scalars as the Python numbers they hold; other values (lists,
+        arrays) are left out.
     """
     flat: dict[str, Any] = {}
     for key, value in result.items():
@@ -71,7 +74,16 @@ def flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
             flat.update(flatten(value, name + "/"))
         elif isinstance(value, (int, float, str, bool)) or value is None:
             flat[name] = value
+        elif isinstance(value, np.generic) and value.dtype.kind in "biuf":
+            flat[name] = value.item()  # a metric a callback computed with numpy (np.float32, np.int64, np.bool_)
     return flat
+
+
+def _json_value(value: Any) -> Any:
+    """What ``json.dumps`` writes for a value it cannot: numpy scalars as numbers, anything else as its ``str``."""
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
+    return str(value)
 
 
 class ResultWriter:
@@ -88,7 +100,7 @@ class ResultWriter:
     def write(self, result: dict[str, Any]) -> None:
         """Record one iteration's result."""
         with open(self.logdir / "result.json", "a", encoding="utf-8") as f:
-            f.write(json.dumps(result, default=str) + "\n")
+            f.write(json.dumps(result, default=_json_value) + "\n")
         flat = flatten(result)
         self._rows.append(flat)
         new_columns = [k for k in flat if k not in self._columns]
