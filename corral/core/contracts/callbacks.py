@@ -173,72 +173,63 @@ class CallbackRunner:
         """Call every ``on_algorithm_init`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_algorithm_init(algorithm=algorithm)
 
-    def environment_created(self, env_runner: Any, env: Any, env_context: Any) -> None:
+    def environment_created(self, env_runner: EnvRunner, env: VectorEnv, env_context: EnvContext) -> None:
         """Call every ``on_environment_created`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_environment_created(env_runner=env_runner, worker=env_runner, env=env, env_context=env_context)
 
-    def episode_start(self, episode: Any, env_runner: Any, env_index: int) -> None:
+    def episode_start(self, episode: Episode, env_runner: EnvRunner, env_index: int) -> None:
         """Call every ``on_episode_start`` implementation, with the arguments its hookspec names."""
-        self._pm.hook.on_episode_start(
-            episode=episode,
-            env_runner=env_runner,
-            worker=env_runner,
-            base_env=env_runner.env,
-            env_index=env_index,
-            policies=env_runner.policies,
-        )
+        self._pm.hook.on_episode_start(**_episode_arguments(episode, env_runner, env_index))
 
-    def episode_step(self, episode: Any, env_runner: Any, env_index: int) -> None:
+    def episode_step(self, episode: Episode, env_runner: EnvRunner, env_index: int) -> None:
         """Call every ``on_episode_step`` implementation, with the arguments its hookspec names."""
-        self._pm.hook.on_episode_step(
-            episode=episode,
-            env_runner=env_runner,
-            worker=env_runner,
-            base_env=env_runner.env,
-            env_index=env_index,
-            policies=env_runner.policies,
-        )
+        self._pm.hook.on_episode_step(**_episode_arguments(episode, env_runner, env_index))
 
-    def episode_end(self, episode: Any, env_runner: Any, env_index: int) -> None:
+    def episode_end(self, episode: Episode, env_runner: EnvRunner, env_index: int) -> None:
         """Call every ``on_episode_end`` implementation, with the arguments its hookspec names."""
-        self._pm.hook.on_episode_end(
-            episode=episode,
-            env_runner=env_runner,
-            worker=env_runner,
-            base_env=env_runner.env,
-            env_index=env_index,
-            policies=env_runner.policies,
-        )
+        self._pm.hook.on_episode_end(**_episode_arguments(episode, env_runner, env_index))
 
-    def sample_end(self, env_runner: Any, samples: Any) -> None:
+    def sample_end(self, env_runner: EnvRunner, samples: MultiAgentBatch) -> None:
         """Call every ``on_sample_end`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_sample_end(env_runner=env_runner, worker=env_runner, samples=samples)
 
-    def postprocess_trajectory(self, env_runner: Any, policy_id: str, policy: Any, batch: Any) -> None:
+    def postprocess_trajectory(self, env_runner: EnvRunner, policy_id: str, policy: Policy, batch: SampleBatch) -> None:
         """Call every ``on_postprocess_trajectory`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_postprocess_trajectory(
             env_runner=env_runner, worker=env_runner, policy_id=policy_id, policy=policy, postprocessed_batch=batch
         )
 
-    def learn_on_batch(self, policy: Any, train_batch: Any, result: dict) -> None:
+    def learn_on_batch(self, policy: Policy, train_batch: SampleBatch, result: dict[str, Any]) -> None:
         """Call every ``on_learn_on_batch`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_learn_on_batch(policy=policy, train_batch=train_batch, result=result)
 
-    def train_result(self, algorithm: Any, result: dict) -> None:
+    def train_result(self, algorithm: Algorithm, result: dict[str, Any]) -> None:
         """Call every ``on_train_result`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_train_result(algorithm=algorithm, result=result)
 
-    def evaluate_start(self, algorithm: Any) -> None:
+    def evaluate_start(self, algorithm: Algorithm) -> None:
         """Call every ``on_evaluate_start`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_evaluate_start(algorithm=algorithm)
 
-    def evaluate_end(self, algorithm: Any, evaluation_metrics: dict) -> None:
+    def evaluate_end(self, algorithm: Algorithm, evaluation_metrics: dict[str, Any]) -> None:
         """Call every ``on_evaluate_end`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_evaluate_end(algorithm=algorithm, evaluation_metrics=evaluation_metrics)
 
-    def checkpoint_loaded(self, algorithm: Any) -> None:
+    def checkpoint_loaded(self, algorithm: Algorithm) -> None:
         """Call every ``on_checkpoint_loaded`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_checkpoint_loaded(algorithm=algorithm)
+
+
+def _episode_arguments(episode: Episode, env_runner: EnvRunner, env_index: int) -> dict[str, Any]:
+    """What the episode hooks are given: the runner twice (``worker`` is RLlib's older name), its env and policies."""
+    return {
+        "episode": episode,
+        "env_runner": env_runner,
+        "worker": env_runner,
+        "base_env": env_runner.env,
+        "env_index": env_index,
+        "policies": env_runner.policies,
+    }
 
 
 def installed_hook_plugins() -> dict[str, object]:

@@ -9,6 +9,7 @@ vector of observations, under ``torch.inference_mode()``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, cast
 
 import gymnasium as gym
@@ -273,7 +274,7 @@ class Policy:
     # ------------------------------------------------------------------ #
     # learning helpers
     # ------------------------------------------------------------------ #
-    def to_tensors(self, batch: SampleBatch, keys: list[str] | None = None) -> dict[str, torch.Tensor]:
+    def to_tensors(self, batch: SampleBatch, keys: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
         """Columns as tensors on the policy's device (no copy on CPU unless read-only, as Ray's are).
 
         Args:

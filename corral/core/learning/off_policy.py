@@ -103,6 +103,15 @@ class OffPolicyPolicy(Policy):
     config: OffPolicyConfig
     TD_ERROR = "td_error"
     """the stats key of the per-row TD errors, which become the replayed rows' new priorities"""
+    REPLAY_COLUMNS = (
+        SampleBatch.OBS,
+        SampleBatch.ACTIONS,
+        SampleBatch.REWARDS,
+        SampleBatch.NEXT_OBS,
+        SampleBatch.DISCOUNTS,
+        SampleBatch.WEIGHTS,
+    )
+    """the columns of a replayed n-step batch that a TD loss reads"""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

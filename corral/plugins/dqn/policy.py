@@ -13,15 +13,6 @@ from corral.core import QModel, SampleBatch, adam
 from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.plugins.dqn.config import DQNConfig
 
-_COLUMNS = [
-    SampleBatch.OBS,
-    SampleBatch.ACTIONS,
-    SampleBatch.REWARDS,
-    SampleBatch.NEXT_OBS,
-    SampleBatch.DISCOUNTS,
-    SampleBatch.WEIGHTS,
-]
-
 
 class DQNPolicy(OffPolicyPolicy):
     """A Q-network acting through its exploration (EpsilonGreedy by default)."""
@@ -45,7 +36,7 @@ class DQNPolicy(OffPolicyPolicy):
         """One gradient step on a replayed minibatch; returns stats and per-row TD errors."""
         cfg = self.config
         lr = self.update_lr()
-        t = self.to_tensors(batch, _COLUMNS)
+        t = self.to_tensors(batch, self.REPLAY_COLUMNS)
         q_all = self.model.forward_train(t[SampleBatch.OBS])[SampleBatch.ACTION_DIST_INPUTS]
         q = q_all.gather(1, t[SampleBatch.ACTIONS].long().unsqueeze(1)).squeeze(1)
         with torch.no_grad():

@@ -23,15 +23,6 @@ from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.plugins.sac.config import SACConfig
 from corral.plugins.sac.model import SACModel
 
-_COLUMNS = [
-    SampleBatch.OBS,
-    SampleBatch.ACTIONS,
-    SampleBatch.REWARDS,
-    SampleBatch.NEXT_OBS,
-    SampleBatch.DISCOUNTS,
-    SampleBatch.WEIGHTS,
-]
-
 
 class SACPolicy(OffPolicyPolicy):
     """Squashed-Gaussian actor for Box actions, softmax actor for Discrete ones, twin Q critics."""
@@ -73,7 +64,7 @@ class SACPolicy(OffPolicyPolicy):
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
         """One step of the critics, the actor and the temperature on a replayed minibatch."""
-        t = self.to_tensors(batch, _COLUMNS)
+        t = self.to_tensors(batch, self.REPLAY_COLUMNS)
         obs, actions = t[SampleBatch.OBS], t[SampleBatch.ACTIONS]
         alpha = self.model.log_alpha.exp().detach()
         with torch.no_grad():
