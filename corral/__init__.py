@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.contracts.exploration import Exploration as Exploration
     from corral.core.contracts.hookspecs import hookimpl as hookimpl
     from corral.core.contracts.policy import Policy as Policy
+    from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
     from corral.core.sampling.sample_batch import (
@@ -77,6 +78,7 @@ _EXPORTS = {
     "register_env": "corral.core.environments.envs",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
+    "PolicySpec": "corral.core.contracts.policy_spec",
     "EnvContext": "corral.core.environments.envs",
 }
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         standardize as standardize,
         to_floats as to_floats,
     )
+    from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
     from corral.core.learning.distributions import (
@@ -135,6 +136,7 @@ _EXPORTS = {
     "register_env": "corral.core.environments.envs",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
+    "PolicySpec": "corral.core.contracts.policy_spec",
     "compute_gae": "corral.core.learning.postprocessing",
     "vtrace": "corral.core.learning.vtrace_targets",
     "PiecewiseSchedule": "corral.core.learning.schedules",
