@@ -144,8 +144,22 @@ def test_corral_evaluate_refuses_it_too(copy_of, marker, run_cli) -> None:
         {"model": {"custom_model": "subprocess:Popen"}},
         {"evaluation_config": {"explore": False, "env": "subprocess:run"}},
         {"evaluation_config": {"callbacks": ["subprocess:Popen"]}},
+        {"policy_mapping_fn": "subprocess:getoutput"},
+        {"policies_to_train": "subprocess:getoutput"},
+        {"observation_fn": "subprocess:getoutput"},
+        {"policies": {"p": {"policy_class": "subprocess:Popen"}}},
     ],
-    ids=["callbacks", "legacy-callbacks-key", "custom-model", "evaluation-env", "evaluation-callbacks"],
+    ids=[
+        "callbacks",
+        "legacy-callbacks-key",
+        "custom-model",
+        "evaluation-env",
+        "evaluation-callbacks",
+        "policy-mapping-fn",
+        "policies-to-train",
+        "observation-fn",
+        "policy-class",
+    ],
 )
 def test_other_import_paths_in_the_config_are_refused(copy_of, marker, change) -> None:
     ckpt = copy_of("ppo")

@@ -129,6 +129,12 @@ class Algorithm:
         if env is not None:
             config.env = env
         config.validate()
+        if config.is_multi_agent:
+            raise ConfigError(
+                f"this config has the policies {sorted(config.policies)}"
+                f"{' and a policy_mapping_fn' if config.policy_mapping_fn else ''}; this version of corral validates "
+                "multi-agent configs but does not train them yet: leave config.multi_agent() unset"
+            )
         return config.freeze()
 
     def _check_storage_path(self) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy as _copy
 import importlib
+import sys
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, field_validator
@@ -41,6 +42,7 @@ GROUPS = (
     "resources",
     "fault_tolerance",
     "checkpointing",
+    "multi_agent",
 )
 
 # Names from older RLlib APIs that map one-to-one onto a corral field.
@@ -134,6 +136,8 @@ def check_plain_data(name: str, value: Any) -> None:
     stack: list[tuple[Any, str, int, tuple[int, ...]]] = [(value, name, 0, ())]
     while stack:
         item, where, depth, ancestors = stack.pop()
+        if isinstance(item, (set, frozenset)):
+            item = sorted(item, key=repr)  # written as a list
         if isinstance(item, (dict, list, tuple)):
             if id(item) in ancestors:
                 raise ConfigError(f"{where} contains itself; a config holds plain data (dicts, lists, numbers, strings)")
@@ -151,11 +155,19 @@ def check_plain_data(name: str, value: Any) -> None:
             item is None
             or isinstance(item, (bool, int, float, str, BaseModel, type))
             or (callable(item) and hasattr(item, "__qualname__"))
+            or _is_instance_of_loaded(item, "corral.core.contracts.policy_spec", "PolicySpec")
+            or _is_instance_of_loaded(item, "gymnasium", "Space")  # a PolicySpec's space, given as a tuple item
         ):
             raise ConfigError(
                 f"{where}={item!r} is a {type(item).__name__}; a config holds plain data "
                 "(dicts, lists, numbers, strings, booleans, None) and classes or functions"
             )
+
+
+def _is_instance_of_loaded(value: Any, module: str, name: str) -> bool:
+    """``isinstance(value, module.name)``, without importing ``module``: if it is not loaded, nothing is an instance."""
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(value, getattr(loaded, name))
 
 
 MAX_LAYER_SIZE = 8192
@@ -380,6 +392,23 @@ class AlgorithmConfig(BaseModel):
     keep_checkpoints_num: int | None = option(None, "checkpointing", ge=1, le=2**31 - 1)
     """keep only the newest this many checkpoints in the experiment folder; None keeps all"""
 
+    # --- multi-agent -------------------------------------------------------
+    policies: dict[str, Any] = option({}, "multi_agent")
+    """the policies by id: a set of ids (spaces inferred from the agents mapped to each) or a dict of ids to
+    corral.PolicySpec (or RLlib's 4-tuples); empty: one policy, 'default_policy'"""
+    policy_mapping_fn: Any = option(None, "multi_agent")
+    """fn(agent_id, episode, **kwargs) -> the id of the policy that acts for the agent, or its 'module:qualname';
+    None: the only policy acts for every agent"""
+    policies_to_train: Any = option(None, "multi_agent")
+    """the ids of the policies that learn (a list or set), or fn(policy_id, batch) -> bool; None: every policy"""
+    count_steps_by: Literal["env_steps", "agent_steps"] = option("env_steps", "multi_agent")
+    """what train_batch_size and the step counters count: env steps, or agent steps (one per acting agent)"""
+    policy_map_capacity: int = option(100, "multi_agent", ge=1, le=2**31 - 1)
+    """how many policies an env runner holds in memory at once (a league's frozen opponents beyond it wait on disk)"""
+    observation_fn: Any = option(None, "multi_agent")
+    """fn(agent_obs, worker, base_env, policies, episode) -> agent_obs, rewriting the agents' observations before
+    their policies see them (a centralised critic's view), or its 'module:qualname'; None: unchanged"""
+
     # ------------------------------------------------------------------ #
     # subclassing
     # ------------------------------------------------------------------ #
@@ -463,6 +492,10 @@ class AlgorithmConfig(BaseModel):
     def callbacks(self, callbacks_class: Any) -> AlgorithmConfig:
         """Register one Callbacks subclass or a list of them; their hooks compose."""
         return self._set_group("callbacks", {"callbacks_class": callbacks_class})
+
+    def multi_agent(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set the policies, which agent each serves and which learn (``policies``, ``policy_mapping_fn``, ...)."""
+        return self._set_group("multi_agent", kwargs)
 
     def debugging(self, **kwargs: Any) -> AlgorithmConfig:
         """Set ``seed``, ``log_level`` and what a NaN update does (``on_nonfinite``)."""
@@ -555,6 +588,9 @@ class AlgorithmConfig(BaseModel):
             if key in overrides:
                 raise ConfigError(f"evaluation_config cannot set {key!r}: evaluation does not nest")
         self.model.model_class()
+        from corral.core.contracts.multi_agent_config import check_multi_agent
+
+        check_multi_agent(self)
         if self._is_evaluation_copy:
             return
         try:
@@ -598,6 +634,13 @@ class AlgorithmConfig(BaseModel):
         if self.rollout_fragment_length <= 0:
             raise ConfigError(f"rollout_fragment_length must be a positive integer or 'auto', got {self.rollout_fragment_length}")
         return self.rollout_fragment_length
+
+    @property
+    def is_multi_agent(self) -> bool:
+        """Whether this config asks for more than the one ``default_policy`` acting for a single agent."""
+        from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID
+
+        return bool(set(self.policies) - {DEFAULT_POLICY_ID}) or self.policy_mapping_fn is not None
 
     def get_evaluation_config(self) -> AlgorithmConfig:
         """This config with ``evaluation_config`` applied, for the evaluation runner."""
@@ -693,6 +736,27 @@ class AlgorithmConfig(BaseModel):
             resolved.append(obj)
         return resolved
 
+    @field_validator("policies", mode="before")
+    @classmethod
+    def _normalize_policies(cls, value: Any) -> dict[str, Any]:
+        from corral.core.contracts.multi_agent_config import normalize_policies
+
+        return normalize_policies(value)
+
+    @field_validator("policy_mapping_fn", "observation_fn", mode="before")
+    @classmethod
+    def _resolve_function(cls, value: Any, info: ValidationInfo) -> Any:
+        from corral.core.contracts.multi_agent_config import resolve_function
+
+        return resolve_function(value, str(info.field_name))
+
+    @field_validator("policies_to_train", mode="before")
+    @classmethod
+    def _normalize_policies_to_train(cls, value: Any) -> Any:
+        from corral.core.contracts.multi_agent_config import normalize_policies_to_train
+
+        return normalize_policies_to_train(value)
+
     @field_validator("env", mode="before")
     @classmethod
     def _check_env(cls, value: Any) -> Any:
@@ -724,6 +788,8 @@ class AlgorithmConfig(BaseModel):
 def _to_jsonable(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump()
+    if _is_instance_of_loaded(value, "corral.core.contracts.policy_spec", "PolicySpec"):
+        return value.to_dict()
     if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
         return object_path(value)
     if isinstance(value, dict):

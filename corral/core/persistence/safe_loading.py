@@ -31,7 +31,15 @@ from typing import Any
 from corral.core.contracts.config import split_import_path
 from corral.errors import CheckpointError
 
-CODE_FIELDS = {"env": "environment", "callbacks_class": "callbacks class", "custom_model": "custom model"}
+CODE_FIELDS = {
+    "env": "environment",
+    "callbacks_class": "callbacks class",
+    "custom_model": "custom model",
+    "policy_mapping_fn": "policy mapping function",
+    "policies_to_train": "policies_to_train function",
+    "observation_fn": "observation function",
+    "policy_class": "policy class",
+}
 """Config fields whose strings are import paths, and what each names."""
 
 _LEGACY_NAMES = {"callbacks": "callbacks_class"}
@@ -39,6 +47,10 @@ _HOW_TO_PASS = {
     "env": "from_checkpoint(path, env=...)",
     "callbacks_class": "from_checkpoint(path, callbacks=[...])",
     "custom_model": 'config_overrides={"model": {...}}',
+    "policy_mapping_fn": 'config_overrides={"policy_mapping_fn": ...}',
+    "policies_to_train": 'config_overrides={"policies_to_train": ...}',
+    "observation_fn": 'config_overrides={"observation_fn": ...}',
+    "policy_class": 'config_overrides={"policies": {...}}',
 }
 
 
@@ -129,6 +141,12 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
                     yield field, where, item
         elif field == "model" and isinstance(value, dict) and isinstance(value.get("custom_model"), str):
             yield "custom_model", f"{where}.custom_model", value["custom_model"]
+        elif field in ("policy_mapping_fn", "policies_to_train", "observation_fn") and isinstance(value, str):
+            yield field, where, value
+        elif field == "policies" and isinstance(value, dict):
+            for policy_id, spec in value.items():
+                if isinstance(spec, dict) and isinstance(spec.get("policy_class"), str):
+                    yield "policy_class", f"{where}.{policy_id}.policy_class", spec["policy_class"]
         elif field == "evaluation_config" and isinstance(value, dict) and not prefix:
             yield from _references(value, "evaluation_config.")
 
