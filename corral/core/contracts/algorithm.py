@@ -31,6 +31,7 @@ from corral.core.persistence import checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
 from corral.core.persistence.loggers import ResultWriter, default_storage_path, new_experiment_dir
 from corral.core.persistence.safe_loading import check_config_references, check_outside
+from corral.core.persistence.space_codec import decode_space, encode_space
 from corral.core.sampling.env_runner import EnvRunner, evaluation_span
 from corral.core.sampling.env_runner_group import EnvRunnerGroup
 from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes
@@ -432,10 +433,7 @@ class Algorithm:
             "distribution_version": version,
             "corral_version": __version__,
             "policies": {
-                pid: {
-                    "observation_space": space_to_json(p.observation_space),
-                    "action_space": space_to_json(p.action_space),
-                }
+                pid: {"observation_space": encode_space(p.observation_space), "action_space": encode_space(p.action_space)}
                 for pid, p in self.policies.items()
             },
         }
@@ -530,9 +528,10 @@ class Algorithm:
                 raise CheckpointError(f"checkpoint has policy {pid!r}, which this algorithm does not: {sorted(self.policies)}")
             policy = self.policies[pid]
             for kind, space in (("observation_space", policy.observation_space), ("action_space", policy.action_space)):
-                if spaces.get(kind) != space_to_json(space):
+                trained = _stored_space_description(spaces.get(kind))
+                if trained != space_to_json(space):
                     raise CheckpointError(
-                        f"checkpoint policy {pid!r} was trained with {kind} {spaces.get(kind)}, "
+                        f"checkpoint policy {pid!r} was trained with {kind} {trained}, "
                         f"but this environment has {space_to_json(space)}; evaluate it on the env it was trained on"
                     )
         backup = {pid: p.get_state() for pid, p in self.policies.items()}, self.get_state()
@@ -591,17 +590,7 @@ class Algorithm:
             overrides["env"] = env
         if callbacks is not None:
             overrides["callbacks_class"] = callbacks
-        supplied = set(algo_class.config_class._canonical_keys(overrides))
-        check_config_references(ckpt.config, ckpt.folder, trust_code, supplied)
-        saved = {k: v for k, v in ckpt.config.items() if LEGACY_KEYS.get(k, k) not in supplied}
-        try:
-            config = algo_class.config_class.from_dict(saved)
-        except ConfigError as exc:
-            raise CheckpointError(
-                f"{ckpt.folder / checkpoints.CONFIG_FILE} is not a valid {algo_class.name} config: {exc}"
-            ) from None
-        config.update_from_dict(overrides)
-        algo = algo_class(config=config)
+        algo = algo_class(config=_checkpoint_config(ckpt, algo_class, overrides, trust_code))
         try:
             algo._apply_checkpoint(ckpt)
         except BaseException:
@@ -625,6 +614,65 @@ def _is_dict_space(policy: Policy) -> bool:
     import gymnasium as gym
 
     return isinstance(policy.observation_space, gym.spaces.Dict)
+
+
+def _checkpoint_config(
+    ckpt: checkpoints.Checkpoint, algo_class: type[Algorithm], overrides: dict[str, Any], trust_code: bool
+) -> AlgorithmConfig:
+    """The checkpoint's config with ``overrides`` on top; what the overrides replace is never resolved or imported."""
+    supplied = set(algo_class.config_class._canonical_keys(overrides))
+    check_config_references(ckpt.config, ckpt.folder, trust_code, supplied)
+    saved = {k: v for k, v in ckpt.config.items() if LEGACY_KEYS.get(k, k) not in supplied}
+    try:
+        config = algo_class.config_class.from_dict(saved)
+    except ConfigError as exc:
+        raise CheckpointError(f"{ckpt.folder / checkpoints.CONFIG_FILE} is not a valid {algo_class.name} config: {exc}") from None
+    return config.update_from_dict(overrides)
+
+
+def load_policy(checkpoint_path: str | os.PathLike[str], policy_id: str, trust_code: bool) -> Policy:
+    """One policy of an algorithm checkpoint, built alone: no env, no env runners (see :meth:`Policy.from_checkpoint`).
+
+    Args:
+        checkpoint_path: an algorithm checkpoint folder.
+        policy_id: the policy to load.
+        trust_code: as for :meth:`Algorithm.from_checkpoint` (a custom model or algorithm class by path).
+
+    Returns:
+        The policy, with the checkpoint's weights, filter statistics and timestep.
+
+    Raises:
+        CheckpointError: the checkpoint is damaged, has no such policy, stores its spaces
+            only as descriptions (corral 0.1), or names code that is not registered.
+    """
+    ckpt = checkpoints.read_checkpoint(checkpoint_path)
+    spaces = ckpt.meta["policies"].get(policy_id)
+    if not isinstance(spaces, dict):
+        raise CheckpointError(
+            f"checkpoint {str(ckpt.folder)!r} has no policy {policy_id!r}; it has {sorted(ckpt.meta['policies'])}"
+        )
+    try:
+        observation_space, action_space = (decode_space(spaces.get(kind), kind) for kind in ("observation_space", "action_space"))
+    except ValueError as exc:
+        raise CheckpointError(
+            f"{ckpt.folder / checkpoints.META_FILE} does not hold policy {policy_id!r}'s spaces exactly ({exc}); "
+            "checkpoints of corral 0.1 describe them only: load the whole algorithm with Algorithm.from_checkpoint"
+        ) from None
+    algo_class = _algorithm_class_for(ckpt, trust_code)
+    # The policy needs neither the env nor the callbacks: what the checkpoint names for them is never imported.
+    config = _checkpoint_config(ckpt, algo_class, {"env": None, "callbacks_class": []}, trust_code).freeze()
+    policy = build_policy(algo_class.policy_class, observation_space, action_space, config, "policy", policy_id, "sampling", 0)
+    with _blame(ckpt.folder / "policies" / policy_id / checkpoints.POLICY_FILE):
+        policy.set_state(ckpt.policy_states[policy_id])
+    return policy
+
+
+def _stored_space_description(stored: Any) -> Any:
+    """The description (:func:`space_to_json`) of a space a checkpoint stores: exactly, or described (corral 0.1)."""
+    try:
+        return space_to_json(decode_space(stored))
+    except ValueError:
+        return stored
 
 
 def _algorithm_class_for(ckpt: checkpoints.Checkpoint, trust_code: bool) -> type[Algorithm]:

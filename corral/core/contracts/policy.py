@@ -9,6 +9,7 @@ vector of observations, under ``torch.inference_mode()``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -30,7 +31,7 @@ from corral.core.learning.schedules import PiecewiseSchedule
 from corral.core.memory import check_fits
 from corral.core.persistence.checkpoints import restored_count
 from corral.core.sampling.filters import MeanStdFilter
-from corral.core.sampling.sample_batch import SampleBatch
+from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.seeding import (
     generator_state,
     int_seed,
@@ -400,6 +401,34 @@ class Policy:
             set_torch_generator_state(self.torch_rng, state["torch_rng"])
         set_generator_state(self.np_rng, json.loads(state["np_rng"]))
         self.exploration.set_state(state.get("exploration", {}))
+
+    @classmethod
+    def from_checkpoint(
+        cls, checkpoint_path: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID, *, trust_code: bool = False
+    ) -> Policy:
+        """One policy of an algorithm checkpoint, alone: to act with it, or as a frozen opponent.
+
+        Nothing else of the algorithm is built: no environment, no env runners;
+        the checkpoint's env and callbacks are not even resolved. The policy is
+        of the class the checkpoint's algorithm uses, whichever class this is
+        called on.
+
+        Args:
+            checkpoint_path: an algorithm checkpoint folder (``algo.save()``).
+            policy_id: the policy to load.
+            trust_code: import what the checkpoint names (a custom model by path) even if
+                it is not registered; only for checkpoints you trust.
+
+        Returns:
+            The policy, with the checkpoint's weights, filter statistics and timestep.
+
+        Raises:
+            CheckpointError: the checkpoint is damaged, has no such policy, stores its spaces
+                only as descriptions (corral 0.1), or names code that is not registered.
+        """
+        from corral.core.contracts.algorithm import load_policy  # it imports this module
+
+        return load_policy(checkpoint_path, policy_id, trust_code)
 
     def get_state(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizer, exploration, generators, filter, timestep. Tensors only."""

@@ -195,7 +195,12 @@ class ActionAdapter:
 
 
 def space_to_json(space: gym.Space) -> dict[str, Any]:
-    """A JSON description of a space, precise enough to tell two spaces apart in a checkpoint."""
+    """A JSON description of a space (type, shape, dtype, sizes), to compare two spaces and name them in messages.
+
+    Box bounds are left out, so an env whose bounds moved still evaluates a
+    checkpoint; checkpoints store spaces exactly with
+    :func:`corral.core.persistence.space_codec.encode_space`.
+    """
     if isinstance(space, gym.spaces.Box):
         return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype)}
     if isinstance(space, gym.spaces.Discrete):
