@@ -27,6 +27,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
+    from corral.core.environments.pettingzoo_envs import (
+        ParallelPettingZooEnv as ParallelPettingZooEnv,
+        PettingZooEnv as PettingZooEnv,
+    )
     from corral.core.sampling.sample_batch import (
         DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
         MultiAgentBatch as MultiAgentBatch,
@@ -79,6 +83,8 @@ _EXPORTS = {
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",
+    "PettingZooEnv": "corral.core.environments.pettingzoo_envs",
+    "ParallelPettingZooEnv": "corral.core.environments.pettingzoo_envs",
     "EnvContext": "corral.core.environments.envs",
 }
 

@@ -46,6 +46,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
+    from corral.core.environments.pettingzoo_envs import (
+        ParallelPettingZooEnv as ParallelPettingZooEnv,
+        PettingZooEnv as PettingZooEnv,
+    )
     from corral.core.learning.distributions import (
         ActionDistribution as ActionDistribution,
         Categorical as Categorical,
@@ -137,6 +141,8 @@ _EXPORTS = {
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",
+    "PettingZooEnv": "corral.core.environments.pettingzoo_envs",
+    "ParallelPettingZooEnv": "corral.core.environments.pettingzoo_envs",
     "compute_gae": "corral.core.learning.postprocessing",
     "vtrace": "corral.core.learning.vtrace_targets",
     "PiecewiseSchedule": "corral.core.learning.schedules",
