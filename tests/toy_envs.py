@@ -114,3 +114,16 @@ class BrokenCartPole(gym.Wrapper):
             elif self.obs_kind == "shape":
                 obs = np.zeros(5, dtype=np.float32)
         return obs, reward, terminated, truncated, info
+
+
+class MatrixActionEnv(_RandomObservationEnv):
+    """A Box action of shape (2, 3), rewarded for matching a target matrix; episodes of 4 steps."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Box(np.full((2, 3), -2.0, np.float32), np.full((2, 3), 2.0, np.float32))
+    target = np.array([[1.0, -1.0, 0.5], [0.0, 1.5, -0.5]], np.float32)
+
+    def step(self, action):
+        assert action.shape == (2, 3), f"an action of shape {action.shape}"
+        self.t += 1
+        return self.observation_space.sample(), -float(np.abs(action - self.target).sum()), False, self.t >= 4, {}

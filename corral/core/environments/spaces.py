@@ -165,7 +165,12 @@ class ObservationCheck:
 
 
 class ActionAdapter:
-    """Maps policy actions to env actions, and describes the space the policy acts in."""
+    """Maps policy actions to env actions, and describes the space the policy acts in.
+
+    A policy acts in one flat vector per row: a Box of shape (2, 3) is a
+    6-dimensional Box to the policy (its distribution, its explorations, its
+    replay buffer), and its actions are reshaped to (2, 3) for the env.
+    """
 
     def __init__(self, space: gym.Space, normalize_actions: bool, clip_actions: bool) -> None:
         if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
@@ -177,21 +182,32 @@ class ActionAdapter:
             box is not None and normalize_actions and bool(np.all(np.isfinite(box.low)) and np.all(np.isfinite(box.high)))
         )
         self.clip = self.is_box and clip_actions and not self.normalize
+        self.policy_space: gym.Space = space
+        self._env_shape: tuple[int, ...] | None = None  # set when the env's Box has more than one dimension
         if box is not None:
-            self._low = box.low.astype(np.float32)
-            self._half_range = ((box.high - box.low) / 2.0).astype(np.float32)
-        self.policy_space: gym.Space = gym.spaces.Box(-1.0, 1.0, space.shape, np.float32) if self.normalize else space
+            low, high = box.low.reshape(-1), box.high.reshape(-1)
+            self._low, self._bounds = low.astype(np.float32), (low, high)
+            self._half_range = ((high - low) / 2.0).astype(np.float32)
+            if len(box.shape) > 1:
+                self._env_shape = tuple(box.shape)
+                self.policy_space = gym.spaces.Box(low, high, dtype=cast("type[np.floating[Any]]", np.dtype(box.dtype).type))
+            if self.normalize:
+                self.policy_space = gym.spaces.Box(-1.0, 1.0, low.shape, np.float32)
 
     def __call__(self, actions: np.ndarray) -> np.ndarray:
         """Env actions for a batch of policy actions."""
         if self.normalize:
-            return self._low + (np.clip(actions, -1.0, 1.0) + 1.0) * self._half_range
+            return self._env_shaped(self._low + (np.clip(actions, -1.0, 1.0) + 1.0) * self._half_range)
         if self.clip:
-            box = cast(gym.spaces.Box, self.space)  # clip is only ever set for a Box
-            return np.clip(actions, box.low, box.high)
+            return self._env_shaped(np.clip(actions, *self._bounds))
+        if self._env_shape is not None:
+            return self._env_shaped(actions)
         if isinstance(self.space, gym.spaces.Discrete) and self.space.start:
             return actions + int(self.space.start)
         return actions
+
+    def _env_shaped(self, actions: np.ndarray) -> np.ndarray:
+        return actions if self._env_shape is None else actions.reshape(len(actions), *self._env_shape)
 
 
 def space_to_json(space: gym.Space) -> dict[str, Any]:
