@@ -287,3 +287,16 @@ def test_impala_with_two_remote_runners_reaches_400_on_cartpole_within_500k_step
     algo = build(tuned_example("impala_cartpole.yaml", num_env_runners=2, num_envs_per_env_runner=5, seed=0))
     best = best_reward_within(algo, 500_000, 400)
     assert best >= 400, f"IMPALA with 2 remote runners reached {best:.1f} within 500k env steps"
+
+
+def test_an_env_registered_in_the_driver_reaches_the_remote_runners(build) -> None:
+    """RLlib users register an env once, in the driver; the runners, in their own processes, find it too."""
+    import gymnasium as gym
+
+    from corral import register_env
+
+    register_env("corral-test-remote-registered", lambda ctx: gym.make("CartPole-v1", max_episode_steps=20 + ctx.worker_index))
+    algo = build(ppo(env="corral-test-remote-registered"))
+    assert algo.train()["num_healthy_env_runners"] == 2
+    limits = algo.env_runner_group.foreach_env_runner(lambda r: r.env.envs[0].spec.max_episode_steps, local_env_runner=False)
+    assert limits == [21, 22], "each runner built the env with its own creator call"

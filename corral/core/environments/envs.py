@@ -54,9 +54,10 @@ class EnvContext(dict):
 def register_env(name: str, creator: Callable[[EnvContext], gym.Env]) -> None:
     """Make ``name`` usable as ``config.environment(name)``; ``creator(env_context)`` returns an env.
 
-    The registry is per process: remote env runners (Ray actors) do not see a
-    name registered in the driver. A registered name takes precedence over a
-    gymnasium id of the same name; registering a name again replaces its creator.
+    Remote env runners (Ray actors, other processes) get the creator of the
+    name their config uses, serialised by Ray, so it must be picklable by
+    cloudpickle (functions and lambdas are). A registered name takes precedence
+    over a gymnasium id of the same name; registering a name again replaces its creator.
 
     Args:
         name: the name configs use; any non-empty string.
@@ -71,6 +72,22 @@ def register_env(name: str, creator: Callable[[EnvContext], gym.Env]) -> None:
     if not callable(creator):
         raise EnvError(f"register_env({name!r}, ...) needs a callable creator, got {type(creator).__name__}")
     _ENV_CREATORS[name] = creator
+
+
+def registered_creators(*names: Any) -> dict[str, Callable[[EnvContext], gym.Env]]:
+    """The creators registered under ``names`` (names that are not registered are left out).
+
+    A remote env runner is another process, whose registry is empty: the
+    creators a config names travel with it (Ray serialises them) and are
+    registered there again.
+
+    Args:
+        *names: env specs from a config; only strings registered with :func:`register_env` count.
+
+    Returns:
+        ``{name: creator}``.
+    """
+    return {name: _ENV_CREATORS[name] for name in names if isinstance(name, str) and name in _ENV_CREATORS}
 
 
 def env_name(env: Any) -> str:

@@ -42,11 +42,22 @@ class EnvRunnerActor:
     config, and samples with whatever weights the driver last broadcast.
     """
 
-    def __init__(self, config: AlgorithmConfig, policy_class: type[Policy], worker_index: int, stream: str) -> None:
+    def __init__(
+        self,
+        config: AlgorithmConfig,
+        policy_class: type[Policy],
+        worker_index: int,
+        stream: str,
+        env_creators: dict[str, Any] | None = None,
+    ) -> None:
         import torch
 
         from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
         from corral.core.contracts.policy import build_policy
+        from corral.core.environments.envs import register_env
+
+        for name, creator in (env_creators or {}).items():  # this process's registry starts empty
+            register_env(name, creator)
 
         if config.num_torch_threads is not None:
             torch.set_num_threads(config.num_torch_threads)
@@ -114,9 +125,17 @@ class EnvRunnerActor:
 def start_env_runner(config: AlgorithmConfig, policy_class: type[Policy], worker_index: int, stream: str) -> Any:
     """Start one remote env runner with the resources the config asks for; returns its actor handle.
 
+    An env the config names by a ``corral.register_env`` name is registered in
+    the runner's process too, with the same creator.
+
     Args:
+        config: the runner's config (the evaluation config for evaluation runners).
+        policy_class: the algorithm's policy class.
+        worker_index: the runner's index, from 1.
         stream: ``"sampling"`` or ``"evaluation"``: with ``worker_index``, where its generators derive from.
     """
+    from corral.core.environments.envs import registered_creators
+
     ray = ensure_ray()
     actor_class = ray.remote(
         num_cpus=config.num_cpus_per_env_runner,
@@ -124,4 +143,4 @@ def start_env_runner(config: AlgorithmConfig, policy_class: type[Policy], worker
         resources=dict(config.custom_resources_per_env_runner) or None,
         max_restarts=0,
     )(EnvRunnerActor)
-    return actor_class.remote(config, policy_class, worker_index, stream)
+    return actor_class.remote(config, policy_class, worker_index, stream, registered_creators(config.env))
