@@ -40,7 +40,27 @@ def _episode_flags(terminateds: dict[Any, Any], truncateds: dict[Any, Any], over
     truncateds[ALL_AGENTS] = truncated_all
 
 
-class ParallelPettingZooEnv(MultiAgentEnv):
+class _PettingZooAdapter(MultiAgentEnv):
+    """What both adapters share: the agents and their spaces, read once from the game, and render/close."""
+
+    def __init__(self, env: Any, base: str) -> None:
+        _require(env, base)
+        super().__init__()
+        self.game = env
+        self.possible_agents = list(env.possible_agents)
+        self.observation_spaces = {agent: env.observation_space(agent) for agent in self.possible_agents}
+        self.action_spaces = {agent: env.action_space(agent) for agent in self.possible_agents}
+
+    def render(self) -> Any:
+        """The game's own rendering."""
+        return self.game.render()
+
+    def close(self) -> None:
+        """Close the game."""
+        self.game.close()
+
+
+class ParallelPettingZooEnv(_PettingZooAdapter):
     """A PettingZoo ``ParallelEnv`` as a corral multi-agent env.
 
     Args:
@@ -51,12 +71,8 @@ class ParallelPettingZooEnv(MultiAgentEnv):
     """
 
     def __init__(self, env: Any) -> None:
-        _require(env, "ParallelEnv")
-        super().__init__()
+        super().__init__(env, "ParallelEnv")
         self.par_env = env
-        self.possible_agents = list(env.possible_agents)
-        self.observation_spaces = {agent: env.observation_space(agent) for agent in self.possible_agents}
-        self.action_spaces = {agent: env.action_space(agent) for agent in self.possible_agents}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[MultiAgentDict, MultiAgentDict]:
         """Reset the game; every agent in it acts first (see :meth:`MultiAgentEnv.reset`)."""
@@ -74,16 +90,8 @@ class ParallelPettingZooEnv(MultiAgentEnv):
         _episode_flags(terminateds, truncateds, over=not self.agents)
         return dict(observations), dict(rewards), terminateds, truncateds, dict(infos)
 
-    def render(self) -> Any:
-        """The game's own rendering."""
-        return self.par_env.render()
 
-    def close(self) -> None:
-        """Close the game."""
-        self.par_env.close()
-
-
-class PettingZooEnv(MultiAgentEnv):
+class PettingZooEnv(_PettingZooAdapter):
     """A turn-based PettingZoo ``AECEnv`` as a corral multi-agent env: only the agent to move gets an observation.
 
     Args:
@@ -94,12 +102,8 @@ class PettingZooEnv(MultiAgentEnv):
     """
 
     def __init__(self, env: Any) -> None:
-        _require(env, "AECEnv")
-        super().__init__()
+        super().__init__(env, "AECEnv")
         self.aec_env = env
-        self.possible_agents = list(env.possible_agents)
-        self.observation_spaces = {agent: env.observation_space(agent) for agent in self.possible_agents}
-        self.action_spaces = {agent: env.action_space(agent) for agent in self.possible_agents}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[MultiAgentDict, MultiAgentDict]:
         """Reset the game; the agent that moves first gets the first observation (see :meth:`MultiAgentEnv.reset`)."""
@@ -141,11 +145,3 @@ class PettingZooEnv(MultiAgentEnv):
         self.agents = list(env.agents)
         _episode_flags(terminateds, truncateds, over=not env.agents)
         return observations, rewards, terminateds, truncateds, infos
-
-    def render(self) -> Any:
-        """The game's own rendering."""
-        return self.aec_env.render()
-
-    def close(self) -> None:
-        """Close the game."""
-        self.aec_env.close()
