@@ -1,4 +1,4 @@
-"""Lazy re-exports (PEP 562) for corral's public modules, and old module paths kept importable after a move.
+"""Lazy re-exports (PEP 562), old module paths kept importable after a move, and isinstance checks that import nothing.
 
 ``corral`` and ``corral.core`` re-export names from heavy modules (torch);
 resolving them on first access keeps ``import corral`` and ``corral list`` light.
@@ -46,6 +46,21 @@ def lazy_exports(
         return sorted(namespace.get("__all__", exports))
 
     return __getattr__, __dir__
+
+
+def is_instance_of_loaded(value: Any, module: str, name: str) -> bool:
+    """``isinstance(value, module.name)`` without importing ``module``: if it is not loaded, nothing is an instance of it.
+
+    For checks against an optional or heavy library's classes (gymnasium's
+    spaces, PettingZoo's envs) in code that must not import it.
+
+    Args:
+        value: the object to check.
+        module: the module that defines the class, e.g. ``"gymnasium"``.
+        name: the class's name in that module.
+    """
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(value, getattr(loaded, name))
 
 
 class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import copy as _copy
 import importlib
-import sys
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
+from corral._lazy import is_instance_of_loaded
 from corral.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:  # the algorithm module imports this one
@@ -155,19 +155,13 @@ def check_plain_data(name: str, value: Any) -> None:
             item is None
             or isinstance(item, (bool, int, float, str, BaseModel, type))
             or (callable(item) and hasattr(item, "__qualname__"))
-            or _is_instance_of_loaded(item, "corral.core.contracts.policy_spec", "PolicySpec")
-            or _is_instance_of_loaded(item, "gymnasium", "Space")  # a PolicySpec's space, given as a tuple item
+            or is_instance_of_loaded(item, "corral.core.contracts.policy_spec", "PolicySpec")
+            or is_instance_of_loaded(item, "gymnasium", "Space")  # a PolicySpec's space, given as a tuple item
         ):
             raise ConfigError(
                 f"{where}={item!r} is a {type(item).__name__}; a config holds plain data "
                 "(dicts, lists, numbers, strings, booleans, None) and classes or functions"
             )
-
-
-def _is_instance_of_loaded(value: Any, module: str, name: str) -> bool:
-    """``isinstance(value, module.name)``, without importing ``module``: if it is not loaded, nothing is an instance."""
-    loaded = sys.modules.get(module)
-    return loaded is not None and isinstance(value, getattr(loaded, name))
 
 
 MAX_LAYER_SIZE = 8192
@@ -788,7 +782,7 @@ class AlgorithmConfig(BaseModel):
 def _to_jsonable(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump()
-    if _is_instance_of_loaded(value, "corral.core.contracts.policy_spec", "PolicySpec"):
+    if is_instance_of_loaded(value, "corral.core.contracts.policy_spec", "PolicySpec"):
         return value.to_dict()
     if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
         return object_path(value)

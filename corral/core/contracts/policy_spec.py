@@ -18,8 +18,6 @@ import gymnasium as gym
 from corral.core.contracts.config import import_object, object_path
 from corral.core.persistence.space_codec import decode_space, encode_space
 
-_FIELDS = ("policy_class", "observation_space", "action_space", "config")
-
 
 @dataclasses.dataclass(frozen=True)
 class PolicySpec:
@@ -105,3 +103,6 @@ class PolicySpec:
             "action_space": None if self.action_space is None else encode_space(self.action_space),
             "config": None if self.config is None else dict(self.config),
         }
+
+
+_FIELDS = tuple(field.name for field in dataclasses.fields(PolicySpec))

@@ -207,9 +207,8 @@ def make_multi_agent(env_name_or_creator: Any) -> type[MultiAgentEnv]:
             for agent, action in action_dict.items():
                 if agent not in self.agents:
                     raise EnvError(f"an action for agent {agent!r}, which is not in the episode now (agents: {self.agents})")
-                observations[agent], rewards[agent], terminateds[agent], truncateds[agent], infos[agent] = self.envs[agent].step(
-                    action
-                )
+                result = self.envs[agent].step(action)
+                observations[agent], rewards[agent], terminateds[agent], truncateds[agent], infos[agent] = result
                 if truncateds[agent] and not terminateds[agent]:
                     self._truncated.add(agent)
             self.agents = [a for a in self.agents if not (terminateds.get(a) or truncateds.get(a))]

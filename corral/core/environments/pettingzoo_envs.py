@@ -14,20 +14,22 @@ an env the user made with it, and import nothing of PettingZoo themselves.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
+from corral._lazy import is_instance_of_loaded
 from corral.core.environments.multi_agent_env import ALL_AGENTS, MultiAgentDict, MultiAgentEnv
 from corral.errors import EnvError
+
+_PETTINGZOO_ENVS = "pettingzoo.utils.env"
+"""Where PettingZoo's env base classes live: loaded whenever a PettingZoo env exists, never imported here."""
 
 
 def _require(env: Any, base: str) -> None:
     """Refuse anything but an instance of PettingZoo's ``base`` (``"ParallelEnv"``, ``"AECEnv"``), naming the right adapter."""
-    pettingzoo = sys.modules.get("pettingzoo.utils.env")  # loaded if env is a PettingZoo env; never imported here
-    if pettingzoo is not None and isinstance(env, getattr(pettingzoo, base)):
+    if is_instance_of_loaded(env, _PETTINGZOO_ENVS, base):
         return
     other = "AECEnv" if base == "ParallelEnv" else "ParallelEnv"
-    if pettingzoo is not None and isinstance(env, getattr(pettingzoo, other)):
+    if is_instance_of_loaded(env, _PETTINGZOO_ENVS, other):
         adapter = "PettingZooEnv" if other == "AECEnv" else "ParallelPettingZooEnv"
         raise EnvError(f"{type(env).__name__} is a PettingZoo {other}; wrap it with corral.{adapter}")
     raise EnvError(f"{type(env).__name__} is not a PettingZoo {base} (pettingzoo.utils.env.{base})")
