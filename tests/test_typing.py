@@ -51,7 +51,10 @@ def test_mypy_sees_the_types_behind_the_lazy_face(tmp_path: Path) -> None:
         "corral.core.contracts.algorithm.Algorithm",
         "dict[str, Any]",
         "str",
-        "def (*, episode: corral.core.sampling.env_runner.Episode, env_runner: corral.core.sampling.env_runner.EnvRunner, "
+        "def (*, episode: corral.core.sampling.env_runner.Episode | "
+        "corral.core.sampling.multi_agent_env_runner.MultiAgentEpisode, "
+        "env_runner: corral.core.sampling.env_runner.EnvRunner | "
+        "corral.core.sampling.multi_agent_env_runner.MultiAgentEnvRunner, "
         "env_index: int, **kwargs: Any)",
         "def (*, algorithm: corral.core.contracts.algorithm.Algorithm, result: dict[str, Any], **kwargs: Any)",
     ], proc.stdout + proc.stderr

@@ -174,7 +174,7 @@ def check_checkpoint_round_trip(subject: Subject) -> None:
             assert restored.counters == algo.counters, (
                 f"from_checkpoint restored counters {restored.counters}, not {algo.counters}"
             )
-            space = algo.env_runner_group.local_env_runner.observation_space
+            space = algo.get_policy().observation_space
             space.seed(0)
             for obs in (space.sample() for _ in range(5)):
                 a, b = algo.compute_single_action(obs, explore=False), restored.compute_single_action(obs, explore=False)

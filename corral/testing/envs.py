@@ -79,3 +79,17 @@ TOY_ENVS: dict[type[gym.Space], str] = {
     gym.spaces.Box: f"{__name__}:BoxActionEnv",
 }
 """The toy environment for each action-space type, as ``module:Class`` env specs."""
+
+
+def _multi_agent_cartpole() -> type:
+    from corral.core.environments.multi_agent_env import make_multi_agent
+
+    cls = make_multi_agent("CartPole-v1")
+    # named where it lives, so configs, YAML files and checkpoints can name it by its import path
+    cls.__module__, cls.__qualname__, cls.__name__ = __name__, "MultiAgentCartPole", "MultiAgentCartPole"
+    return cls
+
+
+MultiAgentCartPole = _multi_agent_cartpole()
+"""``make_multi_agent("CartPole-v1")`` by an import path: agents 0..num_agents-1 (``env_config["num_agents"]``,
+default 1) each balance their own pole. The multi-agent tuned examples and benchmarks use it."""

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import yaml
 
-import corral
 from corral import ConfigError, PolicySpec
 from corral.core.contracts.multi_agent_config import policy_config
 from corral.plugins.ppo import PPOConfig, PPOPolicy
@@ -132,9 +131,3 @@ def test_the_one_default_policy_is_still_single_agent_and_trains(tmp_path) -> No
     algo = config.build()
     assert algo.train()["training_iteration"] == 1
     algo.stop()
-
-
-def test_building_a_multi_agent_config_says_training_is_not_available_yet(tmp_path) -> None:
-    config = corral.get_config("PPO").environment("CartPole-v1").multi_agent(policies={"a", "b"}, policy_mapping_fn=map_agent)
-    with pytest.raises(ConfigError, match=r"policies \['a', 'b'\] and a policy_mapping_fn; .* does not train them yet"):
-        config.reporting(storage_path=str(tmp_path)).build()

@@ -203,12 +203,6 @@ def test_an_unknown_env_is_refused_when_the_class_is_made() -> None:
         make_multi_agent("CartPole-v9")
 
 
-def test_training_on_a_multi_agent_env_is_refused_with_a_clear_error(tmp_path) -> None:
-    config = corral.get_config("PPO").environment(make_multi_agent("CartPole-v1")).reporting(storage_path=str(tmp_path))
-    with pytest.raises(EnvError, match="is a multi-agent env"):
-        config.build()
-
-
 def test_an_agent_that_left_is_not_asked_to_act_again() -> None:
     env = MultiAgentEnvChecker(make_multi_agent("CartPole-v1")({"num_agents": 2}), "multi cartpole")
     env.reset(seed=3)

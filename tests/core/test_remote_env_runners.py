@@ -300,3 +300,38 @@ def test_an_env_registered_in_the_driver_reaches_the_remote_runners(build) -> No
     assert algo.train()["num_healthy_env_runners"] == 2
     limits = algo.env_runner_group.foreach_env_runner(lambda r: r.env.envs[0].spec.max_episode_steps, local_env_runner=False)
     assert limits == [21, 22], "each runner built the env with its own creator call"
+
+
+def test_several_policies_sample_on_remote_runners_and_only_those_to_train_learn(build) -> None:
+    from corral import make_multi_agent
+
+    config = ppo(env=make_multi_agent("CartPole-v1"), env_config={"num_agents": 2}).multi_agent(
+        policies={"p0", "p1"}, policy_mapping_fn=lambda agent_id, episode, **kw: f"p{agent_id}", policies_to_train=["p0"]
+    )
+    algo = build(config)
+    frozen = algo.get_weights(["p1"])["p1"]
+    result = algo.train()
+    assert algo.env_runner_group.foreach_env_runner(lambda r: sorted(r.policy_map)) == [["p0", "p1"]] * 3
+    assert set(result["policy_reward_mean"]) == {"p0", "p1"} and set(result["info"]["learner"]) == {"p0"}
+    assert result["num_agent_steps_sampled"] > result["num_env_steps_sampled"]
+    # the remote copies act with the learner's weights: p1's are the ones it was built with, everywhere
+    remote = algo.env_runner_group.foreach_env_runner(lambda r: r.policy_map["p1"].get_weights(), local_env_runner=False)
+    assert all(all((w[k] == frozen[k]).all() for k in frozen) for w in remote)
+    # each learner policy's timestep moved by its own agents' steps on the runners
+    assert sum(p.global_timestep for p in algo.policies.values()) == result["num_agent_steps_sampled"]
+
+
+def test_impala_learns_several_policies_asynchronously(build) -> None:
+    from corral import make_multi_agent
+
+    config = (
+        get_config("IMPALA")
+        .environment(make_multi_agent("CartPole-v1"), env_config={"num_agents": 2})
+        .update_from_dict({"train_batch_size": 200, "num_envs_per_env_runner": 2, "num_env_runners": 2, "seed": 0})
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda agent_id, episode, **kw: f"p{agent_id}")
+    )
+    algo = build(config)
+    for _ in range(3):
+        result = algo.train()
+    assert set(result["info"]["learner"]) == {"p0", "p1"}
+    assert all("policy_lag_mean" in stats for stats in result["info"]["learner"].values())

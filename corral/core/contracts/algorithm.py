@@ -24,7 +24,8 @@ import torch
 from corral._version import __version__
 from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
 from corral.core.contracts.config import LEGACY_KEYS, AlgorithmConfig, import_object, object_path
-from corral.core.contracts.policy import Policy, build_policy
+from corral.core.contracts.multi_agent_config import policy_config
+from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.environments.envs import env_name, make_vector_env
 from corral.core.environments.spaces import space_to_json
 from corral.core.persistence import checkpoints
@@ -32,9 +33,10 @@ from corral.core.persistence.checkpoints import restored_count, restored_float
 from corral.core.persistence.loggers import ResultWriter, default_storage_path, new_experiment_dir
 from corral.core.persistence.safe_loading import check_config_references, check_outside
 from corral.core.persistence.space_codec import decode_space, encode_space
-from corral.core.sampling.env_runner import EnvRunner, evaluation_span
+from corral.core.sampling.env_runner import evaluation_span
 from corral.core.sampling.env_runner_group import EnvRunnerGroup
 from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes
+from corral.core.sampling.multi_agent_env_runner import make_env_runner
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
@@ -91,15 +93,20 @@ class Algorithm:
         self.rng = numpy_generator(seed, "algorithm")
         self.callbacks = CallbackRunner(self.config.callbacks_class, installed_hook_plugins())
         self.policies: dict[str, Policy] = {}
-        local = EnvRunner(self.config, self.policies, 0, self.callbacks, seed=seed)
-        self.check_action_space(local.action_space)
-        spaces = (local.observation_space, local.action_space)
-        self.policies[DEFAULT_POLICY_ID] = build_policy(
-            self.policy_class, *spaces, self.config, "policy", DEFAULT_POLICY_ID, "sampling", 0
-        )
+        local = make_env_runner(self.config, self.policies, 0, self.callbacks, seed=seed)
+        try:
+            self.policy_builds: dict[str, PolicyBuild] = {
+                pid: self._policy_build(pid, *spaces) for pid, spaces in local.policy_spaces().items()
+            }
+            """how each policy is built, in this process and in every remote env runner"""
+        except BaseException:
+            local.stop()
+            raise
+        for pid, build in self.policy_builds.items():
+            self.policies[pid] = build.build(pid)
         self._check_storage_path()
         self._check_evaluation_env()
-        self.env_runner_group = EnvRunnerGroup(local, self.config, self.policy_class)
+        self.env_runner_group = EnvRunnerGroup(local, self.config, self.policy_builds)
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
         self.iteration = 0
@@ -130,13 +137,23 @@ class Algorithm:
         if env is not None:
             config.env = env
         config.validate()
-        if config.is_multi_agent:
-            raise ConfigError(
-                f"this config has the policies {sorted(config.policies)}"
-                f"{' and a policy_mapping_fn' if config.policy_mapping_fn else ''}; this version of corral validates "
-                "multi-agent configs but does not train them yet: leave config.multi_agent() unset"
-            )
         return config.freeze()
+
+    def _policy_build(self, policy_id: str, observation_space: gym.Space, action_space: gym.Space) -> PolicyBuild:
+        """How to build policy ``policy_id``: its spec's class or the algorithm's, its own options on the config's.
+
+        Raises:
+            ConfigError: the algorithm does not support its action space (naming the policy in a multi-agent run).
+        """
+        spec = self.config.policies.get(policy_id)
+        policy_class = spec.policy_class if spec is not None and spec.policy_class is not None else self.policy_class
+        try:
+            self.check_action_space(action_space)
+        except ConfigError as exc:
+            raise ConfigError(f"policy {policy_id!r}: {exc}" if self.config.policies else str(exc)) from None
+        has_own = spec is not None and bool(spec.config)
+        config = policy_config(self.config, policy_id).freeze() if has_own else self.config
+        return PolicyBuild(policy_class, observation_space, action_space, config)
 
     def _check_storage_path(self) -> None:
         """Refuse, now, a results folder that could not be created when the first result is written."""
@@ -153,8 +170,8 @@ class Algorithm:
     def _check_evaluation_env(self) -> None:
         """Build the evaluation env once, now, if ``evaluation_config`` changes it: it must exist and fit the policy."""
         overrides = self.config._canonical_keys(self.config.evaluation_config)
-        if not {"env", "env_config"} & set(overrides):
-            return
+        if not {"env", "env_config"} & set(overrides) or DEFAULT_POLICY_ID not in self.policies:
+            return  # multi-agent: the evaluation env's agents are not compared with the policies here
         eval_config = self.config.get_evaluation_config()
         try:
             env = make_vector_env(eval_config, 1)
@@ -206,13 +223,18 @@ class Algorithm:
     # building blocks for training_step
     # ------------------------------------------------------------------ #
     def sample(self, min_env_steps: int | None = None) -> MultiAgentBatch:
-        """Sample from the env runners until at least ``min_env_steps`` (default: one sample call)."""
+        """Sample from the env runners until at least ``min_env_steps`` (default: one sample call).
+
+        Args:
+            min_env_steps: steps to sample at least, counted as ``count_steps_by`` says
+                (env steps, or agent steps in a multi-agent run).
+        """
         batches: list[MultiAgentBatch] = []
         steps = 0
         while not batches or (min_env_steps is not None and steps < min_env_steps):
             batch = self.env_runner_group.sample()
             batches.append(batch)
-            steps += batch.env_steps
+            steps += batch.count_in(self.config.count_steps_by)
         samples = MultiAgentBatch.concat(batches)
         self.count_sampled(samples)
         return samples
@@ -222,10 +244,26 @@ class Algorithm:
         self.counters["num_env_steps_sampled"] += samples.env_steps
         self.counters["num_agent_steps_sampled"] += samples.agent_steps
 
+    def is_policy_to_train(self, policy_id: str, batch: Any = None) -> bool:
+        """Whether ``policy_id`` learns: it is in ``policies_to_train``, or the predicate there says so (default: all).
+
+        Args:
+            policy_id: the policy.
+            batch: the samples it would learn on, for a predicate ``fn(policy_id, batch)``.
+        """
+        to_train = self.config.policies_to_train
+        if to_train is None:
+            return True
+        if callable(to_train):
+            return bool(to_train(policy_id, batch))
+        return policy_id in to_train
+
     def learn_on_batch(self, samples: MultiAgentBatch) -> dict[str, dict[str, Any]]:
-        """Each policy learns on its own batch; returns their stats by policy id."""
+        """Each policy that is to train learns on its own batch; returns their stats by policy id."""
         stats = {}
         for policy_id, batch in samples.policy_batches.items():
+            if not self.is_policy_to_train(policy_id, batch):
+                continue
             policy = self.policies[policy_id]
             result: dict[str, Any] = {}
             self.callbacks.learn_on_batch(policy, batch, result)
@@ -282,6 +320,7 @@ class Algorithm:
         result: dict[str, Any] = {
             "training_iteration": self.iteration,
             "timesteps_total": self.counters["num_env_steps_sampled"],
+            "agent_timesteps_total": self.counters["num_agent_steps_sampled"],
             **self.counters,
             **summarize_episodes(self.history.episodes),
             "episodes_this_iter": len(finished),
@@ -319,11 +358,11 @@ class Algorithm:
             num_envs = eval_config.evaluation_num_envs or eval_config.num_envs_per_env_runner
             if eval_config.evaluation_duration_unit == "episodes":
                 num_envs = min(num_envs, eval_config.evaluation_duration)
-            local = EnvRunner(
+            local = make_env_runner(
                 eval_config, self.policies, 0, self.callbacks, num_envs=num_envs, seed=self.config.seed, stream="evaluation"
             )
             remote = self.config.evaluation_num_env_runners
-            self._eval_group = EnvRunnerGroup(local, eval_config, self.policy_class, "evaluation", num_remote=remote)
+            self._eval_group = EnvRunnerGroup(local, eval_config, self.policy_builds, "evaluation", num_remote=remote)
         return self._eval_group
 
     def _start_evaluation(self) -> dict[int, Any] | None:

@@ -29,7 +29,9 @@ if TYPE_CHECKING:  # the types the hooks receive; at run time nothing is importe
     from corral.core.contracts.algorithm import Algorithm
     from corral.core.contracts.policy import Policy
     from corral.core.environments.envs import EnvContext
+    from corral.core.environments.multi_agent_env import MultiAgentEnv
     from corral.core.sampling.env_runner import EnvRunner, Episode
+    from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, MultiAgentEpisode
     from corral.core.sampling.sample_batch import MultiAgentBatch, SampleBatch
 
 logger = logging.getLogger(__name__)
@@ -46,19 +48,32 @@ class Callbacks:
     def on_algorithm_init(self, *, algorithm: Algorithm, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_algorithm_init`."""
 
-    def on_environment_created(self, *, env_runner: EnvRunner, env: VectorEnv, env_context: EnvContext, **kwargs: Any) -> None:
+    def on_environment_created(
+        self,
+        *,
+        env_runner: EnvRunner | MultiAgentEnvRunner,
+        env: VectorEnv | MultiAgentEnv,
+        env_context: EnvContext,
+        **kwargs: Any,
+    ) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_environment_created`."""
 
-    def on_episode_start(self, *, episode: Episode, env_runner: EnvRunner, env_index: int, **kwargs: Any) -> None:
+    def on_episode_start(
+        self, *, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int, **kwargs: Any
+    ) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_episode_start`."""
 
-    def on_episode_step(self, *, episode: Episode, env_runner: EnvRunner, env_index: int, **kwargs: Any) -> None:
+    def on_episode_step(
+        self, *, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int, **kwargs: Any
+    ) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_episode_step`."""
 
-    def on_episode_end(self, *, episode: Episode, env_runner: EnvRunner, env_index: int, **kwargs: Any) -> None:
+    def on_episode_end(
+        self, *, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int, **kwargs: Any
+    ) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_episode_end`."""
 
-    def on_sample_end(self, *, env_runner: EnvRunner, samples: MultiAgentBatch, **kwargs: Any) -> None:
+    def on_sample_end(self, *, env_runner: EnvRunner | MultiAgentEnvRunner, samples: MultiAgentBatch, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_sample_end`."""
 
     def on_postprocess_trajectory(
@@ -163,6 +178,7 @@ class CallbackRunner:
         self.has_episode_step = bool(hook.on_episode_step.get_hookimpls())
         self.has_episode_end = bool(hook.on_episode_end.get_hookimpls())
         self.needs_episodes = self.has_episode_start or self.has_episode_step or self.has_episode_end
+        self.has_postprocess_trajectory = bool(hook.on_postprocess_trajectory.get_hookimpls())
 
     @property
     def hook(self) -> Any:
@@ -173,31 +189,47 @@ class CallbackRunner:
         """Call every ``on_algorithm_init`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_algorithm_init(algorithm=algorithm)
 
-    def environment_created(self, env_runner: EnvRunner, env: VectorEnv, env_context: EnvContext) -> None:
+    def environment_created(
+        self, env_runner: EnvRunner | MultiAgentEnvRunner, env: VectorEnv | MultiAgentEnv, env_context: EnvContext
+    ) -> None:
         """Call every ``on_environment_created`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_environment_created(env_runner=env_runner, worker=env_runner, env=env, env_context=env_context)
 
-    def episode_start(self, episode: Episode, env_runner: EnvRunner, env_index: int) -> None:
+    def episode_start(
+        self, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int
+    ) -> None:
         """Call every ``on_episode_start`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_episode_start(**_episode_arguments(episode, env_runner, env_index))
 
-    def episode_step(self, episode: Episode, env_runner: EnvRunner, env_index: int) -> None:
+    def episode_step(
+        self, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int
+    ) -> None:
         """Call every ``on_episode_step`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_episode_step(**_episode_arguments(episode, env_runner, env_index))
 
-    def episode_end(self, episode: Episode, env_runner: EnvRunner, env_index: int) -> None:
+    def episode_end(
+        self, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int
+    ) -> None:
         """Call every ``on_episode_end`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_episode_end(**_episode_arguments(episode, env_runner, env_index))
 
-    def sample_end(self, env_runner: EnvRunner, samples: MultiAgentBatch) -> None:
+    def sample_end(self, env_runner: EnvRunner | MultiAgentEnvRunner, samples: MultiAgentBatch) -> None:
         """Call every ``on_sample_end`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_sample_end(env_runner=env_runner, worker=env_runner, samples=samples)
 
-    def postprocess_trajectory(self, env_runner: EnvRunner, policy_id: str, policy: Policy, batch: SampleBatch) -> None:
+    def postprocess_trajectory(
+        self,
+        env_runner: EnvRunner | MultiAgentEnvRunner,
+        policy_id: str,
+        policy: Policy,
+        batch: SampleBatch,
+        agent_id: Any = None,
+    ) -> None:
         """Call every ``on_postprocess_trajectory`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_postprocess_trajectory(
-            env_runner=env_runner, worker=env_runner, policy_id=policy_id, policy=policy, postprocessed_batch=batch
-        )
+            env_runner=env_runner, worker=env_runner, agent_id=agent_id, policy_id=policy_id, policy=policy,
+            postprocessed_batch=batch,
+        )  # fmt: skip
 
     def learn_on_batch(self, policy: Policy, train_batch: SampleBatch, result: dict[str, Any]) -> None:
         """Call every ``on_learn_on_batch`` implementation, with the arguments its hookspec names."""
@@ -220,7 +252,9 @@ class CallbackRunner:
         self._pm.hook.on_checkpoint_loaded(algorithm=algorithm)
 
 
-def _episode_arguments(episode: Episode, env_runner: EnvRunner, env_index: int) -> dict[str, Any]:
+def _episode_arguments(
+    episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int
+) -> dict[str, Any]:
     """What the episode hooks are given: the runner twice (``worker`` is RLlib's older name), its env and policies."""
     return {
         "episode": episode,

@@ -20,7 +20,9 @@ if TYPE_CHECKING:  # the types the hooks receive; at run time nothing is importe
     from corral.core.contracts.algorithm import Algorithm
     from corral.core.contracts.policy import Policy
     from corral.core.environments.envs import EnvContext
+    from corral.core.environments.multi_agent_env import MultiAgentEnv
     from corral.core.sampling.env_runner import EnvRunner, Episode
+    from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, MultiAgentEpisode
     from corral.core.sampling.sample_batch import MultiAgentBatch, SampleBatch
 
 PROJECT = "corral"
@@ -34,16 +36,21 @@ def on_algorithm_init(algorithm: Algorithm) -> None:
 
 
 @hookspec
-def on_environment_created(env_runner: EnvRunner, worker: EnvRunner, env: VectorEnv, env_context: EnvContext) -> None:
+def on_environment_created(
+    env_runner: EnvRunner | MultiAgentEnvRunner,
+    worker: EnvRunner | MultiAgentEnvRunner,
+    env: VectorEnv | MultiAgentEnv,
+    env_context: EnvContext,
+) -> None:
     """An env runner created its vector environment."""
 
 
 @hookspec
 def on_episode_start(
-    episode: Episode,
-    env_runner: EnvRunner,
-    worker: EnvRunner,
-    base_env: VectorEnv,
+    episode: Episode | MultiAgentEpisode,
+    env_runner: EnvRunner | MultiAgentEnvRunner,
+    worker: EnvRunner | MultiAgentEnvRunner,
+    base_env: VectorEnv | MultiAgentEnv,
     env_index: int,
     policies: Mapping[str, Policy],
 ) -> None:
@@ -52,10 +59,10 @@ def on_episode_start(
 
 @hookspec
 def on_episode_step(
-    episode: Episode,
-    env_runner: EnvRunner,
-    worker: EnvRunner,
-    base_env: VectorEnv,
+    episode: Episode | MultiAgentEpisode,
+    env_runner: EnvRunner | MultiAgentEnvRunner,
+    worker: EnvRunner | MultiAgentEnvRunner,
+    base_env: VectorEnv | MultiAgentEnv,
     env_index: int,
     policies: Mapping[str, Policy],
 ) -> None:
@@ -64,10 +71,10 @@ def on_episode_step(
 
 @hookspec
 def on_episode_end(
-    episode: Episode,
-    env_runner: EnvRunner,
-    worker: EnvRunner,
-    base_env: VectorEnv,
+    episode: Episode | MultiAgentEpisode,
+    env_runner: EnvRunner | MultiAgentEnvRunner,
+    worker: EnvRunner | MultiAgentEnvRunner,
+    base_env: VectorEnv | MultiAgentEnv,
     env_index: int,
     policies: Mapping[str, Policy],
 ) -> None:
@@ -75,15 +82,26 @@ def on_episode_end(
 
 
 @hookspec
-def on_sample_end(env_runner: EnvRunner, worker: EnvRunner, samples: MultiAgentBatch) -> None:
+def on_sample_end(
+    env_runner: EnvRunner | MultiAgentEnvRunner, worker: EnvRunner | MultiAgentEnvRunner, samples: MultiAgentBatch
+) -> None:
     """An env runner finished one ``sample()`` call (``samples`` is a MultiAgentBatch)."""
 
 
 @hookspec
 def on_postprocess_trajectory(
-    env_runner: EnvRunner, worker: EnvRunner, policy_id: str, policy: Policy, postprocessed_batch: SampleBatch
+    env_runner: EnvRunner | MultiAgentEnvRunner,
+    worker: EnvRunner | MultiAgentEnvRunner,
+    agent_id: Any,
+    policy_id: str,
+    policy: Policy,
+    postprocessed_batch: SampleBatch,
 ) -> None:
-    """A policy postprocessed its fragment of samples (advantages computed); the batch may be edited."""
+    """A policy postprocessed a fragment of samples (advantages computed); the batch may be edited.
+
+    In a multi-agent run the fragment is one agent's (``agent_id``); in a
+    single-agent run it holds every sub-environment's and ``agent_id`` is None.
+    """
 
 
 @hookspec
@@ -113,15 +131,17 @@ def on_checkpoint_loaded(algorithm: Algorithm) -> None:
 
 HOOK_ARGUMENTS: dict[str, str] = {
     "algorithm": "the Algorithm being trained",
-    "env_runner": "the EnvRunner that is sampling",
+    "env_runner": "the EnvRunner (or MultiAgentEnvRunner) that is sampling",
     "worker": "the same EnvRunner, under RLlib's older name",
-    "env": "the vector environment the runner created",
+    "env": "the vector environment the runner created (a multi-agent runner: each sub-environment in turn)",
     "env_context": "the EnvContext (env_config plus worker_index, num_workers, vector_index) the env was made with",
-    "episode": "the Episode: observations, actions, rewards, infos so far, plus user_data and custom_metrics",
-    "base_env": "the runner's vector environment",
+    "episode": "the Episode (a MultiAgentEpisode in a multi-agent run: agent_rewards, policy_for(agent_id)): "
+    "observations, actions, rewards, infos so far, plus user_data and custom_metrics",
+    "base_env": "the runner's vector environment (a multi-agent runner's: its list of sub-environments)",
     "env_index": "which sub-environment of the vector the episode runs in",
     "policies": "the policies by policy id",
     "samples": "the MultiAgentBatch the sample() call returns",
+    "agent_id": "the agent whose trajectory it is (multi-agent runs; None in a single-agent run)",
     "policy_id": "the id of the policy whose fragment it is",
     "policy": "the Policy",
     "postprocessed_batch": "the SampleBatch after postprocessing, editable in place",

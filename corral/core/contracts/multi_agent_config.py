@@ -25,6 +25,23 @@ PER_POLICY_GROUPS = ("training", "exploration")
 """The option groups a policy may override for itself; the rest (env, runners, ...) are the algorithm's."""
 
 
+def policy_per_agent(agent_id: Any, episode: Any = None, **kwargs: Any) -> str:
+    """Map agent ``agent_id`` to policy ``f"p{agent_id}"`` (agent 0 to ``p0``, ...): one policy per agent.
+
+    A mapping a YAML file can name
+    (``policy_mapping_fn: corral.core.contracts.multi_agent_config:policy_per_agent``).
+
+    Args:
+        agent_id: the agent.
+        episode: the episode (unused).
+        **kwargs: what else the runner passes (``worker``), unused.
+
+    Returns:
+        The policy id.
+    """
+    return f"p{agent_id}"
+
+
 def normalize_policies(value: Any) -> dict[str, PolicySpec]:
     """``policies`` as a dict of ids to specs.
 
@@ -134,13 +151,17 @@ def policy_config(config: AlgorithmConfig, policy_id: str) -> AlgorithmConfig:
         policy_id: one of ``config.policies``.
 
     Returns:
-        A new, unfrozen config without multi-agent options of its own.
+        A new, unfrozen config without multi-agent options of its own (a copy of
+        ``config`` for a policy the config does not list, or one with no options of its own).
 
     Raises:
         ConfigError: the policy's options are not options of this algorithm, belong to a
             group every policy shares, or have invalid values (naming the policy).
     """
-    overrides = config.policies[policy_id].config or {}
+    spec = config.policies.get(policy_id)
+    overrides = spec.config if spec is not None and spec.config else {}
+    if not overrides:
+        return config.copy()
     where = f"policies[{policy_id!r}].config"
     try:
         canonical = type(config)._canonical_keys(overrides)

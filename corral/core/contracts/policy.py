@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import gymnasium as gym
 import numpy as np
@@ -485,6 +485,37 @@ def build_policy(
         policy = policy_class(observation_space, action_space, config)
     policy.seed_rngs(config.seed, *path)
     return policy
+
+
+class PolicyBuild(NamedTuple):
+    """What builds a policy alike in every process (the learner's, each remote runner's): class, spaces, config.
+
+    Attributes:
+        policy_class: the policy's class (the algorithm's, or the one its ``PolicySpec`` names).
+        observation_space: one agent's observation space.
+        action_space: one agent's action space.
+        config: the policy's frozen config (the algorithm's, with the policy's own options on top).
+    """
+
+    policy_class: type[Policy]
+    observation_space: gym.Space
+    action_space: gym.Space
+    config: AlgorithmConfig
+
+    def build(self, policy_id: str, stream: str = "sampling", worker_index: int = 0) -> Policy:
+        """A copy of the policy, seeded from the config's seed and where it lives (see :func:`build_policy`).
+
+        Args:
+            policy_id: the policy's id.
+            stream: ``"sampling"`` or ``"evaluation"``.
+            worker_index: 0 for the learner's copy, 1..N for remote runners'.
+
+        Returns:
+            The new policy.
+        """
+        return build_policy(
+            self.policy_class, self.observation_space, self.action_space, self.config, "policy", policy_id, stream, worker_index
+        )
 
 
 def load_finite_weights(module: nn.Module, weights: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 RESULT_KEY_TYPES: dict[str, tuple[type, ...]] = {
     "training_iteration": (int,),
     "timesteps_total": (int,),
+    "agent_timesteps_total": (int,),
     "num_env_steps_sampled": (int,),
     "num_env_steps_trained": (int,),
     "num_agent_steps_sampled": (int,),
@@ -27,6 +28,9 @@ RESULT_KEY_TYPES: dict[str, tuple[type, ...]] = {
     "num_healthy_env_runners": (int,),
     "num_env_runner_restarts": (int,),
     "custom_metrics": (dict,),
+    "policy_reward_mean": (dict,),
+    "policy_reward_min": (dict,),
+    "policy_reward_max": (dict,),
     "info": (dict,),
 }
 """Every key of every result, and the types its value may have (episode stats are NaN before the first episode ends)."""

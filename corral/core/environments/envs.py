@@ -133,7 +133,7 @@ def _creator_for(obj: Any, label: str) -> Callable[[EnvContext], gym.Env]:
     return obj
 
 
-def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 0) -> gym.vector.VectorEnv:
+def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 0, first_env: Any = None) -> gym.vector.VectorEnv:
     """The vector env an env runner steps: native vectorisation where the env offers it.
 
     Stepped in a loop instead (``vectorize_mode='sync'``, or an env without a
@@ -146,6 +146,8 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
             ``restart_failed_sub_environments`` and ``disable_env_checking``.
         num_envs: the number of sub-environments.
         worker_index: the env runner's index (0 local), passed on in each :class:`EnvContext`.
+        first_env: sub-environment 0, already made by the env's creator (to see its kind);
+            None: make it. A restart makes it anew.
 
     Returns:
         The vector env, not yet reset.
@@ -174,8 +176,12 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
             raise EnvError("vectorize_mode='native' needs a gymnasium id with a vector entry point")
         assert creator is not None
 
+        made = [first_env] if first_env is not None else []
+
         def guarded(i: int) -> SubEnvironmentGuard:
             def make() -> gym.Env:  # called again to remake the sub-environment on restart
+                if i == 0 and made:
+                    return _checked(made.pop(), config.env)
                 return _checked(creator(context.copy_with(vector_index=i)), config.env)
 
             return SubEnvironmentGuard(
@@ -376,9 +382,6 @@ def _checked(env: Any, spec: Any) -> gym.Env:
 
     if not isinstance(env, gym.Env):
         raise EnvError(f"the creator of {env_name(spec)!r} returned {type(env).__name__}, not a gymnasium.Env")
-    if isinstance(env, MultiAgentEnv):
-        raise EnvError(
-            f"{env_name(spec)!r} is a multi-agent env (corral.MultiAgentEnv); this version of corral "
-            "does not train multi-agent envs yet, only single-agent gymnasium envs"
-        )
+    if isinstance(env, MultiAgentEnv):  # make_env_runner gives a multi-agent env its own runner
+        raise EnvError(f"{env_name(spec)!r} is a multi-agent env (corral.MultiAgentEnv); step it with a MultiAgentEnvRunner")
     return env

@@ -17,14 +17,18 @@ made rather than as a shape error inside a policy.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from corral.core.environments.envs import EnvContext, bad_reward, resolve_creator
+from corral.core.contracts.config import import_object
+from corral.core.environments.envs import EnvContext, bad_reward, env_name, registered_creators, resolve_creator
 from corral.core.environments.spaces import ObservationCheck
 from corral.errors import EnvError
+
+if TYPE_CHECKING:
+    from corral.core.contracts.config import AlgorithmConfig
 
 ALL_AGENTS = "__all__"
 """The key of ``terminateds`` and ``truncateds`` that ends the episode for every agent."""
@@ -243,11 +247,14 @@ class MultiAgentEnvChecker:
     Args:
         env: the multi-agent env.
         label: names the env in messages (e.g. the env id and sub-environment index).
+        check_observations: check each observation against its agent's space
+            (False with ``disable_env_checking``); the protocol is always checked.
     """
 
-    def __init__(self, env: MultiAgentEnv, label: str) -> None:
+    def __init__(self, env: MultiAgentEnv, label: str, check_observations: bool = True) -> None:
         self.env = env
         self.label = label
+        self.check_observations = check_observations
         self.acting: set[Any] = set()
         self.episode_over = True
         self._checks: dict[Any, ObservationCheck] = {}
@@ -329,6 +336,8 @@ class MultiAgentEnvChecker:
         return tuple(result)
 
     def _check_observations(self, observations: MultiAgentDict, call: str) -> None:
+        if not self.check_observations:
+            return
         for agent, obs in observations.items():
             check = self._checks.get(agent)
             if check is None:
@@ -339,3 +348,74 @@ class MultiAgentEnvChecker:
                     f"{self.label}: {call} returned an observation for agent {agent!r} "
                     f"(observations[{agent!r}]) that {problem[1]}"
                 )
+
+
+def probe_env(config: AlgorithmConfig, worker_index: int = 0) -> tuple[bool, gym.Env | None]:
+    """Whether the config's env is a :class:`MultiAgentEnv`, and the first sub-environment if it took making one.
+
+    A class (or its import path) and a gymnasium id answer by themselves; for a
+    creator function the runner's first sub-environment is made and handed back,
+    to be used as that sub-environment (so no env is made only to look at it).
+
+    Args:
+        config: the config whose ``env`` and ``env_config`` to look at.
+        worker_index: the env runner's index, for the first sub-environment's ``EnvContext``.
+
+    Returns:
+        ``(is_multi_agent, first_env)``; ``first_env`` is None unless a creator was called.
+
+    Raises:
+        EnvError: the env is unknown, cannot be imported, or its creator fails.
+    """
+    spec = config.env
+    if isinstance(spec, str) and ":" in spec and not registered_creators(spec):
+        try:
+            spec = import_object(spec)
+        except Exception as exc:  # ConfigError for a bad path; reported as the env's
+            raise EnvError(f"environment {config.env!r} cannot be imported: {exc}") from None
+    if isinstance(spec, type):
+        return issubclass(spec, MultiAgentEnv), None
+    env_id, creator = resolve_creator(spec)
+    if env_id is not None or creator is None:
+        return False, None
+    env = _create(creator, EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners), config)
+    return isinstance(env, MultiAgentEnv), env
+
+
+def make_multi_agent_envs(
+    config: AlgorithmConfig, num_envs: int, worker_index: int = 0, first_env: Any = None
+) -> list[MultiAgentEnv]:
+    """The sub-environments of a multi-agent env runner, each made with its own :class:`EnvContext`.
+
+    Args:
+        config: the algorithm's config (``env``, ``env_config``).
+        num_envs: how many.
+        worker_index: the env runner's index (0 local).
+        first_env: sub-environment 0, already made (see :func:`probe_env`); None: make it.
+
+    Returns:
+        ``num_envs`` fresh multi-agent envs, not yet reset.
+
+    Raises:
+        EnvError: the env is unknown, its creator fails, or it makes something other than a ``MultiAgentEnv``.
+    """
+    _, creator = resolve_creator(config.env)
+    if creator is None:
+        raise EnvError(f"{env_name(config.env)!r} is a gymnasium id, not a multi-agent env")
+    context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
+    envs = []
+    for i in range(num_envs):
+        env = first_env if i == 0 and first_env is not None else _create(creator, context.copy_with(vector_index=i), config)
+        if not isinstance(env, MultiAgentEnv):
+            raise EnvError(f"the creator of {env_name(config.env)!r} returned {type(env).__name__}, not a corral.MultiAgentEnv")
+        envs.append(env)
+    return envs
+
+
+def _create(creator: Any, context: EnvContext, config: AlgorithmConfig) -> Any:
+    try:
+        return creator(context)
+    except TypeError as exc:
+        raise EnvError(
+            f"creating environment {env_name(config.env)!r} with env_config={dict(config.env_config)} failed: {exc}"
+        ) from exc

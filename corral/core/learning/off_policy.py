@@ -198,7 +198,8 @@ class OffPolicyAlgorithm(Algorithm):
         cfg = self.config
         samples = self.sample()
         for pid, batch in samples.policy_batches.items():
-            self.replay_buffers[pid].add(batch)
+            if self.is_policy_to_train(pid, batch):  # the others act with their weights and learn nothing
+                self.replay_buffers[pid].add(batch)
         sampled = self.counters["num_env_steps_sampled"]
         if sampled < cfg.learning_starts:
             return {}
@@ -219,7 +220,11 @@ class OffPolicyAlgorithm(Algorithm):
 
     def _replay_once(self) -> dict[str, dict[str, Any]]:
         beta = self._beta(self.counters["num_env_steps_sampled"])
-        batches = {pid: buffer.sample(self.config.train_batch_size, beta=beta) for pid, buffer in self.replay_buffers.items()}
+        batches = {
+            pid: buffer.sample(self.config.train_batch_size, beta=beta)
+            for pid, buffer in self.replay_buffers.items()
+            if len(buffer)
+        }
         stats = self.learn_on_batch(MultiAgentBatch(batches, self.config.train_batch_size))
         for pid, policy_stats in stats.items():
             td_error = policy_stats.pop(OffPolicyPolicy.TD_ERROR, None)

@@ -64,7 +64,7 @@ class AsyncSampler:
         Calls already in flight keep the weights they were started with.
 
         Args:
-            sampling_state: the learner policy's :meth:`Policy.get_sampling_state`.
+            sampling_state: the learner policies' :meth:`Policy.get_sampling_state`, by policy id.
             version: the number batches sampled with these weights carry (e.g. the
                 learner's update count). It must change with every publication: a runner
                 that already holds weights of this version is not sent the new ones.

@@ -38,6 +38,11 @@ logger = logging.getLogger("corral")
 _episode_ids = itertools.count()
 
 
+def new_episode_id() -> int:
+    """A number no other episode of this process has."""
+    return next(_episode_ids)
+
+
 class Episode:
     """One episode of one sub-environment, as callbacks see it.
 
@@ -46,7 +51,7 @@ class Episode:
     """
 
     def __init__(self, env_index: int, first_observation: Any) -> None:
-        self.episode_id = next(_episode_ids)
+        self.episode_id = new_episode_id()
         self.env_index = env_index
         self.length = 0
         self.total_reward = 0.0
@@ -68,6 +73,8 @@ class EpisodeSummary:
     reward: float
     length: int
     custom_metrics: dict[str, float] = field(default_factory=dict)
+    policy_rewards: dict[str, list[float]] = field(default_factory=dict)
+    """multi-agent episodes: by policy id, the total reward of each agent that policy acted for"""
 
 
 class EnvRunner:
@@ -82,6 +89,7 @@ class EnvRunner:
         seed: the algorithm's seed; the runner's generator, which seeds every full
             reset of the sub-environments, derives from it, ``stream`` and ``worker_index``.
         stream: ``"sampling"`` or ``"evaluation"``, so the two kinds of runner draw apart.
+        first_env: sub-environment 0, already made by the env's creator (see ``probe_env``).
     """
 
     def __init__(
@@ -93,13 +101,14 @@ class EnvRunner:
         num_envs: int | None = None,
         seed: int | None = None,
         stream: str = "sampling",
+        first_env: Any = None,
     ) -> None:
         self.config = config
         self.worker_index = worker_index
         self.policies = policies
         self.callbacks = callbacks or CallbackRunner([])
         self.num_envs = num_envs or config.num_envs_per_env_runner
-        self.env = make_vector_env(config, self.num_envs, worker_index)
+        self.env = make_vector_env(config, self.num_envs, worker_index, first_env)
         self._check_buffer_memory()
         # Sub-environments stepped in a loop check themselves (SubEnvironmentGuard); a native vector env is checked here.
         self._native = not is_guarded(self.env)
@@ -138,10 +147,21 @@ class EnvRunner:
         """One sub-environment's action space."""
         return self.env.single_action_space
 
+    is_multi_agent = False
+
     @property
     def policy(self) -> Policy:
         """The policy acting in this (single-agent) runner."""
         return self.policies[DEFAULT_POLICY_ID]
+
+    @property
+    def policy_map(self) -> dict[str, Policy]:
+        """The policies by id (RLlib's name); here the one ``default_policy``."""
+        return self.policies
+
+    def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """The one policy's (observation, action) spaces: the env's."""
+        return {DEFAULT_POLICY_ID: (self.observation_space, self.action_space)}
 
     # ------------------------------------------------------------------ #
     # sampling
@@ -165,7 +185,7 @@ class EnvRunner:
         bootstrap_obs = policy.preprocess(self._obs)
         batch = policy.postprocess_trajectory(fragment, bootstrap_obs)
         self.callbacks.postprocess_trajectory(self, DEFAULT_POLICY_ID, policy, batch)
-        samples = MultiAgentBatch({DEFAULT_POLICY_ID: batch}, valid_steps)
+        samples = MultiAgentBatch({DEFAULT_POLICY_ID: batch}, valid_steps, valid_steps)
         self.callbacks.sample_end(self, samples)
         return samples
 

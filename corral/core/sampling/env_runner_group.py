@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from corral.core.contracts.config import AlgorithmConfig
-from corral.core.contracts.policy import Policy
+from corral.core.contracts.policy import PolicyBuild
 from corral.core.environments.envs import env_name
-from corral.core.sampling.env_runner import EnvRunner, EpisodeSummary, evaluation_span
+from corral.core.sampling.env_runner import EpisodeSummary, evaluation_span
+from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner
 from corral.core.sampling.remote_env_runner import RemoteSample
 from corral.core.sampling.sample_batch import MultiAgentBatch
 from corral.errors import EnvRunnerError
@@ -36,22 +37,23 @@ class EnvRunnerGroup:
         local_env_runner: the runner in this process, which holds the policies.
         config: the algorithm's config (``num_env_runners``, resources, fault tolerance);
             for evaluation runners, the evaluation config.
-        policy_class: what the remote runners build their policy copies from.
+        policy_builds: how the remote runners build their policy copies, by policy id
+            (the algorithm's dict: a policy added to it later is built by runners started later).
         stream: ``"sampling"`` or ``"evaluation"``: with each runner's index, where its generators derive from.
         num_remote: how many remote runners; default ``config.num_env_runners``.
     """
 
     def __init__(
         self,
-        local_env_runner: EnvRunner,
+        local_env_runner: AnyEnvRunner,
         config: AlgorithmConfig | None = None,
-        policy_class: type[Policy] | None = None,
+        policy_builds: dict[str, PolicyBuild] | None = None,
         stream: str = "sampling",
         num_remote: int | None = None,
     ) -> None:
         self.local_env_runner = local_env_runner
         self._config = config
-        self._policy_class = policy_class
+        self._policy_builds = policy_builds
         self._stream = stream
         self._remote: dict[int, Any] = {}
         self._failed: set[int] = set()
@@ -154,7 +156,7 @@ class EnvRunnerGroup:
 
     def foreach_env_runner(
         self,
-        fn: Callable[[EnvRunner], Any],
+        fn: Callable[[AnyEnvRunner], Any],
         *,
         local_env_runner: bool = True,
         remote_worker_ids: Sequence[int] | None = None,
@@ -230,16 +232,18 @@ class EnvRunnerGroup:
         """Take in a remote sample call's result; returns its batch.
 
         Its episodes are kept for the next :meth:`get_metrics`, its observation
-        statistics go into the learner's filters, and the learner's timestep
-        advances by its env steps (the remote copies advanced theirs), so
-        schedules stay in step.
+        statistics go into the learner's filters, and each learner policy's
+        timestep advances as its remote copy's did, so schedules stay in step.
         """
         self._episodes.extend(result.episodes)
+        policies = self.local_env_runner.policies
         for policy_id, delta in result.filter_deltas.items():
-            filter_ = self.local_env_runner.policies[policy_id].observation_filter
+            filter_ = policies[policy_id].observation_filter
             if filter_ is not None:
                 filter_.merge(delta)
-        self.local_env_runner.policy.global_timestep += result.batch.env_steps
+        for policy_id, steps in result.timesteps.items():
+            if policy_id in policies:
+                policies[policy_id].global_timestep += steps
         return result.batch
 
     def handle_failure(self, index: int, exc: Exception) -> None:
@@ -278,13 +282,17 @@ class EnvRunnerGroup:
     def _publish_sampling_state(self) -> Any:
         """Replace failed runners, then put the learner's sampling state in the object store once for all of them."""
         self.replace_failed()
-        return self._ray.put(self.local_env_runner.policy.get_sampling_state())
+        return self._ray.put(self.sampling_state())
+
+    def sampling_state(self) -> dict[str, dict[str, Any]]:
+        """Every learner policy's :meth:`~corral.core.contracts.policy.Policy.get_sampling_state`, by policy id."""
+        return {policy_id: policy.get_sampling_state() for policy_id, policy in self.local_env_runner.policies.items()}
 
     def _start(self, index: int) -> Any:
         from corral.core.sampling.remote_env_runner import start_env_runner
 
-        assert self._config is not None and self._policy_class is not None
-        return start_env_runner(self._config, self._policy_class, index, self._stream)
+        assert self._config is not None and self._policy_builds is not None
+        return start_env_runner(self._config, self._policy_builds, index, self._stream)
 
     def _gather(self, pending: dict[int, Any]) -> dict[int, Any]:
         """Wait for every call; a failed one is handled by the fault-tolerance options and left out."""

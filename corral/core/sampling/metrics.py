@@ -12,11 +12,17 @@ from corral.core.sampling.env_runner import EpisodeSummary
 
 
 def summarize_episodes(episodes: Iterable[EpisodeSummary]) -> dict[str, float | dict[str, float]]:
-    """``episode_reward_mean/min/max``, ``episode_len_mean`` and ``custom_metrics`` of some episodes.
+    """``episode_reward_mean/min/max``, ``episode_len_mean``, ``custom_metrics`` and ``policy_reward_mean/min/max``.
 
     With no episodes the means are NaN (nothing finished yet), as in RLlib.
+    ``policy_reward_*`` are dicts by policy id over every agent a policy acted
+    for in a multi-agent episode (empty in a single-agent run).
     """
     episodes = list(episodes)
+    by_policy: dict[str, list[float]] = {}
+    for episode in episodes:
+        for policy_id, rewards in episode.policy_rewards.items():
+            by_policy.setdefault(policy_id, []).extend(rewards)
     rewards = [e.reward for e in episodes]
     lengths = [e.length for e in episodes]
     custom: dict[str, list[float]] = {}
@@ -34,6 +40,9 @@ def summarize_episodes(episodes: Iterable[EpisodeSummary]) -> dict[str, float | 
         "episode_reward_max": max(rewards) if rewards else math.nan,
         "episode_len_mean": sum(lengths) / len(lengths) if lengths else math.nan,
         "custom_metrics": aggregated,
+        "policy_reward_mean": {pid: sum(r) / len(r) for pid, r in by_policy.items()},
+        "policy_reward_min": {pid: min(r) for pid, r in by_policy.items()},
+        "policy_reward_max": {pid: max(r) for pid, r in by_policy.items()},
     }
 
 
@@ -59,7 +68,7 @@ class EpisodeHistory:
         """The episodes in the window and the total, as JSON (for checkpoints: smoothed metrics resume as they were)."""
         return {
             "total": self.total,
-            "episodes": [[e.reward, e.length, e.custom_metrics] for e in self.episodes],
+            "episodes": [[e.reward, e.length, e.custom_metrics, e.policy_rewards] for e in self.episodes],
         }
 
     def set_state(self, state: Any) -> None:
@@ -72,12 +81,18 @@ class EpisodeHistory:
             raise ValueError("an episode history must be a dict with a list of episodes")
         episodes = []
         for item in state["episodes"]:
-            if not (isinstance(item, list) and len(item) == 3 and isinstance(item[2], dict)):
-                raise ValueError("each episode in the history is [reward, length, custom_metrics]")
+            # corral 0.1 saved three items; the policies' rewards came with multi-agent runs
+            if not (isinstance(item, list) and len(item) in (3, 4) and all(isinstance(v, dict) for v in item[2:])):
+                raise ValueError("each episode in the history is [reward, length, custom_metrics, policy_rewards]")
             reward = restored_float(item[0], "episode reward")
             length = restored_count(item[1], "episode length")
             custom = {str(k): _number(v, f"custom metric {k!r}") for k, v in item[2].items()}
-            episodes.append(EpisodeSummary(reward, length, custom))
+            policy_rewards = {}
+            for policy_id, rewards in (item[3] if len(item) == 4 else {}).items():
+                if not isinstance(rewards, list):
+                    raise ValueError(f"the rewards of policy {policy_id!r} in the episode history must be a list")
+                policy_rewards[str(policy_id)] = [restored_float(r, f"policy {policy_id!r} reward") for r in rewards]
+            episodes.append(EpisodeSummary(reward, length, custom, policy_rewards))
         total = restored_count(state.get("total", len(episodes)), "episodes total")
         self.episodes.clear()
         self.episodes.extend(episodes)

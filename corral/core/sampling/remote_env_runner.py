@@ -11,9 +11,9 @@ import os
 from typing import Any, NamedTuple
 
 from corral.core.contracts.config import AlgorithmConfig
-from corral.core.contracts.policy import Policy
-from corral.core.sampling.env_runner import EnvRunner, EpisodeSummary
-from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
+from corral.core.contracts.policy import Policy, PolicyBuild
+from corral.core.sampling.env_runner import EpisodeSummary
+from corral.core.sampling.sample_batch import MultiAgentBatch
 
 
 def ensure_ray() -> Any:
@@ -33,19 +33,22 @@ class RemoteSample(NamedTuple):
     """episodes that finished during the call"""
     filter_deltas: dict[str, dict[str, Any]]
     """by policy id, the observation-filter statistics gathered during the call (``MeanStdFilter.take_delta``)"""
+    timesteps: dict[str, int]
+    """by policy id, how far the policy's ``global_timestep`` advanced during the call"""
 
 
 class EnvRunnerActor:
     """The body of a remote env runner (wrapped with ``ray.remote`` by :func:`start_env_runner`).
 
-    Builds the same env runner and policy the local process has, from the
-    config, and samples with whatever weights the driver last broadcast.
+    Builds the same env runner and policies the local process has, from the
+    config and the policy builds, and samples with whatever weights the driver
+    last broadcast.
     """
 
     def __init__(
         self,
         config: AlgorithmConfig,
-        policy_class: type[Policy],
+        policy_builds: dict[str, PolicyBuild],
         worker_index: int,
         stream: str,
         env_creators: dict[str, Any] | None = None,
@@ -53,8 +56,8 @@ class EnvRunnerActor:
         import torch
 
         from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
-        from corral.core.contracts.policy import build_policy
         from corral.core.environments.envs import register_env
+        from corral.core.sampling.multi_agent_env_runner import make_env_runner
 
         for name, creator in (env_creators or {}).items():  # this process's registry starts empty
             register_env(name, creator)
@@ -62,36 +65,49 @@ class EnvRunnerActor:
         if config.num_torch_threads is not None:
             torch.set_num_threads(config.num_torch_threads)
         self.policies: dict[str, Policy] = {}
+        self._stream = stream
         callbacks = CallbackRunner(config.callbacks_class, installed_hook_plugins())
-        self.runner = EnvRunner(config, self.policies, worker_index, callbacks, seed=config.seed, stream=stream)
-        spaces = (self.runner.observation_space, self.runner.action_space)
-        self.policies[DEFAULT_POLICY_ID] = build_policy(
-            policy_class, *spaces, config, "policy", DEFAULT_POLICY_ID, stream, worker_index
-        )
-        for policy in self.policies.values():
-            if policy.observation_filter is not None:
-                policy.observation_filter.keeps_delta = True  # what this runner sees goes to the learner
+        self.runner = make_env_runner(config, self.policies, worker_index, callbacks, seed=config.seed, stream=stream)
+        for policy_id, build in policy_builds.items():
+            self.add_policy(policy_id, build)
 
-    def sample(self, sampling_state: dict[str, Any] | None) -> RemoteSample:
-        """One sample call with the broadcast policy state (None: keep the last one)."""
-        if sampling_state is not None:
-            self.runner.policy.set_sampling_state(sampling_state)
+    def add_policy(self, policy_id: str, build: PolicyBuild) -> None:
+        """Build a copy of a policy here (its weights come with the next broadcast).
+
+        Args:
+            policy_id: the policy's id.
+            build: how the learner's copy was built.
+        """
+        policy = self.policies[policy_id] = build.build(policy_id, self._stream, self.runner.worker_index)
+        if policy.observation_filter is not None:
+            policy.observation_filter.keeps_delta = True  # what this runner sees goes to the learner
+
+    def _take(self, sampling_state: dict[str, dict[str, Any]] | None) -> None:
+        for policy_id, state in (sampling_state or {}).items():
+            if policy_id in self.policies:
+                self.policies[policy_id].set_sampling_state(state)
+
+    def sample(self, sampling_state: dict[str, dict[str, Any]] | None) -> RemoteSample:
+        """One sample call with the broadcast policy states, by policy id (None: keep the last ones)."""
+        self._take(sampling_state)
+        before = {pid: p.global_timestep for pid, p in self.policies.items()}
         batch = self.runner.sample()
         deltas = {pid: p.observation_filter.take_delta() for pid, p in self.policies.items() if p.observation_filter is not None}
-        return RemoteSample(batch, self.runner.get_metrics(), deltas)
+        timesteps = {pid: p.global_timestep - before.get(pid, 0) for pid, p in self.policies.items()}
+        return RemoteSample(batch, self.runner.get_metrics(), deltas, timesteps)
 
-    def run_episodes(self, sampling_state: dict[str, Any], explore: bool, **span: int) -> list[EpisodeSummary]:
+    def run_episodes(self, sampling_state: dict[str, dict[str, Any]], explore: bool, **span: int) -> list[EpisodeSummary]:
         """Evaluate with the broadcast policy state for ``span`` (``num_episodes=`` or ``num_steps=``).
 
         Args:
-            sampling_state: the learner policy's :meth:`Policy.get_sampling_state`, loaded first.
+            sampling_state: the learner policies' :meth:`Policy.get_sampling_state` by id, loaded first.
             explore: act with exploration; False acts deterministically.
             **span: ``num_episodes=`` or ``num_steps=``, as :func:`evaluation_span` gives them.
 
         Returns:
             The finished episodes (see :meth:`EnvRunner.run_episodes`).
         """
-        self.runner.policy.set_sampling_state(sampling_state)
+        self._take(sampling_state)
         return self.runner.run_episodes(explore=explore, **span)
 
     def apply(self, fn: Any) -> Any:
@@ -122,7 +138,7 @@ class EnvRunnerActor:
         self.runner.stop()
 
 
-def start_env_runner(config: AlgorithmConfig, policy_class: type[Policy], worker_index: int, stream: str) -> Any:
+def start_env_runner(config: AlgorithmConfig, policy_builds: dict[str, PolicyBuild], worker_index: int, stream: str) -> Any:
     """Start one remote env runner with the resources the config asks for; returns its actor handle.
 
     An env the config names by a ``corral.register_env`` name is registered in
@@ -130,7 +146,7 @@ def start_env_runner(config: AlgorithmConfig, policy_class: type[Policy], worker
 
     Args:
         config: the runner's config (the evaluation config for evaluation runners).
-        policy_class: the algorithm's policy class.
+        policy_builds: how to build each policy, by id.
         worker_index: the runner's index, from 1.
         stream: ``"sampling"`` or ``"evaluation"``: with ``worker_index``, where its generators derive from.
     """
@@ -143,4 +159,4 @@ def start_env_runner(config: AlgorithmConfig, policy_class: type[Policy], worker
         resources=dict(config.custom_resources_per_env_runner) or None,
         max_restarts=0,
     )(EnvRunnerActor)
-    return actor_class.remote(config, policy_class, worker_index, stream, registered_creators(config.env))
+    return actor_class.remote(config, dict(policy_builds), worker_index, stream, registered_creators(config.env))

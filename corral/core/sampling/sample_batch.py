@@ -91,16 +91,18 @@ class MultiAgentBatch:
 
     ``env_steps`` counts environment transitions; with several agents one env
     step yields a row for each acting agent, so it can be less than the rows.
+    ``agent_steps`` counts the agents' actions; by default the rows (env runners
+    pass it, since a row of IMPALA's batches is a whole sequence).
     """
 
-    def __init__(self, policy_batches: Mapping[str, SampleBatch], env_steps: int) -> None:
+    def __init__(self, policy_batches: Mapping[str, SampleBatch], env_steps: int, agent_steps: int | None = None) -> None:
         self.policy_batches: dict[str, SampleBatch] = dict(policy_batches)
         self.env_steps = int(env_steps)
+        self.agent_steps = int(sum(b.count for b in self.policy_batches.values()) if agent_steps is None else agent_steps)
 
-    @property
-    def agent_steps(self) -> int:
-        """Rows over all policies."""
-        return sum(b.count for b in self.policy_batches.values())
+    def count_in(self, unit: str) -> int:
+        """``env_steps`` or ``agent_steps``, as ``count_steps_by`` names the unit."""
+        return self.agent_steps if unit == "agent_steps" else self.env_steps
 
     @staticmethod
     def concat(batches: list[MultiAgentBatch]) -> MultiAgentBatch:
@@ -112,6 +114,7 @@ class MultiAgentBatch:
         return MultiAgentBatch(
             {pid: SampleBatch.concat(bs) for pid, bs in by_policy.items()},
             sum(b.env_steps for b in batches),
+            sum(b.agent_steps for b in batches),
         )
 
     def __repr__(self) -> str:

@@ -55,7 +55,7 @@ class IMPALA(Algorithm):
 
     def _broadcast(self) -> None:
         assert self.sampler is not None
-        self.sampler.publish_weights(self.get_policy().get_sampling_state(), self.num_updates)
+        self.sampler.publish_weights(self.env_runner_group.sampling_state(), self.num_updates)
 
     def get_state(self) -> dict[str, Any]:
         """The base state and the learner's update count."""

@@ -110,7 +110,7 @@ def test_a_restored_checkpoint_sends_its_weights_and_version_to_the_runners(make
     fresh = make_algo(remote(seed=1))
     fresh.restore(path)
     assert fresh.num_updates == trained.num_updates and fresh.sampler.weights_version == fresh.num_updates
-    sent = ray.get(fresh.sampler._weights)["weights"]
+    sent = ray.get(fresh.sampler._weights)["default_policy"]["weights"]
     assert all((sent[k] == expected[k]).all() for k in expected)
     assert fresh.train()["training_iteration"] == 4
 

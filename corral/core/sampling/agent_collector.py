@@ -1,0 +1,267 @@
+"""Per-agent trajectories of a multi-agent env runner, packed per policy into time-major fragments.
+
+A multi-agent env gives observations to some agents at each step. An
+agent's row (the observation it acted on, its action and the action's
+extras) opens when it acts and closes when the agent next gets an
+observation or leaves the episode; rewards that arrive in between are summed
+into it, so a turn-based game credits a player's move with what the
+opponent's reply brought. Closed rows form *chunks*: one agent's rows for one
+policy, in the fragment being sampled.
+
+At the end of a sample call each policy's chunks become one ``[T, K]``
+fragment, a chunk per column, *right-aligned*: invalid rows pad the start, so
+the last row of every column is followed by that column's bootstrap
+observation exactly as in a single-agent fragment. A row that ends an
+agent's episode is followed, if the chunk goes on, by a reset row holding the
+agent's final observation (the convention of
+:mod:`corral.core.learning.postprocessing`). GAE, n-step returns and V-trace
+therefore run unchanged, batched over every agent of a policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from corral.core.sampling.sample_batch import SampleBatch
+
+if TYPE_CHECKING:
+    from corral.core.contracts.policy import Policy
+
+AgentKey = tuple[int, Hashable]
+"""(sub-environment index, agent id)"""
+
+
+@dataclass
+class _Records:
+    """What one policy's acting produced in the fragment: one array per act call, concatenated at the end."""
+
+    obs: list[np.ndarray] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    extras: list[dict[str, np.ndarray]] = field(default_factory=list)
+    count: int = 0
+
+    def add(self, obs: np.ndarray, actions: np.ndarray, extras: dict[str, np.ndarray]) -> int:
+        start = self.count
+        self.obs.append(obs)
+        self.actions.append(actions)
+        self.extras.append(extras)
+        self.count += len(obs)
+        return start
+
+
+@dataclass
+class _Pending:
+    """An agent's open row: the policy that acted, its record, the rewards summed so far, the raw observation."""
+
+    policy_id: str
+    record: int
+    raw_obs: Any
+    reward: float = 0.0
+
+
+@dataclass
+class _Chunk:
+    """One agent's closed rows for one policy; ``rows`` index the policy's records, ``~j`` its j-th reset observation."""
+
+    rows: list[int] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    terminateds: list[bool] = field(default_factory=list)
+    truncateds: list[bool] = field(default_factory=list)
+    valid: list[bool] = field(default_factory=list)
+    after: Any = None
+    """the raw observation that follows the last row (the final one if ``done``)"""
+    done: bool = False
+
+
+@dataclass
+class PolicyFragment:
+    """One policy's samples of a sample call, ready for ``postprocess_trajectory``."""
+
+    fragment: SampleBatch
+    """``[T, K]`` columns, one column per chunk, right-aligned"""
+    bootstrap_obs: np.ndarray
+    """``[K, ...]`` preprocessed observations after each column's last row"""
+    agents: list[AgentKey]
+    """the (sub-environment, agent) of each column"""
+
+
+class AgentCollector:
+    """Rows per agent as they open and close, and the fragments they make (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, _Records] = {}
+        self._pending: dict[AgentKey, _Pending] = {}
+        self._chunks: dict[tuple[int, Hashable, str], _Chunk] = {}
+        self._reset_obs: dict[str, list[Any]] = {}
+
+    def act(
+        self, policy_id: str, agents: Sequence[AgentKey], raw_obs: Sequence[Any], obs: np.ndarray, actions: np.ndarray,
+        extras: dict[str, np.ndarray],
+    ) -> None:  # fmt: skip
+        """Open a row for each agent that acted: ``obs[j]``, ``actions[j]`` and ``extras`` row ``j`` are ``agents[j]``'s.
+
+        Args:
+            policy_id: the policy that acted for all of them.
+            agents: ``(sub-environment, agent id)`` of each row.
+            raw_obs: each agent's observation as the env gave it.
+            obs: ``[B, ...]`` the preprocessed observations.
+            actions: ``[B, ...]`` the actions, in the policy's action space.
+            extras: the policy's extra action outputs, ``[B, ...]`` each.
+        """
+        start = self._records.setdefault(policy_id, _Records()).add(obs, actions, extras)
+        for j, key in enumerate(agents):
+            self._pending[key] = _Pending(policy_id, start + j, raw_obs[j])
+
+    def add_reward(self, key: AgentKey, reward: float) -> None:
+        """Add to the agent's open row; a reward to an agent that has not acted yet has no row to go to.
+
+        Args:
+            key: the agent.
+            reward: what the env gave it on this step.
+        """
+        pending = self._pending.get(key)
+        if pending is not None:
+            pending.reward += reward
+
+    def has_open_row(self, key: AgentKey) -> bool:
+        """Whether the agent acted and its row is still open."""
+        return key in self._pending
+
+    def close(self, key: AgentKey, next_raw_obs: Any, terminated: bool, truncated: bool) -> None:
+        """Close the agent's open row: it got ``next_raw_obs`` (or left the episode with it as its final observation).
+
+        Args:
+            key: the agent.
+            next_raw_obs: its next observation; None if the env gave none (the row's own is used).
+            terminated: the agent's episode ended for good.
+            truncated: the agent's episode was cut short (bootstrapped from ``next_raw_obs``).
+        """
+        pending = self._pending.pop(key)
+        chunk = self._chunks.setdefault((*key, pending.policy_id), _Chunk())
+        if chunk.done:  # the previous row ended an episode: a reset row carries its final observation
+            resets = self._reset_obs.setdefault(pending.policy_id, [])
+            chunk.rows.append(~len(resets))
+            resets.append(chunk.after)
+            chunk.rewards.append(0.0)
+            chunk.terminateds.append(False)
+            chunk.truncateds.append(False)
+            chunk.valid.append(False)
+        chunk.rows.append(pending.record)
+        chunk.rewards.append(pending.reward)
+        chunk.terminateds.append(terminated)
+        chunk.truncateds.append(truncated)
+        chunk.valid.append(True)
+        chunk.after = pending.raw_obs if next_raw_obs is None else next_raw_obs
+        chunk.done = terminated or truncated
+
+    def build(self, policies: dict[str, Policy], horizon: int) -> dict[str, PolicyFragment]:
+        """Each policy's closed rows as a right-aligned ``[horizon, K]`` fragment; open rows carry over to the next.
+
+        Args:
+            policies: the policies by id (to preprocess the observations that were not acted on).
+            horizon: ``T``, at least the longest chunk (the steps of the sample call).
+
+        Returns:
+            By policy id, its fragment, bootstrap observations and the agent of each column;
+            policies without closed rows are left out.
+        """
+        by_policy: dict[str, list[tuple[AgentKey, _Chunk]]] = {}
+        for (env_index, agent, policy_id), chunk in self._chunks.items():
+            by_policy.setdefault(policy_id, []).append(((env_index, agent), chunk))
+        fragments = {
+            policy_id: self._fragment(
+                policies[policy_id], self._records[policy_id], self._reset_obs.get(policy_id, []), chunks, horizon
+            )
+            for policy_id, chunks in by_policy.items()
+        }
+        self._carry_over_open_rows()
+        self._chunks.clear()
+        self._reset_obs.clear()
+        return fragments
+
+    def _fragment(
+        self, policy: Policy, records: _Records, reset_raw: list[Any], chunks: list[tuple[AgentKey, _Chunk]], horizon: int
+    ) -> PolicyFragment:
+        acted = len(records.obs)
+        obs = [np.concatenate(records.obs)] if acted else []
+        actions = [np.concatenate(records.actions)] if acted else []
+        extras = {k: [np.concatenate([e[k] for e in records.extras])] for k in records.extras[0]} if acted else {}
+        if reset_raw:  # a forward pass gives the reset rows their extras (the final observation's value estimate)
+            reset_obs = policy.preprocess(stack_observations(reset_raw))
+            reset_actions, reset_extras = policy.compute_actions(reset_obs, explore=False)
+            obs.append(reset_obs)
+            actions.append(reset_actions)
+            for key, value in reset_extras.items():
+                extras[key].append(value)
+        # one zero row at the end, for the padding
+        columns = {SampleBatch.OBS: obs, SampleBatch.ACTIONS: actions, **extras}
+        store = {
+            key: np.concatenate([*parts, np.zeros((1, *parts[0].shape[1:]), parts[0].dtype)]) for key, parts in columns.items()
+        }
+        num_resets_offset, pad = records.count, records.count + len(reset_raw)
+        width = len(chunks)
+        index = np.full((horizon, width), pad, dtype=np.int64)
+        rewards = np.zeros((horizon, width), dtype=np.float32)
+        terminateds = np.zeros((horizon, width), dtype=bool)
+        truncateds = np.zeros((horizon, width), dtype=bool)
+        valid = np.zeros((horizon, width), dtype=bool)
+        for k, (_, chunk) in enumerate(chunks):
+            rows = np.asarray(chunk.rows, dtype=np.int64)
+            start = horizon - len(rows)
+            index[start:, k] = np.where(rows >= 0, rows, num_resets_offset + ~rows)
+            rewards[start:, k] = chunk.rewards
+            terminateds[start:, k] = chunk.terminateds
+            truncateds[start:, k] = chunk.truncateds
+            valid[start:, k] = chunk.valid
+        fragment = SampleBatch({key: value[index] for key, value in store.items()})
+        fragment.update(
+            {
+                SampleBatch.REWARDS: rewards,
+                SampleBatch.TERMINATEDS: terminateds,
+                SampleBatch.TRUNCATEDS: truncateds,
+                SampleBatch.VALID: valid,
+            }
+        )
+        bootstrap = policy.preprocess(stack_observations([chunk.after for _, chunk in chunks]))
+        return PolicyFragment(fragment, bootstrap, [key for key, _ in chunks])
+
+    def _carry_over_open_rows(self) -> None:
+        """Move the open rows' records into fresh stores: they close in the next sample call."""
+        old, self._records = self._records, {}
+        by_policy: dict[str, list[tuple[AgentKey, _Pending]]] = {}
+        for key, pending in self._pending.items():
+            by_policy.setdefault(pending.policy_id, []).append((key, pending))
+        for policy_id, open_rows in by_policy.items():
+            records = old[policy_id]
+            rows = np.asarray([pending.record for _, pending in open_rows])
+            obs, actions = np.concatenate(records.obs)[rows], np.concatenate(records.actions)[rows]
+            extras = {k: np.concatenate([e[k] for e in records.extras])[rows] for k in records.extras[0]}
+            start = self._records.setdefault(policy_id, _Records()).add(obs, actions, extras)
+            for j, (_, pending) in enumerate(open_rows):
+                pending.record = start + j
+
+    def drop_open_rows(self, env_index: int) -> None:
+        """Forget the open rows of one sub-environment (its episode was cut off without a last step)."""
+        for key in [key for key in self._pending if key[0] == env_index]:
+            del self._pending[key]
+
+
+def stack_observations(observations: Sequence[Any]) -> Any:
+    """Single observations as one batch, as a vector env returns them (dicts and tuples of arrays are stacked inside).
+
+    Args:
+        observations: observations of one space, without a batch axis.
+
+    Returns:
+        An array with a leading batch axis, or a dict or tuple of such arrays.
+    """
+    first = observations[0]
+    if isinstance(first, dict):
+        return {key: stack_observations([o[key] for o in observations]) for key in first}
+    if isinstance(first, tuple):
+        return tuple(stack_observations([o[i] for o in observations]) for i in range(len(first)))
+    return np.stack([np.asarray(o) for o in observations])

@@ -1,0 +1,513 @@
+"""The multi-agent env runner: steps a list of multi-agent envs, each policy acting for its agents in one batch.
+
+At every step the agents that were given observations, in every
+sub-environment, are grouped by the policy that acts for them; each policy
+runs one batched forward pass over all of its agents. Rows are kept per agent
+(:mod:`corral.core.sampling.agent_collector`) and each policy's rows become
+one time-major fragment, postprocessed in one call. A sub-environment whose
+episode ended is reset on the next step, as gymnasium's vector envs do, so a
+fragment never holds more rows per agent than the call had steps.
+
+:func:`make_env_runner` picks this runner or the single-agent
+:class:`~corral.core.sampling.env_runner.EnvRunner` by the env.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Hashable
+from typing import Any, cast
+
+import gymnasium as gym
+import numpy as np
+
+from corral.core.contracts.callbacks import CallbackRunner
+from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.policy import Policy
+from corral.core.environments.envs import EnvContext, env_name
+from corral.core.environments.multi_agent_env import ALL_AGENTS, MultiAgentEnvChecker, make_multi_agent_envs, probe_env
+from corral.core.environments.spaces import space_to_json
+from corral.core.sampling.agent_collector import AgentCollector, stack_observations
+from corral.core.sampling.env_runner import EnvRunner, EpisodeSummary, new_episode_id
+from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.seeding import generator_state, numpy_generator, set_generator_state
+from corral.errors import ConfigError
+
+logger = logging.getLogger("corral")
+
+
+class MultiAgentEpisode:
+    """One episode of one multi-agent sub-environment, as callbacks and ``policy_mapping_fn`` see it.
+
+    ``agent_rewards`` sums each agent's rewards by ``(agent_id, policy_id)``;
+    ``user_data`` is free for callbacks; numbers put in ``custom_metrics`` are
+    aggregated into the results.
+
+    Args:
+        env_index: the sub-environment.
+        runner: the env runner, whose policy mapping decides :meth:`policy_for`.
+    """
+
+    def __init__(self, env_index: int, runner: MultiAgentEnvRunner) -> None:
+        self.episode_id = new_episode_id()
+        self.env_index = env_index
+        self.length = 0
+        self.total_reward = 0.0
+        self.agent_rewards: dict[tuple[Hashable, str], float] = {}
+        self.agent_steps: dict[Hashable, int] = {}
+        self.user_data: dict[str, Any] = {}
+        self.custom_metrics: dict[str, float] = {}
+        self.hist_data: dict[str, list[float]] = {}
+        self.last_observations: dict[Hashable, Any] = {}
+        self.last_actions: dict[Hashable, Any] = {}
+        self.last_rewards: dict[Hashable, float] = {}
+        self.last_infos: dict[Hashable, Any] = {}
+        self.terminated = False
+        self.truncated = False
+        self._runner = runner
+        self._policies: dict[Hashable, str] = {}
+
+    def policy_for(self, agent_id: Hashable) -> str:
+        """The id of the policy acting for ``agent_id`` in this episode (``policy_mapping_fn``, asked once per agent).
+
+        Raises:
+            ConfigError: the mapping names a policy the runner does not have.
+        """
+        policy_id = self._policies.get(agent_id)
+        if policy_id is None:
+            policy_id = self._policies[agent_id] = self._runner.map_agent(agent_id, self)
+        return policy_id
+
+    def get_agents(self) -> list[Hashable]:
+        """The agents seen in this episode so far."""
+        return list(self._policies)
+
+    def last_observation_for(self, agent_id: Hashable) -> Any:
+        """The agent's last observation (None before it got one)."""
+        return self.last_observations.get(agent_id)
+
+    def last_action_for(self, agent_id: Hashable) -> Any:
+        """The agent's last action, in the env's action space (None before it acted)."""
+        return self.last_actions.get(agent_id)
+
+    def last_info_for(self, agent_id: Hashable) -> Any:
+        """The agent's last info dict (None before it got one)."""
+        return self.last_infos.get(agent_id)
+
+    def summary(self) -> EpisodeSummary:
+        """What metrics keep of the finished episode: totals, custom metrics and each policy's agents' rewards."""
+        by_policy: dict[str, list[float]] = {}
+        for (_, policy_id), reward in self.agent_rewards.items():
+            by_policy.setdefault(policy_id, []).append(reward)
+        return EpisodeSummary(self.total_reward, self.length, dict(self.custom_metrics), by_policy)
+
+
+class MultiAgentEnvRunner:
+    """Steps ``num_envs`` multi-agent sub-environments with the policies and returns samples by policy.
+
+    The same interface as :class:`~corral.core.sampling.env_runner.EnvRunner`
+    (``sample``, ``run_episodes``, ``get_metrics``, state, lifecycle); its
+    ``policy_map`` holds the policies by id.
+
+    Args:
+        config: the algorithm's config (the evaluation config for evaluation runners).
+        policies: policies by id; a local runner shares the algorithm's.
+        worker_index: 0 for the local runner, 1..N for remote ones.
+        callbacks: the hook facade; none runs if omitted.
+        num_envs: sub-environments; default ``config.num_envs_per_env_runner``.
+        seed: the algorithm's seed; every episode's reset seed is drawn from a generator
+            derived from it, ``stream`` and ``worker_index``.
+        stream: ``"sampling"`` or ``"evaluation"``.
+        first_env: sub-environment 0, already made (see ``probe_env``).
+    """
+
+    is_multi_agent = True
+
+    def __init__(
+        self,
+        config: AlgorithmConfig,
+        policies: dict[str, Policy],
+        worker_index: int = 0,
+        callbacks: CallbackRunner | None = None,
+        num_envs: int | None = None,
+        seed: int | None = None,
+        stream: str = "sampling",
+        first_env: Any = None,
+    ) -> None:
+        self.config = config
+        self.worker_index = worker_index
+        self.policies = policies
+        self.callbacks = callbacks or CallbackRunner([])
+        self.num_envs = num_envs or config.num_envs_per_env_runner
+        context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
+        self.envs = [
+            MultiAgentEnvChecker(env, f"sub-environment {i} of env runner {worker_index} ({env_name(config.env)})",
+                                 check_observations=not config.disable_env_checking)
+            for i, env in enumerate(make_multi_agent_envs(config, self.num_envs, worker_index, first_env))
+        ]  # fmt: skip
+        self.env = [checker.env for checker in self.envs]
+        """the sub-environments, as the episode hooks get them (``base_env``)"""
+        for i, env in enumerate(self.env):
+            self.callbacks.environment_created(self, env, context.copy_with(vector_index=i))
+        self._reward_bound = None if config.clip_rewards is None else min(config.clip_rewards, float(np.finfo(np.float32).max))
+        self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
+        self._obs: list[dict[Hashable, Any]] | None = None
+        self._reset_pending = np.zeros(self.num_envs, dtype=bool)
+        self._episodes: list[MultiAgentEpisode] = []
+        self._open: list[set[Hashable]] = [set() for _ in range(self.num_envs)]
+        self._collector = AgentCollector()
+        self._completed: list[EpisodeSummary] = []
+
+    @property
+    def policy_map(self) -> dict[str, Policy]:
+        """The policies by id (RLlib's name)."""
+        return self.policies
+
+    # ------------------------------------------------------------------ #
+    # policies
+    # ------------------------------------------------------------------ #
+    def map_agent(self, agent_id: Hashable, episode: MultiAgentEpisode) -> str:
+        """The policy id ``policy_mapping_fn(agent_id, episode, worker=self)`` gives, checked to exist.
+
+        Without a ``policy_mapping_fn`` every agent maps to ``default_policy``, or to
+        the only policy if there is one.
+
+        Args:
+            agent_id: the agent.
+            episode: its episode, which the mapping may read.
+
+        Returns:
+            The policy id.
+
+        Raises:
+            ConfigError: the id is not one of this runner's policies, or no mapping is set
+                and there are several policies.
+        """
+        mapping = self.config.policy_mapping_fn
+        if mapping is not None:
+            policy_id = mapping(agent_id, episode, worker=self)
+        elif DEFAULT_POLICY_ID in self.policies or not self.policies:
+            policy_id = DEFAULT_POLICY_ID
+        elif len(self.policies) == 1:
+            policy_id = next(iter(self.policies))
+        else:
+            raise ConfigError(
+                f"agent {agent_id!r} needs a policy: there are several ({sorted(self.policies)}) and no policy_mapping_fn; "
+                "set config.multi_agent(policy_mapping_fn=lambda agent_id, episode, **kwargs: ...)"
+            )
+        if self.policies and policy_id not in self.policies:
+            raise ConfigError(
+                f"policy_mapping_fn mapped agent {agent_id!r} to {policy_id!r}, which is not a policy; "
+                f"the policies are {sorted(self.policies)}"
+            )
+        return policy_id
+
+    def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """The (observation, action) spaces of every policy the config names, inferred where the spec leaves them out.
+
+        A policy's spaces are those of the agents mapped to it (its spec's, where
+        given); a policy no agent maps to gets the spaces every agent shares, if
+        they all share one pair (a self-play pool).
+
+        Raises:
+            ConfigError: agents with different spaces map to one policy, or a policy's
+                spaces cannot be inferred (naming the policy and the agents).
+        """
+        env = self.envs[0].env
+        specs = self.config.policies or {DEFAULT_POLICY_ID: None}
+        probe = MultiAgentEpisode(0, self)
+        saved, self.policies = self.policies, cast(dict[str, Policy], dict.fromkeys(specs))  # ids only, to check the mapping
+        try:
+            inferred: dict[str, tuple[Hashable, gym.Space, gym.Space]] = {}
+            for agent in env.possible_agents:
+                spaces = (env.get_observation_space(agent), env.get_action_space(agent))
+                policy_id = probe.policy_for(agent)
+                first = inferred.setdefault(policy_id, (agent, *spaces))
+                if [space_to_json(s) for s in first[1:]] != [space_to_json(s) for s in spaces]:
+                    raise ConfigError(
+                        f"agents {first[0]!r} and {agent!r} both map to policy {policy_id!r} but have different spaces "
+                        f"({first[1]}, {first[2]} and {spaces[0]}, {spaces[1]}); map them to different policies"
+                    )
+        finally:
+            self.policies = saved
+        pairs = {json.dumps([space_to_json(s) for s in found[1:]], sort_keys=True): found[1:] for found in inferred.values()}
+        shared = next(iter(pairs.values())) if len(pairs) == 1 else (None, None)
+        result = {}
+        for policy_id, spec in specs.items():
+            found = inferred.get(policy_id, (None, *shared))
+            observation_space = getattr(spec, "observation_space", None) or found[1]
+            action_space = getattr(spec, "action_space", None) or found[2]
+            if observation_space is None or action_space is None:
+                raise ConfigError(
+                    f"policy {policy_id!r}: no agent of the env ({env.possible_agents}) maps to it and the agents do not "
+                    "share one pair of spaces, so its spaces cannot be inferred; give them: "
+                    "PolicySpec(observation_space=..., action_space=...)"
+                )
+            result[policy_id] = (observation_space, action_space)
+        return result
+
+    # ------------------------------------------------------------------ #
+    # sampling
+    # ------------------------------------------------------------------ #
+    def sample(self, num_steps: int | None = None, explore: bool | None = None) -> MultiAgentBatch:
+        """Step every sub-environment up to ``num_steps`` times and return each policy's postprocessed samples.
+
+        With ``count_steps_by="agent_steps"`` the call ends early once the agents
+        took ``num_steps * num_envs`` actions.
+
+        Args:
+            num_steps: steps per sub-environment; default the config's rollout fragment length.
+            explore: default ``config.explore``.
+
+        Returns:
+            A batch per policy that had rows close in this call; open rows (an agent
+            waiting for its turn) go into the next call's.
+        """
+        steps = num_steps or self.config.get_rollout_fragment_length()
+        explore = self.config.explore if explore is None else explore
+        if self._obs is None:
+            self._reset_all()
+        agent_target = steps * self.num_envs if self.config.count_steps_by == "agent_steps" else None
+        env_steps = agent_steps = 0
+        for _ in range(steps):
+            stepped, acted = self._step(explore, record=True)
+            env_steps, agent_steps = env_steps + stepped, agent_steps + acted
+            if agent_target is not None and agent_steps >= agent_target:
+                break
+        batches = {}
+        for policy_id, part in self._collector.build(self.policies, steps).items():
+            policy = self.policies[policy_id]
+            if not self.callbacks.has_postprocess_trajectory:
+                batches[policy_id] = policy.postprocess_trajectory(part.fragment, part.bootstrap_obs)
+                continue
+            per_agent = []  # RLlib's hook sees one agent's trajectory at a time
+            for k, (_, agent_id) in enumerate(part.agents):
+                column = SampleBatch({key: value[:, k : k + 1] for key, value in part.fragment.items()})
+                batch = policy.postprocess_trajectory(column, part.bootstrap_obs[k : k + 1])
+                self.callbacks.postprocess_trajectory(self, policy_id, policy, batch, agent_id)
+                per_agent.append(batch)
+            batches[policy_id] = SampleBatch.concat(per_agent)
+        samples = MultiAgentBatch(batches, env_steps, agent_steps)
+        self.callbacks.sample_end(self, samples)
+        return samples
+
+    def run_episodes(
+        self, num_episodes: int | None = None, num_steps: int | None = None, explore: bool = False
+    ) -> list[EpisodeSummary]:
+        """Evaluate: run from fresh resets until ``num_episodes`` episodes end (or ``num_steps`` env steps pass).
+
+        As :meth:`EnvRunner.run_episodes`; nothing is recorded for training.
+
+        Args:
+            num_episodes: stop once this many episodes have ended.
+            num_steps: stop once this many env steps (summed over the sub-environments) have passed.
+            explore: act with exploration; False acts deterministically.
+
+        Returns:
+            The finished episodes in the order they ended.
+        """
+        self._collector = AgentCollector()
+        self._open = [set() for _ in range(self.num_envs)]
+        self._reset_all()
+        self._completed = []
+        steps = 0
+        while (num_episodes is not None and len(self._completed) < num_episodes) or (num_steps is not None and steps < num_steps):
+            steps += self._step(explore, record=False)[0]
+        episodes = self._completed[:num_episodes] if num_episodes is not None else self._completed
+        self._completed = []
+        self._obs = None  # the next sample call starts afresh
+        return episodes
+
+    def _step(self, explore: bool, record: bool) -> tuple[int, int]:
+        """One step of every sub-environment (a reset for those whose episode ended). Returns (env steps, agent steps)."""
+        assert self._obs is not None
+        acting: dict[str, list[tuple[int, Hashable, Any]]] = {}
+        stepping = []
+        for i, episode in enumerate(self._episodes):
+            if self._reset_pending[i]:
+                self._reset(i)
+                continue
+            for agent, obs in self._obs[i].items():
+                acting.setdefault(episode.policy_for(agent), []).append((i, agent, obs))
+            stepping.append(i)
+        action_dicts: list[dict[Hashable, Any]] = [{} for _ in range(self.num_envs)]
+        agent_steps = 0
+        for policy_id, items in acting.items():
+            policy = self.policies[policy_id]
+            raw = [obs for _, _, obs in items]
+            obs = policy.preprocess(stack_observations(raw), update_filter=record)
+            actions, extras = policy.compute_actions(obs, explore=explore)
+            env_actions = policy.action_adapter(actions)
+            # Discrete actions as Python ints, which every env accepts
+            as_list = env_actions.tolist() if isinstance(policy.action_space, gym.spaces.Discrete) else list(env_actions)
+            for (i, agent, _), action in zip(items, as_list, strict=True):
+                action_dicts[i][agent] = action
+                self._open[i].add(agent)
+            if record:
+                self._collector.act(policy_id, [(i, agent) for i, agent, _ in items], raw, obs, actions, extras)
+                policy.global_timestep += len(items)
+            agent_steps += len(items)
+        for i in stepping:
+            self._step_env(i, action_dicts[i], record)
+        return len(stepping), agent_steps
+
+    def _step_env(self, i: int, actions: dict[Hashable, Any], record: bool) -> None:
+        observations, rewards, terminateds, truncateds, infos = self.envs[i].step(actions)
+        episode = self._episodes[i]
+        observations = self._observe(observations, i, episode)
+        over = bool(terminateds[ALL_AGENTS] or truncateds[ALL_AGENTS])
+        episode.length += 1
+        for agent, reward in rewards.items():
+            value = float(reward)
+            episode.total_reward += value
+            key = (agent, episode.policy_for(agent))
+            episode.agent_rewards[key] = episode.agent_rewards.get(key, 0.0) + value
+            if record:
+                bound = self._reward_bound
+                self._collector.add_reward((i, agent), value if bound is None else min(max(value, -bound), bound))
+        for agent in actions:
+            episode.agent_steps[agent] = episode.agent_steps.get(agent, 0) + 1
+        open_agents = self._open[i]
+        for agent in list(open_agents):
+            terminated, truncated = bool(terminateds.get(agent, False)), bool(truncateds.get(agent, False))
+            if over and not (terminated or truncated):
+                terminated = bool(terminateds[ALL_AGENTS])
+                truncated = not terminated
+            if terminated or truncated or agent in observations:
+                if record:
+                    self._collector.close((i, agent), observations.get(agent), terminated, truncated)
+                open_agents.discard(agent)
+        if self.callbacks.has_episode_step:
+            episode.last_observations.update(observations)
+            episode.last_actions.update(actions)
+            episode.last_rewards = {agent: float(r) for agent, r in rewards.items()}
+            episode.last_infos.update(infos)
+            self.callbacks.episode_step(episode, self, i)
+        self._obs[i] = {}  # type: ignore[index]  # _step ran, so observations exist
+        if over:
+            episode.terminated, episode.truncated = bool(terminateds[ALL_AGENTS]), bool(truncateds[ALL_AGENTS])
+            episode.last_observations.update(observations)
+            if self.callbacks.has_episode_end:
+                self.callbacks.episode_end(episode, self, i)
+            self._completed.append(episode.summary())
+            self._reset_pending[i] = True
+            return
+        self._obs[i] = {  # type: ignore[index]
+            agent: obs for agent, obs in observations.items() if not (terminateds.get(agent) or truncateds.get(agent))
+        }
+
+    def _observe(self, observations: dict[Hashable, Any], i: int, episode: MultiAgentEpisode) -> dict[Hashable, Any]:
+        """The observations the policies see: the env's, or what ``observation_fn`` makes of them."""
+        function = self.config.observation_fn
+        if function is None:
+            return observations
+        return function(agent_obs=observations, worker=self, base_env=self.env[i], policies=self.policies, episode=episode)
+
+    # ------------------------------------------------------------------ #
+    # episodes
+    # ------------------------------------------------------------------ #
+    def _reset_all(self) -> None:
+        self._obs = [{} for _ in range(self.num_envs)]
+        self._episodes = [MultiAgentEpisode(i, self) for i in range(self.num_envs)]
+        for i in range(self.num_envs):
+            self._reset(i)
+
+    def _reset(self, i: int) -> None:
+        """Start a new episode in sub-environment ``i``, with a reset seed drawn from the runner's generator."""
+        assert self._obs is not None
+        # 31 bits: the widest seed every env accepts
+        observations, infos = self.envs[i].reset(seed=int(self.np_rng.integers(2**31)))
+        episode = self._episodes[i] = MultiAgentEpisode(i, self)
+        episode.last_observations.update(observations)
+        episode.last_infos.update(infos)
+        self._obs[i] = self._observe(observations, i, episode)
+        self._reset_pending[i] = False
+        if self.callbacks.has_episode_start:
+            self.callbacks.episode_start(episode, self, i)
+
+    def get_metrics(self) -> list[EpisodeSummary]:
+        """Episodes finished since the last call."""
+        completed, self._completed = self._completed, []
+        return completed
+
+    # ------------------------------------------------------------------ #
+    # state, for checkpoints
+    # ------------------------------------------------------------------ #
+    def get_state(self) -> dict[str, Any]:
+        """The runner's generator, as JSON; episodes in progress are not saved (a restored runner starts new ones)."""
+        return {
+            "built_for": {"env": env_name(self.config.env), "num_envs": self.num_envs},
+            "np_rng": generator_state(self.np_rng),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_state`: the generator; every sub-environment starts a new episode at the next sample call.
+
+        Raises:
+            ValueError: the state is malformed.
+        """
+        if not isinstance(state, dict) or "np_rng" not in state:
+            raise ValueError("a multi-agent env runner state must be a dict with the runner's generator")
+        if state.get("built_for") == self.get_state()["built_for"]:
+            set_generator_state(self.np_rng, state["np_rng"])
+        logger.info("multi-agent env runner %d starts new episodes after the restore", self.worker_index)
+        self._obs = None
+        self._collector = AgentCollector()
+        self._open = [set() for _ in range(self.num_envs)]
+
+    # ------------------------------------------------------------------ #
+    # lifecycle
+    # ------------------------------------------------------------------ #
+    def apply(self, fn: Any) -> Any:
+        """Call ``fn(self)`` (what ``foreach_env_runner`` does on each runner)."""
+        return fn(self)
+
+    def stop(self) -> None:
+        """Close the environments."""
+        for env in self.env:
+            env.close()
+
+
+AnyEnvRunner = EnvRunner | MultiAgentEnvRunner
+"""Either kind of env runner."""
+
+
+def make_env_runner(
+    config: AlgorithmConfig,
+    policies: dict[str, Policy],
+    worker_index: int = 0,
+    callbacks: CallbackRunner | None = None,
+    num_envs: int | None = None,
+    seed: int | None = None,
+    stream: str = "sampling",
+) -> AnyEnvRunner:
+    """The env runner for the config's env: a :class:`MultiAgentEnvRunner` for a ``corral.MultiAgentEnv``, else an EnvRunner.
+
+    Args:
+        config: the algorithm's config.
+        policies: policies by id, shared with the caller (filled after the runner is built).
+        worker_index: 0 for the local runner, 1..N for remote ones.
+        callbacks: the hook facade.
+        num_envs: sub-environments; default ``config.num_envs_per_env_runner``.
+        seed: the algorithm's seed.
+        stream: ``"sampling"`` or ``"evaluation"``.
+
+    Returns:
+        The runner, its environments built but not reset.
+
+    Raises:
+        ConfigError: the config sets ``multi_agent()`` policies or a mapping for a single-agent env.
+        EnvError: the env cannot be made.
+    """
+    multi_agent, first_env = probe_env(config, worker_index)
+    if multi_agent:
+        return MultiAgentEnvRunner(config, policies, worker_index, callbacks, num_envs, seed, stream, first_env)
+    if config.is_multi_agent:
+        if first_env is not None:
+            first_env.close()
+        raise ConfigError(
+            f"config.multi_agent() sets the policies {sorted(config.policies)}, but {env_name(config.env)!r} is a single-agent "
+            "env; give a corral.MultiAgentEnv (corral.make_multi_agent(env) makes one agent per copy of a single-agent env)"
+        )
+    return EnvRunner(config, policies, worker_index, callbacks, num_envs, seed, stream, first_env)
