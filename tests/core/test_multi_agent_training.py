@@ -20,6 +20,15 @@ def by_agent(agent_id: Any, episode: Any, **kwargs: Any) -> str:
     return f"p{agent_id}"
 
 
+def two_cartpoles(train_batch_size: int = 200, env: Any = MultiCartPole, **training: Any) -> Any:
+    """PPO on two-agent CartPole with a small budget (each test adds its multi-agent options)."""
+    return (
+        corral.get_config("PPO")
+        .environment(env, env_config={"num_agents": 2})
+        .training(train_batch_size=train_batch_size, minibatch_size=100, num_epochs=1, **training)
+    )
+
+
 class Relay(MultiAgentEnv):
     """Agents "a" and "b" take turns (a, b, a, b, a), then the game ends for both.
 
@@ -99,9 +108,7 @@ def test_a_row_still_open_at_the_end_of_a_sample_call_closes_in_the_next() -> No
 
 def test_the_step_counts_and_results_of_a_multi_agent_run() -> None:
     config = (
-        corral.get_config("PPO")
-        .environment(MultiCartPole, env_config={"num_agents": 2})
-        .training(train_batch_size=400, minibatch_size=100, num_epochs=1)
+        two_cartpoles(400)
         .env_runners(num_envs_per_env_runner=2)
         .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=by_agent)
         .debugging(seed=0)
@@ -122,14 +129,7 @@ def test_the_step_counts_and_results_of_a_multi_agent_run() -> None:
 
 
 def test_train_batch_size_counts_agent_steps_when_asked() -> None:
-    config = (
-        corral.get_config("PPO")
-        .environment(MultiCartPole, env_config={"num_agents": 2})
-        .training(train_batch_size=400, minibatch_size=100, num_epochs=1)
-        .env_runners(num_envs_per_env_runner=2)
-        .multi_agent(count_steps_by="agent_steps")
-        .debugging(seed=0)
-    )
+    config = two_cartpoles(400).env_runners(num_envs_per_env_runner=2).multi_agent(count_steps_by="agent_steps").debugging(seed=0)
     algo = config.build()
     result = algo.train()
     assert 400 <= result["num_agent_steps_sampled"] < 404  # two sub-envs, two agents: at most one step's worth over
@@ -170,11 +170,8 @@ def test_only_the_policies_to_train_learn_and_the_others_stay_bit_identical(name
 
 
 def test_policies_to_train_may_be_a_predicate() -> None:
-    config = (
-        corral.get_config("PPO")
-        .environment(MultiCartPole, env_config={"num_agents": 2})
-        .training(train_batch_size=200, minibatch_size=100, num_epochs=1)
-        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=by_agent, policies_to_train=lambda pid, batch=None: pid == "p1")
+    config = two_cartpoles().multi_agent(
+        policies={"p0", "p1"}, policy_mapping_fn=by_agent, policies_to_train=lambda pid, batch=None: pid == "p1"
     )
     algo = config.build()
     assert set(algo.train()["info"]["learner"]) == {"p1"}
@@ -183,9 +180,7 @@ def test_policies_to_train_may_be_a_predicate() -> None:
 
 def test_a_policy_s_own_options_apply_to_it_alone() -> None:
     config = (
-        corral.get_config("PPO")
-        .environment(MultiCartPole, env_config={"num_agents": 2})
-        .training(train_batch_size=200, minibatch_size=100, num_epochs=1, lr=1e-3)
+        two_cartpoles(lr=1e-3)
         .multi_agent(policies={"p0": PolicySpec(config={"lr": 1e-5, "gamma": 0.5}), "p1": None}, policy_mapping_fn=by_agent)
         .debugging(seed=0)
     )
@@ -257,9 +252,7 @@ def test_callbacks_see_each_agent_s_trajectory_and_rewards() -> None:
 def test_a_multi_agent_checkpoint_restores_every_policy(tmp_path: Any) -> None:
     corral.register_env("corral-test-multi-cartpole", MultiCartPole)
     config = (
-        corral.get_config("PPO")
-        .environment("corral-test-multi-cartpole", env_config={"num_agents": 2})
-        .training(train_batch_size=200, minibatch_size=100, num_epochs=1)
+        two_cartpoles(env="corral-test-multi-cartpole")
         .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=by_agent)
         .debugging(seed=0)
     )
@@ -281,9 +274,7 @@ def test_a_multi_agent_checkpoint_restores_every_policy(tmp_path: Any) -> None:
 
 def test_evaluation_reports_each_policy_s_rewards() -> None:
     config = (
-        corral.get_config("PPO")
-        .environment(MultiCartPole, env_config={"num_agents": 2})
-        .training(train_batch_size=200, minibatch_size=100, num_epochs=1)
+        two_cartpoles()
         .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=by_agent)
         .evaluation(evaluation_interval=1, evaluation_duration=3)
     )

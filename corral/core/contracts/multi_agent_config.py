@@ -151,17 +151,13 @@ def policy_config(config: AlgorithmConfig, policy_id: str) -> AlgorithmConfig:
         policy_id: one of ``config.policies``.
 
     Returns:
-        A new, unfrozen config without multi-agent options of its own (a copy of
-        ``config`` for a policy the config does not list, or one with no options of its own).
+        A new, unfrozen config without multi-agent options of its own.
 
     Raises:
         ConfigError: the policy's options are not options of this algorithm, belong to a
             group every policy shares, or have invalid values (naming the policy).
     """
-    spec = config.policies.get(policy_id)
-    overrides = spec.config if spec is not None and spec.config else {}
-    if not overrides:
-        return config.copy()
+    overrides = config.policies[policy_id].config or {}
     where = f"policies[{policy_id!r}].config"
     try:
         canonical = type(config)._canonical_keys(overrides)

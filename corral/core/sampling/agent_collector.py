@@ -52,6 +52,13 @@ class _Records:
         self.count += len(obs)
         return start
 
+    def joined(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """Every row so far as one array per column (joined once; later calls reuse it)."""
+        if len(self.obs) > 1:
+            self.obs, self.actions = [np.concatenate(self.obs)], [np.concatenate(self.actions)]
+            self.extras = [{key: np.concatenate([e[key] for e in self.extras]) for key in self.extras[0]}]
+        return self.obs[0], self.actions[0], self.extras[0]
+
 
 @dataclass
 class _Pending:
@@ -186,10 +193,10 @@ class AgentCollector:
     def _fragment(
         self, policy: Policy, records: _Records, reset_raw: list[Any], chunks: list[tuple[AgentKey, _Chunk]], horizon: int
     ) -> PolicyFragment:
-        acted = len(records.obs)
-        obs = [np.concatenate(records.obs)] if acted else []
-        actions = [np.concatenate(records.actions)] if acted else []
-        extras = {k: [np.concatenate([e[k] for e in records.extras])] for k in records.extras[0]} if acted else {}
+        # a policy with closed rows acted in this call, or carried an open row into it
+        acted_obs, acted_actions, acted_extras = records.joined()
+        obs, actions = [acted_obs], [acted_actions]
+        extras = {key: [value] for key, value in acted_extras.items()}
         if reset_raw:  # a forward pass gives the reset rows their extras (the final observation's value estimate)
             reset_obs = policy.preprocess(stack_observations(reset_raw))
             reset_actions, reset_extras = policy.compute_actions(reset_obs, explore=False)
@@ -202,7 +209,7 @@ class AgentCollector:
         store = {
             key: np.concatenate([*parts, np.zeros((1, *parts[0].shape[1:]), parts[0].dtype)]) for key, parts in columns.items()
         }
-        num_resets_offset, pad = records.count, records.count + len(reset_raw)
+        reset_offset, pad = records.count, records.count + len(reset_raw)
         width = len(chunks)
         index = np.full((horizon, width), pad, dtype=np.int64)
         rewards = np.zeros((horizon, width), dtype=np.float32)
@@ -212,7 +219,7 @@ class AgentCollector:
         for k, (_, chunk) in enumerate(chunks):
             rows = np.asarray(chunk.rows, dtype=np.int64)
             start = horizon - len(rows)
-            index[start:, k] = np.where(rows >= 0, rows, num_resets_offset + ~rows)
+            index[start:, k] = np.where(rows >= 0, rows, reset_offset + ~rows)
             rewards[start:, k] = chunk.rewards
             terminateds[start:, k] = chunk.terminateds
             truncateds[start:, k] = chunk.truncateds
@@ -236,11 +243,11 @@ class AgentCollector:
         for key, pending in self._pending.items():
             by_policy.setdefault(pending.policy_id, []).append((key, pending))
         for policy_id, open_rows in by_policy.items():
-            records = old[policy_id]
             rows = np.asarray([pending.record for _, pending in open_rows])
-            obs, actions = np.concatenate(records.obs)[rows], np.concatenate(records.actions)[rows]
-            extras = {k: np.concatenate([e[k] for e in records.extras])[rows] for k in records.extras[0]}
-            start = self._records.setdefault(policy_id, _Records()).add(obs, actions, extras)
+            obs, actions, extras = old[policy_id].joined()  # joined already if the policy had closed rows
+            start = self._records.setdefault(policy_id, _Records()).add(
+                obs[rows], actions[rows], {k: v[rows] for k, v in extras.items()}
+            )
             for j, (_, pending) in enumerate(open_rows):
                 pending.record = start + j
 

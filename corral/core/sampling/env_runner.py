@@ -77,8 +77,11 @@ class EpisodeSummary:
     """multi-agent episodes: by policy id, the total reward of each agent that policy acted for"""
 
 
-class EnvRunner:
-    """Steps ``num_envs`` sub-environments with the policies and returns samples.
+class BaseEnvRunner:
+    """What both kinds of env runner share: config, policies, callbacks, generator, finished episodes.
+
+    A subclass builds its environments in :meth:`_make_envs` and writes
+    ``sample``, ``run_episodes``, ``policy_spaces``, the state methods and ``stop``.
 
     Args:
         config: the algorithm's config (the evaluation config for evaluation runners).
@@ -108,21 +111,48 @@ class EnvRunner:
         self.policies = policies
         self.callbacks = callbacks or CallbackRunner([])
         self.num_envs = num_envs or config.num_envs_per_env_runner
-        self.env = make_vector_env(config, self.num_envs, worker_index, first_env)
+        # rewards are stored as float32: a bound beyond its range clips nothing, and must not overflow the cast
+        self._reward_bound = None if config.clip_rewards is None else min(config.clip_rewards, float(np.finfo(np.float32).max))
+        self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
+        self._completed: list[EpisodeSummary] = []
+        self._make_envs(first_env)
+
+    def _make_envs(self, first_env: Any) -> None:
+        """Build the sub-environments (``first_env`` is sub-environment 0 if given) and the sampling state."""
+        raise NotImplementedError
+
+    @property
+    def policy_map(self) -> dict[str, Policy]:
+        """The policies by id (RLlib's name)."""
+        return self.policies
+
+    def get_metrics(self) -> list[EpisodeSummary]:
+        """Episodes finished since the last call."""
+        completed, self._completed = self._completed, []
+        return completed
+
+    def apply(self, fn: Any) -> Any:
+        """Call ``fn(self)`` (what ``foreach_env_runner`` does on each runner)."""
+        return fn(self)
+
+
+class EnvRunner(BaseEnvRunner):
+    """Steps ``num_envs`` single-agent sub-environments (a gymnasium vector env) with the policy; see :class:`BaseEnvRunner`."""
+
+    def _make_envs(self, first_env: Any) -> None:
+        config = self.config
+        self.env = make_vector_env(config, self.num_envs, self.worker_index, first_env)
         self._check_buffer_memory()
         # Sub-environments stepped in a loop check themselves (SubEnvironmentGuard); a native vector env is checked here.
         self._native = not is_guarded(self.env)
         self._obs_check = ObservationCheck(self.observation_space) if self._native and not config.disable_env_checking else None
-        # rewards are stored as float32: a bound beyond its range clips nothing, and must not overflow the cast
-        self._reward_bound = None if config.clip_rewards is None else min(config.clip_rewards, float(np.finfo(np.float32).max))
-        self.callbacks.environment_created(self, self.env, EnvContext(config.env_config, worker_index, 0, config.num_env_runners))
-        self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
+        context = EnvContext(config.env_config, self.worker_index, 0, config.num_env_runners)
+        self.callbacks.environment_created(self, self.env, context)
         self._obs: Any = None
         self._reset_pending = np.zeros(self.num_envs, dtype=bool)
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._episodes: list[Episode | None] = [None] * self.num_envs
-        self._completed: list[EpisodeSummary] = []
         self._buffers: dict[str, np.ndarray] = {}
 
     def _check_buffer_memory(self) -> None:
@@ -147,17 +177,10 @@ class EnvRunner:
         """One sub-environment's action space."""
         return self.env.single_action_space
 
-    is_multi_agent = False
-
     @property
     def policy(self) -> Policy:
         """The policy acting in this (single-agent) runner."""
         return self.policies[DEFAULT_POLICY_ID]
-
-    @property
-    def policy_map(self) -> dict[str, Policy]:
-        """The policies by id (RLlib's name); here the one ``default_policy``."""
-        return self.policies
 
     def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
         """The one policy's (observation, action) spaces: the env's."""
@@ -325,11 +348,6 @@ class EnvRunner:
             self._ep_len[i] = 0
         self._reset_pending = done
 
-    def get_metrics(self) -> list[EpisodeSummary]:
-        """Episodes finished since the last call."""
-        completed, self._completed = self._completed, []
-        return completed
-
     # ------------------------------------------------------------------ #
     # state, for checkpoints
     # ------------------------------------------------------------------ #
@@ -410,10 +428,6 @@ class EnvRunner:
     # ------------------------------------------------------------------ #
     # lifecycle
     # ------------------------------------------------------------------ #
-    def apply(self, fn: Any) -> Any:
-        """Call ``fn(self)`` (what ``foreach_env_runner`` does on each runner)."""
-        return fn(self)
-
     def stop(self) -> None:
         """Close the environments."""
         self.env.close()

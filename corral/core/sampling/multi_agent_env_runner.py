@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Hashable
-from typing import Any, cast
+from collections.abc import Collection, Hashable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -29,9 +29,9 @@ from corral.core.environments.envs import EnvContext, env_name
 from corral.core.environments.multi_agent_env import ALL_AGENTS, MultiAgentEnvChecker, make_multi_agent_envs, probe_env
 from corral.core.environments.spaces import space_to_json
 from corral.core.sampling.agent_collector import AgentCollector, stack_observations
-from corral.core.sampling.env_runner import EnvRunner, EpisodeSummary, new_episode_id
+from corral.core.sampling.env_runner import BaseEnvRunner, EnvRunner, EpisodeSummary, new_episode_id
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
-from corral.core.seeding import generator_state, numpy_generator, set_generator_state
+from corral.core.seeding import generator_state, set_generator_state
 from corral.errors import ConfigError
 
 logger = logging.getLogger("corral")
@@ -103,43 +103,16 @@ class MultiAgentEpisode:
         return EpisodeSummary(self.total_reward, self.length, dict(self.custom_metrics), by_policy)
 
 
-class MultiAgentEnvRunner:
+class MultiAgentEnvRunner(BaseEnvRunner):
     """Steps ``num_envs`` multi-agent sub-environments with the policies and returns samples by policy.
 
     The same interface as :class:`~corral.core.sampling.env_runner.EnvRunner`
-    (``sample``, ``run_episodes``, ``get_metrics``, state, lifecycle); its
-    ``policy_map`` holds the policies by id.
-
-    Args:
-        config: the algorithm's config (the evaluation config for evaluation runners).
-        policies: policies by id; a local runner shares the algorithm's.
-        worker_index: 0 for the local runner, 1..N for remote ones.
-        callbacks: the hook facade; none runs if omitted.
-        num_envs: sub-environments; default ``config.num_envs_per_env_runner``.
-        seed: the algorithm's seed; every episode's reset seed is drawn from a generator
-            derived from it, ``stream`` and ``worker_index``.
-        stream: ``"sampling"`` or ``"evaluation"``.
-        first_env: sub-environment 0, already made (see ``probe_env``).
+    and the same arguments (see :class:`~corral.core.sampling.env_runner.BaseEnvRunner`);
+    every episode's reset seed is drawn from the runner's generator.
     """
 
-    is_multi_agent = True
-
-    def __init__(
-        self,
-        config: AlgorithmConfig,
-        policies: dict[str, Policy],
-        worker_index: int = 0,
-        callbacks: CallbackRunner | None = None,
-        num_envs: int | None = None,
-        seed: int | None = None,
-        stream: str = "sampling",
-        first_env: Any = None,
-    ) -> None:
-        self.config = config
-        self.worker_index = worker_index
-        self.policies = policies
-        self.callbacks = callbacks or CallbackRunner([])
-        self.num_envs = num_envs or config.num_envs_per_env_runner
+    def _make_envs(self, first_env: Any) -> None:
+        config, worker_index = self.config, self.worker_index
         context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
         self.envs = [
             MultiAgentEnvChecker(env, f"sub-environment {i} of env runner {worker_index} ({env_name(config.env)})",
@@ -150,19 +123,15 @@ class MultiAgentEnvRunner:
         """the sub-environments, as the episode hooks get them (``base_env``)"""
         for i, env in enumerate(self.env):
             self.callbacks.environment_created(self, env, context.copy_with(vector_index=i))
-        self._reward_bound = None if config.clip_rewards is None else min(config.clip_rewards, float(np.finfo(np.float32).max))
-        self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
         self._obs: list[dict[Hashable, Any]] | None = None
         self._reset_pending = np.zeros(self.num_envs, dtype=bool)
         self._episodes: list[MultiAgentEpisode] = []
+        self._forget_open_rows()
+
+    def _forget_open_rows(self) -> None:
+        """Drop every row not yet closed: episodes start anew (an evaluation, a restore)."""
         self._open: list[set[Hashable]] = [set() for _ in range(self.num_envs)]
         self._collector = AgentCollector()
-        self._completed: list[EpisodeSummary] = []
-
-    @property
-    def policy_map(self) -> dict[str, Policy]:
-        """The policies by id (RLlib's name)."""
-        return self.policies
 
     # ------------------------------------------------------------------ #
     # policies
@@ -184,22 +153,26 @@ class MultiAgentEnvRunner:
             ConfigError: the id is not one of this runner's policies, or no mapping is set
                 and there are several policies.
         """
+        return self._map(agent_id, episode, self.policies)
+
+    def _map(self, agent_id: Hashable, episode: MultiAgentEpisode, policy_ids: Collection[str]) -> str:
+        """:meth:`map_agent` against ``policy_ids`` (the config's, before the policies are built)."""
         mapping = self.config.policy_mapping_fn
         if mapping is not None:
             policy_id = mapping(agent_id, episode, worker=self)
-        elif DEFAULT_POLICY_ID in self.policies or not self.policies:
+        elif DEFAULT_POLICY_ID in policy_ids or not policy_ids:
             policy_id = DEFAULT_POLICY_ID
-        elif len(self.policies) == 1:
-            policy_id = next(iter(self.policies))
+        elif len(policy_ids) == 1:
+            policy_id = next(iter(policy_ids))
         else:
             raise ConfigError(
-                f"agent {agent_id!r} needs a policy: there are several ({sorted(self.policies)}) and no policy_mapping_fn; "
+                f"agent {agent_id!r} needs a policy: there are several ({sorted(policy_ids)}) and no policy_mapping_fn; "
                 "set config.multi_agent(policy_mapping_fn=lambda agent_id, episode, **kwargs: ...)"
             )
-        if self.policies and policy_id not in self.policies:
+        if policy_ids and policy_id not in policy_ids:
             raise ConfigError(
                 f"policy_mapping_fn mapped agent {agent_id!r} to {policy_id!r}, which is not a policy; "
-                f"the policies are {sorted(self.policies)}"
+                f"the policies are {sorted(policy_ids)}"
             )
         return policy_id
 
@@ -216,21 +189,17 @@ class MultiAgentEnvRunner:
         """
         env = self.envs[0].env
         specs = self.config.policies or {DEFAULT_POLICY_ID: None}
-        probe = MultiAgentEpisode(0, self)
-        saved, self.policies = self.policies, cast(dict[str, Policy], dict.fromkeys(specs))  # ids only, to check the mapping
-        try:
-            inferred: dict[str, tuple[Hashable, gym.Space, gym.Space]] = {}
-            for agent in env.possible_agents:
-                spaces = (env.get_observation_space(agent), env.get_action_space(agent))
-                policy_id = probe.policy_for(agent)
-                first = inferred.setdefault(policy_id, (agent, *spaces))
-                if [space_to_json(s) for s in first[1:]] != [space_to_json(s) for s in spaces]:
-                    raise ConfigError(
-                        f"agents {first[0]!r} and {agent!r} both map to policy {policy_id!r} but have different spaces "
-                        f"({first[1]}, {first[2]} and {spaces[0]}, {spaces[1]}); map them to different policies"
-                    )
-        finally:
-            self.policies = saved
+        probe = MultiAgentEpisode(0, self)  # a mapping may read the episode
+        inferred: dict[str, tuple[Hashable, gym.Space, gym.Space]] = {}
+        for agent in env.possible_agents:
+            spaces = (env.get_observation_space(agent), env.get_action_space(agent))
+            policy_id = self._map(agent, probe, specs)
+            first = inferred.setdefault(policy_id, (agent, *spaces))
+            if [space_to_json(s) for s in first[1:]] != [space_to_json(s) for s in spaces]:
+                raise ConfigError(
+                    f"agents {first[0]!r} and {agent!r} both map to policy {policy_id!r} but have different spaces "
+                    f"({first[1]}, {first[2]} and {spaces[0]}, {spaces[1]}); map them to different policies"
+                )
         pairs = {json.dumps([space_to_json(s) for s in found[1:]], sort_keys=True): found[1:] for found in inferred.values()}
         shared = next(iter(pairs.values())) if len(pairs) == 1 else (None, None)
         result = {}
@@ -307,8 +276,7 @@ class MultiAgentEnvRunner:
         Returns:
             The finished episodes in the order they ended.
         """
-        self._collector = AgentCollector()
-        self._open = [set() for _ in range(self.num_envs)]
+        self._forget_open_rows()
         self._reset_all()
         self._completed = []
         steps = 0
@@ -426,11 +394,6 @@ class MultiAgentEnvRunner:
         if self.callbacks.has_episode_start:
             self.callbacks.episode_start(episode, self, i)
 
-    def get_metrics(self) -> list[EpisodeSummary]:
-        """Episodes finished since the last call."""
-        completed, self._completed = self._completed, []
-        return completed
-
     # ------------------------------------------------------------------ #
     # state, for checkpoints
     # ------------------------------------------------------------------ #
@@ -453,16 +416,11 @@ class MultiAgentEnvRunner:
             set_generator_state(self.np_rng, state["np_rng"])
         logger.info("multi-agent env runner %d starts new episodes after the restore", self.worker_index)
         self._obs = None
-        self._collector = AgentCollector()
-        self._open = [set() for _ in range(self.num_envs)]
+        self._forget_open_rows()
 
     # ------------------------------------------------------------------ #
     # lifecycle
     # ------------------------------------------------------------------ #
-    def apply(self, fn: Any) -> Any:
-        """Call ``fn(self)`` (what ``foreach_env_runner`` does on each runner)."""
-        return fn(self)
-
     def stop(self) -> None:
         """Close the environments."""
         for env in self.env:
