@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.contracts.hookspecs import hookimpl as hookimpl
     from corral.core.contracts.policy import Policy as Policy
     from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
+    from corral.core.contracts.random_policy import RandomPolicy as RandomPolicy
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
     from corral.core.environments.pettingzoo_envs import (
@@ -83,6 +84,7 @@ _EXPORTS = {
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",
+    "RandomPolicy": "corral.core.contracts.random_policy",
     "PettingZooEnv": "corral.core.environments.pettingzoo_envs",
     "ParallelPettingZooEnv": "corral.core.environments.pettingzoo_envs",
     "EnvContext": "corral.core.environments.envs",

@@ -141,3 +141,26 @@ def test_registrations_survive_a_restart_of_ray_in_the_same_process() -> None:
     ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
     assert get_trainable_cls("PPO").algorithm_class() is PPO
+
+
+def test_a_multi_agent_config_searches_per_policy_options_through_tune(tmp_path) -> None:
+    """The config goes to the trials as a dict: the env, the mapping and each policy's spec by name."""
+    config = (
+        corral.get_config("PPO")
+        .environment("corral.testing.envs:MultiAgentCartPole", env_config={"num_agents": 2})
+        .multi_agent(
+            policies={"p0": corral.PolicySpec(config={"lr": 1e-3}), "p1": corral.PolicySpec()},
+            policy_mapping_fn="corral.core.contracts.multi_agent_config:policy_per_agent",
+            policies_to_train=["p0"],
+        )
+    )
+    param_space = {**config.to_dict(), **SMALL, "seed": 0}
+    param_space["policies"]["p0"]["config"] = {"lr": tune.grid_search([1e-3, 1e-4])}
+    tuner = tune.Tuner("PPO", param_space=param_space, run_config=run_config(tmp_path, "multi", stop={"training_iteration": 2}))
+    results = tuner.fit()
+    assert len(results) == 2 and not results.errors
+    assert sorted(r.config["policies"]["p0"]["config"]["lr"] for r in results) == [1e-4, 1e-3]
+    for r in results:
+        assert set(r.metrics["policy_reward_mean"]) == {"p0", "p1"}
+        assert set(r.metrics["info"]["learner"]) == {"p0"}  # only p0 learns, in every trial
+        assert r.metrics["info"]["learner"]["p0"]["cur_lr"] == r.config["policies"]["p0"]["config"]["lr"]

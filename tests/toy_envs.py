@@ -127,3 +127,40 @@ class MatrixActionEnv(_RandomObservationEnv):
         assert action.shape == (2, 3), f"an action of shape {action.shape}"
         self.t += 1
         return self.observation_space.sample(), -float(np.abs(action - self.target).sum()), False, self.t >= 4, {}
+
+
+class MaskedChoiceEnv(gym.Env):
+    """Six actions, a random half of them legal at each step; an illegal action raises.
+
+    The observation is ``{"observation": one-hot of a legal target, "action_mask": 0/1 flags}``;
+    choosing the target pays 1. ``env_config={"mask_key": ...}`` renames the mask's key.
+    Episodes last 10 steps.
+    """
+
+    n = 6
+
+    def __init__(self, config=None):
+        self.key = (config or {}).get("mask_key", "action_mask")
+        self.observation_space = gym.spaces.Dict(
+            {"observation": gym.spaces.Box(0, 1, (self.n,), np.float32), self.key: gym.spaces.Box(0, 1, (self.n,), np.int8)}
+        )
+        self.action_space = gym.spaces.Discrete(self.n)
+        self.t = 0
+
+    def _observe(self):
+        self.mask = (self.np_random.random(self.n) < 0.5).astype(np.int8)
+        self.target = int(self.np_random.integers(self.n))
+        self.mask[self.target] = 1
+        return {"observation": np.eye(self.n, dtype=np.float32)[self.target], self.key: self.mask}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observe(), {}
+
+    def step(self, action):
+        if not self.mask[int(action)]:
+            raise AssertionError(f"masked action {int(action)} taken; legal were {np.flatnonzero(self.mask).tolist()}")
+        reward = float(int(action) == self.target)
+        self.t += 1
+        return self._observe(), reward, False, self.t >= 10, {}

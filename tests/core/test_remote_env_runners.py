@@ -335,3 +335,38 @@ def test_impala_learns_several_policies_asynchronously(build) -> None:
         result = algo.train()
     assert set(result["info"]["learner"]) == {"p0", "p1"}
     assert all("policy_lag_mean" in stats for stats in result["info"]["learner"].values())
+
+
+def test_added_and_removed_policies_reach_every_remote_runner_and_a_replacement(build) -> None:
+    from corral import make_multi_agent
+
+    config = (
+        ppo(env=make_multi_agent("CartPole-v1"), env_config={"num_agents": 2})
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda agent_id, episode, **kw: f"p{agent_id}")
+        .fault_tolerance(recreate_failed_env_runners=True)
+    )
+    algo = build(config)
+    algo.train()
+    snapshot = algo.add_policy(
+        "snapshot",
+        policy_state=algo.get_policy("p0").get_state(),
+        policy_mapping_fn=lambda agent_id, episode, **kw: "p0" if agent_id == 0 else "snapshot",
+        policies_to_train=["p0"],
+    )
+    policy_sets = algo.env_runner_group.foreach_env_runner(lambda r: sorted(r.policy_map))
+    assert policy_sets == [["p0", "p1", "snapshot"]] * 3
+    result = algo.train()
+    assert "snapshot" in result["policy_reward_mean"] and set(result["info"]["learner"]) == {"p0"}
+    frozen = snapshot.get_weights()
+    remote = algo.env_runner_group.foreach_env_runner(lambda r: r.policy_map["snapshot"].get_weights(), local_env_runner=False)
+    assert all(all((w[k] == frozen[k]).all() for k in frozen) for w in remote)
+
+    algo.remove_policy("p1")
+    assert algo.env_runner_group.foreach_env_runner(lambda r: sorted(r.policy_map)) == [["p0", "snapshot"]] * 3
+    # a runner started in place of a failed one builds the current policy set, with the current mapping
+    ray.kill(algo.env_runner_group.remote_env_runners[0])
+    algo.train()
+    result = algo.train()
+    assert result["num_env_runner_restarts"] == 1
+    assert algo.env_runner_group.foreach_env_runner(lambda r: sorted(r.policy_map)) == [["p0", "snapshot"]] * 3
+    assert set(result["info"]["learner"]) == {"p0"}

@@ -148,6 +148,7 @@ def test_corral_evaluate_refuses_it_too(copy_of, marker, run_cli) -> None:
         {"policies_to_train": "subprocess:getoutput"},
         {"observation_fn": "subprocess:getoutput"},
         {"policies": {"p": {"policy_class": "subprocess:Popen"}}},
+        {"policies": {"p": {"config": {"model": {"custom_model": "subprocess:Popen"}}}}},
     ],
     ids=[
         "callbacks",
@@ -159,6 +160,7 @@ def test_corral_evaluate_refuses_it_too(copy_of, marker, run_cli) -> None:
         "policies-to-train",
         "observation-fn",
         "policy-class",
+        "policy-custom-model",
     ],
 )
 def test_other_import_paths_in_the_config_are_refused(copy_of, marker, change) -> None:

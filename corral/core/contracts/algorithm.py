@@ -13,7 +13,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Container, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,6 +26,7 @@ from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugi
 from corral.core.contracts.config import LEGACY_KEYS, AlgorithmConfig, import_object, object_path
 from corral.core.contracts.multi_agent_config import policy_config
 from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
+from corral.core.contracts.policy_spec import PolicySpec
 from corral.core.environments.envs import env_name, make_vector_env
 from corral.core.environments.spaces import space_to_json
 from corral.core.persistence import checkpoints
@@ -36,7 +37,7 @@ from corral.core.persistence.space_codec import decode_space, encode_space
 from corral.core.sampling.env_runner import evaluation_span
 from corral.core.sampling.env_runner_group import EnvRunnerGroup
 from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes
-from corral.core.sampling.multi_agent_env_runner import make_env_runner
+from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, make_env_runner
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
@@ -262,8 +263,8 @@ class Algorithm:
         """Each policy that is to train learns on its own batch; returns their stats by policy id."""
         stats = {}
         for policy_id, batch in samples.policy_batches.items():
-            if not self.is_policy_to_train(policy_id, batch):
-                continue
+            if policy_id not in self.policies or not self.is_policy_to_train(policy_id, batch):
+                continue  # a policy removed while its samples were on the way, or one that does not learn
             policy = self.policies[policy_id]
             result: dict[str, Any] = {}
             self.callbacks.learn_on_batch(policy, batch, result)
@@ -444,6 +445,154 @@ class Algorithm:
             self.get_policy(pid).set_weights(w)
 
     # ------------------------------------------------------------------ #
+    # the policy set: policies added and removed while training
+    # ------------------------------------------------------------------ #
+    def add_policy(
+        self,
+        policy_id: str,
+        policy_cls: type[Policy] | str | None = None,
+        *,
+        observation_space: gym.Space | None = None,
+        action_space: gym.Space | None = None,
+        config: dict[str, Any] | None = None,
+        policy_state: dict[str, Any] | None = None,
+        policy_mapping_fn: Callable[..., str] | str | None = None,
+        policies_to_train: Container[str] | Callable[..., bool] | None = None,
+    ) -> Policy:
+        """Add a policy while training: to this process, every remote env runner and the evaluation runners.
+
+        The policy joins ``config.policies`` (as a :class:`PolicySpec`), so a
+        checkpoint saved afterwards holds it and restoring builds it again. Its
+        weights reach the remote runners with the next broadcast. Episodes in
+        progress keep their agents' policies; the new mapping applies to agents
+        first seen from now on.
+
+        Args:
+            policy_id: the new policy's id.
+            policy_cls: its class (or ``"module:qualname"``); None: the algorithm's own.
+            observation_space: None: inferred from the agents mapped to it, else the
+                spaces all agents share.
+            action_space: as ``observation_space``.
+            config: options that differ for this policy (``{"lr": 1e-4}``).
+            policy_state: a :meth:`Policy.get_state` to start from (a snapshot of another
+                policy, for a frozen opponent).
+            policy_mapping_fn: the mapping from now on; None keeps the current one.
+            policies_to_train: the policies that learn from now on; None keeps the current
+                setting (with the default of all policies, the new one learns too).
+
+        Returns:
+            The new policy (the learner's copy).
+
+        Raises:
+            ConfigError: the id exists, the env is single-agent, an argument is invalid,
+                or the spaces cannot be inferred; the algorithm is left as it was.
+        """
+        if policy_id in self.policies:
+            raise ConfigError(f"policy {policy_id!r} exists already; remove_policy({policy_id!r}) first or choose another id")
+        try:
+            spec = PolicySpec(policy_cls, observation_space, action_space, config)
+        except (ValueError, ImportError) as exc:
+            raise ConfigError(f"add_policy({policy_id!r}): {exc}") from None
+        runner = self._multi_agent_runner("add_policy")
+        new_config = self._with_policy_set({**self._policy_specs(), policy_id: spec}, policy_mapping_fn, policies_to_train)
+        previous = self.config
+        self.config = runner.config = new_config
+        try:
+            build = self._policy_build(policy_id, *runner.policy_spaces()[policy_id])
+            policy = build.build(policy_id)
+            if policy_state is not None:
+                policy.set_state(policy_state)
+        except BaseException:
+            self.config = runner.config = previous
+            raise
+        self.policy_builds[policy_id] = build
+        self.policies[policy_id] = policy
+        self._update_runners({policy_id: build}, [])
+        self.policy_added(policy_id)
+        return policy
+
+    def remove_policy(
+        self,
+        policy_id: str,
+        *,
+        policy_mapping_fn: Callable[..., str] | str | None = None,
+        policies_to_train: Container[str] | Callable[..., bool] | None = None,
+    ) -> None:
+        """Remove a policy everywhere it lives: this process, every remote env runner, the evaluation runners.
+
+        Agents of episodes in progress that it acted for are mapped again at
+        their next step (with the new mapping), and its rows not yet sampled are
+        dropped. It leaves ``config.policies`` and, if named there, ``policies_to_train``.
+
+        Args:
+            policy_id: the policy to remove.
+            policy_mapping_fn: the mapping from now on; it must no longer name ``policy_id``.
+                None keeps the current one.
+            policies_to_train: the policies that learn from now on; None keeps the current setting.
+
+        Raises:
+            ConfigError: no such policy, it is the last one, the env is single-agent, or an
+                argument is invalid; the algorithm is left as it was.
+        """
+        self.get_policy(policy_id)
+        if len(self.policies) == 1:
+            raise ConfigError(f"policy {policy_id!r} is the only one; an algorithm needs at least one policy")
+        runner = self._multi_agent_runner("remove_policy")
+        if policies_to_train is None and isinstance(self.config.policies_to_train, list):
+            policies_to_train = [pid for pid in self.config.policies_to_train if pid != policy_id]
+        specs = {pid: spec for pid, spec in self._policy_specs().items() if pid != policy_id}
+        self.config = runner.config = self._with_policy_set(specs, policy_mapping_fn, policies_to_train)
+        del self.policies[policy_id], self.policy_builds[policy_id]
+        self._update_runners({}, [policy_id])
+        self.policy_removed(policy_id)
+
+    def policy_added(self, policy_id: str) -> None:
+        """Called once :meth:`add_policy` built a policy: a plugin that keeps state per policy (a replay buffer) makes it.
+
+        Args:
+            policy_id: the new policy, in :attr:`policies` already.
+        """
+
+    def policy_removed(self, policy_id: str) -> None:
+        """Called once :meth:`remove_policy` removed a policy: a plugin lets go of what it kept for it.
+
+        Args:
+            policy_id: the removed policy, gone from :attr:`policies` already.
+        """
+
+    def _multi_agent_runner(self, method: str) -> MultiAgentEnvRunner:
+        runner = self.env_runner_group.local_env_runner
+        if not isinstance(runner, MultiAgentEnvRunner):
+            raise ConfigError(
+                f"{method} needs a multi-agent environment (a corral.MultiAgentEnv); {env_name(self.config.env)} "
+                "is single-agent and has one policy, default_policy"
+            )
+        return runner
+
+    def _policy_specs(self) -> dict[str, PolicySpec]:
+        """The config's policies; a config that names none has the default policy."""
+        return dict(self.config.policies) or {DEFAULT_POLICY_ID: PolicySpec()}
+
+    def _with_policy_set(
+        self, policies: dict[str, PolicySpec], policy_mapping_fn: Any, policies_to_train: Any
+    ) -> AlgorithmConfig:
+        """A frozen copy of the config with another policy set (and mapping, and policies to train, where given)."""
+        options: dict[str, Any] = {"policies": policies}
+        if policy_mapping_fn is not None:
+            options["policy_mapping_fn"] = policy_mapping_fn
+        if policies_to_train is not None:
+            options["policies_to_train"] = policies_to_train
+        new = self.config.copy().multi_agent(**options)
+        new.validate()
+        return new.freeze()
+
+    def _update_runners(self, added: dict[str, PolicyBuild], removed: list[str]) -> None:
+        """Tell every env runner group the policy set changed (the local runners share ``self.policies``)."""
+        self.env_runner_group.update_policies(self.config, added, removed)
+        if self._eval_group is not None:
+            self._eval_group.update_policies(self.config.get_evaluation_config(), added, removed)
+
+    # ------------------------------------------------------------------ #
     # results folder and checkpoints
     # ------------------------------------------------------------------ #
     @property
@@ -465,6 +614,9 @@ class Algorithm:
         """Write a checkpoint; default ``<experiment folder>/checkpoint_<iteration>``. Returns its path."""
         path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir / f"checkpoint_{self.iteration:06d}"
         dist, version = _providing_distribution(type(self))
+        saved = [
+            pid for pid in self.policies if not self.config.checkpoint_trainable_policies_only or self.is_policy_to_train(pid)
+        ]
         meta = {
             "algorithm": self.name,
             "algorithm_class": object_path(type(self)),
@@ -472,11 +624,14 @@ class Algorithm:
             "distribution_version": version,
             "corral_version": __version__,
             "policies": {
-                pid: {"observation_space": encode_space(p.observation_space), "action_space": encode_space(p.action_space)}
-                for pid, p in self.policies.items()
+                pid: {
+                    "observation_space": encode_space(self.policies[pid].observation_space),
+                    "action_space": encode_space(self.policies[pid].action_space),
+                }
+                for pid in saved
             },
         }
-        policy_states = {pid: p.get_state() for pid, p in self.policies.items()}
+        policy_states = {pid: self.policies[pid].get_state() for pid in saved}
         written = checkpoints.write_checkpoint(
             path, meta, self.config.to_dict(), self.get_state(), policy_states, self.get_checkpoint_arrays()
         )
@@ -547,7 +702,11 @@ class Algorithm:
     def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
         """Load a checkpoint of this algorithm into this instance (weights, optimizers, counters, RNG states).
 
-        Nothing in the checkpoint's config is used, so nothing it names is imported.
+        Policies the checkpoint holds and this algorithm lacks (added with
+        :meth:`add_policy` before it was saved) are added, built from their
+        specs in the checkpoint; policies this algorithm has and the checkpoint
+        lacks keep their state. Nothing else in the checkpoint's config is used,
+        and a policy class it names is imported only if it is corral's or registered.
 
         Raises:
             CheckpointError: the checkpoint is damaged, of another algorithm, or does not fit
@@ -555,16 +714,57 @@ class Algorithm:
         """
         self._apply_checkpoint(checkpoints.read_checkpoint(checkpoint_path))
 
-    def _apply_checkpoint(self, ckpt: checkpoints.Checkpoint) -> None:
+    def _apply_checkpoint(self, ckpt: checkpoints.Checkpoint, policy_ids: list[str] | None = None) -> None:
         meta, folder = ckpt.meta, ckpt.folder
         if meta["algorithm"] != self.name and meta.get("algorithm_class") != object_path(type(self)):
             raise CheckpointError(
                 f"checkpoint {str(folder)!r} is of algorithm {meta['algorithm']!r}, not {self.name!r}; "
                 "load it with corral.Algorithm.from_checkpoint(path)"
             )
-        for pid, spaces in meta["policies"].items():
-            if pid not in self.policies:
-                raise CheckpointError(f"checkpoint has policy {pid!r}, which this algorithm does not: {sorted(self.policies)}")
+        stored = {pid: s for pid, s in meta["policies"].items() if policy_ids is None or pid in policy_ids}
+        added = self._add_checkpoint_policies(ckpt, [pid for pid in stored if pid not in self.policies])
+        try:
+            self._load_checkpoint_policies(ckpt, stored)
+        except BaseException:
+            for pid in added:
+                self.remove_policy(pid)
+            raise
+        self.callbacks.checkpoint_loaded(self)
+
+    def _add_checkpoint_policies(self, ckpt: checkpoints.Checkpoint, missing: list[str]) -> list[str]:
+        """Add the policies a checkpoint holds and this algorithm lacks, from the checkpoint's specs; returns their ids."""
+        if missing and not isinstance(self.env_runner_group.local_env_runner, MultiAgentEnvRunner):
+            raise CheckpointError(f"checkpoint has policies {missing}, which this algorithm does not: {sorted(self.policies)}")
+        saved_specs = ckpt.config.get("policies") or {}
+        added: list[str] = []
+        try:
+            for pid in missing:
+                spec_value = saved_specs.get(pid) if isinstance(saved_specs, dict) else None
+                if isinstance(spec_value, dict):
+                    check_config_references({"policies": {pid: spec_value}}, ckpt.folder, False, set())
+                try:
+                    spec = PolicySpec.of(spec_value)
+                    stored = ckpt.meta["policies"][pid]
+                    observation_space = decode_space(stored.get("observation_space"), "observation_space")
+                    action_space = decode_space(stored.get("action_space"), "action_space")
+                except (ValueError, ImportError) as exc:
+                    raise CheckpointError(
+                        f"{ckpt.folder / checkpoints.CONFIG_FILE}: policy {pid!r} cannot be rebuilt: {exc}"
+                    ) from None
+                self.add_policy(
+                    pid, spec.policy_class, observation_space=observation_space, action_space=action_space, config=spec.config
+                )
+                added.append(pid)
+        except BaseException:
+            for pid in added:
+                self.remove_policy(pid)
+            raise
+        return added
+
+    def _load_checkpoint_policies(self, ckpt: checkpoints.Checkpoint, stored: dict[str, Any]) -> None:
+        """Check the stored policies' spaces against this algorithm's, then load them and the algorithm's state: all or none."""
+        folder = ckpt.folder
+        for pid, spaces in stored.items():
             policy = self.policies[pid]
             for kind, space in (("observation_space", policy.observation_space), ("action_space", policy.action_space)):
                 trained = _stored_space_description(spaces.get(kind))
@@ -575,9 +775,9 @@ class Algorithm:
                     )
         backup = {pid: p.get_state() for pid, p in self.policies.items()}, self.get_state()
         try:
-            for pid, policy_state in ckpt.policy_states.items():
+            for pid in stored:
                 with _blame(folder / "policies" / pid / checkpoints.POLICY_FILE):
-                    self.policies[pid].set_state(policy_state)
+                    self.policies[pid].set_state(ckpt.policy_states[pid])
             with _blame(folder / checkpoints.STATE_FILE):
                 self.set_state(ckpt.algorithm_state)
             with _blame(folder / checkpoints.ARRAYS_DIR):
@@ -587,7 +787,6 @@ class Algorithm:
                 self.policies[pid].set_state(policy_state)
             self.set_state(backup[1])
             raise
-        self.callbacks.checkpoint_loaded(self)
 
     @classmethod
     def from_checkpoint(
@@ -598,6 +797,9 @@ class Algorithm:
         *,
         callbacks: Any = None,
         trust_code: bool = False,
+        policy_ids: Collection[str] | None = None,
+        policy_mapping_fn: Callable[..., str] | str | None = None,
+        policies_to_train: Container[str] | Callable[..., bool] | None = None,
     ) -> Algorithm:
         """Rebuild whatever algorithm a checkpoint holds, with its config, weights and counters.
 
@@ -614,6 +816,11 @@ class Algorithm:
             trust_code: import what the checkpoint names even if it is not registered
                 (an env class path, callbacks, a custom model, an algorithm class);
                 only for checkpoints you trust. Code inside the checkpoint folder is never imported.
+            policy_ids: restore only these of the checkpoint's policies (the others are not built).
+            policy_mapping_fn: the mapping to use instead of the checkpoint's (one that maps only
+                to ``policy_ids``).
+            policies_to_train: the policies that learn, instead of the checkpoint's setting
+                (whose ids outside ``policy_ids`` are dropped).
 
         Returns:
             The algorithm, restored.
@@ -629,9 +836,16 @@ class Algorithm:
             overrides["env"] = env
         if callbacks is not None:
             overrides["callbacks_class"] = callbacks
+        if policy_mapping_fn is not None:
+            overrides["policy_mapping_fn"] = policy_mapping_fn
+        if policies_to_train is not None:
+            overrides["policies_to_train"] = policies_to_train
+        wanted = None if policy_ids is None else list(policy_ids)
+        if wanted is not None:
+            overrides.update(_policy_subset(ckpt, wanted, trust_code, keep_to_train=policies_to_train is None))
         algo = algo_class(config=_checkpoint_config(ckpt, algo_class, overrides, trust_code))
         try:
-            algo._apply_checkpoint(ckpt)
+            algo._apply_checkpoint(ckpt, wanted)
         except BaseException:
             algo.stop()
             raise
@@ -669,6 +883,26 @@ def _checkpoint_config(
     return config.update_from_dict(overrides)
 
 
+def _policy_subset(ckpt: checkpoints.Checkpoint, policy_ids: list[str], trust_code: bool, keep_to_train: bool) -> dict[str, Any]:
+    """Config overrides that keep only ``policy_ids`` of a checkpoint's policies (their specs checked like the rest).
+
+    Raises:
+        CheckpointError: an id is not one of the checkpoint's policies, or a spec names code not registered.
+    """
+    stored = ckpt.meta["policies"]
+    unknown = [pid for pid in policy_ids if pid not in stored]
+    if unknown or not policy_ids:
+        raise CheckpointError(f"policy_ids {policy_ids} must name some of the checkpoint's policies: {sorted(stored)}")
+    saved_specs = ckpt.config.get("policies") or {}
+    subset = {pid: saved_specs.get(pid) if isinstance(saved_specs, dict) else None for pid in policy_ids}
+    check_config_references({"policies": subset}, ckpt.folder, trust_code, set())
+    overrides: dict[str, Any] = {"policies": subset}
+    saved_to_train = ckpt.config.get("policies_to_train")
+    if keep_to_train and isinstance(saved_to_train, list):
+        overrides["policies_to_train"] = [pid for pid in saved_to_train if pid in policy_ids]
+    return overrides
+
+
 def load_policy(checkpoint_path: str | os.PathLike[str], policy_id: str, trust_code: bool) -> Policy:
     """One policy of an algorithm checkpoint, built alone: no env, no env runners (see :meth:`Policy.from_checkpoint`).
 
@@ -698,9 +932,14 @@ def load_policy(checkpoint_path: str | os.PathLike[str], policy_id: str, trust_c
             "checkpoints of corral 0.1 describe them only: load the whole algorithm with Algorithm.from_checkpoint"
         ) from None
     algo_class = _algorithm_class_for(ckpt, trust_code)
-    # The policy needs neither the env nor the callbacks: what the checkpoint names for them is never imported.
-    config = _checkpoint_config(ckpt, algo_class, {"env": None, "callbacks_class": []}, trust_code).freeze()
-    policy = build_policy(algo_class.policy_class, observation_space, action_space, config, "policy", policy_id, "sampling", 0)
+    # One policy needs neither the env, the callbacks nor the multi-agent functions: what the checkpoint names
+    # for them is never imported.
+    unused = {"env": None, "callbacks_class": [], "policy_mapping_fn": None, "policies_to_train": None, "observation_fn": None}
+    config = _checkpoint_config(ckpt, algo_class, unused, trust_code).freeze()
+    spec = config.policies.get(policy_id)  # its own class (a RandomPolicy, say) and options, if the config gives them
+    policy_class = spec.policy_class if spec is not None and spec.policy_class is not None else algo_class.policy_class
+    own_config = policy_config(config, policy_id).freeze() if spec is not None and spec.config else config
+    policy = build_policy(policy_class, observation_space, action_space, own_config, "policy", policy_id, "sampling", 0)
     with _blame(ckpt.folder / "policies" / policy_id / checkpoints.POLICY_FILE):
         policy.set_state(ckpt.policy_states[policy_id])
     return policy

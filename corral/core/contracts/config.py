@@ -283,6 +283,9 @@ class AlgorithmConfig(BaseModel):
     """for Box actions without normalize_actions: clip actions to the env's bounds"""
     clip_rewards: float | None = option(None, "environment", gt=0)
     """clip rewards to [-x, x] before learning; None keeps them as they are"""
+    action_mask_key: str | None = option("action_mask", "environment", min_length=1)
+    """the key of a Dict observation's legal-action flags (Discrete actions): masked actions are never
+    sampled or picked, and the model sees the rest of the Dict; None reads no mask"""
     disable_env_checking: bool = option(False, "environment")
     """skip checking each observation against the env's observation space (NaN and inf rewards are refused regardless)"""
 
@@ -385,6 +388,8 @@ class AlgorithmConfig(BaseModel):
     """save a checkpoint when a run driven by the CLI (or Tune) ends"""
     keep_checkpoints_num: int | None = option(None, "checkpointing", ge=1, le=2**31 - 1)
     """keep only the newest this many checkpoints in the experiment folder; None keeps all"""
+    checkpoint_trainable_policies_only: bool = option(False, "checkpointing")
+    """save only the policies that learn (``policies_to_train``); the others are built afresh on restore"""
 
     # --- multi-agent -------------------------------------------------------
     policies: dict[str, Any] = option({}, "multi_agent")

@@ -41,6 +41,10 @@ class Exploration:
         self.action_space = action_space
         self.generator: torch.Generator | None = None
         """the policy's generator, which every random draw uses (None: torch's global one)"""
+        self.action_mask: torch.Tensor | None = None
+        """``[B, n]`` legal actions of the batch being acted on, set by the policy before each call when the
+        env masks actions (None: all legal); the distribution's inputs are masked already, and :meth:`_uniform` draws
+        from it"""
 
     def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
         """The actions to take; ``explore=False`` asks for the deterministic action.
@@ -74,6 +78,8 @@ class Exploration:
     def _uniform(self, batch: int, like: torch.Tensor) -> torch.Tensor:
         space = self.action_space
         g = self.generator
+        if isinstance(space, gym.spaces.Discrete) and self.action_mask is not None:
+            return torch.multinomial(self.action_mask.float(), 1, generator=g).squeeze(1)
         if isinstance(space, gym.spaces.Discrete):
             return torch.randint(0, int(space.n), (batch,), device=like.device, generator=g)
         if isinstance(space, gym.spaces.MultiDiscrete):

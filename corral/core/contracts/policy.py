@@ -23,6 +23,7 @@ from corral.core.contracts.actor_critic import GAEConfig
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.exploration import make_exploration
 from corral.core.environments.spaces import ActionAdapter, ObservationPreprocessor
+from corral.core.learning.action_masking import ActionMaskedModel, MaskedObservationPreprocessor
 from corral.core.learning.distributions import ActionDistribution, distribution_for
 from corral.core.learning.models import Model, build_model
 from corral.core.learning.nonfinite import UpdateGuard
@@ -58,12 +59,17 @@ class Policy:
         self.action_space = action_space
         self.config = config
         self.device = torch.device("cuda" if config.num_gpus > 0 else "cpu")
-        self.preprocessor = ObservationPreprocessor(observation_space)
+        self.action_mask = MaskedObservationPreprocessor.detect(observation_space, action_space, config.action_mask_key)
+        """the preprocessor of a masked observation space (a Dict holding ``config.action_mask_key``), else None"""
+        self.preprocessor = self.action_mask or ObservationPreprocessor(observation_space)
+        self.model_observation_space = observation_space if self.action_mask is None else self.action_mask.model_observation_space
+        """what the model sees: the observation space, without the action mask when there is one"""
         self.action_adapter = ActionAdapter(action_space, config.normalize_actions, config.clip_actions)
         self.dist_class, self.num_outputs = distribution_for(self.action_adapter.policy_space)
         self.model = self._build_model()
         self.exploration = make_exploration(config.exploration_config, self.action_adapter.policy_space)
-        self.observation_filter = MeanStdFilter(self.preprocessor.shape) if config.observation_filter == "MeanStdFilter" else None
+        filtered_shape = self.preprocessor.shape if self.action_mask is None else self.action_mask.model_input.shape
+        self.observation_filter = MeanStdFilter(filtered_shape) if config.observation_filter == "MeanStdFilter" else None
         self.optimizer = self.make_optimizer()
         self.lr_schedule = PiecewiseSchedule(config.lr_schedule) if config.lr_schedule else None
         self.global_timestep = 0
@@ -109,11 +115,13 @@ class Policy:
         )
         model = self.make_model().to(self.device)
         self._check_model_outputs(model)
-        return cast(Model, model)  # checked: it has Model's forward methods, whether or not it subclasses Model
+        checked = cast(Model, model)  # it has Model's forward methods, whether or not it subclasses Model
+        return checked if self.action_mask is None else ActionMaskedModel(checked, self.action_mask)
 
     def _check_model_outputs(self, model: nn.Module) -> None:
         """Run the model on two zero observations: each required output needs a row per observation."""
-        probe = torch.zeros((2, *self.preprocessor.shape), dtype=_torch_dtype(self.preprocessor.dtype), device=self.device)
+        model_input = self.preprocessor if self.action_mask is None else self.action_mask.model_input
+        probe = torch.zeros((2, *model_input.shape), dtype=_torch_dtype(model_input.dtype), device=self.device)
         what = f"the model {type(model).__qualname__}"
         if not all(
             callable(getattr(model, name, None)) for name in ("forward_inference", "forward_exploration", "forward_train")
@@ -145,8 +153,12 @@ class Policy:
     # what an algorithm may override
     # ------------------------------------------------------------------ #
     def make_model(self) -> nn.Module:
-        """The network; by default the catalog's model for these spaces."""
-        return build_model(self.observation_space, self.action_adapter.policy_space, self.num_outputs, self.config.model)
+        """The network; by default the catalog's model for these spaces.
+
+        It reads observations of :attr:`model_observation_space`; with an action
+        mask, the policy wraps it in an :class:`ActionMaskedModel`.
+        """
+        return build_model(self.model_observation_space, self.action_adapter.policy_space, self.num_outputs, self.config.model)
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """The optimizer over the model's parameters."""
@@ -218,9 +230,12 @@ class Policy:
             observations without a filter.
         """
         obs = self.preprocessor(raw_obs)
-        if self.observation_filter is not None:
-            obs = self.observation_filter(obs, update=update_filter)
-        return obs
+        obs_filter = self.observation_filter
+        if obs_filter is None:
+            return obs
+        if self.action_mask is None:
+            return obs_filter(obs, update=update_filter)
+        return self.action_mask.map_observation(obs, lambda model_obs: obs_filter(model_obs, update=update_filter))
 
     @torch.inference_mode()
     def compute_actions(
@@ -245,9 +260,28 @@ class Policy:
         model_out = self.model.forward_exploration(obs_t) if explore else self.model.forward_inference(obs_t)
         dist = self.dist_class(model_out[SampleBatch.ACTION_DIST_INPUTS])
         t = self.global_timestep if timestep is None else timestep
+        self.exploration.action_mask = self.split_action_mask(obs_t)[1]
         actions = self.exploration.get_exploration_action(dist, t, explore)
         extras = self.extra_action_out(model_out, dist, actions)
         return actions.cpu().numpy(), {k: v.cpu().numpy() for k, v in extras.items()}
+
+    def split_action_mask(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The model's observations and the legal actions of a batch, for code that calls parts of the model directly.
+
+        The model's ``forward_*`` methods mask by themselves; an algorithm that
+        feeds sub-networks itself (SAC's actor and critics) splits its batch here.
+
+        Args:
+            obs: ``[B, ...]`` preprocessed observations (``preprocess`` output, as a tensor).
+
+        Returns:
+            ``(observations, legal)``: without an action mask, ``obs`` itself and None;
+            with one, the observations in the model's input shape and a ``[B, n]``
+            boolean mask (see :func:`corral.core.learning.action_masking.mask_logits`).
+        """
+        if self.action_mask is None:
+            return obs, None
+        return self.action_mask.split(obs)
 
     @torch.inference_mode()
     def compute_values(self, obs: np.ndarray) -> np.ndarray:

@@ -116,6 +116,17 @@ class ConvEncoder(nn.Module):
         return self.net(x)
 
 
+_SMALLEST_DEFAULT_CNN_GRID = 5
+"""the smallest height and width the default small-grid filters (two 3x3 convolutions) fit"""
+
+
+class _FlatFloat(nn.Module):
+    """``[B, ...]`` to ``[B, n]`` float32: a small board's cells (often int8) as an MLP's input."""
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs.reshape(obs.shape[0], -1).float()
+
+
 def build_encoder(obs_space: gym.Space, config: ModelConfig) -> tuple[nn.Module, int]:
     """The network body for an observation space: a CNN + MLP for images, an MLP otherwise.
 
@@ -126,12 +137,18 @@ def build_encoder(obs_space: gym.Space, config: ModelConfig) -> tuple[nn.Module,
             ``conv_filters`` and ``conv_activation`` for the CNN.
 
     Returns:
-        ``(module, number_of_output_features)``.
+        ``(module, number_of_output_features)``. An image smaller than 5x5 without
+        ``conv_filters`` gets the MLP over its flattened cells: the default small-grid
+        filters (two 3x3 layers) need at least 5x5.
     """
     hiddens, activation = config.fcnet_hiddens, config.fcnet_activation
-    if is_image_space(obs_space):
+    if is_image_space(obs_space) and config.conv_filters is None and min(obs_space.shape[:2]) < _SMALLEST_DEFAULT_CNN_GRID:
+        # a board smaller than the default filters fit (tic-tac-toe's 3x3): an MLP over its cells
+        n_in = int(np.prod(obs_space.shape))
+        body: nn.Module = nn.Sequential(_FlatFloat(), mlp([n_in, *hiddens], activation))
+    elif is_image_space(obs_space):
         conv = ConvEncoder(tuple(obs_space.shape), config.conv_filters, config.conv_activation)
-        body: nn.Module = nn.Sequential(conv, mlp([conv.out_size, *hiddens], activation))
+        body = nn.Sequential(conv, mlp([conv.out_size, *hiddens], activation))
         n_in = conv.out_size
     else:
         n_in = ObservationPreprocessor(obs_space).shape[0]

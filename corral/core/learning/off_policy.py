@@ -160,17 +160,26 @@ class OffPolicyAlgorithm(Algorithm):
             raise ConfigError(f"{type(self).__name__} needs a config derived from OffPolicyConfig")
         for policy in self.policies.values():
             self._check_replay_memory(policy)
-        seed = self.config.seed
-        self.replay_buffers: dict[str, ReplayBuffer] = {
-            pid: make_replay_buffer(self.config.replay_buffer_config, None if seed is None else int_seed(seed, "replay", pid))
-            for pid in self.policies
-        }
+        self.replay_buffers: dict[str, ReplayBuffer] = {pid: self._new_replay_buffer(pid) for pid in self.policies}
         self._replay_owed = 0.0
         self._last_target_update = 0
         cfg = self.config
         self._beta = linear_schedule(
             cfg.prioritized_replay_beta, cfg.final_prioritized_replay_beta, cfg.prioritized_replay_beta_annealing_timesteps
         )
+
+    def _new_replay_buffer(self, policy_id: str) -> ReplayBuffer:
+        seed = self.config.seed
+        return make_replay_buffer(self.config.replay_buffer_config, None if seed is None else int_seed(seed, "replay", policy_id))
+
+    def policy_added(self, policy_id: str) -> None:
+        """The new policy gets its own replay buffer (checked to fit in memory first)."""
+        self._check_replay_memory(self.policies[policy_id])
+        self.replay_buffers[policy_id] = self._new_replay_buffer(policy_id)
+
+    def policy_removed(self, policy_id: str) -> None:
+        """The removed policy's replay buffer goes with it."""
+        self.replay_buffers.pop(policy_id, None)
 
     def _check_replay_memory(self, policy: Policy) -> None:
         """Refuse a replay capacity whose rows cannot fit in memory (the buffer is allocated at the first sample)."""
@@ -198,7 +207,8 @@ class OffPolicyAlgorithm(Algorithm):
         cfg = self.config
         samples = self.sample()
         for pid, batch in samples.policy_batches.items():
-            if self.is_policy_to_train(pid, batch):  # the others act with their weights and learn nothing
+            # the others act with their weights and learn nothing; a policy removed meanwhile has no buffer
+            if pid in self.replay_buffers and self.is_policy_to_train(pid, batch):
                 self.replay_buffers[pid].add(batch)
         sampled = self.counters["num_env_steps_sampled"]
         if sampled < cfg.learning_starts:
@@ -210,13 +220,17 @@ class OffPolicyAlgorithm(Algorithm):
         for _ in range(updates):
             stats = self._replay_once()
             if cfg.tau < 1.0:
-                for policy in self.policies.values():
-                    cast(OffPolicyPolicy, policy).update_targets(cfg.tau)
+                for policy in self._target_holders():
+                    policy.update_targets(cfg.tau)
         if cfg.tau >= 1.0 and sampled - self._last_target_update >= cfg.target_network_update_freq:
-            for policy in self.policies.values():
-                cast(OffPolicyPolicy, policy).update_targets(1.0)
+            for policy in self._target_holders():
+                policy.update_targets(1.0)
             self._last_target_update = sampled
         return stats
+
+    def _target_holders(self) -> list[OffPolicyPolicy]:
+        """The policies with target networks (not a RandomPolicy opponent, say)."""
+        return [policy for policy in self.policies.values() if isinstance(policy, OffPolicyPolicy)]
 
     def _replay_once(self) -> dict[str, dict[str, Any]]:
         beta = self._beta(self.counters["num_env_steps_sampled"])

@@ -147,6 +147,8 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
             for policy_id, spec in value.items():
                 if isinstance(spec, dict) and isinstance(spec.get("policy_class"), str):
                     yield "policy_class", f"{where}.{policy_id}.policy_class", spec["policy_class"]
+                if isinstance(spec, dict) and isinstance(spec.get("config"), dict):  # a policy's own custom model
+                    yield from _references(spec["config"], f"{where}.{policy_id}.config.")
         elif field == "evaluation_config" and isinstance(value, dict) and not prefix:
             yield from _references(value, "evaluation_config.")
 

@@ -251,6 +251,15 @@ class AgentCollector:
             for j, (_, pending) in enumerate(open_rows):
                 pending.record = start + j
 
+    def forget_policy(self, policy_id: str) -> None:
+        """Drop every row of a policy that was removed, open or closed. Returns nothing; its agents act anew."""
+        for key in [key for key, pending in self._pending.items() if pending.policy_id == policy_id]:
+            del self._pending[key]
+        for chunk_key in [chunk_key for chunk_key in self._chunks if chunk_key[2] == policy_id]:
+            del self._chunks[chunk_key]
+        self._records.pop(policy_id, None)
+        self._reset_obs.pop(policy_id, None)
+
     def drop_open_rows(self, env_index: int) -> None:
         """Forget the open rows of one sub-environment (its episode was cut off without a last step)."""
         for key in [key for key in self._pending if key[0] == env_index]:

@@ -126,6 +126,13 @@ class BaseEnvRunner:
         """The policies by id (RLlib's name)."""
         return self.policies
 
+    def forget_policy(self, policy_id: str) -> None:
+        """A policy was removed from :attr:`policies`: let go of whatever still refers to it (nothing, by default).
+
+        Args:
+            policy_id: the removed policy.
+        """
+
     def get_metrics(self) -> list[EpisodeSummary]:
         """Episodes finished since the last call."""
         completed, self._completed = self._completed, []

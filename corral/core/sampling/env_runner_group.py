@@ -180,6 +180,28 @@ class EnvRunnerGroup:
     foreach_worker = foreach_env_runner
     """RLlib's older name."""
 
+    def update_policies(self, config: AlgorithmConfig, added: dict[str, PolicyBuild], removed: list[str]) -> None:
+        """The algorithm added or removed policies: every runner takes the new config and policy set.
+
+        The local runner shares the algorithm's policies already; it takes the
+        config and lets go of the removed ones' episodes and rows. Each remote
+        runner builds the added policies (their weights come with the next
+        broadcast) and drops the removed ones. Runners started later (replacing
+        failed ones) start from ``config`` and the algorithm's policy builds.
+
+        Args:
+            config: the algorithm's new config (the evaluation config, for evaluation runners).
+            added: builds of the new policies, by id.
+            removed: ids of the policies removed.
+        """
+        self._config = config
+        local = self.local_env_runner
+        local.config = config
+        for policy_id in removed:
+            local.forget_policy(policy_id)
+        if self._remote:
+            self._gather({i: self._remote[i].update_policies.remote(config, added, removed) for i in self.healthy_remote_ids()})
+
     def get_state(self) -> dict[str, Any]:
         """The local runner's state and each healthy remote runner's, by worker index (JSON).
 
@@ -238,7 +260,7 @@ class EnvRunnerGroup:
         self._episodes.extend(result.episodes)
         policies = self.local_env_runner.policies
         for policy_id, delta in result.filter_deltas.items():
-            filter_ = policies[policy_id].observation_filter
+            filter_ = policies[policy_id].observation_filter if policy_id in policies else None  # removed meanwhile
             if filter_ is not None:
                 filter_.merge(delta)
         for policy_id, steps in result.timesteps.items():

@@ -176,6 +176,20 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             )
         return policy_id
 
+    def forget_policy(self, policy_id: str) -> None:
+        """A policy was removed: agents of episodes in progress that it acted for are mapped again at their next step.
+
+        Its rows not yet sampled are dropped, so no fragment is built for it.
+
+        Args:
+            policy_id: the removed policy.
+        """
+        for i, episode in enumerate(self._episodes):
+            for agent in [agent for agent, pid in episode._policies.items() if pid == policy_id]:
+                del episode._policies[agent]
+                self._open[i].discard(agent)
+        self._collector.forget_policy(policy_id)
+
     def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
         """The (observation, action) spaces of every policy the config names, inferred where the spec leaves them out.
 

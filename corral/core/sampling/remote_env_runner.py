@@ -82,6 +82,21 @@ class EnvRunnerActor:
         if policy.observation_filter is not None:
             policy.observation_filter.keeps_delta = True  # what this runner sees goes to the learner
 
+    def update_policies(self, config: AlgorithmConfig, added: dict[str, PolicyBuild], removed: list[str]) -> None:
+        """Take the algorithm's new config and policy set (see ``EnvRunnerGroup.update_policies``).
+
+        Args:
+            config: the algorithm's new config.
+            added: builds of the new policies, by id.
+            removed: ids of the policies removed.
+        """
+        self.runner.config = config
+        for policy_id in removed:
+            self.policies.pop(policy_id, None)
+            self.runner.forget_policy(policy_id)
+        for policy_id, build in added.items():
+            self.add_policy(policy_id, build)
+
     def _take(self, sampling_state: dict[str, dict[str, Any]] | None) -> None:
         for policy_id, state in (sampling_state or {}).items():
             if policy_id in self.policies:

@@ -22,7 +22,7 @@ class DQNPolicy(OffPolicyPolicy):
     def make_model(self) -> nn.Module:
         """Q-values for every action, dueling if configured."""
         return QModel(
-            self.observation_space,
+            self.model_observation_space,
             int(cast(gym.spaces.Discrete, self.action_space).n),
             self.config.model,
             dueling=self.config.dueling,

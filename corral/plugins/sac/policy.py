@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from corral.core import SampleBatch, SquashedGaussian, adam
+from corral.core.learning.action_masking import mask_logits
 from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.plugins.sac.config import SACConfig
 from corral.plugins.sac.model import SACModel
@@ -46,7 +47,7 @@ class SACPolicy(OffPolicyPolicy):
     def make_model(self) -> nn.Module:
         """Actor, critics and temperature in one module."""
         cfg = self.config
-        return SACModel(self.observation_space, self.action_adapter.policy_space, cfg.model, cfg.twin_q, cfg.initial_alpha)
+        return SACModel(self.model_observation_space, self.action_adapter.policy_space, cfg.model, cfg.twin_q, cfg.initial_alpha)
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """One Adam over three param groups: critics, actor, temperature, each with its learning rate."""
@@ -65,15 +66,18 @@ class SACPolicy(OffPolicyPolicy):
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
         """One step of the critics, the actor and the temperature on a replayed minibatch."""
         t = self.to_tensors(batch, self.REPLAY_COLUMNS)
-        obs, actions = t[SampleBatch.OBS], t[SampleBatch.ACTIONS]
+        # with an action mask, the actor and critics read the observations and the actor's logits are masked
+        obs, legal = self.split_action_mask(t[SampleBatch.OBS])
+        actions = t[SampleBatch.ACTIONS]
         alpha = self.model.log_alpha.exp().detach()
         with torch.no_grad():
-            target = t[SampleBatch.REWARDS] + t[SampleBatch.DISCOUNTS] * self._soft_next_value(t[SampleBatch.NEXT_OBS], alpha)
+            next_value = self._soft_next_value(*self.split_action_mask(t[SampleBatch.NEXT_OBS]), alpha)
+            target = t[SampleBatch.REWARDS] + t[SampleBatch.DISCOUNTS] * next_value
         if self.model.discrete:
             q_all = self.model.q_values(obs)
             index = actions.long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)
             q_taken = q_all.gather(2, index).squeeze(-1)
-            actor_loss, entropy = self._discrete_actor_loss(obs, alpha, q_all.detach())
+            actor_loss, entropy = self._discrete_actor_loss(obs, legal, alpha, q_all.detach())
         else:
             q_taken = self.model.q_values(obs, actions)
             actor_loss, entropy = self._box_actor_loss(obs, alpha)
@@ -102,11 +106,11 @@ class SACPolicy(OffPolicyPolicy):
             self.TD_ERROR: td_error.detach().cpu().numpy(),
         }
 
-    def _soft_next_value(self, next_obs: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-        """E over the next action of min(target Q) - alpha * log pi."""
+    def _soft_next_value(self, next_obs: torch.Tensor, legal: torch.Tensor | None, alpha: torch.Tensor) -> torch.Tensor:
+        """E over the next (legal) action of min(target Q) - alpha * log pi."""
         logits = self.model.actor(next_obs)
         if self.model.discrete:
-            log_probs = F.log_softmax(logits, dim=-1)
+            log_probs = F.log_softmax(logits if legal is None else mask_logits(logits, legal), dim=-1)
             q = self.target_model.q_values(next_obs).min(dim=0).values
             return (log_probs.exp() * (q - alpha * log_probs)).sum(-1)
         next_actions, logp = SquashedGaussian(logits).rsample_with_logp(self.torch_rng)
@@ -114,10 +118,11 @@ class SACPolicy(OffPolicyPolicy):
         return q - alpha * logp
 
     def _discrete_actor_loss(
-        self, obs: torch.Tensor, alpha: torch.Tensor, q_all: torch.Tensor
+        self, obs: torch.Tensor, legal: torch.Tensor | None, alpha: torch.Tensor, q_all: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The actor's loss against the critics' Q(s, .) (``[k, B, n]``, detached) and its mean entropy."""
-        log_probs = F.log_softmax(self.model.actor(obs), dim=-1)
+        """The actor's loss against the critics' Q(s, .) (``[k, B, n]``, detached) and its mean entropy, over legal actions."""
+        logits = self.model.actor(obs)
+        log_probs = F.log_softmax(logits if legal is None else mask_logits(logits, legal), dim=-1)
         probs = log_probs.exp()
         loss = (probs * (alpha * log_probs - q_all.min(dim=0).values)).sum(-1).mean()
         return loss, -(probs * log_probs).sum(-1).mean()
