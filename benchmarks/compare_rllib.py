@@ -29,6 +29,7 @@ import pickle
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -159,7 +160,9 @@ def child(library: str, algo_name: str, runners: int, seconds: float) -> None:
 def measure(library: str, algo_name: str, runners: int, seconds: float) -> dict[str, float]:
     """One case in a fresh process (its own Ray instance); the parsed ``RESULT`` line."""
     args = [sys.executable, __file__, "_child", library, algo_name, str(runners), str(seconds)]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=1800)
+    # RLlib writes a log folder under ~/ray_results whatever it is told: a throwaway HOME keeps the user's clean
+    with tempfile.TemporaryDirectory(prefix="corral-bench-home-") as home:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, env={**os.environ, "HOME": home})
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         return {"error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]}

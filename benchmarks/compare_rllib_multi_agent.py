@@ -31,6 +31,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -137,7 +138,9 @@ def run_rllib(num_agents: int, seed: int) -> dict[str, Any]:
 def measure(library: str, num_agents: int, seed: int) -> dict[str, Any]:
     """One run in a fresh process; its parsed ``RESULT`` line."""
     args = [sys.executable, __file__, "_child", library, str(num_agents), str(seed)]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=3600)
+    # RLlib writes a log folder under ~/ray_results whatever it is told: a throwaway HOME keeps the user's clean
+    with tempfile.TemporaryDirectory(prefix="corral-bench-home-") as home:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=3600, env={**os.environ, "HOME": home})
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         return {"error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]}

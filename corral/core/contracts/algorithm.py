@@ -934,7 +934,13 @@ def load_policy(checkpoint_path: str | os.PathLike[str], policy_id: str, trust_c
     algo_class = _algorithm_class_for(ckpt, trust_code)
     # One policy needs neither the env, the callbacks nor the multi-agent functions: what the checkpoint names
     # for them is never imported.
-    unused = {"env": None, "callbacks_class": [], "policy_mapping_fn": None, "policies_to_train": None, "observation_fn": None}
+    unused: dict[str, Any] = {
+        "env": None,
+        "callbacks_class": [],
+        "policy_mapping_fn": None,
+        "policies_to_train": None,
+        "observation_fn": None,
+    }
     config = _checkpoint_config(ckpt, algo_class, unused, trust_code).freeze()
     spec = config.policies.get(policy_id)  # its own class (a RandomPolicy, say) and options, if the config gives them
     policy_class = spec.policy_class if spec is not None and spec.policy_class is not None else algo_class.policy_class
