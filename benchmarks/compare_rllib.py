@@ -159,10 +159,16 @@ def child(library: str, algo_name: str, runners: int, seconds: float) -> None:
 
 def measure(library: str, algo_name: str, runners: int, seconds: float) -> dict[str, float]:
     """One case in a fresh process (its own Ray instance); the parsed ``RESULT`` line."""
-    args = [sys.executable, __file__, "_child", library, algo_name, str(runners), str(seconds)]
+    return run_in_fresh_process([__file__, "_child", library, algo_name, str(runners), str(seconds)], timeout=1800)
+
+
+def run_in_fresh_process(args: list[str], timeout: int) -> dict[str, Any]:
+    """``python *args`` in a new process; the JSON of its last ``RESULT`` line, or ``{"error": ...}``."""
     # RLlib writes a log folder under ~/ray_results whatever it is told: a throwaway HOME keeps the user's clean
     with tempfile.TemporaryDirectory(prefix="corral-bench-home-") as home:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, env={**os.environ, "HOME": home})
+        proc = subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, "HOME": home}
+        )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         return {"error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]}

@@ -29,12 +29,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from compare_rllib import run_in_fresh_process  # this folder is on sys.path when a script here runs
 
 HERE = Path(__file__).resolve().parent
 TARGET = 450.0
@@ -137,14 +136,7 @@ def run_rllib(num_agents: int, seed: int) -> dict[str, Any]:
 
 def measure(library: str, num_agents: int, seed: int) -> dict[str, Any]:
     """One run in a fresh process; its parsed ``RESULT`` line."""
-    args = [sys.executable, __file__, "_child", library, str(num_agents), str(seed)]
-    # RLlib writes a log folder under ~/ray_results whatever it is told: a throwaway HOME keeps the user's clean
-    with tempfile.TemporaryDirectory(prefix="corral-bench-home-") as home:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=3600, env={**os.environ, "HOME": home})
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        return {"error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]}
-    return json.loads(lines[-1][len("RESULT ") :])
+    return run_in_fresh_process([__file__, "_child", library, str(num_agents), str(seed)], timeout=3600)
 
 
 def table(results: dict[str, list[dict[str, Any]]], agent_counts: list[int]) -> str:

@@ -146,14 +146,11 @@ class Algorithm:
         Raises:
             ConfigError: the algorithm does not support its action space (naming the policy in a multi-agent run).
         """
-        spec = self.config.policies.get(policy_id)
-        policy_class = spec.policy_class if spec is not None and spec.policy_class is not None else self.policy_class
         try:
             self.check_action_space(action_space)
         except ConfigError as exc:
             raise ConfigError(f"policy {policy_id!r}: {exc}" if self.config.policies else str(exc)) from None
-        has_own = spec is not None and bool(spec.config)
-        config = policy_config(self.config, policy_id).freeze() if has_own else self.config
+        policy_class, config = _class_and_config(self.config, policy_id, self.policy_class)
         return PolicyBuild(policy_class, observation_space, action_space, config)
 
     def _check_storage_path(self) -> None:
@@ -722,8 +719,14 @@ class Algorithm:
                 "load it with corral.Algorithm.from_checkpoint(path)"
             )
         stored = {pid: s for pid, s in meta["policies"].items() if policy_ids is None or pid in policy_ids}
-        added = self._add_checkpoint_policies(ckpt, [pid for pid in stored if pid not in self.policies])
+        missing = [pid for pid in stored if pid not in self.policies]
+        if missing and not isinstance(self.env_runner_group.local_env_runner, MultiAgentEnvRunner):
+            raise CheckpointError(f"checkpoint has policies {missing}, which this algorithm does not: {sorted(self.policies)}")
+        added: list[str] = []
         try:
+            for pid in missing:
+                self._add_checkpoint_policy(ckpt, pid)
+                added.append(pid)
             self._load_checkpoint_policies(ckpt, stored)
         except BaseException:
             for pid in added:
@@ -731,35 +734,23 @@ class Algorithm:
             raise
         self.callbacks.checkpoint_loaded(self)
 
-    def _add_checkpoint_policies(self, ckpt: checkpoints.Checkpoint, missing: list[str]) -> list[str]:
-        """Add the policies a checkpoint holds and this algorithm lacks, from the checkpoint's specs; returns their ids."""
-        if missing and not isinstance(self.env_runner_group.local_env_runner, MultiAgentEnvRunner):
-            raise CheckpointError(f"checkpoint has policies {missing}, which this algorithm does not: {sorted(self.policies)}")
+    def _add_checkpoint_policy(self, ckpt: checkpoints.Checkpoint, policy_id: str) -> None:
+        """Add a policy the checkpoint holds and this algorithm lacks, from its spec in the checkpoint's config."""
         saved_specs = ckpt.config.get("policies") or {}
-        added: list[str] = []
+        spec_value = saved_specs.get(policy_id) if isinstance(saved_specs, dict) else None
+        if isinstance(spec_value, dict):
+            check_config_references({"policies": {policy_id: spec_value}}, ckpt.folder, False, set())
+        stored = ckpt.meta["policies"][policy_id]
         try:
-            for pid in missing:
-                spec_value = saved_specs.get(pid) if isinstance(saved_specs, dict) else None
-                if isinstance(spec_value, dict):
-                    check_config_references({"policies": {pid: spec_value}}, ckpt.folder, False, set())
-                try:
-                    spec = PolicySpec.of(spec_value)
-                    stored = ckpt.meta["policies"][pid]
-                    observation_space = decode_space(stored.get("observation_space"), "observation_space")
-                    action_space = decode_space(stored.get("action_space"), "action_space")
-                except (ValueError, ImportError) as exc:
-                    raise CheckpointError(
-                        f"{ckpt.folder / checkpoints.CONFIG_FILE}: policy {pid!r} cannot be rebuilt: {exc}"
-                    ) from None
-                self.add_policy(
-                    pid, spec.policy_class, observation_space=observation_space, action_space=action_space, config=spec.config
-                )
-                added.append(pid)
-        except BaseException:
-            for pid in added:
-                self.remove_policy(pid)
-            raise
-        return added
+            spec = PolicySpec.of(spec_value)
+            observation_space = decode_space(stored.get("observation_space"), "observation_space")
+            action_space = decode_space(stored.get("action_space"), "action_space")
+        except (ValueError, ImportError) as exc:
+            where = ckpt.folder / checkpoints.CONFIG_FILE
+            raise CheckpointError(f"{where}: policy {policy_id!r} cannot be rebuilt: {exc}") from None
+        self.add_policy(
+            policy_id, spec.policy_class, observation_space=observation_space, action_space=action_space, config=spec.config
+        )
 
     def _load_checkpoint_policies(self, ckpt: checkpoints.Checkpoint, stored: dict[str, Any]) -> None:
         """Check the stored policies' spaces against this algorithm's, then load them and the algorithm's state: all or none."""
@@ -883,6 +874,15 @@ def _checkpoint_config(
     return config.update_from_dict(overrides)
 
 
+def _class_and_config(
+    config: AlgorithmConfig, policy_id: str, default_class: type[Policy]
+) -> tuple[type[Policy], AlgorithmConfig]:
+    """A policy's class (its spec's, else the algorithm's) and frozen config (the algorithm's, with the spec's options on top)."""
+    spec = config.policies.get(policy_id)
+    policy_class = spec.policy_class if spec is not None and spec.policy_class is not None else default_class
+    return policy_class, policy_config(config, policy_id).freeze() if spec is not None and spec.config else config
+
+
 def _policy_subset(ckpt: checkpoints.Checkpoint, policy_ids: list[str], trust_code: bool, keep_to_train: bool) -> dict[str, Any]:
     """Config overrides that keep only ``policy_ids`` of a checkpoint's policies (their specs checked like the rest).
 
@@ -942,9 +942,7 @@ def load_policy(checkpoint_path: str | os.PathLike[str], policy_id: str, trust_c
         "observation_fn": None,
     }
     config = _checkpoint_config(ckpt, algo_class, unused, trust_code).freeze()
-    spec = config.policies.get(policy_id)  # its own class (a RandomPolicy, say) and options, if the config gives them
-    policy_class = spec.policy_class if spec is not None and spec.policy_class is not None else algo_class.policy_class
-    own_config = policy_config(config, policy_id).freeze() if spec is not None and spec.config else config
+    policy_class, own_config = _class_and_config(config, policy_id, algo_class.policy_class)
     policy = build_policy(policy_class, observation_space, action_space, own_config, "policy", policy_id, "sampling", 0)
     with _blame(ckpt.folder / "policies" / policy_id / checkpoints.POLICY_FILE):
         policy.set_state(ckpt.policy_states[policy_id])

@@ -23,7 +23,7 @@ from corral.core.contracts.actor_critic import GAEConfig
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.exploration import make_exploration
 from corral.core.environments.spaces import ActionAdapter, ObservationPreprocessor
-from corral.core.learning.action_masking import ActionMaskedModel, MaskedObservationPreprocessor
+from corral.core.learning.action_masking import LEGAL_ACTIONS, ActionMaskedModel, MaskedObservationPreprocessor
 from corral.core.learning.distributions import ActionDistribution, distribution_for
 from corral.core.learning.models import Model, build_model
 from corral.core.learning.nonfinite import UpdateGuard
@@ -260,7 +260,7 @@ class Policy:
         model_out = self.model.forward_exploration(obs_t) if explore else self.model.forward_inference(obs_t)
         dist = self.dist_class(model_out[SampleBatch.ACTION_DIST_INPUTS])
         t = self.global_timestep if timestep is None else timestep
-        self.exploration.action_mask = self.split_action_mask(obs_t)[1]
+        self.exploration.action_mask = model_out.get(LEGAL_ACTIONS)  # set by an ActionMaskedModel
         actions = self.exploration.get_exploration_action(dist, t, explore)
         extras = self.extra_action_out(model_out, dist, actions)
         return actions.cpu().numpy(), {k: v.cpu().numpy() for k, v in extras.items()}

@@ -33,6 +33,9 @@ MASKED_LOGIT = -1e9
 probability 0 all the same, and ``0 * log p`` stays 0 in entropies and KLs where
 ``-inf`` would make NaN."""
 
+LEGAL_ACTIONS = "legal_actions"
+"""The output of an :class:`ActionMaskedModel` holding the ``[B, n]`` boolean legal actions it masked with."""
+
 
 class MaskedObservationPreprocessor(ObservationPreprocessor):
     """The observation (preprocessed, flattened) followed by the action mask, as one float32 row.
@@ -75,6 +78,7 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
         self.model_observation_space: gym.Space = rest[self._single] if self._single is not None else gym.spaces.Dict(rest)
         self.model_input = ObservationPreprocessor(self.model_observation_space)
         self._inner_size = int(np.prod(self.model_input.shape))
+        self._model_dtype = torch.from_numpy(np.zeros(0, dtype=self.model_input.dtype)).dtype
         self.space = observation_space
         self.shape = (self._inner_size + n,)
         self.dtype = np.dtype(np.float32)
@@ -144,27 +148,30 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
             observation after a game ends) counts every action legal, so nothing
             downstream meets a row of only masked logits.
         """
-        dtype = torch.from_numpy(np.zeros(0, dtype=self.model_input.dtype)).dtype
-        model_obs = rows[:, : self._inner_size].reshape(rows.shape[0], *self.model_input.shape).to(dtype)
+        model_obs = rows[:, : self._inner_size].reshape(rows.shape[0], *self.model_input.shape).to(self._model_dtype)
         legal = rows[:, self._inner_size :] > 0.5
         return model_obs, legal | ~legal.any(dim=1, keepdim=True)
 
 
-def mask_logits(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+def mask_logits(logits: torch.Tensor, legal: torch.Tensor | None) -> torch.Tensor:
     """``logits`` with every illegal action's entry set to :data:`MASKED_LOGIT`.
 
     Args:
         logits: ``[B, n]`` distribution inputs (logits or Q-values).
-        legal: ``[B, n]`` booleans from :meth:`MaskedObservationPreprocessor.split`.
+        legal: ``[B, n]`` booleans from :meth:`MaskedObservationPreprocessor.split`; None: all legal.
 
     Returns:
-        A new tensor; the gradient flows to the legal entries only.
+        ``logits`` itself without a mask, else a new tensor whose gradient flows to the legal entries only.
     """
+    if legal is None:
+        return logits
     return torch.where(legal, logits, torch.full_like(logits, MASKED_LOGIT))
 
 
 class ActionMaskedModel(Model):
     """A model that sees the observation only, and whose illegal actions' distribution inputs are masked.
+
+    Its outputs add :data:`LEGAL_ACTIONS`, the mask it applied.
 
     Attributes the wrapped model has and this one lacks (SAC's ``actor``,
     ``q_values``) are read from the wrapped model, so an algorithm that calls
@@ -195,6 +202,7 @@ class ActionMaskedModel(Model):
         model_obs, legal = self.split(rows)
         out = dict(forward(model_obs))
         out[SampleBatch.ACTION_DIST_INPUTS] = mask_logits(out[SampleBatch.ACTION_DIST_INPUTS], legal)
+        out[LEGAL_ACTIONS] = legal  # for the exploration's uniform draws, without splitting the rows again
         return out
 
     def forward_inference(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -110,7 +110,7 @@ class SACPolicy(OffPolicyPolicy):
         """E over the next (legal) action of min(target Q) - alpha * log pi."""
         logits = self.model.actor(next_obs)
         if self.model.discrete:
-            log_probs = F.log_softmax(logits if legal is None else mask_logits(logits, legal), dim=-1)
+            log_probs = F.log_softmax(mask_logits(logits, legal), dim=-1)
             q = self.target_model.q_values(next_obs).min(dim=0).values
             return (log_probs.exp() * (q - alpha * log_probs)).sum(-1)
         next_actions, logp = SquashedGaussian(logits).rsample_with_logp(self.torch_rng)
@@ -121,8 +121,7 @@ class SACPolicy(OffPolicyPolicy):
         self, obs: torch.Tensor, legal: torch.Tensor | None, alpha: torch.Tensor, q_all: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's loss against the critics' Q(s, .) (``[k, B, n]``, detached) and its mean entropy, over legal actions."""
-        logits = self.model.actor(obs)
-        log_probs = F.log_softmax(logits if legal is None else mask_logits(logits, legal), dim=-1)
+        log_probs = F.log_softmax(mask_logits(self.model.actor(obs), legal), dim=-1)
         probs = log_probs.exp()
         loss = (probs * (alpha * log_probs - q_all.min(dim=0).values)).sum(-1).mean()
         return loss, -(probs * log_probs).sum(-1).mean()
