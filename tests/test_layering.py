@@ -167,6 +167,8 @@ def test_batch_columns_and_model_outputs_are_named_by_their_constants() -> None:
         "core/contracts/policy.py": {"weights"},
         "core/sampling/env_runner.py": {"obs"},
         "core/environments/envs.py": {"actions"},
+        "core/environments/multi_agent_guard.py": {"actions"},
+        "core/sampling/multi_agent_env_runner.py": {"obs"},
     }
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):

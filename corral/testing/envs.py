@@ -93,3 +93,64 @@ def _multi_agent_cartpole() -> type:
 MultiAgentCartPole = _multi_agent_cartpole()
 """``make_multi_agent("CartPole-v1")`` by an import path: agents 0..num_agents-1 (``env_config["num_agents"]``,
 default 1) each balance their own pole. The multi-agent tuned examples and benchmarks use it."""
+
+
+def _turn_based_toy_env() -> type:
+    from corral.core.environments.multi_agent_env import ALL_AGENTS, MultiAgentEnv
+
+    class TurnBasedToyEnv(MultiAgentEnv):
+        """Players ``"first"`` and ``"second"`` take turns; the mover sees a random observation and its legal actions.
+
+        The observation is ``{"observation": Box(-1, 1, (4,)), "action_mask": 0/1 flags}``
+        over ``Discrete(3)``, one random action illegal each turn (an illegal action
+        raises). The mover earns 1 for action 1 when it is legal, and the other player
+        loses half of that, so rewards reach a player between its turns. After each
+        move the game ends with probability 0.05 (terminated), else after 20 moves
+        (truncated): rows stay open across sample calls, as in a board game.
+        """
+
+        def __init__(self, config: Any = None) -> None:
+            self.possible_agents = ["first", "second"]
+            super().__init__()
+            self.observation_space = gym.spaces.Dict(
+                {"observation": gym.spaces.Box(-1.0, 1.0, (4,), np.float32), "action_mask": gym.spaces.Box(0, 1, (3,), np.int8)}
+            )
+            self.action_space = gym.spaces.Discrete(3)
+            self.moves = 0
+            self.mover = "first"
+            self.mask = np.ones(3, np.int8)
+
+        def _observe(self) -> dict[str, Any]:
+            self.mask = np.ones(3, np.int8)
+            self.mask[self.np_random.integers(3)] = 0
+            return {"observation": self.np_random.uniform(-1.0, 1.0, 4).astype(np.float32), "action_mask": self.mask.copy()}
+
+        def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+            """Start a game; ``"first"`` moves."""
+            super().reset(seed=seed)
+            self.moves, self.mover, self.agents = 0, "first", list(self.possible_agents)
+            return {self.mover: self._observe()}, {}
+
+        def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:  # type: ignore[override]
+            """The mover's action; the other player moves next."""
+            action = int(action_dict[self.mover])
+            if not self.mask[action]:
+                raise ValueError(f"{self.mover} took the illegal action {action}; the mask was {self.mask.tolist()}")
+            other = "second" if self.mover == "first" else "first"
+            earned = float(action == 1)
+            rewards = {self.mover: earned, other: -0.5 * earned}
+            self.moves += 1
+            terminated = bool(self.np_random.random() < 0.05)
+            truncated = not terminated and self.moves >= 20
+            self.mover = other
+            if terminated or truncated:
+                observations = {agent: self._observe() for agent in self.possible_agents}
+                return observations, rewards, {ALL_AGENTS: terminated}, {ALL_AGENTS: truncated}, {}
+            return {other: self._observe()}, rewards, {ALL_AGENTS: False}, {ALL_AGENTS: False}, {}
+
+    TurnBasedToyEnv.__module__, TurnBasedToyEnv.__qualname__ = __name__, "TurnBasedToyEnv"
+    return TurnBasedToyEnv
+
+
+TurnBasedToyEnv = _turn_based_toy_env()
+"""A two-player turn-based multi-agent env with action masks, by an import path (``corral.testing.envs:TurnBasedToyEnv``)."""

@@ -29,7 +29,7 @@ def test_arrays_and_tensors_come_back_bit_for_bit() -> None:
     for key in ("f32", "i64", "flags"):
         assert back[key].dtype == values[key].dtype and back[key].tobytes() == values[key].tobytes()
     assert back["scalar"] == 0.1 and isinstance(back["tensor"], torch.Tensor) and back["tensor"].tolist() == [1, 255]
-    assert back["nested"] == [[1, "a"], {"x": None}]
+    assert back["nested"] == [(1, "a"), {"x": None}]  # a tuple stays a tuple (a Tuple space's observation)
 
 
 def test_objects_are_neither_written_nor_read() -> None:

@@ -63,6 +63,33 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
             "min_sample_timesteps_per_iteration": 200,
         },
     ),
+    # turn-based, masked, one policy per player: rows stay open across sample calls and the checkpoint
+    "PPO-multi-agent": (
+        "PPO",
+        {
+            "env": "corral.testing.envs:TurnBasedToyEnv",
+            "policies": ["pfirst", "psecond"],
+            "policy_mapping_fn": "corral.core.contracts.multi_agent_config:policy_per_agent",
+            "num_envs_per_env_runner": 3,
+            "train_batch_size": 90,
+            "minibatch_size": 30,
+            "num_epochs": 2,
+            "observation_filter": "MeanStdFilter",
+        },
+    ),
+    # one shared policy, agents that leave mid-episode, a replay buffer in the checkpoint
+    "DQN-multi-agent": (
+        "DQN",
+        {
+            "env": "corral.testing.envs:MultiAgentCartPole",
+            "env_config": {"num_agents": 2},
+            "num_envs_per_env_runner": 2,
+            "train_batch_size": 32,
+            "learning_starts": 100,
+            "min_sample_timesteps_per_iteration": 200,
+            "save_replay_buffer": True,
+        },
+    ),
 }
 
 

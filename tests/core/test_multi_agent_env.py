@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import gymnasium as gym
@@ -10,7 +11,8 @@ import pytest
 
 import corral
 from corral import EnvError, MultiAgentEnv, make_multi_agent
-from corral.core.environments.multi_agent_env import ALL_AGENTS, MultiAgentEnvChecker
+from corral.core.environments.multi_agent_env import ALL_AGENTS
+from corral.core.environments.multi_agent_guard import MultiAgentEnvGuard
 
 
 class TurnTaking(MultiAgentEnv):
@@ -50,8 +52,8 @@ class TurnTaking(MultiAgentEnv):
         return observations, rewards, terminateds, {ALL_AGENTS: False}, {}
 
 
-def checked(env: MultiAgentEnv) -> MultiAgentEnvChecker:
-    return MultiAgentEnvChecker(env, "test env")
+def checked(env: MultiAgentEnv) -> MultiAgentEnvGuard:
+    return MultiAgentEnvGuard(env, "test env")
 
 
 def test_a_turn_based_game_with_agents_that_join_and_leave_follows_the_protocol() -> None:
@@ -152,7 +154,7 @@ def test_make_multi_agent_gives_each_agent_its_own_copy() -> None:
     assert sorted(first) == [0, 1, 2] and env.agents == [0, 1, 2]
     assert all(np.array_equal(first[i], again[i]) for i in range(3)), "a seeded reset is repeatable"
     assert not np.array_equal(first[0], first[1]), "each copy gets its own seed"
-    checker = MultiAgentEnvChecker(env, "multi cartpole")
+    checker = MultiAgentEnvGuard(env, "multi cartpole")
     observations, _ = checker.reset(seed=1)
     acting, left = list(observations), []
     done = False
@@ -204,7 +206,7 @@ def test_an_unknown_env_is_refused_when_the_class_is_made() -> None:
 
 
 def test_an_agent_that_left_is_not_asked_to_act_again() -> None:
-    env = MultiAgentEnvChecker(make_multi_agent("CartPole-v1")({"num_agents": 2}), "multi cartpole")
+    env = MultiAgentEnvGuard(make_multi_agent("CartPole-v1")({"num_agents": 2}), "multi cartpole")
     env.reset(seed=3)
     terminateds: dict = {}
     step = 0
@@ -214,3 +216,92 @@ def test_an_agent_that_left_is_not_asked_to_act_again() -> None:
     assert not terminateds.get(1)
     with pytest.raises(EnvError, match=r"an action for agent 0, which the env did not ask to act \(.*\[1\]\)"):
         env.step({0: 0, 1: 0})
+
+
+class Breaks(TurnTaking):
+    """TurnTaking whose step raises at step 3, or returns a NaN reward there (``how="nan"``)."""
+
+    def __init__(self, how: str = "raise") -> None:
+        super().__init__()
+        self.how = how
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        observations, rewards, terminateds, truncateds, infos = super().step(action_dict)
+        if self.t == 3 and self.how == "raise":
+            raise RuntimeError("the simulator crashed")
+        if self.t == 3:
+            rewards = {agent: float("nan") for agent in rewards}
+        return observations, rewards, terminateds, truncateds, infos
+
+
+def play_to_step_three(env: MultiAgentEnvGuard) -> tuple[dict, ...]:
+    observations, _ = env.reset(seed=0)
+    for _ in range(3):
+        result = env.step(dict.fromkeys(observations, 1))
+        observations = result[0]
+    return result
+
+
+FAILURES = [
+    ("raise", corral.EnvRunnerError, "raised RuntimeError: the simulator crashed"),
+    ("nan", EnvError, r"reward nan for agent 'x'"),
+]
+
+
+@pytest.mark.parametrize(("how", "error", "message"), FAILURES)
+def test_a_failed_step_is_named_or_with_restart_ends_the_episode_in_a_new_env(how: str, error: type, message: str) -> None:
+    with pytest.raises(error, match=rf"test env:? .*{message}.* at step 3 of its episode .*restart_failed_sub_environments"):
+        play_to_step_three(MultiAgentEnvGuard(Breaks(how), "test env"))
+
+    made: list[Breaks] = []
+
+    def make() -> Breaks:
+        made.append(Breaks(how))
+        return made[-1]
+
+    env = MultiAgentEnvGuard(Breaks(how), "test env", make=make, restart=True)
+    observations, rewards, terminateds, truncateds, infos = play_to_step_three(env)
+    # the episode ends there, truncated for everyone (nothing learns from the broken step), in a new env
+    assert (observations, rewards, terminateds) == ({}, {}, {ALL_AGENTS: False})
+    assert truncateds == {ALL_AGENTS: True, "x": True, "late": True} and infos["x"] == {"corral_env_restarted": True}
+    assert env.restarts == 1 and env.env is made[0]
+    assert env.reset(seed=0)[0] == {"x": np.array([0.0], np.float32)}
+
+
+def test_restart_without_a_way_to_make_the_env_is_refused() -> None:
+    with pytest.raises(ValueError, match="needs make"):
+        MultiAgentEnvGuard(TurnTaking(), "test env", restart=True)
+
+
+def test_a_replayed_episode_continues_exactly_as_the_original() -> None:
+    original = MultiAgentEnvGuard(make_multi_agent("CartPole-v1")({"num_agents": 2}), "multi cartpole")
+    original.reset(seed=7)
+    for t in range(20):
+        original.step({agent: (t * (agent + 1)) % 2 for agent in original.acting})
+    record = json.loads(json.dumps(original.episode_record()))  # through JSON, as in a checkpoint
+
+    replayed = MultiAgentEnvGuard(make_multi_agent("CartPole-v1")({"num_agents": 2}), "multi cartpole")
+    replayed.replay(record)
+    assert replayed.acting == original.acting
+    for t in range(10):
+        actions = {agent: t % 2 for agent in original.acting}
+        a, b = original.step(actions), replayed.step(actions)
+        for name, x, y in zip(("observations", "rewards", "terminateds", "truncateds"), a, b, strict=False):
+            assert x.keys() == y.keys(), name
+            for agent in x:
+                np.testing.assert_array_equal(x[agent], y[agent], err_msg=f"{name}[{agent!r}] at step {t}")
+        if original.episode_over:
+            break
+
+
+def test_an_episode_that_cannot_be_replayed_says_so() -> None:
+    class TupleIds(TurnTaking):
+        def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+            return {("x", 1): self._obs()}, {}
+
+    env = MultiAgentEnvGuard(TupleIds(), "test env", check_observations=False)
+    env.reset(seed=0)
+    env.step({("x", 1): 0})
+    assert env.episode_record() is None  # an agent id JSON cannot give back
+    with pytest.raises(ValueError, match="seed, options, rng and actions"):
+        env.replay({"seed": 0})

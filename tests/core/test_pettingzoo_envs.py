@@ -11,7 +11,8 @@ from pettingzoo import ParallelEnv
 from pettingzoo.classic import tictactoe_v3
 
 from corral import EnvError, ParallelPettingZooEnv, PettingZooEnv
-from corral.core.environments.multi_agent_env import ALL_AGENTS, MultiAgentEnvChecker
+from corral.core.environments.multi_agent_env import ALL_AGENTS
+from corral.core.environments.multi_agent_guard import MultiAgentEnvGuard
 
 
 def legal_move(observation: dict[str, np.ndarray], rng: np.random.Generator) -> int:
@@ -20,7 +21,7 @@ def legal_move(observation: dict[str, np.ndarray], rng: np.random.Generator) -> 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_tic_tac_toe_plays_turn_by_turn_to_the_end(seed: int) -> None:
-    env = MultiAgentEnvChecker(PettingZooEnv(tictactoe_v3.env()), "tic-tac-toe")
+    env = MultiAgentEnvGuard(PettingZooEnv(tictactoe_v3.env()), "tic-tac-toe")
     rng = np.random.default_rng(seed)
     observations, _ = env.reset(seed=seed)
     assert list(observations) == ["player_1"]
@@ -74,7 +75,7 @@ class Relay(ParallelEnv):
 
 
 def test_a_parallel_game_with_an_agent_that_leaves_early() -> None:
-    env = MultiAgentEnvChecker(ParallelPettingZooEnv(Relay()), "relay")
+    env = MultiAgentEnvGuard(ParallelPettingZooEnv(Relay()), "relay")
     assert env.env.get_action_space("b") == gym.spaces.Discrete(2)
     observations, _ = env.reset(seed=0)
     flags = []

@@ -9,22 +9,22 @@ episode for everyone. An agent whose ``terminateds`` or ``truncateds`` entry is
 True has left; new agents may appear in any observation dict. A turn-based
 game gives an observation only to the player whose turn it is.
 
-:class:`MultiAgentEnvChecker` holds an env to this protocol and names the agent
-and the key when it breaks it, so a mistake in an env surfaces where it is
-made rather than as a shape error inside a policy.
+:class:`~corral.core.environments.multi_agent_guard.MultiAgentEnvGuard` holds
+an env to this protocol and names the agent and the key when it breaks it, so a
+mistake in an env surfaces where it is made rather than as a shape error inside
+a policy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
 from corral.core.contracts.config import import_object
-from corral.core.environments.envs import EnvContext, bad_reward, env_name, registered_creators, resolve_creator
-from corral.core.environments.spaces import ObservationCheck
+from corral.core.environments.envs import EnvContext, env_name, registered_creators, resolve_creator
 from corral.errors import EnvError
 
 if TYPE_CHECKING:
@@ -35,8 +35,6 @@ ALL_AGENTS = "__all__"
 
 MultiAgentDict = dict[Any, Any]
 """A dict keyed by agent id (observations, actions, rewards, ...)."""
-
-_RESULT_NAMES = ("observations", "rewards", "terminateds", "truncateds", "infos")
 
 
 class MultiAgentEnv(gym.Env):
@@ -62,16 +60,23 @@ class MultiAgentEnv(gym.Env):
                 setattr(self, name, default())
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[MultiAgentDict, MultiAgentDict]:
-        """Start an episode.
+        """Start an episode; a subclass's ``reset`` calls ``super().reset(seed=seed)`` to seed ``np_random``, as in gymnasium.
 
         Args:
             seed: seeds the env's random generator (None: keep drawing from it).
             options: env-specific reset options.
 
         Returns:
-            ``(observations, infos)`` of the agents that act first, by agent id.
+            ``(observations, infos)`` of the agents that act first, by agent id
+            (here, in the base class, two empty dicts: the subclass fills them).
+
+        Raises:
+            NotImplementedError: the subclass does not write ``reset``.
         """
-        raise NotImplementedError(f"{type(self).__name__} must implement reset(*, seed=None, options=None)")
+        if type(self).reset is MultiAgentEnv.reset:
+            raise NotImplementedError(f"{type(self).__name__} must implement reset(*, seed=None, options=None)")
+        super().reset(seed=seed, options=options)
+        return {}, {}
 
     def step(  # type: ignore[override]  # RLlib's dict protocol: each of gymnasium's five values becomes a dict by agent
         self, action_dict: MultiAgentDict
@@ -235,121 +240,6 @@ def make_multi_agent(env_name_or_creator: Any) -> type[MultiAgentEnv]:
     return MultiEnv
 
 
-class MultiAgentEnvChecker:
-    """Holds a multi-agent env to the dict protocol, raising an ``EnvError`` that names the agent and the key.
-
-    Checked on every call: ``reset`` and ``step`` return dicts of the right
-    count; ``terminateds`` and ``truncateds`` hold ``"__all__"``; each
-    observation belongs to its agent's space and each reward is a finite
-    number; actions go only to agents that were given an observation; and no
-    step follows the end of an episode without a reset.
-
-    Args:
-        env: the multi-agent env.
-        label: names the env in messages (e.g. the env id and sub-environment index).
-        check_observations: check each observation against its agent's space
-            (False with ``disable_env_checking``); the protocol is always checked.
-    """
-
-    def __init__(self, env: MultiAgentEnv, label: str, check_observations: bool = True) -> None:
-        self.env = env
-        self.label = label
-        self.check_observations = check_observations
-        self.acting: set[Any] = set()
-        self.episode_over = True
-        self._checks: dict[Any, ObservationCheck] = {}
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[MultiAgentDict, MultiAgentDict]:
-        """``env.reset``, checked.
-
-        Args:
-            seed: as for :meth:`MultiAgentEnv.reset`.
-            options: as for :meth:`MultiAgentEnv.reset`.
-
-        Returns:
-            ``(observations, infos)``.
-
-        Raises:
-            EnvError: the env broke the protocol.
-        """
-        result = self.env.reset(seed=seed, options=options)
-        if not (isinstance(result, tuple) and len(result) == 2):
-            raise EnvError(f"{self.label}: reset() must return (observations, infos), two dicts by agent id; got {result!r:.200}")
-        observations, infos = self._dicts(result, ("observations", "infos"), "reset()")
-        if not observations:
-            raise EnvError(f"{self.label}: reset() returned no observation; at least one agent must act first")
-        self._check_observations(observations, "reset()")
-        self.acting, self.episode_over = set(observations), False
-        return observations, infos
-
-    def step(
-        self, action_dict: MultiAgentDict
-    ) -> tuple[MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]:
-        """``env.step``, checked.
-
-        Args:
-            action_dict: an action for each agent the last observations named.
-
-        Returns:
-            ``(observations, rewards, terminateds, truncateds, infos)``.
-
-        Raises:
-            EnvError: an action for an agent that was not asked to act, or the env broke the protocol.
-        """
-        if self.episode_over:
-            raise EnvError(f"{self.label}: step() after the episode ended; reset() first")
-        unasked = [agent for agent in action_dict if agent not in self.acting]
-        if unasked:
-            raise EnvError(
-                f"{self.label}: an action for agent {unasked[0]!r}, which the env did not ask to act "
-                f"(its last observations were for [{', '.join(sorted(map(repr, self.acting)))}])"
-            )
-        result = self.env.step(action_dict)
-        if not (isinstance(result, tuple) and len(result) == 5):
-            raise EnvError(
-                f"{self.label}: step() must return (observations, rewards, terminateds, truncateds, infos), "
-                f"five dicts by agent id; got {result!r:.200}"
-            )
-        observations, rewards, terminateds, truncateds, infos = self._dicts(result, _RESULT_NAMES, "step()")
-        for name, flags in (("terminateds", terminateds), ("truncateds", truncateds)):
-            if ALL_AGENTS not in flags:
-                raise EnvError(
-                    f"{self.label}: step() returned {name} without the {ALL_AGENTS!r} key; "
-                    f"set {name}[{ALL_AGENTS!r}] to whether the episode ended for every agent"
-                )
-        for agent, reward in rewards.items():
-            problem = bad_reward(reward)
-            if problem is not None:
-                raise EnvError(f"{self.label}: step() {problem} for agent {agent!r} (rewards[{agent!r}])")
-        self._check_observations(observations, "step()")
-        self.episode_over = bool(terminateds[ALL_AGENTS] or truncateds[ALL_AGENTS])
-        # An agent that just terminated or truncated gets its last observation, but does not act again.
-        self.acting = set() if self.episode_over else {a for a in observations if not (terminateds.get(a) or truncateds.get(a))}
-        if not self.episode_over and not self.acting:
-            raise EnvError(f"{self.label}: step() gave no agent an observation to act on, but the episode goes on")
-        return observations, rewards, terminateds, truncateds, infos
-
-    def _dicts(self, result: tuple[Any, ...], names: tuple[str, ...], call: str) -> tuple[MultiAgentDict, ...]:
-        for name, value in zip(names, result, strict=True):
-            if not isinstance(value, dict):
-                raise EnvError(f"{self.label}: {call} returned {name} as {type(value).__name__}; it must be a dict by agent id")
-        return tuple(result)
-
-    def _check_observations(self, observations: MultiAgentDict, call: str) -> None:
-        if not self.check_observations:
-            return
-        for agent, obs in observations.items():
-            check = self._checks.get(agent)
-            if check is None:
-                check = self._checks[agent] = ObservationCheck(self.env.get_observation_space(agent))
-            problem = check.problem(obs)
-            if problem is not None:
-                raise EnvError(
-                    f"{self.label}: {call} returned an observation for agent {agent!r} "
-                    f"(observations[{agent!r}]) that {problem[1]}"
-                )
-
-
 def probe_env(config: AlgorithmConfig, worker_index: int = 0) -> tuple[bool, gym.Env | None]:
     """Whether the config's env is a :class:`MultiAgentEnv`, and the first sub-environment if it took making one.
 
@@ -382,34 +272,35 @@ def probe_env(config: AlgorithmConfig, worker_index: int = 0) -> tuple[bool, gym
     return isinstance(env, MultiAgentEnv), env
 
 
-def make_multi_agent_envs(
-    config: AlgorithmConfig, num_envs: int, worker_index: int = 0, first_env: Any = None
-) -> list[MultiAgentEnv]:
-    """The sub-environments of a multi-agent env runner, each made with its own :class:`EnvContext`.
+def multi_agent_env_maker(config: AlgorithmConfig, worker_index: int = 0) -> Callable[[int], MultiAgentEnv]:
+    """What makes the sub-environments of a multi-agent env runner, each with its own :class:`EnvContext`.
 
     Args:
         config: the algorithm's config (``env``, ``env_config``).
-        num_envs: how many.
         worker_index: the env runner's index (0 local).
-        first_env: sub-environment 0, already made (see :func:`probe_env`); None: make it.
 
     Returns:
-        ``num_envs`` fresh multi-agent envs, not yet reset.
+        ``make(i)``: a fresh sub-environment ``i``, not yet reset (called again to restart one).
 
     Raises:
-        EnvError: the env is unknown, its creator fails, or it makes something other than a ``MultiAgentEnv``.
+        EnvError: the env is a gymnasium id; ``make`` raises it when the creator fails or makes
+            something other than a ``MultiAgentEnv``.
     """
     _, creator = resolve_creator(config.env)
     if creator is None:
         raise EnvError(f"{env_name(config.env)!r} is a gymnasium id, not a multi-agent env")
     context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
-    envs = []
-    for i in range(num_envs):
-        env = first_env if i == 0 and first_env is not None else _create(creator, context.copy_with(vector_index=i), config)
-        if not isinstance(env, MultiAgentEnv):
-            raise EnvError(f"the creator of {env_name(config.env)!r} returned {type(env).__name__}, not a corral.MultiAgentEnv")
-        envs.append(env)
-    return envs
+
+    def make(i: int) -> MultiAgentEnv:
+        return _multi_agent(_create(creator, context.copy_with(vector_index=i), config), config)
+
+    return make
+
+
+def _multi_agent(env: Any, config: AlgorithmConfig) -> MultiAgentEnv:
+    if not isinstance(env, MultiAgentEnv):
+        raise EnvError(f"the creator of {env_name(config.env)!r} returned {type(env).__name__}, not a corral.MultiAgentEnv")
+    return env
 
 
 def _create(creator: Any, context: EnvContext, config: AlgorithmConfig) -> Any:

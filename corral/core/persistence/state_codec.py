@@ -4,7 +4,8 @@ Env runners' state (observations in flight, episode counters, environments'
 internals, generators) goes into ``algorithm_state.json``. An array is written
 as ``{"__ndarray__": {dtype, shape, base64}}`` (``"torch": true`` for a CPU
 tensor), its raw bytes in base64, so a float32 comes back bit for bit; only
-numeric and boolean dtypes are read back, never objects.
+numeric and boolean dtypes are read back, never objects. A tuple is written as
+``{"__tuple__": [...]}`` and comes back a tuple (a Tuple space's observations).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Any
 import numpy as np
 
 _KEY = "__ndarray__"
+_TUPLE = "__tuple__"
 
 
 def encode(value: Any) -> Any:
-    """``value`` with every numpy array and scalar, and torch tensor, replaced by its JSON form; tuples become lists."""
+    """``value`` with every numpy array and scalar, and torch tensor, replaced by its JSON form (see the module docstring)."""
     is_tensor = type(value).__module__ == "torch" and type(value).__name__ == "Tensor"
     if isinstance(value, (np.ndarray, np.generic)) or is_tensor:
         array = np.ascontiguousarray(value.detach().cpu().numpy() if is_tensor else value)
@@ -34,13 +36,15 @@ def encode(value: Any) -> Any:
         return {_KEY: spec}
     if isinstance(value, dict):
         return {str(k): encode(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, tuple):
+        return {_TUPLE: [encode(v) for v in value]}
+    if isinstance(value, list):
         return [encode(v) for v in value]
     return value
 
 
 def decode(value: Any) -> Any:
-    """The inverse of :func:`encode` (tuples come back as lists).
+    """The inverse of :func:`encode`.
 
     Raises:
         ValueError: an encoded array has a non-numeric dtype, or its bytes do not fit its shape.
@@ -48,6 +52,8 @@ def decode(value: Any) -> Any:
     if isinstance(value, dict):
         if set(value) == {_KEY}:
             return _array(value[_KEY])
+        if set(value) == {_TUPLE} and isinstance(value[_TUPLE], list):
+            return tuple(decode(v) for v in value[_TUPLE])
         return {k: decode(v) for k, v in value.items()}
     if isinstance(value, list):
         return [decode(v) for v in value]

@@ -20,12 +20,13 @@ therefore run unchanged, batched over every agent of a policy.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from corral.core.persistence import state_codec
 from corral.core.sampling.sample_batch import SampleBatch
 
 if TYPE_CHECKING:
@@ -259,6 +260,58 @@ class AgentCollector:
             del self._chunks[chunk_key]
         self._records.pop(policy_id, None)
         self._reset_obs.pop(policy_id, None)
+
+    def get_state(self) -> dict[str, Any]:
+        """The open rows, as JSON: taken between sample calls, when every closed row is already in a fragment.
+
+        Raises:
+            ValueError: closed rows wait for a fragment (a sample call is under way).
+        """
+        if self._chunks:
+            raise ValueError("the agent collector's state is taken between sample calls, not during one")
+        records = {}
+        for policy_id, found in self._records.items():
+            if found.count:
+                obs, actions, extras = found.joined()
+                records[policy_id] = [obs, actions, extras]
+        pending = [
+            [env_index, agent, row.policy_id, row.record, row.reward, row.raw_obs]
+            for (env_index, agent), row in self._pending.items()
+        ]
+        return state_codec.encode({"records": records, "pending": pending})
+
+    def set_state(self, state: Any, policy_ids: Collection[str]) -> None:
+        """Restore :meth:`get_state` into an empty collector.
+
+        Args:
+            state: what :meth:`get_state` returned.
+            policy_ids: the policies that exist; every open row must be one of theirs.
+
+        Raises:
+            ValueError: the state is malformed or names another policy.
+        """
+        if (
+            not isinstance(state, dict)
+            or not isinstance(state.get("records"), dict)
+            or not isinstance(state.get("pending"), list)
+        ):
+            raise ValueError("an agent collector state needs records (a dict) and pending (a list)")
+        state = state_codec.decode(state)
+        self._records.clear()
+        self._pending.clear()
+        for policy_id, columns in state["records"].items():
+            if policy_id not in policy_ids or not (isinstance(columns, list) and len(columns) == 3):
+                raise ValueError(f"the saved open rows of policy {policy_id!r} do not fit; the policies are {sorted(policy_ids)}")
+            self._records[policy_id] = records = _Records()
+            records.add(*columns)
+        for entry in state["pending"]:
+            if not (isinstance(entry, list) and len(entry) == 6):
+                raise ValueError("a saved open row must be [env_index, agent, policy_id, record, reward, raw_obs]")
+            env_index, agent, policy_id, record, reward, raw_obs = entry
+            found = self._records.get(policy_id)
+            if found is None or not isinstance(record, int) or not 0 <= record < found.count:
+                raise ValueError(f"the saved open row of agent {agent!r} points at no saved record of policy {policy_id!r}")
+            self._pending[(env_index, agent)] = _Pending(policy_id, record, raw_obs, float(reward))
 
     def drop_open_rows(self, env_index: int) -> None:
         """Forget the open rows of one sub-environment (its episode was cut off without a last step)."""

@@ -13,7 +13,6 @@ bootstrap truncated episodes (see :mod:`corral.core.learning.postprocessing`).
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -35,12 +34,6 @@ from corral.core.seeding import generator_state, numpy_generator, set_generator_
 from corral.errors import EnvError
 
 logger = logging.getLogger("corral")
-_episode_ids = itertools.count()
-
-
-def new_episode_id() -> int:
-    """A number no other episode of this process has."""
-    return next(_episode_ids)
 
 
 class Episode:
@@ -50,8 +43,8 @@ class Episode:
     ``custom_metrics`` are aggregated (mean/min/max) into the results.
     """
 
-    def __init__(self, env_index: int, first_observation: Any) -> None:
-        self.episode_id = new_episode_id()
+    def __init__(self, env_index: int, first_observation: Any, episode_id: int) -> None:
+        self.episode_id = episode_id
         self.env_index = env_index
         self.length = 0
         self.total_reward = 0.0
@@ -115,11 +108,23 @@ class BaseEnvRunner:
         self._reward_bound = None if config.clip_rewards is None else min(config.clip_rewards, float(np.finfo(np.float32).max))
         self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
         self._completed: list[EpisodeSummary] = []
+        # the high bits tell the algorithm's runners apart; the low ones count this runner's episodes
+        self.next_episode_id = (2 * worker_index + (stream == "evaluation")) << 48
         self._make_envs(first_env)
 
     def _make_envs(self, first_env: Any) -> None:
         """Build the sub-environments (``first_env`` is sub-environment 0 if given) and the sampling state."""
         raise NotImplementedError
+
+    def new_episode_id(self) -> int:
+        """An id no other episode of the algorithm's runners has, the same in every run with the same seed.
+
+        A ``policy_mapping_fn`` that reads ``episode.episode_id`` (to pick an opponent)
+        is reproducible because of it, and a resumed run continues the sequence.
+        """
+        episode_id = self.next_episode_id
+        self.next_episode_id += 1
+        return episode_id
 
     @property
     def policy_map(self) -> dict[str, Policy]:
@@ -309,8 +314,8 @@ class EnvRunner(BaseEnvRunner):
             for i in range(self.num_envs):
                 self._start_episode(i, _row(self._obs, i))
 
-    def _start_episode(self, index: int, first_obs: Any) -> None:
-        episode = Episode(index, first_obs)
+    def _start_episode(self, index: int, first_obs: Any, episode_id: int | None = None) -> None:
+        episode = Episode(index, first_obs, self.new_episode_id() if episode_id is None else episode_id)
         self._episodes[index] = episode
         if self.callbacks.has_episode_start:
             self.callbacks.episode_start(episode, self, index)
@@ -373,6 +378,8 @@ class EnvRunner(BaseEnvRunner):
                 "reset_pending": self._reset_pending,
                 "ep_return": self._ep_return,
                 "ep_len": self._ep_len,
+                "next_episode_id": self.next_episode_id,
+                "episode_ids": [-1 if episode is None else episode.episode_id for episode in self._episodes],
                 "env": get_env_state(self.env) if self._obs is not None else None,
             }
         )
@@ -410,9 +417,13 @@ class EnvRunner(BaseEnvRunner):
                     f"env runner state {key!r} has shape {value.shape}, this runner {self.num_envs} sub-environments"
                 )
         set_generator_state(self.np_rng, state["np_rng"])
+        self.next_episode_id = saved_episode_id(state.get("next_episode_id", self.next_episode_id))
         if state["obs"] is None:
             self._obs = None
             return
+        episode_ids = state.get("episode_ids") or [None] * self.num_envs
+        if not isinstance(episode_ids, list) or len(episode_ids) != self.num_envs:
+            raise ValueError(f"env runner state 'episode_ids' must list {self.num_envs} ids, one per sub-environment")
         found = (
             None
             if self.config.disable_env_checking
@@ -427,7 +438,8 @@ class EnvRunner(BaseEnvRunner):
         self._ep_len = counters["ep_len"].astype(np.int64)
         if self.callbacks.needs_episodes:  # callbacks see the episodes in progress anew (their user_data is not saved)
             for i in range(self.num_envs):
-                self._start_episode(i, _row(self._obs, i))
+                episode_id = episode_ids[i]
+                self._start_episode(i, _row(self._obs, i), None if episode_id in (None, -1) else saved_episode_id(episode_id))
                 episode = self._episodes[i]
                 assert episode is not None
                 episode.length, episode.total_reward = int(self._ep_len[i]), float(self._ep_return[i])
@@ -438,6 +450,17 @@ class EnvRunner(BaseEnvRunner):
     def stop(self) -> None:
         """Close the environments."""
         self.env.close()
+
+
+def saved_episode_id(value: Any) -> int:
+    """An episode id read back from a checkpoint, checked to be an integer.
+
+    Raises:
+        ValueError: it is not one.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"a saved episode id must be an integer, not {value!r:.40}")
+    return value
 
 
 def evaluation_span(duration: int, unit: str) -> dict[str, int]:

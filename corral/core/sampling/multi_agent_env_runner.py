@@ -14,6 +14,7 @@ fragment never holds more rows per agent than the call had steps.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Collection, Hashable
@@ -26,10 +27,12 @@ from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.policy import Policy
 from corral.core.environments.envs import EnvContext, env_name
-from corral.core.environments.multi_agent_env import ALL_AGENTS, MultiAgentEnvChecker, make_multi_agent_envs, probe_env
+from corral.core.environments.multi_agent_env import ALL_AGENTS, multi_agent_env_maker, probe_env
+from corral.core.environments.multi_agent_guard import MultiAgentEnvGuard, plain_agent_id
 from corral.core.environments.spaces import space_to_json
+from corral.core.persistence import state_codec
 from corral.core.sampling.agent_collector import AgentCollector, stack_observations
-from corral.core.sampling.env_runner import BaseEnvRunner, EnvRunner, EpisodeSummary, new_episode_id
+from corral.core.sampling.env_runner import BaseEnvRunner, EnvRunner, EpisodeSummary, saved_episode_id
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.seeding import generator_state, set_generator_state
 from corral.errors import ConfigError
@@ -47,10 +50,11 @@ class MultiAgentEpisode:
     Args:
         env_index: the sub-environment.
         runner: the env runner, whose policy mapping decides :meth:`policy_for`.
+        episode_id: default the runner's next (see :meth:`BaseEnvRunner.new_episode_id`).
     """
 
-    def __init__(self, env_index: int, runner: MultiAgentEnvRunner) -> None:
-        self.episode_id = new_episode_id()
+    def __init__(self, env_index: int, runner: MultiAgentEnvRunner, episode_id: int | None = None) -> None:
+        self.episode_id = runner.new_episode_id() if episode_id is None else episode_id
         self.env_index = env_index
         self.length = 0
         self.total_reward = 0.0
@@ -114,19 +118,28 @@ class MultiAgentEnvRunner(BaseEnvRunner):
     def _make_envs(self, first_env: Any) -> None:
         config, worker_index = self.config, self.worker_index
         context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
+        make = multi_agent_env_maker(config, worker_index)
         self.envs = [
-            MultiAgentEnvChecker(env, f"sub-environment {i} of env runner {worker_index} ({env_name(config.env)})",
-                                 check_observations=not config.disable_env_checking)
-            for i, env in enumerate(make_multi_agent_envs(config, self.num_envs, worker_index, first_env))
-        ]  # fmt: skip
-        self.env = [checker.env for checker in self.envs]
-        """the sub-environments, as the episode hooks get them (``base_env``)"""
+            MultiAgentEnvGuard(
+                first_env if i == 0 and first_env is not None else make(i),
+                f"sub-environment {i} of env runner {worker_index} ({env_name(config.env)})",
+                check_observations=not config.disable_env_checking,
+                make=functools.partial(make, i),
+                restart=config.restart_failed_sub_environments,
+            )
+            for i in range(self.num_envs)
+        ]
         for i, env in enumerate(self.env):
             self.callbacks.environment_created(self, env, context.copy_with(vector_index=i))
         self._obs: list[dict[Hashable, Any]] | None = None
         self._reset_pending = np.zeros(self.num_envs, dtype=bool)
         self._episodes: list[MultiAgentEpisode] = []
         self._forget_open_rows()
+
+    @property
+    def env(self) -> list[Any]:
+        """The sub-environments, as the episode hooks get them (``base_env``); a restarted one is its new env."""
+        return [guard.env for guard in self.envs]
 
     def _forget_open_rows(self) -> None:
         """Drop every row not yet closed: episodes start anew (an evaluation, a restore)."""
@@ -203,7 +216,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         """
         env = self.envs[0].env
         specs = self.config.policies or {DEFAULT_POLICY_ID: None}
-        probe = MultiAgentEpisode(0, self)  # a mapping may read the episode
+        probe = MultiAgentEpisode(0, self, episode_id=-1)  # a mapping may read the episode
         inferred: dict[str, tuple[Hashable, gym.Space, gym.Space]] = {}
         for agent in env.possible_agents:
             spaces = (env.get_observation_space(agent), env.get_action_space(agent))
@@ -384,14 +397,14 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         function = self.config.observation_fn
         if function is None:
             return observations
-        return function(agent_obs=observations, worker=self, base_env=self.env[i], policies=self.policies, episode=episode)
+        return function(agent_obs=observations, worker=self, base_env=self.envs[i].env, policies=self.policies, episode=episode)
 
     # ------------------------------------------------------------------ #
     # episodes
     # ------------------------------------------------------------------ #
     def _reset_all(self) -> None:
         self._obs = [{} for _ in range(self.num_envs)]
-        self._episodes = [MultiAgentEpisode(i, self) for i in range(self.num_envs)]
+        self._episodes = [MultiAgentEpisode(i, self, episode_id=-1) for i in range(self.num_envs)]  # replaced by _reset
         for i in range(self.num_envs):
             self._reset(i)
 
@@ -412,25 +425,116 @@ class MultiAgentEnvRunner(BaseEnvRunner):
     # state, for checkpoints
     # ------------------------------------------------------------------ #
     def get_state(self) -> dict[str, Any]:
-        """The runner's generator, as JSON; episodes in progress are not saved (a restored runner starts new ones)."""
-        return {
-            "built_for": {"env": env_name(self.config.env), "num_envs": self.num_envs},
+        """Where sampling stands, as JSON: the generator, the episodes in progress and the rows still open.
+
+        Each sub-environment's episode is kept as its reset and action dicts
+        (see :class:`~corral.core.environments.multi_agent_guard.MultiAgentEnvGuard`),
+        with the agents waiting to act, their policies, the episode's statistics and
+        the open rows (an agent that acted and waits for its next turn). Restored
+        with :meth:`set_state` into a runner built from the same config, the next
+        sample call continues exactly where this one would. If an episode cannot be
+        replayed (too long, or agent ids that are not strings or integers), only the
+        generator is kept and every sub-environment starts anew after a restore.
+        """
+        state: dict[str, Any] = {
+            "built_for": self._built_for(),
             "np_rng": generator_state(self.np_rng),
+            "next_episode_id": self.next_episode_id,
+        }
+        if self._obs is not None:
+            episodes = [self._episode_state(i) for i in range(self.num_envs)]
+            if all(episode is not None for episode in episodes):
+                state["episodes"] = episodes
+                state["open_rows"] = self._collector.get_state()
+        return state
+
+    def _built_for(self) -> dict[str, Any]:
+        """What a saved state depends on: the env, its config, how many sub-environments, and the policies."""
+        config = self.config
+        return {
+            "env": env_name(config.env),
+            "env_config": json.dumps(config.env_config, sort_keys=True, default=str),
+            "num_envs": self.num_envs,
+            "policies": sorted(self.policies),
+        }
+
+    def _episode_state(self, i: int) -> dict[str, Any] | None:
+        """Sub-environment ``i``'s episode as JSON, None if it cannot be replayed."""
+        assert self._obs is not None
+        if self._reset_pending[i]:
+            return {"reset_pending": True}
+        record = self.envs[i].episode_record()
+        episode = self._episodes[i]
+        agents = {*self._obs[i], *self._open[i], *episode._policies, *episode.agent_steps}
+        if record is None or not all(plain_agent_id(agent) for agent in agents):
+            return None
+        return {
+            "reset_pending": False,
+            "record": record,
+            "obs": state_codec.encode([[agent, obs] for agent, obs in self._obs[i].items()]),
+            "open": sorted(self._open[i], key=repr),
+            "episode_id": episode.episode_id,
+            "length": episode.length,
+            "total_reward": episode.total_reward,
+            "agent_rewards": [[agent, policy_id, reward] for (agent, policy_id), reward in episode.agent_rewards.items()],
+            "agent_steps": [[agent, steps] for agent, steps in episode.agent_steps.items()],
+            "policies": [[agent, policy_id] for agent, policy_id in episode._policies.items()],
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`get_state`: the generator; every sub-environment starts a new episode at the next sample call.
+        """Restore :meth:`get_state`: the generator, and each sub-environment's episode replayed to where it was.
+
+        A state saved by a runner built for another env, ``env_config`` or number
+        of sub-environments, or one without its episodes, starts new episodes.
 
         Raises:
-            ValueError: the state is malformed.
+            ValueError: the state is malformed, names a policy this runner lacks, or
+                an episode does not replay.
         """
         if not isinstance(state, dict) or "np_rng" not in state:
             raise ValueError("a multi-agent env runner state must be a dict with the runner's generator")
-        if state.get("built_for") == self.get_state()["built_for"]:
-            set_generator_state(self.np_rng, state["np_rng"])
-        logger.info("multi-agent env runner %d starts new episodes after the restore", self.worker_index)
         self._obs = None
         self._forget_open_rows()
+        if state.get("built_for") != self._built_for():
+            logger.info("env runner %d starts new episodes: it is not built as the one whose state was saved", self.worker_index)
+            return
+        set_generator_state(self.np_rng, state["np_rng"])
+        self.next_episode_id = saved_episode_id(state.get("next_episode_id", self.next_episode_id))
+        episodes = state.get("episodes")
+        if episodes is None:
+            logger.info("multi-agent env runner %d starts new episodes after the restore", self.worker_index)
+            return
+        if not isinstance(episodes, list) or len(episodes) != self.num_envs or not all(isinstance(e, dict) for e in episodes):
+            raise ValueError(f"a multi-agent env runner state must hold {self.num_envs} episodes, one per sub-environment")
+        self._obs = [{} for _ in range(self.num_envs)]
+        self._episodes = [MultiAgentEpisode(i, self, episode_id=-1) for i in range(self.num_envs)]
+        for i, saved in enumerate(episodes):
+            self._reset_pending[i] = bool(saved.get("reset_pending"))
+            if not self._reset_pending[i]:
+                self._restore_episode(i, saved)
+        self._collector.set_state(state.get("open_rows"), self.policies)
+        if self.callbacks.has_episode_start:  # callbacks see the episodes in progress anew (their user_data is not saved)
+            for i, episode in enumerate(self._episodes):
+                if not self._reset_pending[i]:
+                    self.callbacks.episode_start(episode, self, i)
+
+    def _restore_episode(self, i: int, saved: dict[str, Any]) -> None:
+        assert self._obs is not None
+        try:
+            self.envs[i].replay(saved["record"])
+            episode = self._episodes[i] = MultiAgentEpisode(i, self, episode_id=saved_episode_id(saved["episode_id"]))
+            episode.length, episode.total_reward = int(saved["length"]), float(saved["total_reward"])
+            episode.agent_rewards = {(agent, str(policy_id)): float(r) for agent, policy_id, r in saved["agent_rewards"]}
+            episode.agent_steps = {agent: int(steps) for agent, steps in saved["agent_steps"]}
+            episode._policies = dict(saved["policies"])
+            self._obs[i] = dict(state_codec.decode(saved["obs"]))
+            self._open[i] = set(saved["open"])
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"the saved episode of sub-environment {i} is malformed: {exc!r}") from None
+        unknown = sorted({str(p) for p in episode._policies.values()} - set(self.policies))
+        if unknown:
+            raise ValueError(f"the saved episode of sub-environment {i} maps agents to {unknown}, which are not policies")
+        episode.last_observations.update(self._obs[i])
 
     # ------------------------------------------------------------------ #
     # lifecycle
