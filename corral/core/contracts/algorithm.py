@@ -105,6 +105,7 @@ class Algorithm:
             raise
         for pid, build in self.policy_builds.items():
             self.policies[pid] = build.build(pid)
+        self._warn_over_capacity()
         self._check_storage_path()
         self._check_evaluation_env()
         self.env_runner_group = EnvRunnerGroup(local, self.config, self.policy_builds)
@@ -504,6 +505,7 @@ class Algorithm:
             raise
         self.policy_builds[policy_id] = build
         self.policies[policy_id] = policy
+        self._warn_over_capacity()
         self._update_runners({policy_id: build}, [])
         self.policy_added(policy_id)
         return policy
@@ -565,6 +567,17 @@ class Algorithm:
                 "is single-agent and has one policy, default_policy"
             )
         return runner
+
+    def _warn_over_capacity(self) -> None:
+        """Say so when there are more policies than ``policy_map_capacity``: none is moved out of memory (not yet)."""
+        capacity = self.config.policy_map_capacity
+        if len(self.policies) > capacity:
+            logger.warning(
+                "%d policies, more than policy_map_capacity=%d: corral keeps every policy in memory "
+                "(moving the least recently used out of memory is not implemented yet)",
+                len(self.policies),
+                capacity,
+            )
 
     def _policy_specs(self) -> dict[str, PolicySpec]:
         """The config's policies; a config that names none has the default policy."""
