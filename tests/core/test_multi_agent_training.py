@@ -339,3 +339,26 @@ def test_evaluation_reports_each_policy_s_rewards() -> None:
     assert evaluation["episodes_this_iter"] == 3
     assert set(evaluation["policy_reward_mean"]) == {"p0", "p1"}
     algo.stop()
+
+
+def test_an_evaluation_env_with_more_agents_for_a_shared_policy_is_built_and_evaluated() -> None:
+    config = two_cartpoles().evaluation(
+        evaluation_interval=1, evaluation_duration=2, evaluation_config={"env_config": {"num_agents": 3}}
+    )
+    algo = config.build()
+    evaluation = algo.train()["evaluation"]
+    # three poles each balanced for at least a few steps: each episode's total return is the sum of three
+    assert evaluation["episodes_this_iter"] == 2 and evaluation["episode_reward_min"] >= 3 * 8
+    algo.stop()
+
+
+def test_an_evaluation_env_whose_agents_do_not_fit_the_policies_is_refused_at_build() -> None:
+    config = (
+        two_cartpoles()
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=by_agent)
+        .evaluation(evaluation_interval=1, evaluation_config={"env": MultiPendulum})
+    )
+    with pytest.raises(
+        ConfigError, match=r"the evaluation env .* has the observation space Box.* for policy 'p0', which is trained on"
+    ):
+        config.build()

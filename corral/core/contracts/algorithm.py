@@ -27,7 +27,7 @@ from corral.core.contracts.config import LEGACY_KEYS, AlgorithmConfig, import_ob
 from corral.core.contracts.multi_agent_config import policy_config
 from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.contracts.policy_spec import PolicySpec
-from corral.core.environments.envs import env_name, make_vector_env
+from corral.core.environments.envs import env_name
 from corral.core.environments.spaces import space_to_json
 from corral.core.persistence import checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
@@ -167,28 +167,38 @@ class Algorithm:
             )
 
     def _check_evaluation_env(self) -> None:
-        """Build the evaluation env once, now, if ``evaluation_config`` changes it: it must exist and fit the policy."""
+        """Build the evaluation env once, now, if ``evaluation_config`` changes it: it must exist and fit the policies.
+
+        For a multi-agent env, each policy's spaces are those of the evaluation env's agents mapped to it.
+        """
         overrides = self.config._canonical_keys(self.config.evaluation_config)
-        if not {"env", "env_config"} & set(overrides) or DEFAULT_POLICY_ID not in self.policies:
-            return  # multi-agent: the evaluation env's agents are not compared with the policies here
+        if not {"env", "env_config"} & set(overrides):
+            return
         eval_config = self.config.get_evaluation_config()
         try:
-            env = make_vector_env(eval_config, 1)
-        except EnvError as exc:
-            raise EnvError(f"evaluation_config: {exc}") from exc
+            runner = make_env_runner(eval_config, {}, num_envs=1, stream="evaluation")
+        except (EnvError, ConfigError) as exc:
+            raise type(exc)(f"evaluation_config: {exc}") from exc
         try:
-            policy = self.policies[DEFAULT_POLICY_ID]
+            spaces = runner.policy_spaces()
+        except ConfigError as exc:
+            raise ConfigError(f"evaluation_config: {exc}") from exc
+        finally:
+            runner.stop()
+        for policy_id, (observation_space, action_space) in spaces.items():
+            policy = self.policies.get(policy_id)
+            if policy is None:
+                continue
+            named = f"policy {policy_id!r}" if self.config.is_multi_agent else "the policy"
             for kind, space, trained in (
-                ("observation", env.single_observation_space, policy.observation_space),
-                ("action", env.single_action_space, policy.action_space),
+                ("observation", observation_space, policy.observation_space),
+                ("action", action_space, policy.action_space),
             ):
                 if space_to_json(space) != space_to_json(trained):
                     raise ConfigError(
-                        f"the evaluation env {env_name(eval_config.env)!r} has the {kind} space {space}, but the policy "
-                        f"is trained on {trained} ({env_name(self.config.env)!r}); evaluate on an env with the same spaces"
+                        f"the evaluation env {env_name(eval_config.env)!r} has the {kind} space {space} for {named}, "
+                        f"which is trained on {trained} ({env_name(self.config.env)!r}); evaluate on an env with the same spaces"
                     )
-        finally:
-            env.close()
 
     @classmethod
     def check_action_space(cls, action_space: gym.Space) -> None:
