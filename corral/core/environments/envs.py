@@ -298,15 +298,7 @@ class SubEnvironmentGuard(gym.Wrapper):
             )
             self.reset()
             return
-        if not isinstance(record, dict) or not {"seed", "options", "rng", "actions"} <= set(record):
-            raise ValueError(f"{self.where}: a replay record needs seed, options, rng and actions")
-        seed, options = record["seed"], state_codec.decode(record["options"])
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"{self.where}: the replay seed {seed!r} is not an integer")
-        if record["rng"] is not None:
-            rng = np.random.default_rng()
-            set_generator_state(rng, record["rng"])
-            self.env.unwrapped.np_random = rng
+        seed, options = prepare_replay(self.env, record, self.where)
         self.reset(seed=seed, options=options)
         actions = state_codec.decode(record["actions"])
         for action in actions:
@@ -319,6 +311,32 @@ class SubEnvironmentGuard(gym.Wrapper):
         self.env = self._make()
         self.restarts += 1
         return self._last_obs, 0.0, False, True, {"corral_env_restarted": True}
+
+
+def prepare_replay(env: gym.Env, record: Any, where: str) -> tuple[int | None, Any]:
+    """Check a replay record and give ``env`` back the generator it had before the recorded episode's reset.
+
+    Args:
+        env: the fresh env to replay the episode in.
+        record: a guard's episode record (``seed``, ``options``, ``rng``, ``actions``).
+        where: names the sub-environment in messages.
+
+    Returns:
+        ``(seed, options)`` to reset it with, as the episode began.
+
+    Raises:
+        ValueError: the record is malformed.
+    """
+    if not isinstance(record, dict) or not {"seed", "options", "rng", "actions"} <= set(record):
+        raise ValueError(f"{where}: a replay record needs seed, options, rng and actions")
+    seed = record["seed"]
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValueError(f"{where}: the replay seed {seed!r} is not an integer")
+    if record["rng"] is not None:
+        rng = np.random.default_rng()
+        set_generator_state(rng, record["rng"])
+        env.unwrapped.np_random = rng
+    return seed, state_codec.decode(record["options"])
 
 
 MAX_REPLAY_STEPS = 100_000

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from corral.core.environments.envs import MAX_REPLAY_STEPS, bad_reward
+from corral.core.environments.envs import MAX_REPLAY_STEPS, bad_reward, prepare_replay
 from corral.core.environments.multi_agent_env import ALL_AGENTS, MultiAgentDict, MultiAgentEnv
 from corral.core.environments.spaces import ObservationCheck
 from corral.core.persistence import state_codec
-from corral.core.seeding import generator_state, set_generator_state
+from corral.core.seeding import generator_state
 from corral.errors import EnvError, EnvRunnerError
 
 logger = logging.getLogger("corral")
@@ -254,19 +254,12 @@ class MultiAgentEnvGuard:
             ValueError: the record is malformed, or the replay does not fit the env (an
                 action for an agent it did not ask to act).
         """
-        if not isinstance(record, dict) or not {"seed", "options", "rng", "actions"} <= set(record):
-            raise ValueError(f"{self.label}: a replay record needs seed, options, rng and actions")
-        seed, options, actions = record["seed"], state_codec.decode(record["options"]), state_codec.decode(record["actions"])
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"{self.label}: the replay seed {seed!r} is not an integer")
+        seed, options = prepare_replay(self.env, record, self.label)
+        actions = state_codec.decode(record["actions"])
         if not isinstance(actions, list) or not all(
             isinstance(step, list) and all(isinstance(pair, list) and len(pair) == 2 for pair in step) for step in actions
         ):
             raise ValueError(f"{self.label}: the replay actions must be a list of [agent, action] lists per step")
-        if record["rng"] is not None:
-            rng = np.random.default_rng()
-            set_generator_state(rng, record["rng"])
-            self.env.unwrapped.np_random = rng
         self.reset(seed=seed, options=options)
         for step in actions:
             try:

@@ -138,6 +138,15 @@ class BaseEnvRunner:
             policy_id: the removed policy.
         """
 
+    def _built_for(self) -> dict[str, Any]:
+        """What a saved state depends on: the env, its config and how many sub-environments."""
+        config = self.config
+        return {
+            "env": env_name(config.env),
+            "env_config": json.dumps(config.env_config, sort_keys=True, default=str),
+            "num_envs": self.num_envs,
+        }
+
     def get_metrics(self) -> list[EpisodeSummary]:
         """Episodes finished since the last call."""
         completed, self._completed = self._completed, []
@@ -385,14 +394,8 @@ class EnvRunner(BaseEnvRunner):
         )
 
     def _built_for(self) -> dict[str, Any]:
-        """What a saved state depends on: the env, its config, how many sub-environments and how they are stepped."""
-        config = self.config
-        return {
-            "env": env_name(config.env),
-            "env_config": json.dumps(config.env_config, sort_keys=True, default=str),
-            "num_envs": self.num_envs,
-            "stepped_in_a_loop": not self._native,
-        }
+        """What a saved state depends on: as for every runner, and how the sub-environments are stepped."""
+        return {**super()._built_for(), "stepped_in_a_loop": not self._native}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state`; the environments are brought to the same point (see ``environments.env_state``).

@@ -449,14 +449,8 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         return state
 
     def _built_for(self) -> dict[str, Any]:
-        """What a saved state depends on: the env, its config, how many sub-environments, and the policies."""
-        config = self.config
-        return {
-            "env": env_name(config.env),
-            "env_config": json.dumps(config.env_config, sort_keys=True, default=str),
-            "num_envs": self.num_envs,
-            "policies": sorted(self.policies),
-        }
+        """What a saved state depends on: as for every runner, and the policies."""
+        return {**super()._built_for(), "policies": sorted(self.policies)}
 
     def _episode_state(self, i: int) -> dict[str, Any] | None:
         """Sub-environment ``i``'s episode as JSON, None if it cannot be replayed."""
