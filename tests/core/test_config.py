@@ -188,6 +188,8 @@ def test_framework_torch_accepted_tf_rejected():
         PPOConfig().update_from_dict({"framework": "tf"})
     assert "'tf'" in str(info.value)
     assert "torch" in str(info.value)
+    with pytest.raises(ConfigError, match=r"framework=array\(\[1, 2\]\) is not supported"):  # found by the fuzzer
+        PPOConfig().update_from_dict({"framework": np.array([1, 2])})
 
 
 # ---------------------------------------------------------------------- #

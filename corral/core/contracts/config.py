@@ -684,8 +684,8 @@ class AlgorithmConfig(BaseModel):
         out: dict[str, Any] = {}
         for key, value in values.items():
             if key == "framework":
-                if value not in ("torch", None):
-                    raise ConfigError(f"framework={value!r} is not supported; corral runs on 'torch'")
+                if value is not None and not (isinstance(value, str) and value == "torch"):  # an array cannot be asked `in`
+                    raise ConfigError(f"framework={value!r:.80} is not supported; corral runs on 'torch'")
                 continue
             name = LEGACY_KEYS.get(key, key)
             if name not in cls.model_fields:
