@@ -284,7 +284,11 @@ def test_ppo_with_two_remote_runners_reaches_475_on_cartpole_within_150k_steps(b
 
 @pytest.mark.slow
 def test_impala_with_two_remote_runners_reaches_400_on_cartpole_within_500k_steps(build) -> None:
-    algo = build(tuned_example("impala_cartpole.yaml", num_env_runners=2, num_envs_per_env_runner=5, seed=0))
+    # one sample call in flight per runner: less policy lag, so runs differ less (async runs are not reproducible)
+    config = tuned_example(
+        "impala_cartpole.yaml", num_env_runners=2, num_envs_per_env_runner=5, max_requests_in_flight_per_env_runner=1, seed=0
+    )
+    algo = build(config)
     best = best_reward_within(algo, 500_000, 400)
     assert best >= 400, f"IMPALA with 2 remote runners reached {best:.1f} within 500k env steps"
 
