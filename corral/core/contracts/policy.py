@@ -16,7 +16,6 @@ from typing import Any, NamedTuple, cast
 import gymnasium as gym
 import numpy as np
 import torch
-from numpy.typing import DTypeLike
 from torch import nn
 
 from corral.core.contracts.actor_critic import GAEConfig
@@ -25,7 +24,7 @@ from corral.core.contracts.exploration import make_exploration
 from corral.core.environments.spaces import ActionAdapter, ObservationPreprocessor
 from corral.core.learning.action_masking import LEGAL_ACTIONS, ActionMaskedModel, MaskedObservationPreprocessor
 from corral.core.learning.distributions import ActionDistribution, distribution_for
-from corral.core.learning.models import Model, build_model
+from corral.core.learning.models import Model, build_model, torch_dtype
 from corral.core.learning.nonfinite import UpdateGuard
 from corral.core.learning.postprocessing import add_gae
 from corral.core.learning.schedules import PiecewiseSchedule
@@ -121,7 +120,7 @@ class Policy:
     def _check_model_outputs(self, model: nn.Module) -> None:
         """Run the model on two zero observations: each required output needs a row per observation."""
         model_input = self.preprocessor if self.action_mask is None else self.action_mask.model_input
-        probe = torch.zeros((2, *model_input.shape), dtype=_torch_dtype(model_input.dtype), device=self.device)
+        probe = torch.zeros((2, *model_input.shape), dtype=torch_dtype(model_input.dtype), device=self.device)
         what = f"the model {type(model).__qualname__}"
         if not all(
             callable(getattr(model, name, None)) for name in ("forward_inference", "forward_exploration", "forward_train")
@@ -661,10 +660,6 @@ def standardize(x: torch.Tensor) -> torch.Tensor:
 def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
     """Scalar tensors to floats with one device sync, for learner stats."""
     return dict(zip(tensors, torch.stack([t.detach() for t in tensors.values()]).tolist(), strict=True))
-
-
-def _torch_dtype(dtype: DTypeLike) -> torch.dtype:
-    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
 
 
 def _add_batch_dim(space: gym.Space, obs: Any) -> Any:

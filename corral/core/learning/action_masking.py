@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from corral.core.environments.spaces import ObservationPreprocessor
-from corral.core.learning.models import Model
+from corral.core.learning.models import Model, torch_dtype
 from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
@@ -78,7 +78,7 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
         self.model_observation_space: gym.Space = rest[self._single] if self._single is not None else gym.spaces.Dict(rest)
         self.model_input = ObservationPreprocessor(self.model_observation_space)
         self._inner_size = int(np.prod(self.model_input.shape))
-        self._model_dtype = torch.from_numpy(np.zeros(0, dtype=self.model_input.dtype)).dtype
+        self._model_dtype = torch_dtype(self.model_input.dtype)
         self.space = observation_space
         self.shape = (self._inner_size + n,)
         self.dtype = np.dtype(np.float32)
@@ -176,7 +176,7 @@ class ActionMaskedModel(Model):
     Attributes the wrapped model has and this one lacks (SAC's ``actor``,
     ``q_values``) are read from the wrapped model, so an algorithm that calls
     its network's parts directly works with it; it splits the rows itself with
-    :meth:`split`.
+    ``Policy.split_action_mask``.
 
     Args:
         model: the network the policy built for ``preprocessor.model_observation_space``.
@@ -194,12 +194,8 @@ class ActionMaskedModel(Model):
         except AttributeError:
             return getattr(super().__getattr__("model"), name)
 
-    def split(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The observations and legal actions of ``rows`` (see :meth:`MaskedObservationPreprocessor.split`)."""
-        return self.preprocessor.split(rows)
-
     def _masked(self, forward: Callable[[torch.Tensor], dict[str, torch.Tensor]], rows: torch.Tensor) -> dict[str, torch.Tensor]:
-        model_obs, legal = self.split(rows)
+        model_obs, legal = self.preprocessor.split(rows)
         out = dict(forward(model_obs))
         out[SampleBatch.ACTION_DIST_INPUTS] = mask_logits(out[SampleBatch.ACTION_DIST_INPUTS], legal)
         out[LEGAL_ACTIONS] = legal  # for the exploration's uniform draws, without splitting the rows again

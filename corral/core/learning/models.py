@@ -14,6 +14,7 @@ import itertools
 import gymnasium as gym
 import numpy as np
 import torch
+from numpy.typing import DTypeLike
 from torch import nn
 
 from corral.core.contracts.config import ModelConfig
@@ -114,6 +115,18 @@ class ConvEncoder(nn.Module):
         if obs.dtype == torch.uint8:
             x = x / 255.0
         return self.net(x)
+
+
+def torch_dtype(dtype: DTypeLike) -> torch.dtype:
+    """The torch dtype of a numpy dtype (a preprocessor's), for tensors a model reads.
+
+    Args:
+        dtype: a numpy dtype or anything numpy reads as one.
+
+    Returns:
+        The matching torch dtype.
+    """
+    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
 
 
 _SMALLEST_DEFAULT_CNN_GRID = 5

@@ -388,7 +388,7 @@ class EnvRunner(BaseEnvRunner):
                 "ep_return": self._ep_return,
                 "ep_len": self._ep_len,
                 "next_episode_id": self.next_episode_id,
-                "episode_ids": [-1 if episode is None else episode.episode_id for episode in self._episodes],
+                "episode_ids": [None if episode is None else episode.episode_id for episode in self._episodes],
                 "env": get_env_state(self.env) if self._obs is not None else None,
             }
         )
@@ -442,7 +442,7 @@ class EnvRunner(BaseEnvRunner):
         if self.callbacks.needs_episodes:  # callbacks see the episodes in progress anew (their user_data is not saved)
             for i in range(self.num_envs):
                 episode_id = episode_ids[i]
-                self._start_episode(i, _row(self._obs, i), None if episode_id in (None, -1) else saved_episode_id(episode_id))
+                self._start_episode(i, _row(self._obs, i), None if episode_id is None else saved_episode_id(episode_id))
                 episode = self._episodes[i]
                 assert episode is not None
                 episode.length, episode.total_reward = int(self._ep_len[i]), float(self._ep_return[i])
