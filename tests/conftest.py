@@ -19,35 +19,44 @@ USER_RESULTS = Path("~/corral_results").expanduser()
 """where corral writes when nothing says otherwise; the suite must leave it as it found it"""
 
 
-def _user_results() -> set[str]:
-    return set(os.listdir(USER_RESULTS)) if USER_RESULTS.is_dir() else set()
+def _user_results() -> tuple[set[str], int]:
+    """The entries of ~/corral_results and the folder's modification time (a write then a delete changes it)."""
+    if not USER_RESULTS.is_dir():
+        return set(), 0
+    return set(os.listdir(USER_RESULTS)), USER_RESULTS.stat().st_mtime_ns
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin is configured
 def pytest_configure(config: pytest.Config) -> None:
     """Keep the session's writes in its tmp folder, from collection on.
 
-    Hypothesis keeps caches in ./.hypothesis by default. ``CORRAL_RESULTS_DIR``
-    is set for the whole session here, before any Ray worker or subprocess
-    starts, so that they inherit it; the ``results_dir`` fixture narrows it to
-    each test's own folder in this process.
+    ``HOME`` points at a folder of the session's for the whole run, so nothing
+    that writes under ``~`` (Tune's ``~/ray_results``, matplotlib's cache,
+    corral's default results folder) reaches the real home. Hypothesis keeps
+    caches in ./.hypothesis by default. ``CORRAL_RESULTS_DIR`` is set for the
+    whole session here, before any Ray worker or subprocess starts, so that they
+    inherit it; the ``results_dir`` fixture narrows it to each test's own folder
+    in this process.
     """
     from hypothesis.configuration import set_hypothesis_home_dir
 
     tmp = config._tmp_path_factory  # type: ignore[attr-defined]
     set_hypothesis_home_dir(tmp.mktemp("hypothesis"))
+    os.environ["HOME"] = str(tmp.mktemp("home"))
     os.environ["CORRAL_RESULTS_DIR"] = str(tmp.mktemp("session_corral_results"))
     config.stash[_BEFORE] = _user_results()
 
 
-_BEFORE = pytest.StashKey[set[str]]()
+_BEFORE = pytest.StashKey[tuple[set[str], int]]()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Fail the run if anything new appeared in ~/corral_results while it ran."""
-    new = _user_results() - session.config.stash.get(_BEFORE, set())
-    if new:
-        print(f"\nthe tests wrote into {USER_RESULTS}, outside their tmp folders: {sorted(new)}", file=sys.stderr)
+    """Fail the run if the real ~/corral_results changed while it ran (an entry added, or written and removed)."""
+    names, mtime = session.config.stash.get(_BEFORE, (set(), 0))
+    now_names, now_mtime = _user_results()
+    if now_names != names or now_mtime != mtime:
+        changed = sorted(now_names ^ names) or "an entry written and removed"
+        print(f"\nthe tests wrote into {USER_RESULTS}, outside their tmp folders: {changed}", file=sys.stderr)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
