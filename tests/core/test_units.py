@@ -20,6 +20,7 @@ from corral.core.contracts.exploration import (
 )
 from corral.core.environments.spaces import ActionAdapter, ObservationPreprocessor
 from corral.core.learning.distributions import Categorical, DiagGaussian, MultiCategorical, distribution_for
+from corral.core.learning.models import Tanh
 from corral.core.learning.schedules import PiecewiseSchedule, linear_schedule
 from corral.core.sampling.filters import MeanStdFilter
 
@@ -427,6 +428,22 @@ def test_mean_std_filter_state_round_trip():
 # ---------------------------------------------------------------------- #
 # schedules
 # ---------------------------------------------------------------------- #
+@pytest.mark.parametrize("shape", [(3, 5), (512, 64), (2, 4096)])
+def test_tanh_matches_torch_in_value_and_gradient(shape):
+    """The sigmoid route for large inputs is tanh: values and gradients agree with torch.tanh to float32 rounding."""
+    x = (torch.randn(shape, generator=torch.Generator().manual_seed(0)) * 4).requires_grad_()
+    ours = Tanh()(x)
+    ours.sum().backward()
+    assert x.grad is not None
+    ours_grad, x.grad = x.grad.clone(), None
+    reference = torch.tanh(x)
+    reference.sum().backward()
+    torch.testing.assert_close(ours, reference, atol=3e-7, rtol=0)
+    torch.testing.assert_close(ours_grad, x.grad, atol=1e-6, rtol=0)
+    extremes = Tanh()(torch.tensor([-1e30, -50.0, 0.0, 50.0, 1e30]).repeat(1000))
+    assert extremes.abs().max() <= 1.0 and extremes[2] == 0.0
+
+
 def test_piecewise_schedule():
     schedule = PiecewiseSchedule([(0, 1.0), (100, 0.0), (200, 0.5)])
     expected = {-10: 1.0, 0: 1.0, 25: 0.75, 100: 0.0, 150: 0.25, 200: 0.5, 10_000: 0.5}

@@ -90,9 +90,10 @@ class PPOPolicy(ActorCriticPolicy):
         grad_norms = []
         for _ in range(cfg.num_epochs):
             order = torch.randperm(n, device=self.device, generator=self.torch_rng)
+            shuffled = {k: v[order] for k, v in t.items()}  # one gather per epoch; minibatches are then views
             for start in range(0, n, cfg.minibatch_size):
-                rows = order[start : start + cfg.minibatch_size]
-                (grad_norm,) = self.apply_gradients(*self.loss({k: v[rows] for k, v in t.items()}))
+                minibatch = {k: v[start : start + cfg.minibatch_size] for k, v in shuffled.items()}
+                (grad_norm,) = self.apply_gradients(*self.loss(minibatch))
                 grad_norms.append(grad_norm)
         stats = self._batch_stats(t)
         if cfg.kl_coeff > 0:
