@@ -96,7 +96,9 @@ def isolated_torch_seed(seed: int) -> Iterator[None]:
     argument, such as ``torch.nn.init`` in any model's constructor.
     """
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        # the CPU generator alone: torch.manual_seed would also queue a seed for CUDA (formatting a
+        # stack trace on every call while CUDA is not initialised), which fork_rng(devices=[]) does not restore
+        torch.default_generator.manual_seed(seed)
         yield
 
 

@@ -195,12 +195,3 @@ def test_evaluation_runners_take_the_new_policy_set() -> None:
     algo.add_policy("snapshot", policy_mapping_fn=first_agent_to_p0_second_to_snapshot)
     assert set(algo.evaluate()["policy_reward_mean"]) == {"p0", "snapshot"}
     algo.stop()
-
-
-def test_more_policies_than_policy_map_capacity_is_said_not_silently_ignored(caplog: Any) -> None:
-    with caplog.at_level("WARNING", logger="corral"):
-        algo = two_policies().multi_agent(policy_map_capacity=2).build()
-        assert "policy_map_capacity" not in caplog.text
-        algo.add_policy("snapshot", policy_mapping_fn=by_agent)
-    assert "3 policies, more than policy_map_capacity=2: corral keeps every policy in memory" in caplog.text
-    algo.stop()

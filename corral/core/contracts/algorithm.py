@@ -29,6 +29,7 @@ from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.contracts.policy_spec import PolicySpec
 from corral.core.environments.envs import env_name
 from corral.core.environments.spaces import space_to_json
+from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence import checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
 from corral.core.persistence.loggers import ResultWriter, default_storage_path, new_experiment_dir
@@ -93,7 +94,8 @@ class Algorithm:
         seed = self.config.seed
         self.rng = numpy_generator(seed, "algorithm")
         self.callbacks = CallbackRunner(self.config.callbacks_class, installed_hook_plugins())
-        self.policies: dict[str, Policy] = {}
+        self.policies = PolicyMap(self.config.policy_map_capacity, self._rebuild_policy, on_evict=self._verify_policy)
+        """the learner's policies by id, at most ``policy_map_capacity`` in memory (the local runners share them)"""
         local = make_env_runner(self.config, self.policies, 0, self.callbacks, seed=seed)
         try:
             self.policy_builds: dict[str, PolicyBuild] = {
@@ -105,7 +107,6 @@ class Algorithm:
             raise
         for pid, build in self.policy_builds.items():
             self.policies[pid] = build.build(pid)
-        self._warn_over_capacity()
         self._check_storage_path()
         self._check_evaluation_env()
         self.env_runner_group = EnvRunnerGroup(local, self.config, self.policy_builds)
@@ -291,12 +292,22 @@ class Algorithm:
     # the training loop
     # ------------------------------------------------------------------ #
     def _verify_weights(self) -> None:
-        """After a training step: no policy's last update may have left its weights non-finite (see UpdateGuard)."""
-        for policy_id, policy in self.policies.items():
-            try:
-                policy.update_guard.verify_weights()
-            except TrainingError as exc:
-                raise exc.located(policy_id, self.iteration + 1) from None
+        """After a training step: no policy's last update may have left its weights non-finite (see UpdateGuard).
+
+        A policy on disk was checked when it went there (see :meth:`_verify_policy`).
+        """
+        for policy_id, policy in self.policies.loaded().items():
+            self._verify_policy(policy_id, policy)
+
+    def _verify_policy(self, policy_id: str, policy: Policy) -> None:
+        try:
+            policy.update_guard.verify_weights()
+        except TrainingError as exc:
+            raise exc.located(policy_id, self.iteration + 1) from None
+
+    def _rebuild_policy(self, policy_id: str) -> Policy:
+        """A fresh learner copy of a policy that ``self.policies`` moved to disk (it loads the saved state into it)."""
+        return self.policy_builds[policy_id].build(policy_id)
 
     def train(self) -> dict[str, Any]:
         """Run one training iteration and return its result dict (see README, "Results")."""
@@ -515,7 +526,6 @@ class Algorithm:
             raise
         self.policy_builds[policy_id] = build
         self.policies[policy_id] = policy
-        self._warn_over_capacity()
         self._update_runners({policy_id: build}, [])
         self.policy_added(policy_id)
         return policy
@@ -577,17 +587,6 @@ class Algorithm:
                 "is single-agent and has one policy, default_policy"
             )
         return runner
-
-    def _warn_over_capacity(self) -> None:
-        """Say so when there are more policies than ``policy_map_capacity``: none is moved out of memory (not yet)."""
-        capacity = self.config.policy_map_capacity
-        if len(self.policies) > capacity:
-            logger.warning(
-                "%d policies, more than policy_map_capacity=%d: corral keeps every policy in memory "
-                "(moving the least recently used out of memory is not implemented yet)",
-                len(self.policies),
-                capacity,
-            )
 
     def _policy_specs(self) -> dict[str, PolicySpec]:
         """The config's policies; a config that names none has the default policy."""

@@ -403,8 +403,8 @@ class AlgorithmConfig(BaseModel):
     count_steps_by: Literal["env_steps", "agent_steps"] = option("env_steps", "multi_agent")
     """what train_batch_size and the step counters count: env steps, or agent steps (one per acting agent)"""
     policy_map_capacity: int = option(100, "multi_agent", ge=1, le=2**31 - 1)
-    """RLlib's cap on the policies held in memory; corral keeps every policy in memory for now and warns
-    when there are more than this"""
+    """how many policies each process keeps in memory; the least recently used others wait on disk (a fresh
+    copy loads their full state when they are needed again, so training goes on exactly as if they stayed)"""
     observation_fn: Any = option(None, "multi_agent")
     """fn(agent_obs, worker, base_env, policies, episode) -> agent_obs, rewriting the agents' observations before
     their policies see them (a centralised critic's view), or its 'module:qualname'; None: unchanged"""

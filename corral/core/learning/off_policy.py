@@ -220,17 +220,25 @@ class OffPolicyAlgorithm(Algorithm):
         for _ in range(updates):
             stats = self._replay_once()
             if cfg.tau < 1.0:
-                for policy in self._target_holders():
-                    policy.update_targets(cfg.tau)
+                self._update_targets(cfg.tau)
         if cfg.tau >= 1.0 and sampled - self._last_target_update >= cfg.target_network_update_freq:
-            for policy in self._target_holders():
-                policy.update_targets(1.0)
+            self._update_targets(1.0)
             self._last_target_update = sampled
         return stats
 
-    def _target_holders(self) -> list[OffPolicyPolicy]:
-        """The policies with target networks (not a RandomPolicy opponent, say)."""
-        return [policy for policy in self.policies.values() if isinstance(policy, OffPolicyPolicy)]
+    def _update_targets(self, tau: float) -> None:
+        """Update the target networks of the policies that learn from replay.
+
+        A policy that does not learn (a frozen opponent, a RandomPolicy) has an empty
+        buffer and is left alone: its weights do not move, so neither would its
+        target, and it stays on disk if ``policy_map_capacity`` put it there. Each
+        policy is updated as soon as it is looked up: looking up the next one may
+        move it to disk.
+        """
+        for policy_id, buffer in self.replay_buffers.items():
+            policy = self.policies[policy_id] if len(buffer) else None
+            if isinstance(policy, OffPolicyPolicy):
+                policy.update_targets(tau)
 
     def _replay_once(self) -> dict[str, dict[str, Any]]:
         beta = self._beta(self.counters["num_env_steps_sampled"])

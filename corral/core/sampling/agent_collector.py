@@ -20,7 +20,7 @@ therefore run unchanged, batched over every agent of a policy.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -166,7 +166,7 @@ class AgentCollector:
         chunk.after = pending.raw_obs if next_raw_obs is None else next_raw_obs
         chunk.done = terminated or truncated
 
-    def build(self, policies: dict[str, Policy], horizon: int) -> dict[str, PolicyFragment]:
+    def build(self, policies: Mapping[str, Policy], horizon: int) -> dict[str, PolicyFragment]:
         """Each policy's closed rows as a right-aligned ``[horizon, K]`` fragment; open rows carry over to the next.
 
         Args:

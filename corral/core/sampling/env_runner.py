@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +92,7 @@ class BaseEnvRunner:
     def __init__(
         self,
         config: AlgorithmConfig,
-        policies: dict[str, Policy],
+        policies: MutableMapping[str, Policy],
         worker_index: int = 0,
         callbacks: CallbackRunner | None = None,
         num_envs: int | None = None,
@@ -127,7 +128,7 @@ class BaseEnvRunner:
         return episode_id
 
     @property
-    def policy_map(self) -> dict[str, Policy]:
+    def policy_map(self) -> MutableMapping[str, Policy]:
         """The policies by id (RLlib's name)."""
         return self.policies
 

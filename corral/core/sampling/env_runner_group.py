@@ -18,6 +18,7 @@ from typing import Any
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.policy import PolicyBuild
 from corral.core.environments.envs import env_name
+from corral.core.learning.policy_map import PolicyMap
 from corral.core.sampling.env_runner import EpisodeSummary, evaluation_span
 from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner
 from corral.core.sampling.remote_env_runner import RemoteSample
@@ -57,6 +58,8 @@ class EnvRunnerGroup:
         self._stream = stream
         self._remote: dict[int, Any] = {}
         self._failed: set[int] = set()
+        self._published_at: int | None = None
+        """the learner map's eviction count at the last publication every healthy runner received (None: none did)"""
         self._episodes: list[EpisodeSummary] = []
         self.num_restarts = 0
         if num_remote is None:
@@ -139,6 +142,8 @@ class EnvRunnerGroup:
         if not healthy:
             raise EnvRunnerError("no remote env runner is left to evaluate on")
         shares = [duration // len(healthy) + (i < duration % len(healthy)) for i in range(len(healthy))]
+        if 0 in shares:
+            self._published_at = None  # a runner without a share misses this state: the next one is complete
         return {
             index: self._remote[index].run_episodes.remote(state, explore, **evaluation_span(share, unit))
             for index, share in zip(healthy, shares, strict=True)
@@ -294,7 +299,9 @@ class EnvRunnerGroup:
             ) from exc
 
     def replace_failed(self) -> None:
-        """Start a new actor in place of each runner marked failed."""
+        """Start a new actor in place of each runner marked failed (the next publication is then complete)."""
+        if self._failed:
+            self._published_at = None
         for index in sorted(self._failed):
             self._ray.kill(self._remote[index])
             self._remote[index] = self._start(index)
@@ -302,13 +309,37 @@ class EnvRunnerGroup:
         self._failed.clear()
 
     def _publish_sampling_state(self) -> Any:
-        """Replace failed runners, then put the learner's sampling state in the object store once for all of them."""
-        self.replace_failed()
-        return self._ray.put(self.sampling_state())
+        """Replace failed runners, then put the learner's sampling state in the object store once for all of them.
 
-    def sampling_state(self) -> dict[str, dict[str, Any]]:
-        """Every learner policy's :meth:`~corral.core.contracts.policy.Policy.get_sampling_state`, by policy id."""
-        return {policy_id: policy.get_sampling_state() for policy_id, policy in self.local_env_runner.policies.items()}
+        Every healthy runner receives it. So once one publication went to all of
+        them, the next needs only the policies that may have changed since (see
+        :meth:`sampling_state`).
+        """
+        self.replace_failed()
+        policies = self.local_env_runner.policies
+        state = self.sampling_state(changed_since=self._published_at)
+        self._published_at = policies.evictions if isinstance(policies, PolicyMap) else None
+        return self._ray.put(state)
+
+    def sampling_state(self, changed_since: int | None = None) -> dict[str, dict[str, Any]]:
+        """The learner policies' :meth:`~corral.core.contracts.policy.Policy.get_sampling_state`, by policy id.
+
+        Args:
+            changed_since: the policy map's eviction count at a publication every runner
+                received; only the policies that may have changed since are included:
+                those in memory, and those moved to disk after it (a policy on disk does
+                not change). None: every policy, whether in memory or not.
+
+        Returns:
+            The states by policy id.
+        """
+        policies = self.local_env_runner.policies
+        if changed_since is None or not isinstance(policies, PolicyMap):
+            ids = list(policies)
+        else:
+            stashed = [pid for pid, sequence in policies.stash_sequence.items() if sequence > changed_since]
+            ids = [*policies.loaded(), *stashed]
+        return {policy_id: policies[policy_id].get_sampling_state() for policy_id in ids}
 
     def _start(self, index: int) -> Any:
         from corral.core.sampling.remote_env_runner import start_env_runner

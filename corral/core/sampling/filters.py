@@ -53,6 +53,13 @@ class MeanStdFilter:
         self._delta = _empty_stats(self.mean.shape)
         return {"mean": mean, "var": var, "count": count}
 
+    def restore_delta(self, delta: dict[str, Any]) -> None:
+        """Go on gathering from a :meth:`take_delta` not reported yet (a copy that went to disk and came back).
+
+        The statistics come out exactly as if the delta had never been taken.
+        """
+        self._delta = (np.asarray(delta["mean"]), np.asarray(delta["var"]), float(delta["count"]))
+
     def merge(self, delta: dict[str, Any]) -> None:
         """Fold another copy's :meth:`take_delta` into the statistics."""
         stats = (np.asarray(delta["mean"]), np.asarray(delta["var"]), float(delta["count"]))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Collection, Hashable
+from collections.abc import Collection, Hashable, MutableMapping
 from typing import Any
 
 import gymnasium as gym
@@ -545,7 +545,7 @@ AnyEnvRunner = EnvRunner | MultiAgentEnvRunner
 
 def make_env_runner(
     config: AlgorithmConfig,
-    policies: dict[str, Policy],
+    policies: MutableMapping[str, Policy],
     worker_index: int = 0,
     callbacks: CallbackRunner | None = None,
     num_envs: int | None = None,

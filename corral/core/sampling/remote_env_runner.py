@@ -57,6 +57,7 @@ class EnvRunnerActor:
 
         from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
         from corral.core.environments.envs import register_env
+        from corral.core.learning.policy_map import PolicyMap
         from corral.core.sampling.multi_agent_env_runner import make_env_runner
 
         for name, creator in (env_creators or {}).items():  # this process's registry starts empty
@@ -64,8 +65,14 @@ class EnvRunnerActor:
 
         if config.num_torch_threads is not None:
             torch.set_num_threads(config.num_torch_threads)
-        self.policies: dict[str, Policy] = {}
+        self._builds: dict[str, PolicyBuild] = {}
         self._stream = stream
+        self.policies = PolicyMap(config.policy_map_capacity, self._rebuild, on_load=self._loaded, on_evict=self._evicted)
+        # what the copies have not reported to the learner yet: timesteps counted from the last
+        # report (or load), and what copies moved to disk took with them (steps, filter deltas)
+        self._reported_timestep: dict[str, int] = {}
+        self._unreported_steps: dict[str, int] = {}
+        self._held_filter_deltas: dict[str, dict[str, Any]] = {}
         callbacks = CallbackRunner(config.callbacks_class, installed_hook_plugins())
         self.runner = make_env_runner(config, self.policies, worker_index, callbacks, seed=config.seed, stream=stream)
         for policy_id, build in policy_builds.items():
@@ -78,9 +85,25 @@ class EnvRunnerActor:
             policy_id: the policy's id.
             build: how the learner's copy was built.
         """
-        policy = self.policies[policy_id] = build.build(policy_id, self._stream, self.runner.worker_index)
+        self._builds[policy_id] = build
+        self.policies[policy_id] = self._rebuild(policy_id)
+
+    def _rebuild(self, policy_id: str) -> Policy:
+        return self._builds[policy_id].build(policy_id, self._stream, self.runner.worker_index)
+
+    def _loaded(self, policy_id: str, policy: Policy) -> None:
         if policy.observation_filter is not None:
             policy.observation_filter.keeps_delta = True  # what this runner sees goes to the learner
+            held = self._held_filter_deltas.pop(policy_id, None)
+            if held is not None:
+                policy.observation_filter.restore_delta(held)  # one delta per report, as if it had stayed
+        self._reported_timestep[policy_id] = policy.global_timestep
+
+    def _evicted(self, policy_id: str, policy: Policy) -> None:
+        steps = policy.global_timestep - self._reported_timestep.pop(policy_id)
+        self._unreported_steps[policy_id] = self._unreported_steps.get(policy_id, 0) + steps
+        if policy.observation_filter is not None:
+            self._held_filter_deltas[policy_id] = policy.observation_filter.take_delta()
 
     def update_policies(self, config: AlgorithmConfig, added: dict[str, PolicyBuild], removed: list[str]) -> None:
         """Take the algorithm's new config and policy set (see ``EnvRunnerGroup.update_policies``).
@@ -92,7 +115,10 @@ class EnvRunnerActor:
         """
         self.runner.config = config
         for policy_id in removed:
-            self.policies.pop(policy_id, None)
+            if policy_id in self.policies:
+                del self.policies[policy_id]  # without loading it, if it is on disk
+            for unreported in (self._builds, self._reported_timestep, self._unreported_steps, self._held_filter_deltas):
+                unreported.pop(policy_id, None)
             self.runner.forget_policy(policy_id)
         for policy_id, build in added.items():
             self.add_policy(policy_id, build)
@@ -100,15 +126,21 @@ class EnvRunnerActor:
     def _take(self, sampling_state: dict[str, dict[str, Any]] | None) -> None:
         for policy_id, state in (sampling_state or {}).items():
             if policy_id in self.policies:
-                self.policies[policy_id].set_sampling_state(state)
+                policy = self.policies[policy_id]
+                policy.set_sampling_state(state)
+                self._reported_timestep[policy_id] = policy.global_timestep  # the learner's count: nothing to report
 
     def sample(self, sampling_state: dict[str, dict[str, Any]] | None) -> RemoteSample:
         """One sample call with the broadcast policy states, by policy id (None: keep the last ones)."""
         self._take(sampling_state)
-        before = {pid: p.global_timestep for pid, p in self.policies.items()}
         batch = self.runner.sample()
-        deltas = {pid: p.observation_filter.take_delta() for pid, p in self.policies.items() if p.observation_filter is not None}
-        timesteps = {pid: p.global_timestep - before.get(pid, 0) for pid, p in self.policies.items()}
+        timesteps, deltas = self._unreported_steps, self._held_filter_deltas
+        self._unreported_steps, self._held_filter_deltas = {}, {}
+        for pid, policy in self.policies.loaded().items():
+            timesteps[pid] = timesteps.get(pid, 0) + policy.global_timestep - self._reported_timestep[pid]
+            self._reported_timestep[pid] = policy.global_timestep
+            if policy.observation_filter is not None:
+                deltas[pid] = policy.observation_filter.take_delta()
         return RemoteSample(batch, self.runner.get_metrics(), deltas, timesteps)
 
     def run_episodes(self, sampling_state: dict[str, dict[str, Any]], explore: bool, **span: int) -> list[EpisodeSummary]:
