@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,11 @@ SMALL_PPO = {"train_batch_size": 256, "minibatch_size": 64, "num_epochs": 1}
 
 USER_RESULTS = Path("~/corral_results").expanduser()
 """where corral writes when nothing says otherwise; the suite must leave it as it found it"""
+
+
+def _policy_map_folders() -> set[str]:
+    """The folders policy maps keep their policies on disk in (each process removes its own)."""
+    return {path.name for path in Path(tempfile.gettempdir()).glob("corral-policy-map-*")}
 
 
 def _user_results() -> tuple[set[str], int]:
@@ -45,18 +52,26 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["HOME"] = str(tmp.mktemp("home"))
     os.environ["CORRAL_RESULTS_DIR"] = str(tmp.mktemp("session_corral_results"))
     config.stash[_BEFORE] = _user_results()
+    config.stash[_MAP_FOLDERS_BEFORE] = _policy_map_folders()
 
 
 _BEFORE = pytest.StashKey[tuple[set[str], int]]()
+_MAP_FOLDERS_BEFORE = pytest.StashKey[set[str]]()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Fail the run if the real ~/corral_results changed while it ran (an entry added, or written and removed)."""
+    """Fail the run if the real ~/corral_results changed while it ran (an entry added, or written and removed),
+    or if a policy map left its folder of policies on disk behind (a remote runner killed before it cleaned up)."""
     names, mtime = session.config.stash.get(_BEFORE, (set(), 0))
     now_names, now_mtime = _user_results()
     if now_names != names or now_mtime != mtime:
         changed = sorted(now_names ^ names) or "an entry written and removed"
         print(f"\nthe tests wrote into {USER_RESULTS}, outside their tmp folders: {changed}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    gc.collect()  # a policy map removes its folder when it is collected
+    left = sorted(_policy_map_folders() - session.config.stash.get(_MAP_FOLDERS_BEFORE, set()))
+    if left:
+        print(f"\npolicy maps left folders in {tempfile.gettempdir()}: {left}", file=sys.stderr)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -92,9 +92,12 @@ def test_remote_runners_keep_at_most_the_capacity_and_report_every_step_and_obse
     train_and_compare(config, iterations=2, capacity=2)
     algo = config.multi_agent(policy_map_capacity=2).build()
     algo.train()
-    in_memory = algo.env_runner_group.foreach_env_runner(lambda runner: len(runner.policies.loaded()), local_env_runner=False)
-    assert in_memory == [2]
+    [(in_memory, folder)] = algo.env_runner_group.foreach_env_runner(
+        lambda runner: (len(runner.policies.loaded()), str(runner.policies.folder)), local_env_runner=False
+    )
+    assert in_memory == 2 and Path(folder).is_dir()
     algo.stop()
+    assert not Path(folder).exists()  # the runner removed its files before it was killed
 
 
 def test_a_broadcast_after_the_first_sends_only_the_policies_that_may_have_changed() -> None:
@@ -141,7 +144,7 @@ def test_the_map_moves_the_least_recently_used_to_disk_and_cleans_up() -> None:
     for pid in ("a", "b", "c"):
         policies[pid] = algo.get_policy(f"p{'abc'.index(pid)}")
     assert list(policies.loaded()) == ["b", "c"] and "a" in policies and len(policies) == 3
-    folder = policies._folder
+    folder = policies.folder
     assert folder is not None and len(list(folder.iterdir())) == 1
     expected = algo.get_policy("p0").get_weights()
     a = policies["a"]  # back from disk: "b" was least recently used

@@ -116,9 +116,22 @@ class PolicyMap(MutableMapping[str, Policy]):
         """
         return dict(self._loaded)
 
-    def is_loaded(self, policy_id: str) -> bool:
-        """Whether ``policy_id`` is in memory now."""
-        return policy_id in self._loaded
+    @property
+    def folder(self) -> Path | None:
+        """The private temporary folder of the policies on disk; None until one first goes there."""
+        return self._folder
+
+    def close(self) -> None:
+        """Remove the folder of the policies on disk now (they leave the map): for a process about to be killed.
+
+        A map otherwise removes it when it is garbage-collected or the process
+        exits normally; a Ray actor that is killed does neither.
+        """
+        for policy_id in list(self._stashed):
+            self._drop_stash(policy_id)
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
 
     # ------------------------------------------------------------------ #
     # moving out and in

@@ -29,6 +29,8 @@ logger = logging.getLogger("corral")
 
 START_WARNING_INTERVAL_S = 30.0
 """how often to warn while remote runners wait for resources to start"""
+STOP_TIMEOUT_S = 10.0
+"""how long stop() waits for the remote runners to close their envs before it kills them"""
 
 
 class EnvRunnerGroup:
@@ -239,6 +241,10 @@ class EnvRunnerGroup:
     def stop(self) -> None:
         """Close every runner's environments and release every actor this group started."""
         self.local_env_runner.stop()
+        # a graceful stop first (closes envs, removes policy files); a runner that does not answer is killed anyway
+        pending = [self._remote[index].stop.remote() for index in self.healthy_remote_ids()]
+        if pending:
+            self._ray.wait(pending, num_returns=len(pending), timeout=STOP_TIMEOUT_S)
         for actor in self._remote.values():
             self._ray.kill(actor)
         self._remote.clear()

@@ -181,8 +181,9 @@ class EnvRunnerActor:
         return True
 
     def stop(self) -> None:
-        """Close the environments."""
+        """Close the environments and remove the policies this runner moved to disk (the actor is killed next)."""
         self.runner.stop()
+        self.policies.close()
 
 
 def start_env_runner(config: AlgorithmConfig, policy_builds: dict[str, PolicyBuild], worker_index: int, stream: str) -> Any:
