@@ -74,7 +74,12 @@ class TrainingError(CorralError):
     def __init__(self, what: str, *, term: str, policy_id: str | None = None, iteration: int | None = None) -> None:
         self.what, self.term, self.policy_id, self.iteration = what, term, policy_id, iteration
         where = ", ".join(
-            part for part in (f"policy {policy_id!r}" if policy_id else "", f"iteration {iteration}" if iteration else "") if part
+            part
+            for part in (
+                f"policy {policy_id!r}" if policy_id is not None else "",
+                f"iteration {iteration}" if iteration is not None else "",
+            )
+            if part
         )
         super().__init__(f"{where + ': ' if where else ''}{what}; {self.ADVICE}")
 

@@ -236,3 +236,8 @@ def test_the_guard_costs_no_wrong_answers_for_finite_updates(make_algo) -> None:
         optimizer.step()
     for (name, a), b in zip(policy.model.state_dict().items(), model.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_a_training_error_names_iteration_zero_and_an_empty_policy_id() -> None:
+    message = str(TrainingError("the loss is NaN", term="total_loss", policy_id="", iteration=0))
+    assert message.startswith("policy '', iteration 0: the loss is NaN")

@@ -161,6 +161,16 @@ def test_new_rows_get_max_priority():
     assert float(state["max_priority"]) == pytest.approx(5.01)
 
 
+@pytest.mark.parametrize("max_priority", [0.0, -1.0, 5.0])
+def test_a_max_priority_new_rows_could_not_be_replayed_with_is_refused(max_priority: float) -> None:
+    buffer = PrioritizedReplayBuffer(8, alpha=0.6, epsilon=0.01, seed=0)
+    buffer.add(rows(0, 2))
+    buffer.update_priorities(np.array([0, 1]), np.array([5.0, 0.5]))
+    state = {**buffer.get_state(), "max_priority": np.array(max_priority)}  # 5.0 is below the stored 5.01
+    with pytest.raises(CheckpointError, match="max_priority must be > 0 and at least every stored priority"):
+        PrioritizedReplayBuffer(8).set_state(state)
+
+
 def test_per_ring_overwrite_keeps_tree_consistent():
     buffer = PrioritizedReplayBuffer(5, alpha=0.7, seed=0)
     buffer.add(rows(0, 5))

@@ -339,6 +339,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             or not np.isfinite(max_priority)
         ):
             raise CheckpointError("prioritized replay priorities must be finite and >= 0")
+        if not float(max_priority) > 0 or (priorities.size and float(max_priority) < float(priorities.max())):
+            # new rows get max_priority: at 0 they would never be replayed
+            raise CheckpointError(
+                f"prioritized replay max_priority must be > 0 and at least every stored priority; got {float(max_priority)}"
+            )
         super().set_state(state, expected_shapes)
         priorities = priorities.astype(np.float64)
         self._tree = SumTree(self.capacity)
