@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from corral import get_config
 
@@ -100,11 +101,19 @@ def configure(name: str, **overrides: Any) -> Any:
 
 
 def same(a: Any, b: Any, where: str = "result") -> None:
-    """Equal, NaN equal to NaN (an iteration that finished no episode reports NaN means)."""
+    """Equal, NaN equal to NaN (an iteration that finished no episode reports NaN means); tensors and arrays exactly."""
     if isinstance(a, dict):
         assert isinstance(b, dict) and a.keys() == b.keys(), f"{where}: keys differ"
         for key in a:
             same(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list | tuple):
+        assert isinstance(b, type(a)) and len(a) == len(b), f"{where}: lengths differ"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            same(x, y, f"{where}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), f"{where}: tensors differ"
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and np.array_equal(a, b), f"{where}: arrays differ"
     elif isinstance(a, float) and math.isnan(a):
         assert isinstance(b, float) and math.isnan(b), f"{where}: {a!r} != {b!r}"
     else:

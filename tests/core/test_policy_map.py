@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 import corral
 from corral.core.learning.policy_map import PolicyMap
+from tests.core.test_exact_resume import same
 from tests.core.test_multi_agent_training import MultiCartPole, by_agent
 
 FOUR_POLICIES = {f"p{i}" for i in range(4)}
@@ -44,23 +44,6 @@ def full_states(algo: Any) -> dict[str, Any]:
     return {pid: algo.get_policy(pid).get_state() for pid in sorted(algo.policies)}
 
 
-def assert_same_state(a: Any, b: Any, where: str = "") -> None:
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_same_state(a[key], b[key], f"{where}/{key}")
-    elif isinstance(a, list | tuple):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same_state(x, y, f"{where}[{i}]")
-    elif isinstance(a, torch.Tensor):
-        assert torch.equal(a, b), where
-    elif isinstance(a, np.ndarray):
-        assert np.array_equal(a, b), where
-    else:
-        assert a == b, where
-
-
 def train_and_compare(config: Any, iterations: int, capacity: int) -> list[Any]:
     """Train the config with every policy in memory and with ``capacity``: results and states must be identical."""
     runs = []
@@ -76,7 +59,7 @@ def train_and_compare(config: Any, iterations: int, capacity: int) -> list[Any]:
     for ours, theirs in zip(capped, everything, strict=True):
         assert ours["policy_reward_mean"] == theirs["policy_reward_mean"]
         assert ours["num_agent_steps_sampled"] == theirs["num_agent_steps_sampled"]
-    assert_same_state(capped_states, all_states)
+    same(capped_states, all_states)
     return runs
 
 
@@ -109,7 +92,7 @@ def test_a_broadcast_after_the_first_sends_only_the_policies_that_may_have_chang
     in_memory = set(algo.policies.loaded())
     assert set(group.sampling_state(changed_since=watermark)) == in_memory  # nothing went to disk since
     algo.get_policy(sorted(FOUR_POLICIES - in_memory)[0])  # loading one moves another out
-    moved = {pid for pid, sequence in algo.policies.stash_sequence.items() if sequence > watermark}
+    moved = set(algo.policies.moved_out_since(watermark))
     assert len(moved) == 1
     expected = set(algo.policies.loaded()) | moved  # before the call: it loads the one moved out
     assert set(group.sampling_state(changed_since=watermark)) == expected
@@ -127,7 +110,7 @@ def test_snapshots_beyond_the_capacity_wait_on_disk_and_a_checkpoint_holds_them_
     path = algo.save(tmp_path / "ckpt")
     restored = corral.Algorithm.from_checkpoint(path, config_overrides={"policy_mapping_fn": by_agent})
     assert len(restored.policies.loaded()) == 2
-    assert_same_state(full_states(restored), states)
+    same(full_states(restored), states)
     algo.stop()
     restored.stop()
 

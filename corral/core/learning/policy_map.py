@@ -55,12 +55,10 @@ class PolicyMap(MutableMapping[str, Policy]):
         self._on_load = on_load
         self._on_evict = on_evict
         self._loaded: OrderedDict[str, Policy] = OrderedDict()  # least recently used first
-        self._stashed: dict[str, Path] = {}
+        self._stashed: dict[str, int] = {}  # policies on disk: the eviction that put each there, which names its file
         self._folder: Path | None = None
         self.evictions = 0
         """how many times a policy was moved out of memory"""
-        self.stash_sequence: dict[str, int] = {}
-        """for each policy on disk, ``evictions`` at the time it went there (a broadcast sends the later ones)"""
 
     # ------------------------------------------------------------------ #
     # the mapping
@@ -116,6 +114,17 @@ class PolicyMap(MutableMapping[str, Policy]):
         """
         return dict(self._loaded)
 
+    def moved_out_since(self, evictions: int) -> list[str]:
+        """The policies on disk that went there after the map had made ``evictions`` evictions.
+
+        Args:
+            evictions: an earlier value of :attr:`evictions` (a broadcast's, say).
+
+        Returns:
+            Their ids; the other policies on disk have not changed since then.
+        """
+        return [policy_id for policy_id, eviction in self._stashed.items() if eviction > evictions]
+
     @property
     def folder(self) -> Path | None:
         """The private temporary folder of the policies on disk; None until one first goes there."""
@@ -127,8 +136,7 @@ class PolicyMap(MutableMapping[str, Policy]):
         A map otherwise removes it when it is garbage-collected or the process
         exits normally; a Ray actor that is killed does neither.
         """
-        for policy_id in list(self._stashed):
-            self._drop_stash(policy_id)
+        self._stashed.clear()
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
@@ -141,31 +149,25 @@ class PolicyMap(MutableMapping[str, Policy]):
             policy_id, policy = next(iter(self._loaded.items()))
             if self._on_evict is not None:
                 self._on_evict(policy_id, policy)  # may raise (weights that are not finite): nothing moved yet
-            path = self._stash_folder() / f"{self.evictions}.pt"
-            partial = path.with_suffix(".partial")
-            torch.save(policy.get_state(), partial)
-            partial.replace(path)
+            # a file of this process's own, read only by it: a save that fails leaves the policy in memory
+            torch.save(policy.get_state(), self._path(self.evictions + 1))
             del self._loaded[policy_id]
-            self._stashed[policy_id] = path
             self.evictions += 1
-            self.stash_sequence[policy_id] = self.evictions
+            self._stashed[policy_id] = self.evictions
 
     def _load(self, policy_id: str) -> Policy:
-        path = self._stashed[policy_id]
         policy = self._rebuild(policy_id)
-        policy.set_state(torch.load(path, map_location="cpu", weights_only=True))
-        self._drop_stash(policy_id)
-        self._loaded[policy_id] = policy
-        if self._on_load is not None:
-            self._on_load(policy_id, policy)
-        self._evict_over_capacity()
+        policy.set_state(torch.load(self._path(self._stashed[policy_id]), map_location="cpu", weights_only=True))
+        self[policy_id] = policy  # drops the file, calls on_load, moves another out if over capacity
         return policy
 
     def _drop_stash(self, policy_id: str) -> None:
-        path = self._stashed.pop(policy_id, None)
-        self.stash_sequence.pop(policy_id, None)
-        if path is not None:
-            path.unlink(missing_ok=True)
+        eviction = self._stashed.pop(policy_id, None)
+        if eviction is not None:
+            self._path(eviction).unlink(missing_ok=True)
+
+    def _path(self, eviction: int) -> Path:
+        return self._stash_folder() / f"{eviction}.pt"
 
     def _stash_folder(self) -> Path:
         if self._folder is None:

@@ -322,9 +322,8 @@ class EnvRunnerGroup:
         :meth:`sampling_state`).
         """
         self.replace_failed()
-        policies = self.local_env_runner.policies
         state = self.sampling_state(changed_since=self._published_at)
-        self._published_at = policies.evictions if isinstance(policies, PolicyMap) else None
+        self._published_at = self._policy_map().evictions
         return self._ray.put(state)
 
     def sampling_state(self, changed_since: int | None = None) -> dict[str, dict[str, Any]]:
@@ -339,13 +338,15 @@ class EnvRunnerGroup:
         Returns:
             The states by policy id.
         """
-        policies = self.local_env_runner.policies
-        if changed_since is None or not isinstance(policies, PolicyMap):
-            ids = list(policies)
-        else:
-            stashed = [pid for pid, sequence in policies.stash_sequence.items() if sequence > changed_since]
-            ids = [*policies.loaded(), *stashed]
+        policies = self._policy_map()
+        ids = list(policies) if changed_since is None else [*policies.loaded(), *policies.moved_out_since(changed_since)]
         return {policy_id: policies[policy_id].get_sampling_state() for policy_id in ids}
+
+    def _policy_map(self) -> PolicyMap:
+        """The learner's policies, which the local runner shares (the algorithm built it with them)."""
+        policies = self.local_env_runner.policies
+        assert isinstance(policies, PolicyMap)
+        return policies
 
     def _start(self, index: int) -> Any:
         from corral.core.sampling.remote_env_runner import start_env_runner

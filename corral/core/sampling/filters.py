@@ -58,12 +58,11 @@ class MeanStdFilter:
 
         The statistics come out exactly as if the delta had never been taken.
         """
-        self._delta = (np.asarray(delta["mean"]), np.asarray(delta["var"]), float(delta["count"]))
+        self._delta = _stats_of(delta)
 
     def merge(self, delta: dict[str, Any]) -> None:
         """Fold another copy's :meth:`take_delta` into the statistics."""
-        stats = (np.asarray(delta["mean"]), np.asarray(delta["var"]), float(delta["count"]))
-        self.mean, self.var, self.count = _combine((self.mean, self.var, self.count), stats)
+        self.mean, self.var, self.count = _combine((self.mean, self.var, self.count), _stats_of(delta))
 
     def get_state(self) -> dict[str, Any]:
         """Tensors only, so checkpoints load with ``weights_only=True``."""
@@ -90,6 +89,11 @@ Stats = tuple[np.ndarray, np.ndarray, float]
 
 def _empty_stats(shape: tuple[int, ...]) -> Stats:
     return np.zeros(shape, dtype=np.float64), np.zeros(shape, dtype=np.float64), 0.0
+
+
+def _stats_of(delta: dict[str, Any]) -> Stats:
+    """A :meth:`MeanStdFilter.take_delta` dict as the ``(mean, var, count)`` the updates work on."""
+    return np.asarray(delta["mean"]), np.asarray(delta["var"]), float(delta["count"])
 
 
 def _combine(a: Stats, b: Stats) -> Stats:
