@@ -138,6 +138,18 @@ def test_with_ignore_failures_training_goes_on_with_fewer_runners(build) -> None
     assert algo.env_runner_group.foreach_env_runner(lambda r: r.worker_index, local_env_runner=False) == [1]
 
 
+@pytest.mark.parametrize("option", ["ignore_env_runner_failures", "recreate_failed_env_runners"])
+def test_two_failed_calls_on_one_runner_are_handled_once(build, option, caplog) -> None:
+    """The asynchronous sampler may hold two calls on a runner that died; the second failure is the same one."""
+    algo = build(ppo(**{option: True}))
+    group = algo.env_runner_group
+    with caplog.at_level("WARNING", logger="corral"):
+        for _ in range(2):
+            group.handle_failure(2, RuntimeError("the actor died"))
+    assert caplog.text.count("env runner 2") == 1
+    assert group.num_healthy_remote_runners == 1
+
+
 def test_an_untolerated_failure_names_the_runner_and_the_sub_environment(build) -> None:
     algo = build(ppo(env=FLAKY, env_config={"fail_worker": 2, "fail_vector": 1}))
     with pytest.raises(EnvRunnerError) as error:

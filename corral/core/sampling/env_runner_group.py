@@ -291,6 +291,8 @@ class EnvRunnerGroup:
                 ``ignore_env_runner_failures`` is set; names the runner and carries its traceback.
         """
         assert self._config is not None
+        if index not in self._remote or index in self._failed:
+            return  # another call in flight on the same runner failed first: handled already
         what = f"env runner {index} ({env_name(self._config.env)})"
         if self._config.recreate_failed_env_runners:
             logger.warning("%s failed and will be replaced: %s", what, _first_line(exc))
