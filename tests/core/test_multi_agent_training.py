@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 import corral
-from corral import ConfigError, MultiAgentEnv, PolicySpec, SampleBatch, make_multi_agent
+from corral import ConfigError, MultiAgentEnv, PolicySpec, SampleBatch, TrainingError, make_multi_agent
 from corral.core.environments.multi_agent_env import ALL_AGENTS
 
 MultiCartPole = make_multi_agent("CartPole-v1")
@@ -222,6 +223,84 @@ def test_only_the_policies_to_train_learn_and_the_others_stay_bit_identical(name
     assert all(np.array_equal(before["p1"][k], after["p1"][k]) for k in before["p1"])
     assert not all(np.array_equal(before["p0"][k], after["p0"][k]) for k in before["p0"])
     assert algo.get_policy("p1").global_timestep > 0  # the frozen policy still acts
+    algo.stop()
+
+
+def recording(base: type, threads: list[str]) -> type:
+    """``base`` whose ``learn_on_batch`` notes the thread it runs in, and fails for a policy whose ``lr`` is 0.5."""
+
+    class Recording(base):  # type: ignore[misc, valid-type]
+        def learn_on_batch(self, batch: SampleBatch) -> Any:
+            threads.append(threading.current_thread().name)
+            if self.config.lr == 0.5:
+                raise TrainingError("the loss is NaN", term="total_loss")
+            stats = super().learn_on_batch(batch)
+            threads.append("done")
+            return stats
+
+    return Recording
+
+
+def learning_config(name: str, policy_class: type, threads: int, p0: dict | None = None, **multi_agent: Any) -> Any:
+    """Two policies of ``policy_class`` (``p0`` with its own options) learning in up to ``threads`` threads."""
+    env, training = next((env, training) for algo, env, training in ALGORITHMS if algo == name)
+    return (
+        corral.get_config(name)
+        .environment(env, env_config={"num_agents": 2})
+        .training(**training)
+        .env_runners(num_envs_per_env_runner=2)
+        .multi_agent(
+            policies={"p0": PolicySpec(policy_class=policy_class, config=p0), "p1": PolicySpec(policy_class=policy_class)},
+            policy_mapping_fn=by_agent,
+            **multi_agent,
+        )
+        .resources(num_learner_threads=threads)
+        .debugging(seed=0)
+    )
+
+
+def run_learning(name: str, policy_class: type, threads: int, **multi_agent: Any) -> tuple[Any, Any]:
+    """Three iterations (see :func:`learning_config`); the learner stats and the two policies' states."""
+    algo = learning_config(name, policy_class, threads, **multi_agent).build()
+    try:
+        results = [algo.train()["info"]["learner"] for _ in range(3)]
+        return results, {pid: algo.get_policy(pid).get_state() for pid in ("p0", "p1")}
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("name", [a[0] for a in ALGORITHMS])
+def test_policies_that_learn_in_threads_learn_bit_for_bit_as_one_after_another(name: str) -> None:
+    from tests.core.test_exact_resume import same
+
+    threads: list[str] = []
+    policy_class = recording(corral.get_algorithm(name).policy_class, threads)
+    one_by_one = run_learning(name, policy_class, threads=1)
+    assert set(threads) == {"MainThread", "done"}
+    threads.clear()
+    at_once = run_learning(name, policy_class, threads=2)
+    assert threads and all(thread.startswith("corral-learner") for thread in threads if thread != "done")
+    same(one_by_one, at_once)
+
+
+def test_policies_learn_one_after_another_unless_their_class_allows_threads_and_all_fit_in_memory() -> None:
+    threads: list[str] = []
+    undeclared = recording(corral.get_algorithm("PPO").policy_class, threads)
+    undeclared.thread_safe_learning = False  # a plugin's policy that does not say its update is its own
+    run_learning("PPO", undeclared, threads=2)
+    assert set(threads) == {"MainThread", "done"}
+    threads.clear()
+    run_learning("PPO", recording(corral.get_algorithm("PPO").policy_class, threads), threads=2, policy_map_capacity=1)
+    assert set(threads) == {"MainThread", "done"}
+
+
+def test_an_error_in_a_learner_thread_names_its_policy_and_comes_after_every_update_ended() -> None:
+    threads: list[str] = []
+    algo = learning_config("PPO", recording(corral.get_algorithm("PPO").policy_class, threads), 2, p0={"lr": 0.5}).build()
+    with pytest.raises(TrainingError, match="policy 'p0', iteration 1: the loss is NaN"):
+        algo.train()
+    # p1 learned in a thread too, and its update had ended when p0's error was raised
+    assert len(threads) == 3 and threads[2] == "done" and all(name.startswith("corral-learner") for name in threads[:2])
     algo.stop()
 
 

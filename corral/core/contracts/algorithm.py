@@ -14,6 +14,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Collection, Container, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,7 +40,7 @@ from corral.core.sampling.env_runner import evaluation_span
 from corral.core.sampling.env_runner_group import EnvRunnerGroup
 from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes
 from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, make_env_runner
-from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
+from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
 
@@ -121,6 +122,7 @@ class Algorithm:
         }
         self.time_total_s = 0.0
         self.history = EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)
+        self._learner_pool: ThreadPoolExecutor | None = None
         self._logdir: Path | None = None
         self._writer: ResultWriter | None = None
         self.setup()
@@ -269,24 +271,63 @@ class Algorithm:
         return policy_id in to_train
 
     def learn_on_batch(self, samples: MultiAgentBatch) -> dict[str, dict[str, Any]]:
-        """Each policy that is to train learns on its own batch; returns their stats by policy id."""
-        stats = {}
-        for policy_id, batch in samples.policy_batches.items():
-            if policy_id not in self.policies or not self.is_policy_to_train(policy_id, batch):
-                continue  # a policy removed while its samples were on the way, or one that does not learn
-            policy = self.policies[policy_id]
-            result: dict[str, Any] = {}
-            self.callbacks.learn_on_batch(policy, batch, result)
-            try:
-                result.update(policy.learn_on_batch(batch))
-            except TrainingError as exc:
-                raise exc.located(policy_id, self.iteration + 1) from None
-            if policy.update_guard.skipped:
-                result["num_nonfinite_updates_skipped"] = policy.update_guard.skipped
-            stats[policy_id] = result
+        """Each policy that is to train learns on its own batch; returns their stats by policy id.
+
+        Policies whose class allows it (:attr:`Policy.thread_safe_learning`) learn at
+        once, each in its own thread, up to ``num_learner_threads`` of them, when they
+        all fit in memory (``policy_map_capacity``). Each update touches only its own
+        policy, so the results are the same as one after another; the
+        ``on_learn_on_batch`` hooks run first, in this thread.
+        """
+        # left out: a policy removed while its samples were on the way, and one that does not learn
+        jobs = [
+            (pid, batch)
+            for pid, batch in samples.policy_batches.items()
+            if pid in self.policies and self.is_policy_to_train(pid, batch)
+        ]
+        stats: dict[str, dict[str, Any]] = {pid: {} for pid, _ in jobs}
+        pool = self._learner_threads(jobs)
+        if pool is None:
+            for policy_id, batch in jobs:
+                policy = self.policies[policy_id]  # looked up one at a time: the next lookup may move it to disk
+                self.callbacks.learn_on_batch(policy, batch, stats[policy_id])
+                self._learn(policy_id, policy, batch, stats[policy_id])
+        else:
+            policies = {pid: self.policies[pid] for pid, _ in jobs}
+            for policy_id, batch in jobs:
+                self.callbacks.learn_on_batch(policies[policy_id], batch, stats[policy_id])
+            futures = [pool.submit(self._learn, pid, policies[pid], batch, stats[pid]) for pid, batch in jobs]
+            wait(futures)  # every update ends before one's error is raised
+            for future in futures:
+                future.result()
         self.counters["num_env_steps_trained"] += samples.env_steps
         self.counters["num_agent_steps_trained"] += samples.agent_steps
         return stats
+
+    def _learn(self, policy_id: str, policy: Policy, batch: SampleBatch, result: dict[str, Any]) -> None:
+        """One policy's update, its stats added to ``result``; an error names the policy and the iteration."""
+        try:
+            result.update(policy.learn_on_batch(batch))
+        except TrainingError as exc:
+            raise exc.located(policy_id, self.iteration + 1) from None
+        if policy.update_guard.skipped:
+            result["num_nonfinite_updates_skipped"] = policy.update_guard.skipped
+
+    def _learner_threads(self, jobs: list[tuple[str, SampleBatch]]) -> ThreadPoolExecutor | None:
+        """The threads that update these policies at once, or None when they update one after another."""
+        threads = self.config.num_learner_threads
+        if threads is None:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+            threads = max(1, cores // torch.get_num_threads())
+        if (
+            min(threads, len(jobs)) < 2
+            or len(jobs) > self.policies.capacity  # each must stay in memory while it learns
+            or not all(self.policy_builds[pid].policy_class.thread_safe_learning for pid, _ in jobs)
+        ):
+            return None
+        if self._learner_pool is None:
+            self._learner_pool = ThreadPoolExecutor(threads, thread_name_prefix="corral-learner")
+        return self._learner_pool
 
     # ------------------------------------------------------------------ #
     # the training loop
@@ -869,6 +910,9 @@ class Algorithm:
         self.env_runner_group.stop()
         if self._eval_group is not None:
             self._eval_group.stop()
+        if self._learner_pool is not None:
+            self._learner_pool.shutdown()
+            self._learner_pool = None
         if self._writer is not None:
             self._writer.close()
 

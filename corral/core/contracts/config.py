@@ -372,6 +372,8 @@ class AlgorithmConfig(BaseModel):
     """GPUs for the learner; 0 trains on the CPU"""
     num_torch_threads: int | None = option(1, "resources", ge=1, le=1024)
     """torch intra-op threads; small MLPs are fastest on 1, None keeps torch's default"""
+    num_learner_threads: int | None = option(None, "resources", ge=1, le=1024)
+    """policies that update at once, each in its own thread, in a multi-agent run; None: CPU cores / torch threads"""
 
     # --- fault tolerance ---------------------------------------------------
     recreate_failed_env_runners: bool = option(False, "fault_tolerance")

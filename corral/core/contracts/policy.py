@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, ClassVar, NamedTuple, cast
 
 import gymnasium as gym
 import numpy as np
@@ -52,6 +52,11 @@ class Policy:
         action_space: one agent's action space (as the env defines it).
         config: the algorithm's (frozen) config.
     """
+
+    thread_safe_learning: ClassVar[bool] = False
+    """True if :meth:`learn_on_batch` touches only this policy's own state and draws only from its own
+    generators (:attr:`torch_rng`, :attr:`np_rng`); the algorithm may then update several such policies
+    at once, each in its own thread, with the same results (see ``num_learner_threads``)"""
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: AlgorithmConfig) -> None:
         self.observation_space = observation_space
@@ -355,16 +360,17 @@ class Policy:
         update guard needs them to be finite.
         """
         norms = []
+        clip = self.config.grad_clip
         for group in self.optimizer.param_groups:
-            if self.config.grad_clip is not None:
-                norms.append(nn.utils.clip_grad_norm_(group["params"], self.config.grad_clip))
-                continue
             grads = [p.grad for p in group["params"] if p.grad is not None]
-            norms.append(
-                torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-                if grads
-                else torch.zeros((), device=self.device)
-            )
+            if not grads:
+                norms.append(torch.zeros((), device=self.device))
+                continue
+            # what nn.utils.clip_grad_norm_ does, with its foreach kernels also on the CPU (half the time there)
+            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+            if clip is not None:
+                torch._foreach_mul_(grads, torch.clamp(clip / (norm + 1e-6), max=1.0))
+            norms.append(norm)
         return norms
 
     @property

@@ -41,6 +41,8 @@ class RandomPolicy(Policy):
         config: the algorithm's (frozen) config.
     """
 
+    thread_safe_learning = True
+
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: AlgorithmConfig) -> None:
         super().__init__(observation_space, action_space, config)
         self.exploration = Random(self.action_adapter.policy_space)

@@ -8,6 +8,7 @@ scaled to the env's bounds when ``normalize_actions`` is on.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, TypeGuard, cast
 
 import gymnasium as gym
@@ -101,6 +102,7 @@ class ObservationCheck:
             self._bounds = None if full else (space.low, space.high)
         # a few float values (a CartPole state) compare faster in Python than through numpy's per-call overhead
         self._few: tuple[list[float], list[float]] | None = None
+        self._shape = space.shape
         if isinstance(space, gym.spaces.Box) and space.low.dtype.kind == "f" and space.low.size <= 64:
             self._few = (space.low.ravel().tolist(), space.high.ravel().tolist())
         self._parts = (
@@ -114,10 +116,11 @@ class ObservationCheck:
     def _few_inside(self, obs: Any) -> bool:
         """Whether one observation of a small float Box is inside it, checked in Python (False: ask numpy why not)."""
         few = self._few
-        if few is None or type(obs) is not np.ndarray or obs.shape != self.space.shape or obs.dtype.kind != "f":
+        if few is None or type(obs) is not np.ndarray or obs.shape != self._shape or obs.dtype.kind != "f":
             return False
-        # NaN compares False, so it is never inside
-        return all(low <= value <= high for low, value, high in zip(few[0], obs.ravel().tolist(), few[1], strict=True))
+        values = obs.tolist() if obs.ndim == 1 else obs.ravel().tolist()
+        # NaN compares False, so it is never inside; the shapes matched, so the lists have the same length
+        return all(map(operator.le, few[0], values)) and all(map(operator.le, values, few[1]))
 
     def problem(self, obs: Any, batched: bool = False) -> tuple[int, str] | None:
         """``(row, what is wrong)`` for the first bad observation, or None if all belong to the space.

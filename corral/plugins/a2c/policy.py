@@ -12,6 +12,7 @@ class A2CPolicy(ActorCriticPolicy):
     """Actor-critic policy with one synchronous update per train batch."""
 
     config: A2CConfig
+    thread_safe_learning = True
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """RMSprop as in the paper (or Adam, by config)."""

@@ -18,6 +18,7 @@ class DQNPolicy(OffPolicyPolicy):
     """A Q-network acting through its exploration (EpsilonGreedy by default)."""
 
     config: DQNConfig
+    thread_safe_learning = True
 
     def make_model(self) -> nn.Module:
         """Q-values for every action, dueling if configured."""

@@ -30,6 +30,7 @@ class IMPALAPolicy(Policy):
     """
 
     config: IMPALAConfig
+    thread_safe_learning = True
     required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:

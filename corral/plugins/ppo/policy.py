@@ -24,6 +24,7 @@ class PPOPolicy(ActorCriticPolicy):
     """Actor-critic policy trained by several epochs of clipped-surrogate minibatch SGD."""
 
     config: PPOConfig
+    thread_safe_learning = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

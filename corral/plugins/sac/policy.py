@@ -29,6 +29,7 @@ class SACPolicy(OffPolicyPolicy):
     """Squashed-Gaussian actor for Box actions, softmax actor for Discrete ones, twin Q critics."""
 
     config: SACConfig
+    thread_safe_learning = True
     model: SACModel
     target_model: SACModel
 
