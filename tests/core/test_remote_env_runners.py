@@ -392,3 +392,16 @@ def test_added_and_removed_policies_reach_every_remote_runner_and_a_replacement(
     assert result["num_env_runner_restarts"] == 1
     assert algo.env_runner_group.foreach_env_runner(lambda r: sorted(r.policy_map)) == [["p0", "snapshot"]] * 3
     assert set(result["info"]["learner"]) == {"p0"}
+
+
+def test_each_remote_runner_writes_its_own_output(build, tmp_path) -> None:
+    import pyarrow.parquet as pq
+
+    algo = build(ppo(output=str(tmp_path / "out")))
+    algo.train()
+    algo.train()
+    sampled = algo.counters["num_env_steps_sampled"]
+    algo.stop()
+    files = sorted((tmp_path / "out").glob("output-*.parquet"))
+    assert {f.name.split("_worker-")[1].split("_")[0] for f in files} == {"1", "2"}
+    assert sum(pq.read_table(f).num_rows for f in files) == sampled

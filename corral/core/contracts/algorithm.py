@@ -97,7 +97,8 @@ class Algorithm:
         self.callbacks = CallbackRunner(self.config.callbacks_class, installed_hook_plugins())
         self.policies = PolicyMap(self.config.policy_map_capacity, self._rebuild_policy, on_evict=self._verify_policy)
         """the learner's policies by id, at most ``policy_map_capacity`` in memory (the local runners share them)"""
-        local = make_env_runner(self.config, self.policies, 0, self.callbacks, seed=seed)
+        self._logdir: Path | None = None
+        local = make_env_runner(self._runner_config(self.config), self.policies, 0, self.callbacks, seed=seed)
         try:
             self.policy_builds: dict[str, PolicyBuild] = {
                 pid: self._policy_build(pid, *spaces) for pid, spaces in local.policy_spaces().items()
@@ -110,7 +111,7 @@ class Algorithm:
             self.policies[pid] = build.build(pid)
         self._check_storage_path()
         self._check_evaluation_env()
-        self.env_runner_group = EnvRunnerGroup(local, self.config, self.policy_builds)
+        self.env_runner_group = EnvRunnerGroup(local, self._runner_config(self.config), self.policy_builds)
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
         self.iteration = 0
@@ -123,7 +124,6 @@ class Algorithm:
         self.time_total_s = 0.0
         self.history = EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)
         self._learner_pool: ThreadPoolExecutor | None = None
-        self._logdir: Path | None = None
         self._writer: ResultWriter | None = None
         self.setup()
         self.callbacks.algorithm_init(self)
@@ -156,6 +156,14 @@ class Algorithm:
             raise ConfigError(f"policy {policy_id!r}: {exc}" if self.config.policies else str(exc)) from None
         policy_class, config = _class_and_config(self.config, policy_id, self.policy_class)
         return PolicyBuild(policy_class, observation_space, action_space, config)
+
+    def _runner_config(self, config: AlgorithmConfig) -> AlgorithmConfig:
+        """``config`` as env runners get it: ``output="logdir"`` becomes this algorithm's experiment folder."""
+        if config.output != "logdir":
+            return config
+        resolved = config.copy()
+        resolved.output = str(self.logdir)
+        return resolved.freeze()
 
     def _check_storage_path(self) -> None:
         """Refuse, now, a results folder that could not be created when the first result is written."""
@@ -648,7 +656,7 @@ class Algorithm:
 
     def _update_runners(self, added: dict[str, PolicyBuild], removed: list[str]) -> None:
         """Tell every env runner group the policy set changed (the local runners share ``self.policies``)."""
-        self.env_runner_group.update_policies(self.config, added, removed)
+        self.env_runner_group.update_policies(self._runner_config(self.config), added, removed)
         if self._eval_group is not None:
             self._eval_group.update_policies(self.config.get_evaluation_config(), added, removed)
 

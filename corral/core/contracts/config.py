@@ -43,6 +43,7 @@ GROUPS = (
     "fault_tolerance",
     "checkpointing",
     "multi_agent",
+    "offline_data",
 )
 
 # Names from older RLlib APIs that map one-to-one onto a corral field.
@@ -411,6 +412,18 @@ class AlgorithmConfig(BaseModel):
     """fn(agent_obs, worker, base_env, policies, episode) -> agent_obs, rewriting the agents' observations before
     their policies see them (a centralised critic's view), or its 'module:qualname'; None: unchanged"""
 
+    # --- offline data ------------------------------------------------------
+    output: str | None = option(None, "offline_data")
+    """write every sampled transition of the training env runners to files: 'logdir' (the experiment folder)
+    or a folder; None writes nothing"""
+    output_config: dict[str, Any] = option({}, "offline_data")
+    """how output is written: {'format': 'parquet'} (the default; needs pyarrow) or {'format': 'json'} (JSON lines,
+    one sample batch per line, as RLlib's JsonWriter)"""
+    output_compress_columns: list[str] = option(["obs", "new_obs"], "offline_data")
+    """columns written compressed: zstd in Parquet, zlib and base64 in JSON (RLlib's reader takes only the others)"""
+    output_max_file_size: int = option(64 * 1024 * 1024, "offline_data", ge=1, le=2**40)
+    """bytes after which an output file is closed and the next one begun"""
+
     # ------------------------------------------------------------------ #
     # subclassing
     # ------------------------------------------------------------------ #
@@ -498,6 +511,10 @@ class AlgorithmConfig(BaseModel):
     def multi_agent(self, **kwargs: Any) -> AlgorithmConfig:
         """Set the policies, which agent each serves and which learn (``policies``, ``policy_mapping_fn``, ...)."""
         return self._set_group("multi_agent", kwargs)
+
+    def offline_data(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set where sampled experiences are written (``output``) and how (``output_config``, ...)."""
+        return self._set_group("offline_data", kwargs)
 
     def debugging(self, **kwargs: Any) -> AlgorithmConfig:
         """Set ``seed``, ``log_level`` and what a NaN update does (``on_nonfinite``)."""
@@ -645,8 +662,9 @@ class AlgorithmConfig(BaseModel):
         return bool(set(self.policies) - {DEFAULT_POLICY_ID}) or self.policy_mapping_fn is not None
 
     def get_evaluation_config(self) -> AlgorithmConfig:
-        """This config with ``evaluation_config`` applied, for the evaluation runner."""
+        """This config with ``evaluation_config`` applied, for the evaluation runner (which writes no ``output``)."""
         evaluation = self.copy().update_from_dict(self.evaluation_config)
+        evaluation.output = None
         evaluation._is_evaluation_copy = True
         return evaluation
 
@@ -758,6 +776,18 @@ class AlgorithmConfig(BaseModel):
         from corral.core.contracts.multi_agent_config import normalize_policies_to_train
 
         return normalize_policies_to_train(value)
+
+    @field_validator("output_config", mode="after")
+    @classmethod
+    def _check_output_config(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from corral.core.persistence.experience_output import OUTPUT_FORMATS
+
+        unknown = sorted(set(value) - {"format"})
+        if unknown:
+            raise ValueError(f"output_config has no key {unknown[0]!r}; it takes 'format'")
+        if value.get("format", "parquet") not in OUTPUT_FORMATS:
+            raise ValueError(f"output_config format {value['format']!r} is not one of {', '.join(map(repr, OUTPUT_FORMATS))}")
+        return value
 
     @field_validator("env", mode="before")
     @classmethod

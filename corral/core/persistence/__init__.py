@@ -2,5 +2,6 @@
 
 Checkpoints (written atomically, pruned safely, read with every file checked),
 what a checkpoint may make corral import, arrays inside JSON state without
-pickles, and the result files of an experiment folder.
+pickles, the result files of an experiment folder, and sampled experiences
+written out as offline data.
 """

@@ -203,8 +203,8 @@ class AgentCollector:
             reset_actions, reset_extras = policy.compute_actions(reset_obs, explore=False)
             obs.append(reset_obs)
             actions.append(reset_actions)
-            for key, value in reset_extras.items():
-                extras[key].append(value)
+            for key, parts in extras.items():  # a column the policy does not compute (the output's context) is zero
+                parts.append(reset_extras.get(key, np.zeros((len(reset_obs), *parts[0].shape[1:]), parts[0].dtype)))
         # one zero row at the end, for the padding
         columns = {SampleBatch.OBS: obs, SampleBatch.ACTIONS: actions, **extras}
         store = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from corral.core.environments.envs import EnvContext, check_vector_step, env_nam
 from corral.core.environments.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.memory import check_fits
 from corral.core.persistence import state_codec
+from corral.core.persistence.experience_output import OUTPUT_CONTEXT_COLUMNS, ExperienceWriter, transitions
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import EnvError
@@ -111,6 +112,8 @@ class BaseEnvRunner:
         self._completed: list[EpisodeSummary] = []
         # the high bits tell the algorithm's runners apart; the low ones count this runner's episodes
         self.next_episode_id = (2 * worker_index + (stream == "evaluation")) << 48
+        self.output = ExperienceWriter.from_config(config, worker_index)
+        """where this runner's sampled transitions are written (``offline_data(output=...)``), or None"""
         self._make_envs(first_env)
 
     def _make_envs(self, first_env: Any) -> None:
@@ -157,6 +160,23 @@ class BaseEnvRunner:
         """Call ``fn(self)`` (what ``foreach_env_runner`` does on each runner)."""
         return fn(self)
 
+    def _write_output(self, fragments: dict[str, tuple[SampleBatch, np.ndarray]]) -> None:
+        """Write each policy's fragment (with its bootstrap observations) as transitions, and take the context out.
+
+        The ``eps_id``, ``agent_index`` and ``t`` columns exist for the output only:
+        they leave the fragments here, so training is the same with or without output.
+        """
+        if self.output is not None:
+            self.output.write({pid: transitions(fragment, bootstrap) for pid, (fragment, bootstrap) in fragments.items()})
+        for fragment, _ in fragments.values():
+            for key in OUTPUT_CONTEXT_COLUMNS:
+                fragment.pop(key, None)
+
+    def close_output(self) -> None:
+        """Close the output files, so that every one is complete (see :class:`ExperienceWriter`)."""
+        if self.output is not None:
+            self.output.close()
+
 
 class EnvRunner(BaseEnvRunner):
     """Steps ``num_envs`` single-agent sub-environments (a gymnasium vector env) with the policy; see :class:`BaseEnvRunner`."""
@@ -175,6 +195,8 @@ class EnvRunner(BaseEnvRunner):
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._episodes: list[Episode | None] = [None] * self.num_envs
+        self._episode_ids = np.full(self.num_envs, -1, dtype=np.int64)
+        """each sub-environment's episode id, kept while output is written (its rows name their episode)"""
         self._buffers: dict[str, np.ndarray] = {}
 
     def _check_buffer_memory(self) -> None:
@@ -228,6 +250,7 @@ class EnvRunner(BaseEnvRunner):
             valid_steps += self._step(policy, explore, t, steps)
         fragment = SampleBatch(self._buffers)
         bootstrap_obs = policy.preprocess(self._obs)
+        self._write_output({DEFAULT_POLICY_ID: (fragment, bootstrap_obs)})
         batch = policy.postprocess_trajectory(fragment, bootstrap_obs)
         self.callbacks.postprocess_trajectory(self, DEFAULT_POLICY_ID, policy, batch)
         samples = MultiAgentBatch({DEFAULT_POLICY_ID: batch}, valid_steps, valid_steps)
@@ -288,6 +311,9 @@ class EnvRunner(BaseEnvRunner):
             buf[SampleBatch.VALID][t] = valid
             for key, value in extras.items():
                 buf[key][t] = value
+            if self.output is not None:
+                buf[SampleBatch.EPS_ID][t] = self._episode_ids
+                buf[SampleBatch.T][t] = self._ep_len
             policy.global_timestep += n_valid
         self._track_episodes(rewards, terminateds, truncateds, valid, next_obs, actions, infos)
         self._obs = next_obs
@@ -305,6 +331,9 @@ class EnvRunner(BaseEnvRunner):
         }
         for key, value in extras.items():
             self._buffers[key] = np.zeros((horizon, *value.shape), dtype=value.dtype)
+        if self.output is not None:
+            for key in OUTPUT_CONTEXT_COLUMNS:
+                self._buffers[key] = np.zeros((horizon, n), dtype=np.int64)
 
     # ------------------------------------------------------------------ #
     # episodes
@@ -320,13 +349,20 @@ class EnvRunner(BaseEnvRunner):
         self._reset_pending[:] = False
         self._ep_return[:] = 0.0
         self._ep_len[:] = 0
-        if self.callbacks.needs_episodes:
-            for i in range(self.num_envs):
-                self._start_episode(i, _row(self._obs, i))
+        self._begin_episodes(range(self.num_envs), self._obs)
+
+    def _begin_episodes(self, indexes: Iterable[int], first_obs: Any) -> None:
+        """New episodes in these sub-environments: an Episode for the callbacks that want one, or an id for the output."""
+        for i in indexes:
+            if self.callbacks.needs_episodes:
+                self._start_episode(int(i), _row(first_obs, i))
+            elif self.output is not None:
+                self._episode_ids[i] = self.new_episode_id()
 
     def _start_episode(self, index: int, first_obs: Any, episode_id: int | None = None) -> None:
         episode = Episode(index, first_obs, self.new_episode_id() if episode_id is None else episode_id)
         self._episodes[index] = episode
+        self._episode_ids[index] = episode.episode_id
         if self.callbacks.has_episode_start:
             self.callbacks.episode_start(episode, self, index)
 
@@ -344,17 +380,15 @@ class EnvRunner(BaseEnvRunner):
         self._ep_len += valid
         done = (terminateds | truncateds) & valid
         callbacks = self.callbacks
-        if callbacks.needs_episodes:
-            for i in np.flatnonzero(~valid):  # reset rows: a new episode begins with next_obs
-                self._start_episode(int(i), _row(next_obs, i))
-            if callbacks.has_episode_step:
-                for i in np.flatnonzero(valid):
-                    episode = self._episodes[i]
-                    assert episode is not None
-                    episode.length, episode.total_reward = int(self._ep_len[i]), float(self._ep_return[i])
-                    episode.last_observation, episode.last_action = _row(next_obs, i), actions[i]
-                    episode.last_reward, episode.last_info = float(rewards[i]), _info_row(infos, i)
-                    callbacks.episode_step(episode, self, int(i))
+        self._begin_episodes(np.flatnonzero(~valid), next_obs)  # reset rows: a new episode begins with next_obs
+        if callbacks.has_episode_step:
+            for i in np.flatnonzero(valid):
+                episode = self._episodes[i]
+                assert episode is not None
+                episode.length, episode.total_reward = int(self._ep_len[i]), float(self._ep_return[i])
+                episode.last_observation, episode.last_action = _row(next_obs, i), actions[i]
+                episode.last_reward, episode.last_info = float(rewards[i]), _info_row(infos, i)
+                callbacks.episode_step(episode, self, int(i))
         for i in np.flatnonzero(done):
             summary = EpisodeSummary(float(self._ep_return[i]), int(self._ep_len[i]))
             episode = self._episodes[i]
@@ -389,7 +423,7 @@ class EnvRunner(BaseEnvRunner):
                 "ep_return": self._ep_return,
                 "ep_len": self._ep_len,
                 "next_episode_id": self.next_episode_id,
-                "episode_ids": [None if episode is None else episode.episode_id for episode in self._episodes],
+                "episode_ids": [None if episode_id < 0 else int(episode_id) for episode_id in self._episode_ids],
                 "env": get_env_state(self.env) if self._obs is not None else None,
             }
         )
@@ -447,13 +481,17 @@ class EnvRunner(BaseEnvRunner):
                 episode = self._episodes[i]
                 assert episode is not None
                 episode.length, episode.total_reward = int(self._ep_len[i]), float(self._ep_return[i])
+        elif self.output is not None:
+            for i, episode_id in enumerate(episode_ids):
+                self._episode_ids[i] = self.new_episode_id() if episode_id is None else saved_episode_id(episode_id)
 
     # ------------------------------------------------------------------ #
     # lifecycle
     # ------------------------------------------------------------------ #
     def stop(self) -> None:
-        """Close the environments."""
+        """Close the environments and the output files."""
         self.env.close()
+        self.close_output()
 
 
 def saved_episode_id(value: Any) -> int:

@@ -145,6 +145,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         """Drop every row not yet closed: episodes start anew (an evaluation, a restore)."""
         self._open: list[set[Hashable]] = [set() for _ in range(self.num_envs)]
         self._collector = AgentCollector()
+        self._agent_indexes: dict[int, dict[Hashable, int]] = {}  # by sub-environment, for the output's agent_index
 
     # ------------------------------------------------------------------ #
     # policies
@@ -272,7 +273,9 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             if agent_target is not None and agent_steps >= agent_target:
                 break
         batches = {}
-        for policy_id, part in self._collector.build(self.policies, steps).items():
+        parts = self._collector.build(self.policies, steps)
+        self._write_output({pid: (part.fragment, part.bootstrap_obs) for pid, part in parts.items()})
+        for policy_id, part in parts.items():
             policy = self.policies[policy_id]
             if not self.callbacks.has_postprocess_trajectory:
                 batches[policy_id] = policy.postprocess_trajectory(part.fragment, part.bootstrap_obs)
@@ -333,6 +336,8 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             raw = [obs for _, _, obs in items]
             obs = policy.preprocess(stack_observations(raw), update_filter=record)
             actions, extras = policy.compute_actions(obs, explore=explore)
+            if record and self.output is not None:
+                extras = {**extras, **self._output_context(items)}
             env_actions = policy.action_adapter(actions)
             # Discrete actions as Python ints, which every env accepts
             as_list = env_actions.tolist() if isinstance(policy.action_space, gym.spaces.Discrete) else list(env_actions)
@@ -346,6 +351,28 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         for i in stepping:
             self._step_env(i, action_dicts[i], record)
         return len(stepping), agent_steps
+
+    def _output_context(self, items: list[tuple[int, Hashable, Any]]) -> dict[str, np.ndarray]:
+        """The ``eps_id``, ``agent_index`` and ``t`` (its step in the episode) of each acting agent.
+
+        An agent's index is its place in the env's ``possible_agents``; an agent not
+        listed there gets the next free index of its sub-environment when it first acts.
+        """
+        eps_id, agent_index, t = [], [], []
+        for i, agent, _ in items:
+            episode = self._episodes[i]
+            indexes = self._agent_indexes.get(i)
+            if indexes is None:
+                possible = getattr(self.envs[i].env, "possible_agents", None) or []
+                indexes = self._agent_indexes[i] = {a: k for k, a in enumerate(possible)}
+            eps_id.append(episode.episode_id)
+            agent_index.append(indexes.setdefault(agent, len(indexes)))
+            t.append(episode.agent_steps.get(agent, 0))
+        return {
+            SampleBatch.EPS_ID: np.asarray(eps_id, np.int64),
+            SampleBatch.AGENT_INDEX: np.asarray(agent_index, np.int64),
+            SampleBatch.T: np.asarray(t, np.int64),
+        }
 
     def _step_env(self, i: int, actions: dict[Hashable, Any], record: bool) -> None:
         observations, rewards, terminateds, truncateds, infos = self.envs[i].step(actions)
@@ -449,8 +476,13 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         return state
 
     def _built_for(self) -> dict[str, Any]:
-        """What a saved state depends on: as for every runner, and the policies."""
-        return {**super()._built_for(), "policies": sorted(self.policies)}
+        """What a saved state depends on: as for every runner, the policies, and whether output is written.
+
+        The open rows of a runner that writes output hold its columns (``eps_id``, ...);
+        a runner that does not (or the other way round) starts its episodes anew.
+        """
+        built_for = {**super()._built_for(), "policies": sorted(self.policies)}
+        return {**built_for, "writes_output": True} if self.output is not None else built_for
 
     def _episode_state(self, i: int) -> dict[str, Any] | None:
         """Sub-environment ``i``'s episode as JSON, None if it cannot be replayed."""
@@ -534,9 +566,10 @@ class MultiAgentEnvRunner(BaseEnvRunner):
     # lifecycle
     # ------------------------------------------------------------------ #
     def stop(self) -> None:
-        """Close the environments."""
+        """Close the environments and the output files."""
         for env in self.env:
             env.close()
+        self.close_output()
 
 
 AnyEnvRunner = EnvRunner | MultiAgentEnvRunner

@@ -33,6 +33,10 @@ class SampleBatch(dict):
     VALUE_TARGETS = "value_targets"
     NEXT_OBS = "new_obs"
     EPS_ID = "eps_id"
+    AGENT_INDEX = "agent_index"
+    """the agent's index in its episode (0 in a single-agent run)"""
+    T = "t"
+    """the agent's step in its episode, from 0"""
     # A time-major fragment [T, N] keeps a row per step and sub-environment, and the step after an
     # episode ends is a reset row, not a transition: VALID marks the real transitions.
     VALID = "valid"
