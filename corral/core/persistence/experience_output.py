@@ -125,8 +125,6 @@ class ExperienceWriter:
         self.compress_columns = set(compress_columns)
         self.max_file_size = max_file_size
         self.worker_index = worker_index
-        self.files_written: list[Path] = []
-        """the closed files, in the order they were closed"""
         self._streams: dict[str | None, _Stream] = {}
         self._thread: ThreadPoolExecutor | None = None
         self._pending: Future[None] | None = None
@@ -184,7 +182,7 @@ class ExperienceWriter:
     def _stream(self, policy_id: str | None, suffix: str) -> _Stream:
         stream = self._streams.get(policy_id)
         if stream is not None and stream.size >= self.max_file_size:
-            self.files_written.append(stream.close())
+            stream.close()
             stream = None
         if stream is None:
             label = "" if policy_id is None else f"_policy-{re.sub(r'[^A-Za-z0-9_.-]', '_', policy_id)}"
@@ -215,7 +213,7 @@ class ExperienceWriter:
             self._wait()
         finally:
             for stream in self._streams.values():
-                self.files_written.append(stream.close())
+                stream.close()
             self._streams.clear()
             if self._thread is not None:
                 self._thread.shutdown()
@@ -265,11 +263,10 @@ class _Stream:
         self._file.flush()
         self.size = self._file.tell()
 
-    def close(self) -> Path:
+    def close(self) -> None:
         if self._parquet is not None:
             self._parquet.close()  # writes the footer; the file object stays open
         self._file.flush()
         os.fsync(self._file.fileno())
         self._file.close()
         os.replace(self.temporary, self.path)
-        return self.path
