@@ -83,6 +83,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate.set_defaults(handler=_evaluate)
 
+    export = sub.add_parser("export", help="write a checkpoint's policy as a TorchScript file that runs with torch alone")
+    export.add_argument("checkpoint", help="a checkpoint folder")
+    export.add_argument("--out", required=True, help="the folder to write model.pt and model.json into")
+    export.add_argument("--policy-id", default="default_policy", help="the policy to export (default: default_policy)")
+    export.add_argument("--env", help="the environment, if the checkpoint's cannot be made by name")
+    export.add_argument("--trust-code", action="store_true", help="as for evaluate: only for checkpoints you trust")
+    export.set_defaults(handler=_export)
+
     listing = sub.add_parser("list", help="installed algorithms, explorations and hook plugins")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.add_argument(
@@ -358,6 +366,25 @@ def _evaluate(args: argparse.Namespace) -> int:
         f"(min {metrics['episode_reward_min']:.2f}, max {metrics['episode_reward_max']:.2f}), "
         f"length mean {metrics['episode_len_mean']:.1f}"
     )
+    return 0
+
+
+# ---------------------------------------------------------------------- #
+# export
+# ---------------------------------------------------------------------- #
+def _export(args: argparse.Namespace) -> int:
+    from corral.core.persistence.checkpoints import read_meta
+
+    read_meta(args.checkpoint)  # a wrong path fails here, before torch is imported
+    from corral.core.contracts.algorithm import Algorithm
+
+    overrides = {"num_envs_per_env_runner": 1, "log_to_tensorboard": False}
+    algo = Algorithm.from_checkpoint(args.checkpoint, env=args.env, config_overrides=overrides, trust_code=args.trust_code)
+    try:
+        path = algo.export_policy_model(args.out, args.policy_id)
+    finally:
+        algo.stop()
+    print(f"Wrote {path} (TorchScript: torch.jit.load it; model.json beside it says what goes in and comes out)")
     return 0
 
 

@@ -34,6 +34,7 @@ from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence import checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
 from corral.core.persistence.loggers import ResultWriter, default_storage_path, new_experiment_dir
+from corral.core.persistence.policy_export import export_policy_model
 from corral.core.persistence.safe_loading import check_config_references, check_outside
 from corral.core.persistence.space_codec import decode_space, encode_space
 from corral.core.sampling.env_runner import evaluation_span
@@ -457,6 +458,27 @@ class Algorithm:
     # ------------------------------------------------------------------ #
     # acting
     # ------------------------------------------------------------------ #
+    def export_policy_model(self, export_dir: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID) -> Path:
+        """Write a policy's deterministic acting as a TorchScript file that runs with torch alone.
+
+        ``model.pt`` maps a batch of raw observations to ``(actions, action_dist_inputs)``:
+        the same actions as ``compute_single_action(obs, explore=False)``, with the
+        preprocessing and the observation filter inside (see
+        :mod:`corral.core.persistence.policy_export`); ``model.json`` describes it.
+
+        Args:
+            export_dir: the folder to write into (created if missing).
+            policy_id: the policy to export.
+
+        Returns:
+            The path of ``model.pt``.
+
+        Raises:
+            ConfigError: there is no policy ``policy_id``, or its observations are not one
+                array (Dict and Tuple spaces, action masks).
+        """
+        return export_policy_model(self.get_policy(policy_id), export_dir, policy_id)
+
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
         """The policy with this id."""
         try:
