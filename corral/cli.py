@@ -87,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("checkpoint", help="a checkpoint folder")
     export.add_argument("--out", required=True, help="the folder to write model.pt and model.json into")
     export.add_argument("--policy-id", default="default_policy", help="the policy to export (default: default_policy)")
+    export.add_argument("--onnx", type=int, metavar="OPSET", help="also write model.onnx with this ONNX opset (e.g. 17)")
     export.add_argument("--env", help="the environment, if the checkpoint's cannot be made by name")
     export.add_argument("--trust-code", action="store_true", help="as for evaluate: only for checkpoints you trust")
     export.set_defaults(handler=_export)
@@ -377,14 +378,18 @@ def _export(args: argparse.Namespace) -> int:
 
     read_meta(args.checkpoint)  # a wrong path fails here, before torch is imported
     from corral.core.contracts.algorithm import Algorithm
+    from corral.core.persistence.policy_export import check_onnx_opset
 
+    if args.onnx is not None:
+        check_onnx_opset(args.onnx)  # before the checkpoint is loaded
     overrides = {"num_envs_per_env_runner": 1, "log_to_tensorboard": False}
     algo = Algorithm.from_checkpoint(args.checkpoint, env=args.env, config_overrides=overrides, trust_code=args.trust_code)
     try:
-        path = algo.export_policy_model(args.out, args.policy_id)
+        path = algo.export_policy_model(args.out, args.policy_id, onnx=args.onnx)
     finally:
         algo.stop()
-    print(f"Wrote {path} (TorchScript: torch.jit.load it; model.json beside it says what goes in and comes out)")
+    also = " and model.onnx" if args.onnx is not None else ""
+    print(f"Wrote {path}{also} (TorchScript: torch.jit.load it; model.json beside it says what goes in and comes out)")
     return 0
 
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 import corral
-from corral import ConfigError
+from corral import CheckpointError, ConfigError, Policy, make_multi_agent
 from tests.toy_envs import DictObsEnv, ImageEnv
 
 # Runs the exported file in a fresh interpreter that refuses to import corral.
@@ -31,9 +32,13 @@ WITHOUT_CORRAL = textwrap.dedent("""
     import numpy as np
     import torch
 
-    model = torch.jit.load(sys.argv[1])
-    actions, inputs = model(torch.as_tensor(np.load(sys.argv[2])))
-    np.save(sys.argv[3], actions.numpy())
+    import onnxruntime
+
+    folder, observations = sys.argv[1], np.load(sys.argv[2])
+    actions, inputs = torch.jit.load(f"{folder}/model.pt")(torch.as_tensor(observations))
+    np.save(f"{folder}/torchscript_actions.npy", actions.numpy())
+    session = onnxruntime.InferenceSession(f"{folder}/model.onnx")
+    np.save(f"{folder}/onnx_actions.npy", session.run(["actions"], {"obs": observations})[0])
     assert not any(name.split(".")[0] == "corral" for name in sys.modules)
 """)
 
@@ -51,7 +56,7 @@ def test_the_exported_model_acts_as_the_policy_in_a_process_without_corral(case:
         corral.get_config(name).environment(env).update_from_dict({"train_batch_size": 64, **options}).debugging(seed=0).build()
     )
     algo.train()
-    path = algo.export_policy_model(tmp_path / "export")
+    path = algo.export_policy_model(tmp_path / "export", onnx=17)
     space = algo.get_policy().observation_space
     space.seed(0)
     observations = np.stack([space.sample() for _ in range(1000)])
@@ -59,21 +64,22 @@ def test_the_exported_model_acts_as_the_policy_in_a_process_without_corral(case:
     algo.stop()
     np.save(tmp_path / "obs.npy", observations)
     proc = subprocess.run(
-        [sys.executable, "-c", WITHOUT_CORRAL, str(path), str(tmp_path / "obs.npy"), str(tmp_path / "actions.npy")],
+        [sys.executable, "-c", WITHOUT_CORRAL, str(path.parent), str(tmp_path / "obs.npy")],
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, "PYTHONPATH": ""},
     )
     assert proc.returncode == 0, proc.stderr
-    actions = np.load(tmp_path / "actions.npy")
-    assert actions.shape == expected.shape and actions.dtype.kind == expected.dtype.kind
-    if expected.dtype.kind == "f":
-        np.testing.assert_allclose(actions, expected, rtol=0, atol=1e-5)  # batch of 1 against 1,000: float rounding
-    else:
-        np.testing.assert_array_equal(actions, expected)
+    for runtime in ("torchscript", "onnx"):
+        actions = np.load(path.parent / f"{runtime}_actions.npy")
+        assert actions.shape == expected.shape and actions.dtype.kind == expected.dtype.kind, runtime
+        if expected.dtype.kind == "f":
+            np.testing.assert_allclose(actions, expected, rtol=0, atol=1e-5, err_msg=runtime)  # 1 row against 1,000
+        else:
+            np.testing.assert_array_equal(actions, expected, err_msg=runtime)
     description = json.loads((tmp_path / "export" / "model.json").read_text())
-    assert description["format"] == "torchscript" and description["policy_id"] == "default_policy"
+    assert description["policy_id"] == "default_policy" and description["onnx_opset"] == 17
 
 
 def test_corral_export_writes_the_model_from_a_checkpoint(run_cli: Any, tmp_path: Path) -> None:
@@ -91,3 +97,77 @@ def test_a_policy_whose_observations_are_not_one_array_is_refused_naming_its_spa
         algo.export_policy_model(tmp_path / "export")
     algo.stop()
     assert not (tmp_path / "export").exists()
+
+
+def test_an_onnx_opset_torch_cannot_write_or_a_missing_onnx_package_is_refused_before_any_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import builtins
+
+    algo = corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=64, minibatch_size=64).build()
+    with pytest.raises(ConfigError, match=r"onnx=99 is not an ONNX opset torch writes; use one of 9\.\.20"):
+        algo.export_policy_model(tmp_path / "export", onnx=99)
+    real_import = builtins.__import__
+
+    def no_onnx(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "onnx":
+            raise ImportError("No module named 'onnx'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_onnx)
+    with pytest.raises(ConfigError, match=r"pip install 'corral\[onnx\]'"):
+        algo.export_policy_model(tmp_path / "export", onnx=17)
+    algo.stop()
+    assert not (tmp_path / "export").exists()
+
+
+def test_a_policy_checkpoint_holds_one_policy_that_loads_alone(tmp_path: Path) -> None:
+    algo = (
+        corral.get_config("PPO")
+        .environment(make_multi_agent("CartPole-v1"), env_config={"num_agents": 2})
+        .training(train_batch_size=64, minibatch_size=64)
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda agent_id, episode, **kw: f"p{agent_id}")
+        .debugging(seed=0)
+        .build()
+    )
+    algo.train()
+    checkpoint = algo.export_policy_checkpoint(tmp_path / "p1", policy_id="p1")
+    obs = np.array([0.01, -0.02, 0.03, 0.04], np.float32)
+    expected = algo.compute_single_action(obs, explore=False, policy_id="p1")
+    weights = algo.get_weights(["p1"])["p1"]
+    algo.stop()
+    policy = Policy.from_checkpoint(checkpoint, "p1")
+    assert policy.compute_single_action(obs, explore=False) == expected
+    assert all(np.array_equal(policy.get_weights()[k], weights[k]) for k in weights)
+    with pytest.raises(CheckpointError, match="'p0'"):
+        Policy.from_checkpoint(checkpoint, "p0")
+
+
+def test_checkpoints_carry_native_model_files_when_asked_and_still_restore(tmp_path: Path) -> None:
+    config = (
+        corral.get_config("PPO")
+        .environment("CartPole-v1")
+        .training(train_batch_size=64, minibatch_size=64)
+        .checkpointing(export_native_model_files=True)
+    )
+    algo = config.build()
+    checkpoint = Path(algo.save(str(tmp_path / "checkpoint")))
+    algo.stop()
+    model = torch.jit.load(str(checkpoint / "policies" / "default_policy" / "model.pt"))
+    actions, _ = model(torch.zeros(3, 4))
+    assert actions.shape == (3,)
+    restored = corral.Algorithm.from_checkpoint(checkpoint)
+    restored.train()
+    restored.stop()
+
+
+def test_corral_export_refuses_a_bad_opset_before_loading_the_checkpoint(run_cli: Any, tmp_path: Path) -> None:
+    algo = corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=64, minibatch_size=64).build()
+    checkpoint = algo.save(str(tmp_path / "checkpoint"))
+    algo.stop()
+    proc = run_cli("export", checkpoint, "--out", str(tmp_path / "out"), "--onnx", "3")
+    assert proc.returncode != 0 and "onnx=3 is not an ONNX opset" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    proc = run_cli("export", checkpoint, "--out", str(tmp_path / "out"), "--onnx", "17")
+    assert proc.returncode == 0, proc.stderr
+    assert {"model.pt", "model.onnx", "model.json"} <= {f.name for f in (tmp_path / "out").iterdir()}

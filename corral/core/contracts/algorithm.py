@@ -9,6 +9,7 @@ Samples and learner stats are keyed by policy id throughout.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -458,8 +459,10 @@ class Algorithm:
     # ------------------------------------------------------------------ #
     # acting
     # ------------------------------------------------------------------ #
-    def export_policy_model(self, export_dir: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID) -> Path:
-        """Write a policy's deterministic acting as a TorchScript file that runs with torch alone.
+    def export_policy_model(
+        self, export_dir: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID, onnx: int | None = None
+    ) -> Path:
+        """Write a policy's deterministic acting as a TorchScript file that runs with torch alone (and as ONNX).
 
         ``model.pt`` maps a batch of raw observations to ``(actions, action_dist_inputs)``:
         the same actions as ``compute_single_action(obs, explore=False)``, with the
@@ -469,15 +472,35 @@ class Algorithm:
         Args:
             export_dir: the folder to write into (created if missing).
             policy_id: the policy to export.
+            onnx: an ONNX opset (e.g. 17) to also write ``model.onnx``; needs the ``onnx`` extra.
 
         Returns:
             The path of ``model.pt``.
 
         Raises:
-            ConfigError: there is no policy ``policy_id``, or its observations are not one
-                array (Dict and Tuple spaces, action masks).
+            ConfigError: there is no policy ``policy_id``, its observations are not one
+                array (Dict and Tuple spaces, action masks), or the ONNX opset or package is wrong.
         """
-        return export_policy_model(self.get_policy(policy_id), export_dir, policy_id)
+        return export_policy_model(self.get_policy(policy_id), export_dir, policy_id, onnx)
+
+    def export_policy_checkpoint(self, export_dir: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID) -> str:
+        """Write a checkpoint that holds one policy, for ``Policy.from_checkpoint(export_dir, policy_id)``.
+
+        It is an algorithm checkpoint in every other way (config, counters), with only
+        this policy in it: an opponent pool or a deployment takes it without the others.
+
+        Args:
+            export_dir: the checkpoint folder (an existing checkpoint there is replaced).
+            policy_id: the policy to keep.
+
+        Returns:
+            The checkpoint's path.
+
+        Raises:
+            ConfigError: there is no policy ``policy_id``.
+        """
+        self.get_policy(policy_id)  # an unknown id is a ConfigError naming the ones that exist
+        return self._write_checkpoint(Path(export_dir), [policy_id])
 
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
         """The policy with this id."""
@@ -703,10 +726,17 @@ class Algorithm:
     def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
         """Write a checkpoint; default ``<experiment folder>/checkpoint_<iteration>``. Returns its path."""
         path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir / f"checkpoint_{self.iteration:06d}"
-        dist, version = _providing_distribution(type(self))
         saved = [
             pid for pid in self.policies if not self.config.checkpoint_trainable_policies_only or self.is_policy_to_train(pid)
         ]
+        written = self._write_checkpoint(path, saved)
+        if checkpoint_dir is None and self.config.keep_checkpoints_num:
+            self._prune_checkpoints(self.config.keep_checkpoints_num)
+        return written
+
+    def _write_checkpoint(self, path: Path, saved: list[str]) -> str:
+        """Write a checkpoint of the algorithm with the policies ``saved`` (and their native model files if asked)."""
+        dist, version = _providing_distribution(type(self))
         meta = {
             "algorithm": self.name,
             "algorithm_class": object_path(type(self)),
@@ -722,11 +752,14 @@ class Algorithm:
             },
         }
         policy_states = {pid: self.policies[pid].get_state() for pid in saved}
+        native: dict[str, Callable[[Path], Any]] = {}
+        if self.config.export_native_model_files:  # model.pt and model.json beside each policy's state
+            native = {
+                f"policies/{pid}": functools.partial(export_policy_model, self.policies[pid], policy_id=pid) for pid in saved
+            }
         written = checkpoints.write_checkpoint(
-            path, meta, self.config.to_dict(), self.get_state(), policy_states, self.get_checkpoint_arrays()
+            path, meta, self.config.to_dict(), self.get_state(), policy_states, self.get_checkpoint_arrays(), native
         )
-        if checkpoint_dir is None and self.config.keep_checkpoints_num:
-            self._prune_checkpoints(self.config.keep_checkpoints_num)
         return str(written)
 
     def _prune_checkpoints(self, keep: int) -> None:

@@ -393,6 +393,8 @@ class AlgorithmConfig(BaseModel):
     """keep only the newest this many checkpoints in the experiment folder; None keeps all"""
     checkpoint_trainable_policies_only: bool = option(False, "checkpointing")
     """save only the policies that learn (``policies_to_train``); the others are built afresh on restore"""
+    export_native_model_files: bool = option(False, "checkpointing")
+    """put each policy's TorchScript file (model.pt, as export_policy_model writes it) into every checkpoint"""
 
     # --- multi-agent -------------------------------------------------------
     policies: dict[str, Any] = option({}, "multi_agent")

@@ -37,6 +37,7 @@ import secrets
 import shutil
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -79,6 +80,7 @@ def write_checkpoint(
     algorithm_state: dict[str, Any],
     policy_states: dict[str, dict[str, Any]],
     arrays: dict[str, dict[str, np.ndarray]] | None = None,
+    extra_files: dict[str, Callable[[Path], Any]] | None = None,
 ) -> Path:
     """Write a checkpoint folder at ``path`` atomically; returns the path.
 
@@ -89,6 +91,8 @@ def write_checkpoint(
         algorithm_state: the algorithm's JSON state.
         policy_states: tensors-only state of each policy, by policy id.
         arrays: named groups of numpy arrays, each written as ``arrays/<name>.npz``.
+        extra_files: by folder inside the checkpoint, what writes files into it
+            (``export_native_model_files``); nothing reads them back when restoring.
 
     Returns:
         The absolute path of the checkpoint.
@@ -119,6 +123,8 @@ def write_checkpoint(
             (tmp / ARRAYS_DIR).mkdir(exist_ok=True)
             # The keys are array names (the cast tells mypy they do not fill savez's allow_pickle flag).
             np.savez(tmp / ARRAYS_DIR / f"{name}.npz", **cast("dict[str, Any]", group))
+        for relative, write in (extra_files or {}).items():
+            write(tmp / relative)
         _fsync_tree(tmp)
         if target.exists():
             _replace_folder(tmp, target)

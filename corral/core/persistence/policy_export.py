@@ -7,15 +7,19 @@ model's ``forward_inference``, the action distribution's deterministic action
 and the mapping to the env's action space (unsquashing, clipping, shape). The
 file runs with torch alone (``torch.jit.load``), without corral or the code
 of the model's plugin; ``model.json`` beside it describes the input and the
-outputs.
+outputs. With ``onnx=OPSET`` the same path is also written as ``model.onnx``
+(input ``obs``, outputs ``actions`` and ``action_dist_inputs``, any batch
+size), for onnxruntime and other ONNX runtimes; it needs the ``onnx`` extra.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -34,7 +38,10 @@ if TYPE_CHECKING:
     from corral.core.contracts.policy import Policy
 
 MODEL_FILE = "model.pt"
+ONNX_FILE = "model.onnx"
 DESCRIPTION_FILE = "model.json"
+ONNX_OPSETS = range(9, 21)
+"""the ONNX opsets torch's TorchScript-based exporter writes (up to 20 in torch 2.13)"""
 
 
 class InferencePath(nn.Module):
@@ -118,40 +125,88 @@ class InferencePath(nn.Module):
         return actions + self._start if self._start else actions
 
 
-def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], policy_id: str) -> Path:
-    """Write ``model.pt`` (TorchScript) and ``model.json`` for ``policy`` into ``export_dir``.
+def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], policy_id: str, onnx: int | None = None) -> Path:
+    """Write ``model.pt`` (TorchScript), with ``onnx`` also ``model.onnx``, and ``model.json`` into ``export_dir``.
 
     Args:
         policy: the policy to export.
         export_dir: the folder (created if missing); files already there of the same names are replaced.
         policy_id: the policy's id, recorded in ``model.json``.
+        onnx: the ONNX opset to write ``model.onnx`` with; None writes no ONNX file.
 
     Returns:
         The path of ``model.pt``.
 
     Raises:
-        ConfigError: the policy's observations are not one array (see :class:`InferencePath`).
+        ConfigError: the policy's observations are not one array (see :class:`InferencePath`), the
+            opset is not one torch writes, or ``onnx`` is asked without the ``onnx`` package.
     """
+    if onnx is not None:
+        check_onnx_opset(onnx)
     path = InferencePath(policy)
     space = policy.observation_space
     example = torch.as_tensor(np.stack([space.sample() for _ in range(2)]))
     folder = Path(export_dir).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
-    model_file = folder / MODEL_FILE
-    temporary = folder / f".{MODEL_FILE}.tmp"
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.jit's deprecation notice: TorchScript is what serving tools load today
+        # torch.jit's deprecation notice (TorchScript is what serving tools load today), and the tracer's
+        # notes on shape-dependent Python branches: the model's tanh picks a kernel by size, not the result
+        warnings.simplefilter("ignore")
         traced = torch.jit.trace(path, example, check_trace=False)
-        torch.jit.save(traced, str(temporary))
-    os.replace(temporary, model_file)
+        _replace(folder / MODEL_FILE, lambda file: torch.jit.save(traced, str(file)))
+        if onnx is not None:
+            _replace(folder / ONNX_FILE, lambda file: _export_onnx(path, example, file, onnx))
     description = {
-        "format": "torchscript",
+        "format": "torchscript" if onnx is None else "torchscript+onnx",
         "corral_version": __version__,
         "policy_id": policy_id,
         "input": {"observation_space": space_to_json(space), "dtype": str(example.dtype).removeprefix("torch.")},
         "outputs": ["actions (in the env's action space)", "action_dist_inputs"],
         "action_space": space_to_json(policy.action_space),
         "observation_filter": cast(Any, policy.config).observation_filter,
+        "onnx_opset": onnx,
     }
-    (folder / DESCRIPTION_FILE).write_text(json.dumps(description, indent=1))
-    return model_file
+    _replace(folder / DESCRIPTION_FILE, lambda file: file.write_text(json.dumps(description, indent=1)))
+    return folder / MODEL_FILE
+
+
+def check_onnx_opset(opset: Any) -> None:
+    """Refuse an opset torch cannot write, or ONNX export without the ``onnx`` package, before any work.
+
+    Raises:
+        ConfigError: the opset or the missing package, and what to do.
+    """
+    if isinstance(opset, bool) or not isinstance(opset, int) or opset not in ONNX_OPSETS:
+        first, last = ONNX_OPSETS.start, ONNX_OPSETS.stop - 1
+        raise ConfigError(f"onnx={opset!r} is not an ONNX opset torch writes; use one of {first}..{last} (17 is common)")
+    try:
+        import onnx as _onnx  # noqa: F401  # torch's exporter needs it
+    except ImportError:
+        raise ConfigError("writing an ONNX file needs the onnx package: pip install 'corral[onnx]'") from None
+
+
+def _export_onnx(path: InferencePath, example: torch.Tensor, file: Path, opset: int) -> None:
+    options: dict[str, Any] = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        options["dynamo"] = False  # the TorchScript-based exporter: no onnxscript needed, the same graph as model.pt
+    names = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ACTION_DIST_INPUTS]
+    torch.onnx.export(
+        path,
+        (example,),
+        str(file),
+        opset_version=opset,
+        input_names=names[:1],
+        output_names=names[1:],
+        dynamic_axes={name: {0: "batch"} for name in names},  # any batch size
+        **options,
+    )
+
+
+def _replace(target: Path, write: Callable[[Path], Any]) -> None:
+    """Write ``target`` through a hidden temporary file, so a reader never sees half of it."""
+    temporary = target.with_name(f".{target.name}.tmp")
+    try:
+        write(temporary)
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
