@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import gc
 import os
 import subprocess
@@ -107,6 +108,21 @@ def ray_on_two_cpus() -> Iterator[None]:
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture
+def hide_package(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """``hide_package("onnx")``: from then on in the test, importing it fails as if it were not installed."""
+    real_import = builtins.__import__
+    hidden: set[str] = set()
+
+    def import_unless_hidden(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.split(".")[0] in hidden:
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", import_unless_hidden)
+    return hidden.add
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import signal
@@ -10,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -194,19 +194,12 @@ def test_writing_output_changes_nothing_in_training(tmp_path: Path) -> None:
     same(weights[0], weights[1])
 
 
-def test_bad_output_settings_are_refused_before_sampling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_output_settings_are_refused_before_sampling(tmp_path: Path, hide_package: Callable[[str], None]) -> None:
     with pytest.raises(ConfigError, match="output_config has no key 'compression'; it takes 'format'"):
         ppo(tmp_path, output_config={"compression": "zstd"})
     with pytest.raises(ConfigError, match="output_config format 'csv' is not one of 'parquet', 'json'"):
         ppo(tmp_path, output_config={"format": "csv"})
-    real_import = builtins.__import__
-
-    def no_pyarrow(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == "pyarrow":
-            raise ImportError("No module named 'pyarrow'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    hide_package("pyarrow")
     with pytest.raises(ConfigError, match=r"pip install 'corral\[offline\]', or .* output_config=\{'format': 'json'\}"):
         ppo(tmp_path / "out").build()
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,21 +101,12 @@ def test_a_policy_whose_observations_are_not_one_array_is_refused_naming_its_spa
 
 
 def test_an_onnx_opset_torch_cannot_write_or_a_missing_onnx_package_is_refused_before_any_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, hide_package: Callable[[str], None]
 ) -> None:
-    import builtins
-
     algo = corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=64, minibatch_size=64).build()
     with pytest.raises(ConfigError, match=r"onnx=99 is not an ONNX opset torch writes; use one of 9\.\.20"):
         algo.export_policy_model(tmp_path / "export", onnx=99)
-    real_import = builtins.__import__
-
-    def no_onnx(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == "onnx":
-            raise ImportError("No module named 'onnx'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_onnx)
+    hide_package("onnx")
     with pytest.raises(ConfigError, match=r"pip install 'corral\[onnx\]'"):
         algo.export_policy_model(tmp_path / "export", onnx=17)
     algo.stop()
