@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -21,7 +22,36 @@ import corral
 from corral import Callbacks, ConfigError, make_multi_agent
 from corral.core.persistence import state_codec
 
-COLUMNS = {"obs", "new_obs", "actions", "rewards", "terminateds", "truncateds", "action_logp", "eps_id", "agent_index", "t"}
+COLUMNS = {
+    "obs",
+    "new_obs",
+    "actions",
+    "rewards",
+    "terminateds",
+    "truncateds",
+    "action_logp",
+    "eps_id",
+    "agent_index",
+    "t",
+    "infos",
+}
+
+
+class InfoCartPole(gym.Wrapper):
+    """CartPole whose step's info holds the step number (numpy), the pole's state (an array) and an object."""
+
+    def __init__(self, config: Any = None) -> None:
+        super().__init__(gym.make("CartPole-v1"))
+        self.steps = 0
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.steps = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps += 1
+        return obs, reward, terminated, truncated, {**info, "step": np.int64(self.steps), "pole": obs[2:], "env": self}
 
 
 class EpisodeReturns(Callbacks):
@@ -52,7 +82,9 @@ def read_parquet(folder: Path) -> dict[str, np.ndarray]:
         shapes = json.loads(table.schema.metadata[b"corral.shapes"])
         for name in table.column_names:
             column = table.column(name).combine_chunks()
-            if name in shapes:
+            if name == "infos":
+                values = np.asarray([json.loads(text) for text in column.to_pylist()] + [None])[:-1]
+            elif name in shapes:
                 values = column.flatten().to_numpy(zero_copy_only=False).reshape(-1, *shapes[name])
             else:
                 values = column.to_numpy(zero_copy_only=False)
@@ -267,3 +299,23 @@ def test_a_turn_based_run_restored_with_output_switched_on_or_off_goes_on(tmp_pa
     restored.train()
     restored.stop()
     assert len(read_parquet(tmp_path / "out")["obs"]) > 0
+
+
+@pytest.mark.parametrize("multi_agent", [False, True])
+def test_each_row_carries_the_info_of_its_step_as_json_data(tmp_path: Path, multi_agent: bool) -> None:
+    config = ppo(tmp_path / "out")
+    if multi_agent:
+        config = config.environment(make_multi_agent(InfoCartPole), env_config={"num_agents": 2}).multi_agent(
+            policies={"p0", "p1"}, policy_mapping_fn=lambda agent_id, episode, **kw: f"p{agent_id}"
+        )
+    else:
+        config = config.environment(InfoCartPole)
+    algo = config.build()
+    algo.train()
+    algo.stop()
+    rows = read_parquet(tmp_path / "out")
+    assert len(rows["infos"]) == len(rows["t"]) > 0
+    for info, t, obs in zip(rows["infos"], rows["t"], rows["new_obs"], strict=True):
+        assert set(info) == {"step", "pole"}  # the env object is left out
+        assert info["step"] == t + 1
+        np.testing.assert_allclose(info["pole"], obs[2:], rtol=1e-6)  # the unfiltered state after the step

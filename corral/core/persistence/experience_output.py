@@ -4,8 +4,9 @@ Every sample call of a training env runner hands its fragments (before
 postprocessing) to an :class:`ExperienceWriter`, which writes one row per
 transition: ``obs``, ``new_obs``, ``actions``, ``rewards``, ``terminateds``,
 ``truncateds``, the action's extras (``action_logp``, ``action_dist_inputs``,
-``vf_preds``, ...), ``eps_id``, ``agent_index`` and ``t`` (the agent's step in
-its episode). Observations are the policy's: preprocessed and filtered.
+``vf_preds``, ...), ``eps_id``, ``agent_index``, ``t`` (the agent's step in
+its episode) and ``infos`` (the env's info dict of the step, as JSON data; a
+value JSON cannot hold is left out). Observations are the policy's: preprocessed and filtered.
 An agent's rows stay together, in time order.
 
 - **Parquet** (the default; pyarrow): one file stream per policy, one row
@@ -45,7 +46,7 @@ from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
 OUTPUT_FORMATS = ("parquet", "json")
-OUTPUT_CONTEXT_COLUMNS = (SampleBatch.EPS_ID, SampleBatch.AGENT_INDEX, SampleBatch.T)
+OUTPUT_CONTEXT_COLUMNS = (SampleBatch.EPS_ID, SampleBatch.AGENT_INDEX, SampleBatch.T, SampleBatch.INFOS)
 """columns an env runner adds to its fragments while it writes output (and removes before postprocessing)"""
 
 
@@ -75,6 +76,32 @@ def transitions(fragment: Mapping[str, np.ndarray], bootstrap_obs: np.ndarray) -
     following = np.concatenate([obs.reshape(horizon * width, *obs.shape[2:]), np.asarray(bootstrap_obs, obs.dtype)])
     out[SampleBatch.NEXT_OBS] = following[rows + width]
     return out
+
+
+def plain_info(info: Any) -> dict[str, Any]:
+    """An env's info dict as JSON data: numpy values become numbers and lists; a value JSON cannot hold is left out.
+
+    Args:
+        info: the info dict (None, for a row without one, gives ``{}``).
+
+    Returns:
+        The keys whose values JSON can hold, as strings.
+    """
+    if not isinstance(info, dict):
+        return {}
+    plain = {}
+    for key, value in info.items():
+        try:
+            plain[str(key)] = json.loads(json.dumps(value, default=_builtin))
+        except (TypeError, ValueError):
+            continue  # an object, a set, ...: "where serialisable"
+    return plain
+
+
+def _builtin(value: Any) -> Any:
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
 def check_output_format(output_format: str) -> None:
@@ -190,11 +217,13 @@ class ExperienceWriter:
         return stream
 
     def _json_line(self, batches: Mapping[str, dict[str, np.ndarray]]) -> str:
+        def column(key: str, value: np.ndarray) -> Any:
+            if key == SampleBatch.INFOS:
+                return [plain_info(info) for info in value]
+            return state_codec.encode(value, compress=True) if key in self.compress_columns else value.tolist()
+
         def columns(batch: dict[str, np.ndarray]) -> dict[str, Any]:
-            return {
-                key: state_codec.encode(value, compress=True) if key in self.compress_columns else value.tolist()
-                for key, value in batch.items()
-            }
+            return {key: column(key, value) for key, value in batch.items()}
 
         if list(batches) == ["default_policy"]:
             return json.dumps({"type": "SampleBatch", **columns(batches["default_policy"])})
@@ -248,7 +277,10 @@ class _Stream:
         arrays, shapes = {}, {}
         for key, value in batch.items():
             flat = value.reshape(len(value), -1) if value.ndim > 1 else value
-            if value.ndim > 1:
+            if key == SampleBatch.INFOS:  # JSON text: info dicts hold anything
+                empty = not any(value)  # None, or {} (what most envs return)
+                arrays[key] = pa.array(["{}"] * len(value) if empty else [json.dumps(plain_info(i)) for i in value], pa.string())
+            elif value.ndim > 1:
                 shapes[key] = list(value.shape[1:])
                 arrays[key] = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), flat.shape[1])
             else:

@@ -80,6 +80,8 @@ class _Chunk:
     terminateds: list[bool] = field(default_factory=list)
     truncateds: list[bool] = field(default_factory=list)
     valid: list[bool] = field(default_factory=list)
+    infos: list[Any] = field(default_factory=list)
+    """the env's info for each row (None for reset rows), kept when the collector keeps infos"""
     after: Any = None
     """the raw observation that follows the last row (the final one if ``done``)"""
     done: bool = False
@@ -100,7 +102,9 @@ class PolicyFragment:
 class AgentCollector:
     """Rows per agent as they open and close, and the fragments they make (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_infos: bool = False) -> None:
+        self.keep_infos = keep_infos
+        """give each fragment an ``infos`` column (the env's info dict of each row), for the output"""
         self._records: dict[str, _Records] = {}
         self._pending: dict[AgentKey, _Pending] = {}
         self._chunks: dict[tuple[int, Hashable, str], _Chunk] = {}
@@ -139,7 +143,7 @@ class AgentCollector:
         """Whether the agent acted and its row is still open."""
         return key in self._pending
 
-    def close(self, key: AgentKey, next_raw_obs: Any, terminated: bool, truncated: bool) -> None:
+    def close(self, key: AgentKey, next_raw_obs: Any, terminated: bool, truncated: bool, info: Any = None) -> None:
         """Close the agent's open row: it got ``next_raw_obs`` (or left the episode with it as its final observation).
 
         Args:
@@ -147,6 +151,7 @@ class AgentCollector:
             next_raw_obs: its next observation; None if the env gave none (the row's own is used).
             terminated: the agent's episode ended for good.
             truncated: the agent's episode was cut short (bootstrapped from ``next_raw_obs``).
+            info: the env's info for the agent at this step (kept with ``keep_infos``).
         """
         pending = self._pending.pop(key)
         chunk = self._chunks.setdefault((*key, pending.policy_id), _Chunk())
@@ -158,11 +163,13 @@ class AgentCollector:
             chunk.terminateds.append(False)
             chunk.truncateds.append(False)
             chunk.valid.append(False)
+            chunk.infos.append(None)
         chunk.rows.append(pending.record)
         chunk.rewards.append(pending.reward)
         chunk.terminateds.append(terminated)
         chunk.truncateds.append(truncated)
         chunk.valid.append(True)
+        chunk.infos.append(info)
         chunk.after = pending.raw_obs if next_raw_obs is None else next_raw_obs
         chunk.done = terminated or truncated
 
@@ -217,6 +224,8 @@ class AgentCollector:
         terminateds = np.zeros((horizon, width), dtype=bool)
         truncateds = np.zeros((horizon, width), dtype=bool)
         valid = np.zeros((horizon, width), dtype=bool)
+        infos = np.full((horizon, width), None, dtype=object)
+        copy_infos = self.keep_infos and any(any(chunk.infos) for _, chunk in chunks)  # most envs return {}
         for k, (_, chunk) in enumerate(chunks):
             rows = np.asarray(chunk.rows, dtype=np.int64)
             start = horizon - len(rows)
@@ -225,7 +234,12 @@ class AgentCollector:
             terminateds[start:, k] = chunk.terminateds
             truncateds[start:, k] = chunk.truncateds
             valid[start:, k] = chunk.valid
+            if copy_infos:
+                for j, info in enumerate(chunk.infos):  # one by one: numpy would read a list of dicts as rows
+                    infos[start + j, k] = info
         fragment = SampleBatch({key: value[index] for key, value in store.items()})
+        if self.keep_infos:
+            fragment[SampleBatch.INFOS] = infos
         fragment.update(
             {
                 SampleBatch.REWARDS: rewards,

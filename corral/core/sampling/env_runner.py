@@ -314,6 +314,10 @@ class EnvRunner(BaseEnvRunner):
             if self.output is not None:
                 buf[SampleBatch.EPS_ID][t] = self._episode_ids
                 buf[SampleBatch.T][t] = self._ep_len
+                buf[SampleBatch.INFOS][t] = None
+                if infos:  # most vector envs return none: then no row needs one
+                    for k in range(self.num_envs):
+                        buf[SampleBatch.INFOS][t, k] = _info_row(infos, k)
             policy.global_timestep += n_valid
         self._track_episodes(rewards, terminateds, truncateds, valid, next_obs, actions, infos)
         self._obs = next_obs
@@ -333,7 +337,7 @@ class EnvRunner(BaseEnvRunner):
             self._buffers[key] = np.zeros((horizon, *value.shape), dtype=value.dtype)
         if self.output is not None:
             for key in OUTPUT_CONTEXT_COLUMNS:
-                self._buffers[key] = np.zeros((horizon, n), dtype=np.int64)
+                self._buffers[key] = np.zeros((horizon, n), dtype=object if key == SampleBatch.INFOS else np.int64)
 
     # ------------------------------------------------------------------ #
     # episodes

@@ -144,7 +144,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
     def _forget_open_rows(self) -> None:
         """Drop every row not yet closed: episodes start anew (an evaluation, a restore)."""
         self._open: list[set[Hashable]] = [set() for _ in range(self.num_envs)]
-        self._collector = AgentCollector()
+        self._collector = AgentCollector(keep_infos=self.output is not None)
         self._agent_indexes: dict[int, dict[Hashable, int]] = {}  # by sub-environment, for the output's agent_index
 
     # ------------------------------------------------------------------ #
@@ -358,20 +358,15 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         An agent's index is its place in the env's ``possible_agents``; an agent not
         listed there gets the next free index of its sub-environment when it first acts.
         """
-        eps_id, agent_index, t = [], [], []
-        for i, agent, _ in items:
-            episode = self._episodes[i]
-            indexes = self._agent_indexes.get(i)
-            if indexes is None:
-                possible = getattr(self.envs[i].env, "possible_agents", None) or []
-                indexes = self._agent_indexes[i] = {a: k for k, a in enumerate(possible)}
-            eps_id.append(episode.episode_id)
-            agent_index.append(indexes.setdefault(agent, len(indexes)))
-            t.append(episode.agent_steps.get(agent, 0))
+        episodes, n = self._episodes, len(items)
+        for i in {i for i, _, _ in items} - self._agent_indexes.keys():
+            possible = getattr(self.envs[i].env, "possible_agents", None) or []
+            self._agent_indexes[i] = {a: k for k, a in enumerate(possible)}
+        indexes = self._agent_indexes
         return {
-            SampleBatch.EPS_ID: np.asarray(eps_id, np.int64),
-            SampleBatch.AGENT_INDEX: np.asarray(agent_index, np.int64),
-            SampleBatch.T: np.asarray(t, np.int64),
+            SampleBatch.EPS_ID: np.fromiter((episodes[i].episode_id for i, _, _ in items), np.int64, n),
+            SampleBatch.AGENT_INDEX: np.fromiter((indexes[i].setdefault(a, len(indexes[i])) for i, a, _ in items), np.int64, n),
+            SampleBatch.T: np.fromiter((episodes[i].agent_steps.get(a, 0) for i, a, _ in items), np.int64, n),
         }
 
     def _step_env(self, i: int, actions: dict[Hashable, Any], record: bool) -> None:
@@ -398,7 +393,8 @@ class MultiAgentEnvRunner(BaseEnvRunner):
                 truncated = not terminated
             if terminated or truncated or agent in observations:
                 if record:
-                    self._collector.close((i, agent), observations.get(agent), terminated, truncated)
+                    info = infos.get(agent) if self.output is not None else None
+                    self._collector.close((i, agent), observations.get(agent), terminated, truncated, info)
                 open_agents.discard(agent)
         if self.callbacks.has_episode_step:
             episode.last_observations.update(observations)

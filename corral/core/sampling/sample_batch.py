@@ -37,6 +37,8 @@ class SampleBatch(dict):
     """the agent's index in its episode (0 in a single-agent run)"""
     T = "t"
     """the agent's step in its episode, from 0"""
+    INFOS = "infos"
+    """the info dict the env returned with each transition (kept only while output is written)"""
     # A time-major fragment [T, N] keeps a row per step and sub-environment, and the step after an
     # episode ends is a reset row, not a transition: VALID marks the real transitions.
     VALID = "valid"
