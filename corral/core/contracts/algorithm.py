@@ -126,6 +126,8 @@ class Algorithm:
         self.time_total_s = 0.0
         self.history = EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)
         self._learner_pool: ThreadPoolExecutor | None = None
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        self._num_learner_threads = self.config.num_learner_threads or max(1, cores // torch.get_num_threads())
         self._writer: ResultWriter | None = None
         self.setup()
         self.callbacks.algorithm_init(self)
@@ -325,10 +327,7 @@ class Algorithm:
 
     def _learner_threads(self, jobs: list[tuple[str, SampleBatch]]) -> ThreadPoolExecutor | None:
         """The threads that update these policies at once, or None when they update one after another."""
-        threads = self.config.num_learner_threads
-        if threads is None:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-            threads = max(1, cores // torch.get_num_threads())
+        threads = self._num_learner_threads
         if (
             min(threads, len(jobs)) < 2
             or len(jobs) > self.policies.capacity  # each must stay in memory while it learns

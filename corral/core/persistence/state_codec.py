@@ -5,8 +5,9 @@ internals, generators) goes into ``algorithm_state.json``. An array is written
 as ``{"__ndarray__": {dtype, shape, base64}}`` (``"torch": true`` for a CPU
 tensor), its raw bytes in base64, so a float32 comes back bit for bit; only
 numeric and boolean dtypes are read back, never objects. Compressed, the bytes
-are zlib's (``"zlib": true``), and are never inflated beyond the array's size. A tuple is written as
-``{"__tuple__": [...]}`` and comes back a tuple (a Tuple space's observations).
+are zlib's (``"zlib": true``), and are never inflated beyond the array's size.
+A tuple is written as ``{"__tuple__": [...]}`` and comes back a tuple (a Tuple
+space's observations).
 """
 
 from __future__ import annotations

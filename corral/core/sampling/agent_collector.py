@@ -224,8 +224,8 @@ class AgentCollector:
         terminateds = np.zeros((horizon, width), dtype=bool)
         truncateds = np.zeros((horizon, width), dtype=bool)
         valid = np.zeros((horizon, width), dtype=bool)
-        infos = np.full((horizon, width), None, dtype=object)
-        copy_infos = self.keep_infos and any(any(chunk.infos) for _, chunk in chunks)  # most envs return {}
+        infos = np.full((horizon, width), None, dtype=object) if self.keep_infos else None
+        copy_infos = infos is not None and any(any(chunk.infos) for _, chunk in chunks)  # most envs return {}
         for k, (_, chunk) in enumerate(chunks):
             rows = np.asarray(chunk.rows, dtype=np.int64)
             start = horizon - len(rows)
@@ -234,11 +234,11 @@ class AgentCollector:
             terminateds[start:, k] = chunk.terminateds
             truncateds[start:, k] = chunk.truncateds
             valid[start:, k] = chunk.valid
-            if copy_infos:
+            if copy_infos and infos is not None:
                 for j, info in enumerate(chunk.infos):  # one by one: numpy would read a list of dicts as rows
                     infos[start + j, k] = info
         fragment = SampleBatch({key: value[index] for key, value in store.items()})
-        if self.keep_infos:
+        if infos is not None:
             fragment[SampleBatch.INFOS] = infos
         fragment.update(
             {

@@ -163,7 +163,7 @@ class BaseEnvRunner:
     def _write_output(self, fragments: dict[str, tuple[SampleBatch, np.ndarray]]) -> None:
         """Write each policy's fragment (with its bootstrap observations) as transitions, and take the context out.
 
-        The ``eps_id``, ``agent_index`` and ``t`` columns exist for the output only:
+        The ``eps_id``, ``agent_index``, ``t`` and ``infos`` columns exist for the output only:
         they leave the fragments here, so training is the same with or without output.
         """
         if self.output is not None:
@@ -384,7 +384,8 @@ class EnvRunner(BaseEnvRunner):
         self._ep_len += valid
         done = (terminateds | truncateds) & valid
         callbacks = self.callbacks
-        self._begin_episodes(np.flatnonzero(~valid), next_obs)  # reset rows: a new episode begins with next_obs
+        if callbacks.needs_episodes or self.output is not None:
+            self._begin_episodes(np.flatnonzero(~valid), next_obs)  # reset rows: a new episode begins with next_obs
         if callbacks.has_episode_step:
             for i in np.flatnonzero(valid):
                 episode = self._episodes[i]
