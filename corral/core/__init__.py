@@ -73,7 +73,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         OffPolicyPolicy as OffPolicyPolicy,
         update_target as update_target,
     )
-    from corral.core.learning.postprocessing import compute_gae as compute_gae, compute_nstep as compute_nstep
+    from corral.core.learning.postprocessing import add_gae as add_gae, compute_gae as compute_gae, compute_nstep as compute_nstep
     from corral.core.learning.replay_buffers import (
         PrioritizedReplayBuffer as PrioritizedReplayBuffer,
         ReplayBuffer as ReplayBuffer,
@@ -145,6 +145,7 @@ _EXPORTS = {
     "RandomPolicy": "corral.core.contracts.random_policy",
     "PettingZooEnv": "corral.core.environments.pettingzoo_envs",
     "ParallelPettingZooEnv": "corral.core.environments.pettingzoo_envs",
+    "add_gae": "corral.core.learning.postprocessing",
     "compute_gae": "corral.core.learning.postprocessing",
     "vtrace": "corral.core.learning.vtrace_targets",
     "PiecewiseSchedule": "corral.core.learning.schedules",

@@ -34,6 +34,7 @@ from corral.core.environments.spaces import space_to_json
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence import checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
+from corral.core.persistence.experience_input import build_experience_input
 from corral.core.persistence.loggers import ResultWriter, default_storage_path, new_experiment_dir
 from corral.core.persistence.policy_export import export_policy_model
 from corral.core.persistence.safe_loading import check_config_references, check_outside
@@ -113,6 +114,8 @@ class Algorithm:
             self.policies[pid] = build.build(pid)
         self._check_storage_path()
         self._check_evaluation_env()
+        self.experience_input = build_experience_input(self.config, self.policies)
+        """where :meth:`sample` takes rows from besides the env runners (``offline_data(input_=...)``), or None"""
         self.env_runner_group = EnvRunnerGroup(local, self._runner_config(self.config), self.policy_builds)
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
@@ -249,6 +252,10 @@ class Algorithm:
     def sample(self, min_env_steps: int | None = None) -> MultiAgentBatch:
         """Sample from the env runners until at least ``min_env_steps`` (default: one sample call).
 
+        With ``offline_data(input_=...)`` the rows come from files instead, or from
+        files and the env runners in the proportions asked for (see
+        :mod:`corral.core.persistence.experience_input`).
+
         Args:
             min_env_steps: steps to sample at least, counted as ``count_steps_by`` says
                 (env steps, or agent steps in a multi-agent run).
@@ -256,7 +263,8 @@ class Algorithm:
         batches: list[MultiAgentBatch] = []
         steps = 0
         while not batches or (min_env_steps is not None and steps < min_env_steps):
-            batch = self.env_runner_group.sample()
+            source = self.experience_input
+            batch = self.env_runner_group.sample() if source is None else source.next(self.env_runner_group.sample)
             batches.append(batch)
             steps += batch.count_in(self.config.count_steps_by)
         samples = MultiAgentBatch.concat(batches)
@@ -786,6 +794,8 @@ class Algorithm:
         }
         if self._eval_group is not None:
             state["evaluation_env_runners"] = self._eval_group.get_state()
+        if self.experience_input is not None:
+            state["experience_input"] = self.experience_input.get_state()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -813,6 +823,8 @@ class Algorithm:
             self.env_runner_group.set_state(state["env_runners"])
         if "evaluation_env_runners" in state:
             self._evaluation_runners().set_state(state["evaluation_env_runners"])
+        if "experience_input" in state and self.experience_input is not None:
+            self.experience_input.set_state(state["experience_input"])
 
     def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
         """Named groups of numpy arrays to checkpoint beside the policies (replay buffers). Default none."""

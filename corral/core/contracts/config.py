@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy as _copy
 import importlib
+import os
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, field_validator
@@ -52,6 +53,7 @@ LEGACY_KEYS = {
     "num_rollout_workers": "num_env_runners",
     "num_envs_per_worker": "num_envs_per_env_runner",
     "lambda": "lambda_",
+    "input": "input_",
     "num_sgd_iter": "num_epochs",
     "sgd_minibatch_size": "minibatch_size",
     "callbacks": "callbacks_class",
@@ -415,6 +417,20 @@ class AlgorithmConfig(BaseModel):
     their policies see them (a centralised critic's view), or its 'module:qualname'; None: unchanged"""
 
     # --- offline data ------------------------------------------------------
+    input_: Any = option("sampler", "offline_data")
+    """where training samples come from: 'sampler' (the env runners); a folder, glob pattern or file of recorded
+    experiences, or a list of them; or a dict of these and 'sampler' to proportions that sum to 1 (in rows),
+    e.g. {'sampler': 0.5, '/data/expert': 0.5}"""
+    input_config: dict[str, Any] = option({}, "offline_data")
+    """how input files are read: {'format': 'parquet' or 'json'} (default: by each file's suffix) and
+    {'columns': {'obs': 'observation', ...}} (corral's column names -> the files' own)"""
+    shuffle_buffer_size: int = option(0, "offline_data", ge=0, le=2**31 - 1)
+    """input rows held back and drawn at random; 0 reads each file's rows in order"""
+    actions_in_input_normalized: bool = option(False, "offline_data")
+    """whether Box actions in the input are already in [-1, 1], as a run with normalize_actions=True records
+    them; False: they are in the env's units, and are normalized when normalize_actions is on"""
+    postprocess_inputs: bool = option(False, "offline_data")
+    """run the policy's postprocessing (returns, advantages) over the input's episodes, as over sampled ones"""
     output: str | None = option(None, "offline_data")
     """write every sampled transition of the training env runners to files: 'logdir' (the experiment folder)
     or a folder; None writes nothing"""
@@ -515,7 +531,7 @@ class AlgorithmConfig(BaseModel):
         return self._set_group("multi_agent", kwargs)
 
     def offline_data(self, **kwargs: Any) -> AlgorithmConfig:
-        """Set where sampled experiences are written (``output``) and how (``output_config``, ...)."""
+        """Set where training samples come from (``input_``) and where sampled ones are written (``output``)."""
         return self._set_group("offline_data", kwargs)
 
     def debugging(self, **kwargs: Any) -> AlgorithmConfig:
@@ -664,9 +680,13 @@ class AlgorithmConfig(BaseModel):
         return bool(set(self.policies) - {DEFAULT_POLICY_ID}) or self.policy_mapping_fn is not None
 
     def get_evaluation_config(self) -> AlgorithmConfig:
-        """This config with ``evaluation_config`` applied, for the evaluation runner (which writes no ``output``)."""
+        """This config with ``evaluation_config`` applied, for the evaluation runner.
+
+        The evaluation runner samples its env whatever ``input_`` says, and writes no ``output``.
+        """
         evaluation = self.copy().update_from_dict(self.evaluation_config)
         evaluation.output = None
+        evaluation.input_ = "sampler"
         evaluation._is_evaluation_copy = True
         return evaluation
 
@@ -789,6 +809,41 @@ class AlgorithmConfig(BaseModel):
             raise ValueError(f"output_config has no key {unknown[0]!r}; it takes 'format'")
         if value.get("format", "parquet") not in OUTPUT_FORMATS:
             raise ValueError(f"output_config format {value['format']!r} is not one of {', '.join(map(repr, OUTPUT_FORMATS))}")
+        return value
+
+    @field_validator("input_", mode="after")
+    @classmethod
+    def _check_input(cls, value: Any) -> Any:
+        def is_path(item: Any) -> bool:
+            return isinstance(item, (str, os.PathLike))
+
+        if is_path(value) or (isinstance(value, (list, tuple)) and value and all(map(is_path, value))):
+            return value if is_path(value) else [os.fspath(v) for v in value]
+        if isinstance(value, dict) and value and all(map(is_path, value)):
+            shares = list(value.values())
+            if not all(isinstance(s, (int, float)) and not isinstance(s, bool) and s >= 0 for s in shares):
+                raise ValueError("input_ proportions must be numbers >= 0, e.g. {'sampler': 0.5, '/data/expert': 0.5}")
+            if abs(sum(shares) - 1.0) > 1e-6:
+                raise ValueError(f"input_ proportions must sum to 1, but they sum to {sum(shares):g}")
+            return {os.fspath(k): float(s) for k, s in value.items()}
+        raise ValueError(
+            "input_ must be 'sampler', a folder, glob pattern or file, a list of them, "
+            "or a dict of them (and 'sampler') to proportions"
+        )
+
+    @field_validator("input_config", mode="after")
+    @classmethod
+    def _check_input_config(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from corral.core.persistence.experience_output import OUTPUT_FORMATS
+
+        unknown = sorted(set(value) - {"format", "columns"})
+        if unknown:
+            raise ValueError(f"input_config has no key {unknown[0]!r}; it takes 'format' and 'columns'")
+        if value.get("format", "parquet") not in OUTPUT_FORMATS:
+            raise ValueError(f"input_config format {value['format']!r} is not one of {', '.join(map(repr, OUTPUT_FORMATS))}")
+        columns = value.get("columns", {})
+        if not isinstance(columns, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in columns.items()):
+            raise ValueError("input_config columns must map corral's column names to the files', e.g. {'obs': 'observation'}")
         return value
 
     @field_validator("env", mode="before")

@@ -57,6 +57,16 @@ class Policy:
     """True if :meth:`learn_on_batch` touches only this policy's own state and draws only from its own
     generators (:attr:`torch_rng`, :attr:`np_rng`); the algorithm may then update several such policies
     at once, each in its own thread, with the same results (see ``num_learner_threads``)"""
+    input_columns: ClassVar[tuple[str, ...]] = (
+        SampleBatch.OBS,
+        SampleBatch.ACTIONS,
+        SampleBatch.REWARDS,
+        SampleBatch.NEXT_OBS,
+        SampleBatch.TERMINATEDS,
+        SampleBatch.TRUNCATEDS,
+    )
+    """the columns :meth:`learn_on_batch` needs of rows read from files (``offline_data(input_=...)``): every file
+    is checked for them before training starts; the default is a whole transition"""
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: AlgorithmConfig) -> None:
         self.observation_space = observation_space
@@ -305,7 +315,7 @@ class Policy:
             The action in the env's action space: an ``int`` for Discrete spaces, a
             numpy array otherwise.
         """
-        batch = _add_batch_dim(self.observation_space, obs)
+        batch = add_batch_dim(self.observation_space, obs)
         actions, _ = self.compute_actions(self.preprocess(batch), explore=explore)
         env_action = self.action_adapter(actions)[0]
         return int(env_action) if isinstance(self.action_space, gym.spaces.Discrete) else env_action
@@ -668,9 +678,18 @@ def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
     return dict(zip(tensors, torch.stack([t.detach() for t in tensors.values()]).tolist(), strict=True))
 
 
-def _add_batch_dim(space: gym.Space, obs: Any) -> Any:
+def add_batch_dim(space: gym.Space, obs: Any) -> Any:
+    """One observation of ``space`` as a batch of one (Dict and Tuple observations part by part).
+
+    Args:
+        space: the observation space.
+        obs: one observation of it.
+
+    Returns:
+        The observation with a leading batch dimension of 1 on every array.
+    """
     if isinstance(space, gym.spaces.Dict):
-        return {k: _add_batch_dim(s, obs[k]) for k, s in space.spaces.items()}
+        return {k: add_batch_dim(s, obs[k]) for k, s in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
-        return tuple(_add_batch_dim(s, o) for s, o in zip(space.spaces, obs, strict=False))
+        return tuple(add_batch_dim(s, o) for s, o in zip(space.spaces, obs, strict=False))
     return np.asarray(obs)[None]

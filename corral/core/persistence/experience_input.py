@@ -1,0 +1,606 @@
+"""Experiences in from files (``offline_data(input_=...)``): what to read, checked before training, read in chunks.
+
+``input_`` names a folder, a glob pattern, a file or a list of them, or a
+dict mixing ``"sampler"`` (the env runners) with any of these at given
+proportions. Files are Parquet (the default) or JSON lines, as
+:mod:`corral.core.persistence.experience_output` writes them; Parquet written
+by other tools reads too when its columns are named as corral's (or mapped with
+``input_config={"columns": {"obs": "observation", ...}}``).
+
+Before training starts every file's columns are checked against the policy
+that is to learn from them: a missing path, a missing column, or a column
+whose shape or type does not fit the policy's observation or action space is
+a :class:`~corral.errors.ConfigError` naming the file and the column. Values
+(an action outside the space, a non-finite observation) are checked as each
+file is read.
+
+Files are read one at a time, in a seeded order that changes every epoch, so
+a dataset larger than memory trains as long as each file fits;
+``shuffle_buffer_size`` rows are held back and drawn at random. Chunks are
+one sample call's rows, so a mix with the sampler is balanced in rows.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from corral.core.contracts.policy import add_batch_dim
+from corral.core.persistence import state_codec
+from corral.core.persistence.experience_output import OUTPUT_FORMATS
+from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.seeding import generator_state, numpy_generator, set_generator_state
+from corral.errors import ConfigError
+
+Columns = dict[str, np.ndarray]
+SAMPLER = "sampler"
+INPUT_SUFFIXES = {".parquet": "parquet", ".json": "json", ".jsonl": "json"}
+INPUT_CONFIG_KEYS = ("format", "columns")
+TRANSITION_COLUMNS = (SampleBatch.REWARDS, SampleBatch.NEXT_OBS, SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS)
+"""what postprocessing (``postprocess_inputs``) and learning from rewards need besides obs and actions"""
+
+
+def input_files(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], file_format: str | None) -> list[Path]:
+    """The files an ``input_`` (a folder, glob, file or list of them) names, in sorted order.
+
+    Args:
+        spec: the ``input_`` value, or one key of an ``input_`` dict.
+        file_format: ``input_config["format"]``, or None to go by each file's suffix.
+
+    Returns:
+        The files, each readable in its format (see :func:`file_format_of`).
+
+    Raises:
+        ConfigError: a path that does not exist, a folder or pattern without input files.
+    """
+    items = [spec] if isinstance(spec, (str, os.PathLike)) else list(spec)
+    if not items:
+        raise ConfigError("offline_data(input_=[]) names no files; give a folder, a glob pattern or files")
+    suffixes = [s for s, f in INPUT_SUFFIXES.items() if file_format in (None, f)]
+    files: list[Path] = []
+    for item in items:
+        text = os.path.expanduser(os.fspath(item))
+        if glob.has_magic(text):
+            found = [Path(p) for p in sorted(glob.glob(text)) if Path(p).is_file()]
+        elif Path(text).is_dir():
+            found = sorted(p for p in Path(text).iterdir() if p.is_file() and p.suffix in suffixes and not p.name.startswith("."))
+        elif Path(text).is_file():
+            found = [Path(text)]
+        else:
+            raise ConfigError(f"offline_data(input_=...): {text!r} does not exist; give a folder, a glob pattern or a file")
+        if not found:
+            raise ConfigError(
+                f"offline_data(input_=...): {text!r} holds no input files (files ending in {', '.join(suffixes)}; "
+                "the hidden .output-*.tmp files of a run still writing are not read)"
+            )
+        files.extend(found)
+    for path in files:
+        file_format_of(path, file_format)
+    return files
+
+
+def file_format_of(path: Path, file_format: str | None) -> str:
+    """The format a file is read in: the configured one, else by its suffix.
+
+    Args:
+        path: the file.
+        file_format: ``input_config["format"]``, or None.
+
+    Returns:
+        ``"parquet"`` or ``"json"``.
+
+    Raises:
+        ConfigError: no format configured and a suffix that names none.
+    """
+    if file_format is not None:
+        return file_format
+    found = INPUT_SUFFIXES.get(path.suffix)
+    if found is None:
+        raise ConfigError(
+            f"input file {str(path)!r}: its suffix names no format; name the files *.parquet or *.json, "
+            f"or set input_config={{'format': ...}} (one of {', '.join(map(repr, OUTPUT_FORMATS))})"
+        )
+    return found
+
+
+# ---------------------------------------------------------------------- #
+# reading one file
+# ---------------------------------------------------------------------- #
+def read_experiences(
+    path: Path, file_format: str, columns: Mapping[str, str] | None = None, head: bool = False
+) -> dict[str, Columns]:
+    """Every row of one input file, by policy id (the ``infos`` column left out).
+
+    Args:
+        path: the file.
+        file_format: ``"parquet"`` or ``"json"``.
+        columns: corral column name -> the file's column name, for files whose names differ.
+        head: read only the first row group (Parquet) or line (JSON), to check the file quickly.
+
+    Returns:
+        Each policy's columns, arrays of equal length.
+
+    Raises:
+        ConfigError: the file cannot be read, or a column cannot be made an array (naming both).
+    """
+    try:
+        read = _read_parquet(path, head) if file_format == "parquet" else _read_json(path, head)
+    except ConfigError:
+        raise
+    except Exception as exc:  # pyarrow's and json's many errors: the file is not what it claims to be
+        raise ConfigError(f"input file {str(path)!r} cannot be read as {file_format}: {exc}") from None
+    if columns:
+        renamed = {file_name: name for name, file_name in columns.items()}
+        read = {pid: {renamed.get(k, k): v for k, v in batch.items()} for pid, batch in read.items()}
+    for pid, batch in read.items():
+        lengths = {len(v) for v in batch.values()}
+        if len(lengths) > 1:
+            raise ConfigError(f"input file {str(path)!r}: policy {pid!r}'s columns differ in length ({sorted(lengths)})")
+    return read
+
+
+def _read_parquet(path: Path, head: bool) -> dict[str, Columns]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if head:
+        file = pq.ParquetFile(path)
+        table = file.read_row_group(0) if file.num_row_groups else file.schema_arrow.empty_table()
+        table = table.replace_schema_metadata(file.schema_arrow.metadata)
+    else:
+        table = pq.read_table(path)
+    metadata = table.schema.metadata or {}
+    policy_id = metadata.get(b"corral.policy_id", DEFAULT_POLICY_ID.encode()).decode()
+    shapes = json.loads(metadata.get(b"corral.shapes", b"{}"))
+    out: Columns = {}
+    for name in table.column_names:
+        if name == SampleBatch.INFOS:
+            continue
+        column = table.column(name).combine_chunks()
+        if pa.types.is_fixed_size_list(column.type):
+            values = np.asarray(column.flatten())
+            out[name] = values.reshape(len(column), *shapes.get(name, [column.type.list_size]))
+        elif pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            out[name] = _stacked(path, name, column.to_numpy(zero_copy_only=False))
+        else:
+            out[name] = column.to_numpy(zero_copy_only=False)
+    return {policy_id: out}
+
+
+def _read_json(path: Path, head: bool) -> dict[str, Columns]:
+    parts: dict[str, dict[str, list[np.ndarray]]] = {}
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if not isinstance(record, dict) or record.get("type") not in ("SampleBatch", "MultiAgentBatch"):
+                raise ConfigError(f"input file {str(path)!r} line {number}: not a SampleBatch or MultiAgentBatch record")
+            batches = record["policy_batches"] if record["type"] == "MultiAgentBatch" else {DEFAULT_POLICY_ID: record}
+            for pid, batch in batches.items():
+                into = parts.setdefault(pid, {})
+                for name, value in batch.items():
+                    if name in ("type", SampleBatch.INFOS):
+                        continue
+                    array = state_codec.decode(value) if isinstance(value, dict) else _stacked(path, name, value)
+                    into.setdefault(name, []).append(np.asarray(array))
+            if head:
+                break
+    return {pid: {name: np.concatenate(chunks) for name, chunks in cols.items()} for pid, cols in parts.items()}
+
+
+def _stacked(path: Path, name: str, rows: Any) -> np.ndarray:
+    try:
+        return np.asarray(list(rows) if len(rows) and isinstance(rows[0], (list, np.ndarray)) else rows)
+    except ValueError:
+        raise ConfigError(f"input file {str(path)!r} column {name!r}: its rows differ in shape") from None
+
+
+# ---------------------------------------------------------------------- #
+# checking a file against the policy that learns from it
+# ---------------------------------------------------------------------- #
+class InputCheck:
+    """What a policy needs of its input rows, and whether a file's rows have it.
+
+    Args:
+        policy: the policy that learns from the rows (its preprocessed observation
+            shape and its action space).
+        required: the columns the algorithm reads.
+        actions_normalized: whether Box actions in the files are already in [-1, 1].
+    """
+
+    def __init__(self, policy: Any, required: Sequence[str], actions_normalized: bool) -> None:
+        space = self.observation_space = policy.observation_space
+        sample = policy.preprocess(add_batch_dim(space, space.sample()))
+        self.obs_shape = tuple(np.asarray(sample).shape[1:])
+        self.adapter = policy.action_adapter
+        self.action_space = self.adapter.space
+        self.policy_space = self.adapter.policy_space
+        self.required = tuple(required)
+        self.normalize = self.adapter.normalize and not actions_normalized
+
+    def check(self, path: Path, policy_id: str, batch: Columns) -> Columns:
+        """``batch`` checked and with actions in the policy's space; a problem names the file and the column.
+
+        Args:
+            path: the file the rows are from.
+            policy_id: the policy they are for.
+            batch: the rows, by column.
+
+        Returns:
+            The rows, actions as the policy takes them (integers, or float32 rows
+            in its space), booleans as booleans and rewards as float32.
+
+        Raises:
+            ConfigError: a required column is missing, or a column's shape, type or values do not fit.
+        """
+
+        def refuse(column: str, problem: str) -> ConfigError:
+            where = "" if policy_id == DEFAULT_POLICY_ID else f" (policy {policy_id!r})"
+            return ConfigError(f"input file {str(path)!r}{where} column {column!r}: {problem}")
+
+        missing = [c for c in self.required if c not in batch]
+        if missing:
+            raise refuse(missing[0], f"missing; the file has {sorted(batch)}, the algorithm reads {list(self.required)}")
+        for column in (SampleBatch.OBS, SampleBatch.NEXT_OBS):
+            if column in batch and tuple(batch[column].shape[1:]) != self.obs_shape:
+                raise refuse(
+                    column,
+                    f"rows of shape {tuple(batch[column].shape[1:])}, but the policy's observations of "
+                    f"{self.observation_space} are {self.obs_shape} once preprocessed",
+                )
+        out = dict(batch)
+        out[SampleBatch.ACTIONS] = self._actions(batch[SampleBatch.ACTIONS], refuse)
+        for column in (SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS):
+            if column in out:
+                out[column] = out[column].astype(bool)
+        if SampleBatch.REWARDS in out:
+            out[SampleBatch.REWARDS] = out[SampleBatch.REWARDS].astype(np.float32)
+            if not np.all(np.isfinite(out[SampleBatch.REWARDS])):
+                raise refuse(SampleBatch.REWARDS, "holds NaN or infinite values")
+        return out
+
+    def _actions(self, actions: np.ndarray, refuse: Callable[[str, str], ConfigError]) -> np.ndarray:
+        space, name = self.action_space, SampleBatch.ACTIONS
+        if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+            expected = () if isinstance(space, gym.spaces.Discrete) else tuple(space.nvec.shape)
+            if tuple(actions.shape[1:]) != expected or actions.dtype.kind not in "iub":
+                found = f"{actions.dtype} rows of shape {actions.shape[1:]}"
+                raise refuse(name, f"{found}, but the env's {space} takes integers of shape {expected}")
+            start = int(space.start) if isinstance(space, gym.spaces.Discrete) else 0
+            high = int(space.n) if isinstance(space, gym.spaces.Discrete) else space.nvec
+            if actions.size and (np.any(actions < 0) or np.any(actions >= high)):
+                stored = f" (actions are stored without the space's start, {start})" if start else ""
+                raise refuse(name, f"holds an action outside [0, n){stored}; the env's space is {space}")
+            return actions.astype(np.int64)
+        size = int(np.prod(self.policy_space.shape))
+        flat = actions.reshape(len(actions), -1) if actions.ndim > 1 else actions.reshape(len(actions), 1)
+        if flat.shape[1] != size or actions.dtype.kind not in "fiu":
+            found = f"{actions.dtype} rows of shape {actions.shape[1:]}"
+            raise refuse(name, f"{found}, but the env's {space} takes {size} numbers per action")
+        flat = flat.astype(np.float32)
+        if not np.all(np.isfinite(flat)):
+            raise refuse(name, "holds NaN or infinite values")
+        if self.normalize:  # the policy acts in [-1, 1]; the file holds the env's units
+            low, high = (b.reshape(-1).astype(np.float64) for b in (space.low, space.high))
+            flat = np.clip(2.0 * (flat - low) / (high - low) - 1.0, -1.0, 1.0).astype(np.float32)
+        return flat
+
+
+# ---------------------------------------------------------------------- #
+# rows back into fragments, for postprocess_inputs
+# ---------------------------------------------------------------------- #
+def as_fragment(rows: Columns) -> tuple[SampleBatch, np.ndarray]:
+    """Transitions as one time-major ``[T, 1]`` fragment of the kind env runners make, to postprocess them.
+
+    Rows are put in episode order (by ``eps_id``, ``agent_index`` and ``t`` where the
+    file has them) and a reset row (invalid, its observation the episode's next
+    one) follows the end of every run of consecutive steps. A run that ends
+    without ``terminateds`` (its episode goes on in another file, or the data
+    just stops) is marked truncated: the value of its next observation bootstraps it.
+
+    Args:
+        rows: flat transitions with ``obs``, ``new_obs``, ``terminateds`` and ``truncateds``.
+
+    Returns:
+        ``(fragment, bootstrap_obs)`` as :meth:`Policy.postprocess_trajectory` takes them.
+    """
+    keys = [k for k in (SampleBatch.EPS_ID, SampleBatch.AGENT_INDEX, SampleBatch.T) if k in rows]
+    count = len(rows[SampleBatch.OBS])
+    order = np.lexsort([rows[k] for k in reversed(keys)]) if keys else np.arange(count)
+    rows = {k: v[order] for k, v in rows.items()}
+    ends = rows[SampleBatch.TERMINATEDS] | rows[SampleBatch.TRUNCATEDS]
+    if count:
+        ends[-1] = True
+    same_run = np.ones(max(count - 1, 0), dtype=bool)
+    for key in keys:
+        step = 1 if key == SampleBatch.T else 0
+        same_run &= rows[key][1:] == rows[key][:-1] + step
+    ends[:-1] |= ~same_run
+    truncateds = rows[SampleBatch.TRUNCATEDS] | (ends & ~rows[SampleBatch.TERMINATEDS])
+    # row i goes to i + (resets before it); each end's reset row right after it
+    position = np.arange(count) + np.concatenate([[0], np.cumsum(ends)[:-1]]) if count else np.zeros(0, np.int64)
+    length = count + int(ends.sum())
+    fragment: dict[str, np.ndarray] = {}
+    for key, value in {**rows, SampleBatch.TRUNCATEDS: truncateds}.items():
+        column = np.zeros((length, *value.shape[1:]), value.dtype)
+        column[position] = value
+        fragment[key] = column[:, None]
+    fragment[SampleBatch.OBS][position[ends] + 1, 0] = rows[SampleBatch.NEXT_OBS][ends]
+    valid = np.zeros((length, 1), bool)
+    valid[position] = True
+    fragment[SampleBatch.VALID] = valid
+    bootstrap = rows[SampleBatch.NEXT_OBS][-1:] if count else fragment[SampleBatch.OBS][:0, 0]
+    return SampleBatch(fragment), bootstrap
+
+
+# ---------------------------------------------------------------------- #
+# reading chunks, epoch after epoch
+# ---------------------------------------------------------------------- #
+class ExperienceReader:
+    """Chunks of rows from a list of files, one file at a time, in a seeded order that changes every epoch.
+
+    Args:
+        files: ``(path, format)`` of each file.
+        prepare: turns one file's rows by policy id into training rows
+            (checks, actions into the policy's space, postprocessing); its errors
+            name the file.
+        shuffle_buffer_size: rows held back and drawn at random; 0 reads in order.
+        rng: the generator of file order and shuffling.
+        columns: corral column name -> the files' column name.
+    """
+
+    def __init__(
+        self,
+        files: Sequence[tuple[Path, str]],
+        prepare: Callable[[Path, dict[str, Columns]], dict[str, Columns]],
+        shuffle_buffer_size: int,
+        rng: np.random.Generator,
+        columns: Mapping[str, str] | None = None,
+    ) -> None:
+        self.files = list(files)
+        self.prepare = prepare
+        self.shuffle_buffer_size = shuffle_buffer_size
+        self.rng = rng
+        self.columns = dict(columns or {})
+        self.epoch = 0
+        self._order = list(range(len(self.files)))
+        self._next_file = 0
+        self._pending: dict[str, Columns] = {}
+
+    def next(self, rows: int) -> MultiAgentBatch:
+        """The next ``rows`` rows (by policy id), reading files as needed.
+
+        Raises:
+            ConfigError: a file fails its checks, or a whole epoch of files holds no rows.
+        """
+        empty_reads = 0
+        while self._pending_rows() < max(rows, self.shuffle_buffer_size):
+            added = self._read_next_file()
+            empty_reads = 0 if added else empty_reads + 1
+            if empty_reads > len(self.files):
+                if self._pending_rows():
+                    break
+                raise ConfigError(f"the input files hold no rows: {', '.join(str(p) for p, _ in self.files)}")
+        return self._take(min(rows, self._pending_rows()))
+
+    def _pending_rows(self) -> int:
+        return sum(len(batch[SampleBatch.OBS]) for batch in self._pending.values())
+
+    def _read_next_file(self) -> int:
+        if self._next_file == len(self._order):
+            self.epoch += 1
+            self._order = [int(i) for i in self.rng.permutation(len(self.files))]
+            self._next_file = 0
+        path, file_format = self.files[self._order[self._next_file]]
+        self._next_file += 1
+        prepared = self.prepare(path, read_experiences(path, file_format, self.columns))
+        added = 0
+        for pid, batch in prepared.items():
+            if not len(batch[SampleBatch.OBS]):
+                continue
+            added += len(batch[SampleBatch.OBS])
+            held = self._pending.get(pid)
+            self._pending[pid] = batch if held is None else _concat(held, batch)
+        return added
+
+    def _take(self, rows: int) -> MultiAgentBatch:
+        counts = {pid: len(batch[SampleBatch.OBS]) for pid, batch in self._pending.items()}
+        if self.shuffle_buffer_size:
+            chosen = np.sort(self.rng.choice(sum(counts.values()), rows, replace=False))
+        else:
+            chosen = np.arange(rows)
+        out: dict[str, SampleBatch] = {}
+        start = 0
+        for pid, count in counts.items():
+            mine = chosen[(chosen >= start) & (chosen < start + count)] - start
+            start += count
+            if not len(mine):
+                continue
+            batch = self._pending[pid]
+            out[pid] = SampleBatch({k: v[mine] for k, v in batch.items()})
+            keep = np.ones(count, bool)
+            keep[mine] = False
+            if keep.any():
+                self._pending[pid] = {k: v[keep] for k, v in batch.items()}
+            else:
+                del self._pending[pid]
+        return MultiAgentBatch(out, rows, rows)
+
+    def get_state(self) -> dict[str, Any]:
+        """Where reading stands (epoch, file order, the rows held back) as JSON data, for exact resume."""
+        return {
+            "epoch": self.epoch,
+            "order": list(self._order),
+            "next_file": self._next_file,
+            "rng_state": generator_state(self.rng),
+            "pending": {pid: {k: state_codec.encode(v, compress=True) for k, v in b.items()} for pid, b in self._pending.items()},
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Go on from what :meth:`get_state` returned.
+
+        Raises:
+            ValueError: the state does not fit these files (a tampered checkpoint, or other input files).
+        """
+        order = [int(i) for i in state["order"]]
+        if sorted(order) != list(range(len(self.files))):
+            raise ValueError(f"the saved input position is for {len(order)} files, but input_ names {len(self.files)}")
+        next_file = int(state["next_file"])
+        if not 0 <= next_file <= len(order):
+            raise ValueError(f"the saved input position {next_file} is outside the {len(order)} files")
+        pending = {pid: {k: np.asarray(state_codec.decode(v)) for k, v in b.items()} for pid, b in state["pending"].items()}
+        set_generator_state(self.rng, state["rng_state"])
+        self.epoch, self._order, self._next_file, self._pending = int(state["epoch"]), order, next_file, pending
+
+
+def _concat(a: Columns, b: Columns) -> Columns:
+    shared = [k for k in a if k in b]  # files may differ in optional columns; what all have stays
+    return {k: np.concatenate([a[k], b[k]]) for k in shared}
+
+
+# ---------------------------------------------------------------------- #
+# where training samples come from
+# ---------------------------------------------------------------------- #
+class ExperienceInput:
+    """The files, the sampler, or a mix of them at given proportions, as one source of sample calls.
+
+    Each call is served by the source furthest below its share of the rows
+    served so far, so the proportions hold in rows whatever each source's
+    batch size (the sampler's calls lose an episode's reset rows).
+
+    Args:
+        sources: ``(name, proportion, reader)``; ``reader`` None is the sampler.
+        rows: rows per read from files: one sample call's worth.
+    """
+
+    def __init__(self, sources: Sequence[tuple[str, float, ExperienceReader | None]], rows: int) -> None:
+        self.sources = list(sources)
+        self.rows = rows
+        self.rows_from = [0] * len(self.sources)
+
+    def next(self, sample: Callable[[], MultiAgentBatch]) -> MultiAgentBatch:
+        """The next sample call's rows.
+
+        Args:
+            sample: samples the env runners (called when the sampler's turn comes).
+
+        Returns:
+            The rows, by policy id.
+        """
+        total = sum(self.rows_from)
+        behind = [share * total - served for (_, share, _), served in zip(self.sources, self.rows_from, strict=True)]
+        index = max(range(len(self.sources)), key=lambda i: (behind[i], self.sources[i][1]))
+        reader = self.sources[index][2]
+        batch = sample() if reader is None else reader.next(self.rows)
+        self.rows_from[index] += batch.agent_steps
+        return batch
+
+    def get_state(self) -> dict[str, Any]:
+        """The rows served by each source and each reader's position, as JSON data."""
+        return {
+            "rows_from": list(self.rows_from),
+            "readers": [None if reader is None else reader.get_state() for _, _, reader in self.sources],
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Go on from what :meth:`get_state` returned.
+
+        Raises:
+            ValueError: the state is for other sources.
+        """
+        if len(state["rows_from"]) != len(self.sources) or len(state["readers"]) != len(self.sources):
+            saved = len(state["rows_from"])
+            raise ValueError(f"the saved input state is for {saved} sources, but input_ names {len(self.sources)}")
+        for (_, _, reader), saved in zip(self.sources, state["readers"], strict=True):
+            if reader is not None:
+                reader.set_state(saved)
+        self.rows_from = [int(n) for n in state["rows_from"]]
+
+
+def build_experience_input(config: Any, policies: Mapping[str, Any]) -> ExperienceInput | None:
+    """The input ``config.input_`` asks for, every file checked against its policy; None for the sampler alone.
+
+    Args:
+        config: the algorithm's config (``input_``, ``input_config``, ``shuffle_buffer_size``,
+            ``actions_in_input_normalized``, ``postprocess_inputs``).
+        policies: the learner's policies by id (their spaces check the files; they
+            postprocess the rows when ``postprocess_inputs`` is on).
+
+    Returns:
+        The input, or None when ``input_`` is ``"sampler"``.
+
+    Raises:
+        ConfigError: a missing path, a file without input files, a file whose policy,
+            columns or values do not fit (naming the file and the column).
+    """
+    spec = config.input_
+    if isinstance(spec, str) and spec == SAMPLER:
+        return None
+    if _needs_pyarrow(spec, config.input_config.get("format")):
+        _check_pyarrow()
+    entries = list(spec.items()) if isinstance(spec, Mapping) else [(spec, 1.0)]
+    checks: dict[str, InputCheck] = {}
+
+    def check_for(path: Path, policy_id: str) -> InputCheck:
+        if policy_id not in policies:
+            raise ConfigError(
+                f"input file {str(path)!r} holds experiences of policy {policy_id!r}, but this run's policies are "
+                f"{sorted(policies)}; map them with multi_agent(policies=...)"
+            )
+        if policy_id not in checks:
+            policy = policies[policy_id]
+            required = tuple(type(policy).input_columns) + (TRANSITION_COLUMNS if config.postprocess_inputs else ())
+            checks[policy_id] = InputCheck(policy, tuple(dict.fromkeys(required)), config.actions_in_input_normalized)
+        return checks[policy_id]
+
+    def prepare(path: Path, read: dict[str, Columns]) -> dict[str, Columns]:
+        out = {}
+        for pid, batch in read.items():
+            rows = check_for(path, pid).check(path, pid, batch)
+            if config.postprocess_inputs and len(rows[SampleBatch.OBS]):
+                rows = dict(policies[pid].postprocess_trajectory(*as_fragment(rows)))
+            out[pid] = rows
+        return out
+
+    file_format = config.input_config.get("format")
+    columns = config.input_config.get("columns") or {}
+    sources: list[tuple[str, float, ExperienceReader | None]] = []
+    for source, share in entries:
+        name = str(source)
+        if source == SAMPLER:
+            sources.append((name, share, None))
+            continue
+        paths = input_files(source, file_format)
+        files = [(path, file_format_of(path, file_format)) for path in paths]
+        for path, fmt in files:  # before training: each file's first rows
+            for pid, batch in read_experiences(path, fmt, columns, head=True).items():
+                check_for(path, pid).check(path, pid, batch)
+        rng = numpy_generator(config.seed, "input", len(sources))  # each reader its own: its state is saved with it
+        sources.append((name, share, ExperienceReader(files, prepare, config.shuffle_buffer_size, rng, columns)))
+    rows = config.get_rollout_fragment_length() * config.num_envs_per_env_runner * max(1, config.num_env_runners)
+    return ExperienceInput(sources, rows)
+
+
+def _needs_pyarrow(spec: Any, file_format: str | None) -> bool:
+    if file_format is not None:
+        return file_format == "parquet"
+    names = list(spec) if isinstance(spec, (Mapping, list, tuple)) else [spec]
+    return any(not str(n).endswith((".json", ".jsonl")) and n != SAMPLER for n in names)
+
+
+def _check_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "offline_data(input_=...) reads Parquet files with pyarrow, which is not installed: "
+            "pip install 'corral[offline]' (JSON lines files read without it: input_config={'format': 'json'})"
+        ) from None

@@ -1,0 +1,91 @@
+"""MARWIL's update: log-likelihood of the data's actions, weighted by exp(beta * advantage / scale), plus a value loss."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from corral.core import Policy, SampleBatch, add_gae, restored_float, to_floats
+from corral.plugins.marwil.config import MARWILConfig
+
+_MAX_EXPONENT = 20.0
+"""exp(20) already outweighs every other row of a batch; a larger exponent would only overflow"""
+
+
+class MARWILPolicy(Policy):
+    """A policy with a value head, learning to imitate the actions that did better than its value expects.
+
+    Postprocessing gives every row its discounted return to the end of the
+    episode (``value_targets``; the value of the next observation bootstraps a
+    truncated one); the advantage is that return minus the value estimate.
+    """
+
+    config: MARWILConfig
+    thread_safe_learning = True
+    required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ma_sqd_adv_norm = self.config.moving_average_sqd_adv_norm_start
+
+    def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
+        """Add each row's discounted return to the episode's end (or to a bootstrap value), then flatten."""
+        if self.config.beta == 0:
+            return self.flatten_fragment(fragment)
+        obs = fragment[SampleBatch.OBS]
+        values = self.compute_values(obs.reshape(-1, *obs.shape[2:])).reshape(obs.shape[:2])
+        with_values = SampleBatch({**fragment, SampleBatch.VF_PREDS: values.astype(np.float32)})
+        # lambda 1: value_targets are the discounted returns, whatever the values in between
+        returns = add_gae(with_values, self.compute_values(bootstrap_obs), self.config.gamma, 1.0)
+        return self.flatten_fragment(returns)
+
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
+        """One gradient step on the whole batch."""
+        cfg = self.config
+        lr = self.update_lr()
+        keys = [SampleBatch.OBS, SampleBatch.ACTIONS] + ([SampleBatch.VALUE_TARGETS] if cfg.beta > 0 else [])
+        t = self.to_tensors(batch, keys)
+        out = self.model.forward_train(t[SampleBatch.OBS])
+        dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
+        logp = dist.logp(t[SampleBatch.ACTIONS])
+        log_std = getattr(dist, "log_std", None)  # Box actions' Gaussians have one
+        if cfg.bc_logstd_coeff > 0 and log_std is not None:
+            logp = logp + cfg.bc_logstd_coeff * log_std.sum(-1)
+        terms: dict[str, torch.Tensor] = {}
+        if cfg.beta > 0:
+            advantages = t[SampleBatch.VALUE_TARGETS] - out[SampleBatch.VF_PREDS]
+            sqd_adv = advantages.detach().pow(2).mean()
+            self.ma_sqd_adv_norm += cfg.moving_average_sqd_adv_norm_update_rate * (float(sqd_adv) - self.ma_sqd_adv_norm)
+            scale = 1e-8 + math.sqrt(self.ma_sqd_adv_norm)
+            weights = torch.exp((cfg.beta * advantages.detach() / scale).clamp(max=_MAX_EXPONENT))
+            policy_loss = -(weights * logp).mean()
+            terms["vf_loss"] = 0.5 * advantages.pow(2).mean()
+            total = policy_loss + cfg.vf_coeff * terms["vf_loss"]
+        else:
+            policy_loss = total = -logp.mean()
+        terms.update(policy_loss=policy_loss, total_loss=total)
+        (grad_norm,) = self.apply_gradients(total, terms)
+        stats = {**to_floats({**terms, "grad_gnorm": grad_norm}), "cur_lr": lr}
+        if cfg.beta > 0:
+            stats["moving_average_sqd_adv_norm"] = float(self.ma_sqd_adv_norm)
+        return stats
+
+    def get_state(self) -> dict[str, Any]:
+        """The base state plus the running mean of squared advantages."""
+        return {**super().get_state(), "ma_sqd_adv_norm": float(self.ma_sqd_adv_norm)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore the base state and the running mean of squared advantages."""
+        start = self.config.moving_average_sqd_adv_norm_start
+        norm = restored_float(state.get("ma_sqd_adv_norm", start), "ma_sqd_adv_norm", minimum=0.0)
+        super().set_state(state)
+        self.ma_sqd_adv_norm = norm
+
+
+class BCPolicy(MARWILPolicy):
+    """Behaviour cloning: it reads only observations and actions, and needs no returns."""
+
+    input_columns = (SampleBatch.OBS, SampleBatch.ACTIONS)
