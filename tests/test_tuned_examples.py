@@ -28,6 +28,9 @@ def test_tuned_examples_are_packaged() -> None:
         "dqn_cartpole.yaml",
         "sac_pendulum.yaml",
         "sac_discrete_cartpole.yaml",
+        "bc_cartpole.yaml",
+        "marwil_cartpole.yaml",
+        "cql_pendulum.yaml",
     } <= names
 
 

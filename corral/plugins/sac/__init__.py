@@ -1,7 +1,8 @@
-"""Soft Actor-Critic (Haarnoja et al., 2018), with its discrete-action variant (Christodoulou, 2019)."""
+"""Soft Actor-Critic (Haarnoja et al., 2018), its discrete-action variant (Christodoulou, 2019), and CQL on it."""
 
 from corral.plugins.sac.algorithm import SAC
 from corral.plugins.sac.config import SACConfig
+from corral.plugins.sac.cql import CQL, CQLConfig, CQLPolicy
 from corral.plugins.sac.policy import SACPolicy
 
-__all__ = ["SAC", "SACConfig", "SACPolicy"]
+__all__ = ["CQL", "SAC", "CQLConfig", "CQLPolicy", "SACConfig", "SACPolicy"]

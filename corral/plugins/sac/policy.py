@@ -74,18 +74,22 @@ class SACPolicy(OffPolicyPolicy):
         with torch.no_grad():
             next_value = self._soft_next_value(*self.split_action_mask(t[SampleBatch.NEXT_OBS]), alpha)
             target = t[SampleBatch.REWARDS] + t[SampleBatch.DISCOUNTS] * next_value
+        q_all: torch.Tensor | None = None
         if self.model.discrete:
             q_all = self.model.q_values(obs)
             index = actions.long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)
             q_taken = q_all.gather(2, index).squeeze(-1)
-            actor_loss, entropy = self._discrete_actor_loss(obs, legal, alpha, q_all.detach())
         else:
             q_taken = self.model.q_values(obs, actions)
-            actor_loss, entropy = self._box_actor_loss(obs, alpha)
+        actor_loss, entropy = self.actor_loss(obs, legal, alpha, q_all, actions)
         td_error = q_taken[0] - target
         critic_loss = 0.5 * (t[SampleBatch.WEIGHTS] * (q_taken - target).pow(2)).mean(dim=1).sum()
         alpha_loss = self.model.log_alpha * (entropy.detach() - self.target_entropy)
         terms = {"critic_loss": critic_loss, "actor_loss": actor_loss, "alpha_loss": alpha_loss}
+        extra = self.critic_regularizer(obs, t[SampleBatch.NEXT_OBS], legal, q_taken, q_all)
+        if extra is not None:
+            critic_loss = critic_loss + extra
+            terms["critic_regularizer"] = extra
         critic_norm, actor_norm, _ = self.apply_gradients(critic_loss + actor_loss + alpha_loss, terms)
 
         names = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "mean_q", "critic_gnorm", "actor_gnorm")
@@ -101,11 +105,60 @@ class SACPolicy(OffPolicyPolicy):
                 actor_norm,
             ]
         ).tolist()
-        return {
+        stats = {
             **dict(zip(names, values, strict=True)),
             "target_entropy": self.target_entropy,
             self.TD_ERROR: td_error.detach().cpu().numpy(),
         }
+        if extra is not None:
+            stats["critic_regularizer"] = float(extra.detach())
+        return stats
+
+    def actor_loss(
+        self,
+        obs: torch.Tensor,
+        legal: torch.Tensor | None,
+        alpha: torch.Tensor,
+        q_all: torch.Tensor | None,
+        actions: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's loss and its entropy estimate; CQL overrides it (behaviour cloning first).
+
+        Args:
+            obs: ``[B, ...]`` observations (without the action mask).
+            legal: ``[B, n]`` the legal actions, or None.
+            alpha: the entropy temperature (detached).
+            q_all: for Discrete actions, the critics' detached ``[k, B, n]`` Q(s, .); None for Box ones.
+            actions: ``[B, ...]`` the batch's actions.
+
+        Returns:
+            ``(loss, entropy)``: the loss moves only the actor.
+        """
+        if q_all is not None:
+            return self._discrete_actor_loss(obs, legal, alpha, q_all.detach())
+        return self._box_actor_loss(obs, alpha)
+
+    def critic_regularizer(
+        self,
+        obs: torch.Tensor,
+        next_obs: torch.Tensor,
+        legal: torch.Tensor | None,
+        q_taken: torch.Tensor,
+        q_all: torch.Tensor | None,
+    ) -> torch.Tensor | None:
+        """A term added to the critics' loss; SAC adds none, CQL its conservative penalty.
+
+        Args:
+            obs: ``[B, ...]`` observations (without the action mask).
+            next_obs: ``[B, ...]`` the observations n steps later (with the mask, if any).
+            legal: ``[B, n]`` the legal actions, or None.
+            q_taken: ``[k, B]`` every critic's Q of the batch's actions.
+            q_all: for Discrete actions, ``[k, B, n]`` Q(s, .) (with gradients); None for Box ones.
+
+        Returns:
+            The term (a scalar tensor), or None.
+        """
+        return None
 
     def _soft_next_value(self, next_obs: torch.Tensor, legal: torch.Tensor | None, alpha: torch.Tensor) -> torch.Tensor:
         """E over the next (legal) action of min(target Q) - alpha * log pi."""
