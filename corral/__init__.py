@@ -51,10 +51,13 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.registry import (
         get_algorithm as get_algorithm,
         get_config as get_config,
+        get_estimator as get_estimator,
         get_exploration as get_exploration,
         list_algorithms as list_algorithms,
+        list_estimators as list_estimators,
         list_explorations as list_explorations,
         register_algorithm as register_algorithm,
+        register_estimator as register_estimator,
         register_exploration as register_exploration,
     )
 
@@ -68,6 +71,9 @@ _EXPORTS = {
     "list_explorations": "corral.registry",
     "get_exploration": "corral.registry",
     "register_exploration": "corral.registry",
+    "list_estimators": "corral.registry",
+    "get_estimator": "corral.registry",
+    "register_estimator": "corral.registry",
     "hookimpl": "corral.core.contracts.hookspecs",
     # core contracts
     "Algorithm": "corral.core.contracts.algorithm",

@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--trust-code", action="store_true", help="as for evaluate: only for checkpoints you trust")
     export.set_defaults(handler=_export)
 
-    listing = sub.add_parser("list", help="installed algorithms, explorations and hook plugins")
+    listing = sub.add_parser("list", help="installed algorithms, explorations, off-policy estimators and hook plugins")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.add_argument(
         "--check", action="store_true", help="import every plugin to find broken and incompatible ones (slower: imports torch)"
@@ -402,6 +402,7 @@ def _list(args: argparse.Namespace) -> int:
     sections = {
         "algorithms": registry.list_algorithms(args.check),
         "explorations": registry.list_explorations(args.check),
+        "off-policy estimators": registry.list_estimators(args.check),
         "hook plugins": registry.list_hook_plugins(args.check),
     }
     if args.json:

@@ -164,3 +164,32 @@ class MaskedChoiceEnv(gym.Env):
         reward = float(int(action) == self.target)
         self.t += 1
         return self._observe(), reward, False, self.t >= 10, {}
+
+
+class SignGuessEnv(gym.Env):
+    """Five steps of guessing a shown sign: the observation is (step / 5, sign), reward 1 for action 1 on +1 or 0 on -1.
+
+    Short and with every action possible in every state, so importance sampling's
+    ratios stay moderate: off-policy estimators can be checked against the online value.
+    """
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config=None):
+        self.t = 0
+        self.sign = 1.0
+
+    def _obs(self):
+        self.sign = float(self.np_random.choice([-1.0, 1.0]))
+        return np.array([self.t / 5.0, self.sign], np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        reward = float(int(action) == int(self.sign > 0))
+        self.t += 1
+        return self._obs(), reward, self.t >= 5, False, {}

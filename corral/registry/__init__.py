@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # for type checkers only: at run time the registry imports no
     from corral.core.contracts.algorithm import Algorithm
     from corral.core.contracts.config import AlgorithmConfig
     from corral.core.contracts.exploration import Exploration
+    from corral.core.estimation.estimator import OffPolicyEstimator
 
 __all__ = [
     "ALGORITHMS_GROUP",
@@ -37,20 +38,24 @@ __all__ = [
     "PluginStatus",
     "get_algorithm",
     "get_config",
+    "get_estimator",
     "get_exploration",
     "get_hook_plugins",
     "list_algorithms",
+    "list_estimators",
     "list_explorations",
     "list_hook_plugins",
     "on_algorithm_registered",
     "refresh",
     "register_algorithm",
+    "register_estimator",
     "register_exploration",
     "registry_for",
 ]
 
 ALGORITHMS_GROUP = "corral.algorithms"
 EXPLORATIONS_GROUP = "corral.explorations"
+ESTIMATORS_GROUP = "corral.estimators"
 HOOKS_GROUP = "corral.hooks"
 
 _registries: dict[str, PluginRegistry] = {}
@@ -69,10 +74,13 @@ def _make(group: str) -> PluginRegistry:
         )
     if group == EXPLORATIONS_GROUP:
         return PluginRegistry(group, "exploration")
+    if group == ESTIMATORS_GROUP:
+        return PluginRegistry(group, "off-policy estimator")
     if group == HOOKS_GROUP:
         return PluginRegistry(group, "hook plugin", expects_class=False)
     raise ValueError(
-        f"Unknown plugin group {group!r}; expected one of {ALGORITHMS_GROUP!r}, {EXPLORATIONS_GROUP!r}, {HOOKS_GROUP!r}"
+        f"Unknown plugin group {group!r}; expected one of "
+        f"{ALGORITHMS_GROUP!r}, {EXPLORATIONS_GROUP!r}, {ESTIMATORS_GROUP!r}, {HOOKS_GROUP!r}"
     )
 
 
@@ -83,7 +91,7 @@ def registry_for(group: str) -> PluginRegistry:
     wants the typed functions below instead.
 
     Args:
-        group: ``"corral.algorithms"``, ``"corral.explorations"`` or ``"corral.hooks"``.
+        group: ``"corral.algorithms"``, ``"corral.explorations"``, ``"corral.estimators"`` or ``"corral.hooks"``.
 
     Returns:
         The group's registry (the same one until :func:`refresh`).
@@ -248,6 +256,55 @@ def register_exploration(name: str, cls: type[Exploration]) -> None:
         ValueError: ``name`` is empty.
     """
     registry_for(EXPLORATIONS_GROUP).register(name, cls)
+
+
+# ---------------------------------------------------------------- off-policy estimators
+
+
+def list_estimators(check: bool = False) -> list[PluginInfo]:
+    """Describe every installed off-policy estimator, importing none unless ``check``.
+
+    Args:
+        check: As for :func:`list_explorations`.
+
+    Returns:
+        One :class:`PluginInfo` per entry point or in-process registration, sorted by name.
+    """
+    return registry_for(ESTIMATORS_GROUP).list_plugins(check)
+
+
+def get_estimator(name: str, dist: str | None = None) -> type[OffPolicyEstimator]:
+    """Return the off-policy estimator class registered as ``name`` (case-insensitive).
+
+    This is how ``off_policy_estimation_methods={"is": {"type": "ImportanceSampling"}}`` resolves.
+
+    Args:
+        name: The estimator's registered name.
+        dist: The distribution to take it from when several provide it.
+
+    Returns:
+        The estimator class.
+
+    Raises:
+        UnknownPluginError: No installed plugin provides ``name``.
+        PluginLoadError: The plugin failed to import, is blocked, is not a
+            class, or several distributions provide it.
+    """
+    return registry_for(ESTIMATORS_GROUP).get(name, dist)
+
+
+def register_estimator(name: str, cls: type[OffPolicyEstimator]) -> None:
+    """Register an off-policy estimator class in this process (tests, notebooks).
+
+    Args:
+        name: The name to look it up by (case-insensitive).
+        cls: The estimator class.
+
+    Raises:
+        TypeError: ``name`` is not a string or ``cls`` is not a class.
+        ValueError: ``name`` is empty.
+    """
+    registry_for(ESTIMATORS_GROUP).register(name, cls)
 
 
 # ---------------------------------------------------------------- hook plugins

@@ -31,6 +31,7 @@ from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.contracts.policy_spec import PolicySpec
 from corral.core.environments.envs import env_name
 from corral.core.environments.spaces import space_to_json
+from corral.core.estimation.offline_evaluation import build_off_policy_evaluation
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence import checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
@@ -116,6 +117,8 @@ class Algorithm:
         self._check_evaluation_env()
         self.experience_input = build_experience_input(self.config, self.policies)
         """where :meth:`sample` takes rows from besides the env runners (``offline_data(input_=...)``), or None"""
+        self.off_policy_evaluation = build_off_policy_evaluation(self.config, self.policies)
+        """the estimators that :meth:`evaluate` runs on recorded episodes (``off_policy_estimation_methods``), or None"""
         self.env_runner_group = EnvRunnerGroup(local, self._runner_config(self.config), self.policy_builds)
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
@@ -460,6 +463,11 @@ class Algorithm:
             span = evaluation_span(cfg.evaluation_duration, cfg.evaluation_duration_unit)
             episodes = group.local_env_runner.run_episodes(explore=cfg.explore, **span)
         metrics: dict[str, Any] = {**summarize_episodes(episodes), "episodes_this_iter": len(episodes)}
+        if self.off_policy_evaluation is not None:
+            cfg = self.config
+            metrics["off_policy_estimator"] = self.off_policy_evaluation.run(
+                cfg.evaluation_duration, cfg.evaluation_duration_unit
+            )
         self.callbacks.evaluate_end(self, metrics)
         return metrics
 

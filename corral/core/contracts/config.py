@@ -339,6 +339,10 @@ class AlgorithmConfig(BaseModel):
     """Ray actors dedicated to evaluation, sharing evaluation_duration; 0 evaluates in this process"""
     evaluation_parallel_to_training: bool = option(False, "evaluation")
     """evaluate on the evaluation actors while the iteration trains (with the weights from its start)"""
+    off_policy_estimation_methods: dict[str, Any] = option({}, "evaluation")
+    """estimate the policy's value on recorded episodes at each evaluation, each method reported under
+    evaluation/off_policy_estimator/<name>: {name: {'type': 'ImportanceSampling' | 'WeightedImportanceSampling' |
+    'DirectMethod' | 'DoublyRobust', **options}}; the episodes are evaluation_config's 'input', else input_'s files"""
 
     # --- exploration -------------------------------------------------------
     explore: bool = option(True, "exploration")
@@ -616,6 +620,10 @@ class AlgorithmConfig(BaseModel):
         from corral.core.contracts.exploration import validate_exploration_config
 
         validate_exploration_config(self.exploration_config)
+        if self.off_policy_estimation_methods:
+            from corral.core.estimation.estimator import check_estimation_methods
+
+            check_estimation_methods(self.off_policy_estimation_methods)
         self._validate_env_runners()
         try:
             overrides = self._canonical_keys(self.evaluation_config)

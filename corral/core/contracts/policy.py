@@ -298,6 +298,22 @@ class Policy:
         return self.action_mask.split(obs)
 
     @torch.inference_mode()
+    def compute_log_likelihoods(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """Log-likelihoods of ``actions`` under the policy's exploring action distribution (off-policy estimation weighs by them).
+
+        Args:
+            obs: ``[B, ...]`` preprocessed observations.
+            actions: ``[B, ...]`` actions in the policy's action space.
+
+        Returns:
+            ``[B]`` float32 log-likelihoods under the distribution :meth:`compute_actions` samples from
+            when it explores (an exploration that acts otherwise, such as epsilon-greedy, is not in them).
+        """
+        obs_t = torch.from_numpy(obs).to(self.device)
+        dist = self.dist_class(self.model.forward_exploration(obs_t)[SampleBatch.ACTION_DIST_INPUTS])
+        return dist.logp(torch.as_tensor(actions, device=self.device)).float().cpu().numpy()
+
+    @torch.inference_mode()
     def compute_values(self, obs: np.ndarray) -> np.ndarray:
         """Value estimates for a batch of preprocessed observations (actor-critic models)."""
         return self.model.forward_inference(torch.from_numpy(obs).to(self.device))[SampleBatch.VF_PREDS].cpu().numpy()

@@ -297,6 +297,34 @@ class InputCheck:
 # ---------------------------------------------------------------------- #
 # rows back into fragments, for postprocess_inputs
 # ---------------------------------------------------------------------- #
+def episode_order(rows: Columns) -> tuple[Columns, np.ndarray]:
+    """Rows in episode order (by ``eps_id``, ``agent_index`` and ``t`` where present), and where each run ends.
+
+    A run is consecutive steps of one agent in one episode; it ends at
+    ``terminateds`` or ``truncateds``, where the next row belongs to another
+    episode or agent or skips a step, and at the last row.
+
+    Args:
+        rows: flat transitions with ``terminateds`` and ``truncateds``.
+
+    Returns:
+        ``(ordered rows, ends)``: ``ends`` is a boolean per row, True on the last row of each run.
+    """
+    keys = [k for k in (SampleBatch.EPS_ID, SampleBatch.AGENT_INDEX, SampleBatch.T) if k in rows]
+    count = len(rows[SampleBatch.TERMINATEDS])
+    order = np.lexsort([rows[k] for k in reversed(keys)]) if keys else np.arange(count)
+    rows = {k: v[order] for k, v in rows.items()}
+    ends = rows[SampleBatch.TERMINATEDS] | rows[SampleBatch.TRUNCATEDS]
+    if count:
+        ends[-1] = True
+    same_run = np.ones(max(count - 1, 0), dtype=bool)
+    for key in keys:
+        step = 1 if key == SampleBatch.T else 0
+        same_run &= rows[key][1:] == rows[key][:-1] + step
+    ends[:-1] |= ~same_run
+    return rows, ends
+
+
 def as_fragment(rows: Columns) -> tuple[SampleBatch, np.ndarray]:
     """Transitions as one time-major ``[T, 1]`` fragment of the kind env runners make, to postprocess them.
 
@@ -312,18 +340,8 @@ def as_fragment(rows: Columns) -> tuple[SampleBatch, np.ndarray]:
     Returns:
         ``(fragment, bootstrap_obs)`` as :meth:`Policy.postprocess_trajectory` takes them.
     """
-    keys = [k for k in (SampleBatch.EPS_ID, SampleBatch.AGENT_INDEX, SampleBatch.T) if k in rows]
-    count = len(rows[SampleBatch.OBS])
-    order = np.lexsort([rows[k] for k in reversed(keys)]) if keys else np.arange(count)
-    rows = {k: v[order] for k, v in rows.items()}
-    ends = rows[SampleBatch.TERMINATEDS] | rows[SampleBatch.TRUNCATEDS]
-    if count:
-        ends[-1] = True
-    same_run = np.ones(max(count - 1, 0), dtype=bool)
-    for key in keys:
-        step = 1 if key == SampleBatch.T else 0
-        same_run &= rows[key][1:] == rows[key][:-1] + step
-    ends[:-1] |= ~same_run
+    rows, ends = episode_order(rows)
+    count = len(ends)
     truncateds = rows[SampleBatch.TRUNCATEDS] | (ends & ~rows[SampleBatch.TERMINATEDS])
     # row i goes to i + (resets before it); each end's reset row right after it
     position = np.arange(count) + np.concatenate([[0], np.cumsum(ends)[:-1]]) if count else np.zeros(0, np.int64)
