@@ -988,7 +988,9 @@ class Algorithm:
         return algo
 
     def stop(self) -> None:
-        """Release environments and close result files."""
+        """Release environments, close result files and stop reading input."""
+        if self.experience_input is not None:
+            self.experience_input.close()
         self.env_runner_group.stop()
         if self._eval_group is not None:
             self._eval_group.stop()

@@ -426,8 +426,9 @@ class AlgorithmConfig(BaseModel):
     experiences, or a list of them; or a dict of these and 'sampler' to proportions that sum to 1 (in rows),
     e.g. {'sampler': 0.5, '/data/expert': 0.5}"""
     input_config: dict[str, Any] = option({}, "offline_data")
-    """how input files are read: {'format': 'parquet' or 'json'} (default: by each file's suffix) and
-    {'columns': {'obs': 'observation', ...}} (corral's column names -> the files' own)"""
+    """how input files are read: {'format': 'parquet' or 'json'} (default: by each file's suffix),
+    {'columns': {'obs': 'observation', ...}} (corral's column names -> the files' own), and {'use_ray_data': True}
+    (read Parquet through Ray Data, in parallel and streaming; the default when num_env_runners > 0)"""
     shuffle_buffer_size: int = option(0, "offline_data", ge=0, le=2**31 - 1)
     """input rows held back and drawn at random; 0 reads each file's rows in order"""
     actions_in_input_normalized: bool = option(False, "offline_data")
@@ -844,9 +845,11 @@ class AlgorithmConfig(BaseModel):
     def _check_input_config(cls, value: dict[str, Any]) -> dict[str, Any]:
         from corral.core.persistence.experience_output import OUTPUT_FORMATS
 
-        unknown = sorted(set(value) - {"format", "columns"})
+        unknown = sorted(set(value) - {"format", "columns", "use_ray_data"})
         if unknown:
-            raise ValueError(f"input_config has no key {unknown[0]!r}; it takes 'format' and 'columns'")
+            raise ValueError(f"input_config has no key {unknown[0]!r}; it takes 'format', 'columns' and 'use_ray_data'")
+        if not isinstance(value.get("use_ray_data", False), bool):
+            raise ValueError(f"input_config use_ray_data must be True or False, not {value['use_ray_data']!r}")
         if value.get("format", "parquet") not in OUTPUT_FORMATS:
             raise ValueError(f"input_config format {value['format']!r} is not one of {', '.join(map(repr, OUTPUT_FORMATS))}")
         columns = value.get("columns", {})

@@ -25,7 +25,7 @@ from __future__ import annotations
 import glob
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ import numpy as np
 
 from corral.core.contracts.policy import add_batch_dim
 from corral.core.persistence import state_codec
+from corral.core.persistence.checkpoints import restored_count
 from corral.core.persistence.experience_output import OUTPUT_FORMATS
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
@@ -42,7 +43,6 @@ from corral.errors import ConfigError
 Columns = dict[str, np.ndarray]
 SAMPLER = "sampler"
 INPUT_SUFFIXES = {".parquet": "parquet", ".json": "json", ".jsonl": "json"}
-INPUT_CONFIG_KEYS = ("format", "columns")
 TRANSITION_COLUMNS = (SampleBatch.REWARDS, SampleBatch.NEXT_OBS, SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS)
 """what postprocessing (``postprocess_inputs``) and learning from rewards need besides obs and actions"""
 
@@ -136,9 +136,7 @@ def read_experiences(
         raise
     except Exception as exc:  # pyarrow's and json's many errors: the file is not what it claims to be
         raise ConfigError(f"input file {str(path)!r} cannot be read as {file_format}: {exc}") from None
-    if columns:
-        renamed = {file_name: name for name, file_name in columns.items()}
-        read = {pid: {renamed.get(k, k): v for k, v in batch.items()} for pid, batch in read.items()}
+    read = renamed(read, columns)
     for pid, batch in read.items():
         lengths = {len(v) for v in batch.values()}
         if len(lengths) > 1:
@@ -147,16 +145,37 @@ def read_experiences(
 
 
 def _read_parquet(path: Path, head: bool) -> dict[str, Columns]:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if head:
         file = pq.ParquetFile(path)
         table = file.read_row_group(0) if file.num_row_groups else file.schema_arrow.empty_table()
-        table = table.replace_schema_metadata(file.schema_arrow.metadata)
+        metadata = file.schema_arrow.metadata
     else:
         table = pq.read_table(path)
-    metadata = table.schema.metadata or {}
+        metadata = table.schema.metadata
+    policy_id, columns = table_columns(path, table, metadata)
+    return {policy_id: columns}
+
+
+def table_columns(path: Path, table: Any, metadata: Mapping[bytes, bytes] | None) -> tuple[str, Columns]:
+    """A pyarrow table of one input file as numpy columns, and the policy it is for (from corral's schema metadata).
+
+    Args:
+        path: the file (for messages).
+        table: its rows (all of them, or some).
+        metadata: the file's schema metadata (``corral.policy_id``, ``corral.shapes``), or None.
+
+    Returns:
+        ``(policy_id, columns)``: ``default_policy`` for files without corral's metadata;
+        a multi-dimensional column in its row shape; no ``infos``.
+
+    Raises:
+        ConfigError: a list column whose rows differ in shape.
+    """
+    import pyarrow as pa
+
+    metadata = metadata or {}
     policy_id = metadata.get(b"corral.policy_id", DEFAULT_POLICY_ID.encode()).decode()
     shapes = json.loads(metadata.get(b"corral.shapes", b"{}"))
     out: Columns = {}
@@ -171,7 +190,7 @@ def _read_parquet(path: Path, head: bool) -> dict[str, Columns]:
             out[name] = _stacked(path, name, column.to_numpy(zero_copy_only=False))
         else:
             out[name] = column.to_numpy(zero_copy_only=False)
-    return {policy_id: out}
+    return policy_id, out
 
 
 def _read_json(path: Path, head: bool) -> dict[str, Columns]:
@@ -194,6 +213,22 @@ def _read_json(path: Path, head: bool) -> dict[str, Columns]:
             if head:
                 break
     return {pid: {name: np.concatenate(chunks) for name, chunks in cols.items()} for pid, cols in parts.items()}
+
+
+def renamed(read: dict[str, Columns], columns: Mapping[str, str] | None) -> dict[str, Columns]:
+    """``read`` with the files' column names mapped to corral's (``input_config["columns"]``).
+
+    Args:
+        read: columns by policy id, as the file names them.
+        columns: corral's name -> the file's, or None.
+
+    Returns:
+        The same arrays under corral's names.
+    """
+    if not columns:
+        return read
+    names = {file_name: name for name, file_name in columns.items()}
+    return {pid: {names.get(k, k): v for k, v in batch.items()} for pid, batch in read.items()}
 
 
 def _stacked(path: Path, name: str, rows: Any) -> np.ndarray:
@@ -363,16 +398,23 @@ def as_fragment(rows: Columns) -> tuple[SampleBatch, np.ndarray]:
 # reading chunks, epoch after epoch
 # ---------------------------------------------------------------------- #
 class ExperienceReader:
-    """Chunks of rows from a list of files, one file at a time, in a seeded order that changes every epoch.
+    """Chunks of rows from a list of files, in a seeded order that changes every epoch.
+
+    Files are read in blocks: one whole file at a time with pyarrow (or as JSON
+    lines), or, with ``ray_data``, batches of :data:`RAY_DATA_BLOCK_ROWS` rows
+    that Ray Data reads in parallel tasks and streams in file order, so only a
+    few blocks are in memory at once. Each block is prepared (checked,
+    postprocessed) as it arrives, then its rows wait in the shuffle buffer.
 
     Args:
         files: ``(path, format)`` of each file.
-        prepare: turns one file's rows by policy id into training rows
+        prepare: turns one block's rows by policy id into training rows
             (checks, actions into the policy's space, postprocessing); its errors
             name the file.
         shuffle_buffer_size: rows held back and drawn at random; 0 reads in order.
         rng: the generator of file order and shuffling.
         columns: corral column name -> the files' column name.
+        ray_data: read the (Parquet) files through Ray Data.
     """
 
     def __init__(
@@ -382,52 +424,76 @@ class ExperienceReader:
         shuffle_buffer_size: int,
         rng: np.random.Generator,
         columns: Mapping[str, str] | None = None,
+        ray_data: bool = False,
     ) -> None:
         self.files = list(files)
         self.prepare = prepare
         self.shuffle_buffer_size = shuffle_buffer_size
         self.rng = rng
         self.columns = dict(columns or {})
+        self.ray_data = ray_data
         self.epoch = 0
         self._order = list(range(len(self.files)))
-        self._next_file = 0
+        self._consumed = 0  # blocks of this epoch already read
+        self._blocks: Generator[tuple[Path, dict[str, Columns]], None, None] | None = None
+        self._rows_this_epoch = 0
         self._pending: dict[str, Columns] = {}
 
     def next(self, rows: int) -> MultiAgentBatch:
-        """The next ``rows`` rows (by policy id), reading files as needed.
+        """The next ``rows`` rows (by policy id), reading blocks as needed.
 
         Raises:
             ConfigError: a file fails its checks, or a whole epoch of files holds no rows.
         """
-        empty_reads = 0
         while self._pending_rows() < max(rows, self.shuffle_buffer_size):
-            added = self._read_next_file()
-            empty_reads = 0 if added else empty_reads + 1
-            if empty_reads > len(self.files):
-                if self._pending_rows():
-                    break
-                raise ConfigError(f"the input files hold no rows: {', '.join(str(p) for p, _ in self.files)}")
+            if not self._read_next_block() and self._pending_rows():
+                break  # an epoch ended with fewer rows than asked for: what there is
         return self._take(min(rows, self._pending_rows()))
 
     def _pending_rows(self) -> int:
         return sum(len(batch[SampleBatch.OBS]) for batch in self._pending.values())
 
-    def _read_next_file(self) -> int:
-        if self._next_file == len(self._order):
+    def close(self) -> None:
+        """Stop reading: an open stream of blocks (Ray Data's tasks) is shut down; reading may start again later."""
+        if self._blocks is not None:
+            self._blocks.close()
+            self._blocks = None
+
+    def _read_next_block(self) -> bool:
+        """Read one block into the buffer; False when an epoch just ended (the next one is set up)."""
+        if self._blocks is None:
+            self._blocks = self._epoch_blocks(skip=self._consumed)
+        try:
+            path, read = next(self._blocks)
+        except StopIteration:
+            if not self._rows_this_epoch:
+                raise ConfigError(f"the input files hold no rows: {', '.join(str(p) for p, _ in self.files)}") from None
             self.epoch += 1
             self._order = [int(i) for i in self.rng.permutation(len(self.files))]
-            self._next_file = 0
-        path, file_format = self.files[self._order[self._next_file]]
-        self._next_file += 1
-        prepared = self.prepare(path, read_experiences(path, file_format, self.columns))
-        added = 0
-        for pid, batch in prepared.items():
+            self._consumed, self._rows_this_epoch, self._blocks = 0, 0, None
+            return False
+        self._consumed += 1
+        for pid, batch in self.prepare(path, read).items():
             if not len(batch[SampleBatch.OBS]):
                 continue
-            added += len(batch[SampleBatch.OBS])
+            self._rows_this_epoch += len(batch[SampleBatch.OBS])
             held = self._pending.get(pid)
             self._pending[pid] = batch if held is None else _concat(held, batch)
-        return added
+        return True
+
+    def _epoch_blocks(self, skip: int) -> Generator[tuple[Path, dict[str, Columns]], None, None]:
+        """This epoch's blocks, in its file order, after the first ``skip``."""
+        if not self.ray_data:
+            for index in self._order[skip:]:
+                path, file_format = self.files[index]
+                yield path, read_experiences(path, file_format, self.columns)
+            return
+        from corral.core.persistence.ray_data_input import ray_data_blocks
+
+        paths = [self.files[index][0] for index in self._order]
+        for number, block in enumerate(ray_data_blocks(paths, self.columns)):
+            if number >= skip:
+                yield block
 
     def _take(self, rows: int) -> MultiAgentBatch:
         counts = {pid: len(batch[SampleBatch.OBS]) for pid, batch in self._pending.items()}
@@ -457,7 +523,8 @@ class ExperienceReader:
         return {
             "epoch": self.epoch,
             "order": list(self._order),
-            "next_file": self._next_file,
+            "consumed": self._consumed,
+            "rows_this_epoch": self._rows_this_epoch,
             "rng_state": generator_state(self.rng),
             "pending": {pid: {k: state_codec.encode(v, compress=True) for k, v in b.items()} for pid, b in self._pending.items()},
         }
@@ -471,12 +538,14 @@ class ExperienceReader:
         order = [int(i) for i in state["order"]]
         if sorted(order) != list(range(len(self.files))):
             raise ValueError(f"the saved input position is for {len(order)} files, but input_ names {len(self.files)}")
-        next_file = int(state["next_file"])
-        if not 0 <= next_file <= len(order):
-            raise ValueError(f"the saved input position {next_file} is outside the {len(order)} files")
+        consumed = restored_count(state["consumed"], "consumed")
+        if not self.ray_data and consumed > len(order):
+            raise ValueError(f"the saved input position {consumed} is outside the {len(order)} files")
         pending = {pid: {k: np.asarray(state_codec.decode(v)) for k, v in b.items()} for pid, b in state["pending"].items()}
         set_generator_state(self.rng, state["rng_state"])
-        self.epoch, self._order, self._next_file, self._pending = int(state["epoch"]), order, next_file, pending
+        self.epoch, self._order, self._consumed, self._pending = int(state["epoch"]), order, consumed, pending
+        self._rows_this_epoch = restored_count(state["rows_this_epoch"], "rows_this_epoch")
+        self._blocks = None
 
 
 def _concat(a: Columns, b: Columns) -> Columns:
@@ -520,6 +589,12 @@ class ExperienceInput:
         batch = sample() if reader is None else reader.next(self.rows)
         self.rows_from[index] += batch.agent_steps
         return batch
+
+    def close(self) -> None:
+        """Stop every reader's stream of blocks (see :meth:`ExperienceReader.close`)."""
+        for _, _, reader in self.sources:
+            if reader is not None:
+                reader.close()
 
     def get_state(self) -> dict[str, Any]:
         """The rows served by each source and each reader's position, as JSON data."""
@@ -601,10 +676,29 @@ def build_experience_input(config: Any, policies: Mapping[str, Any]) -> Experien
         for path, fmt in files:  # before training: each file's first rows
             for pid, batch in read_experiences(path, fmt, columns, head=True).items():
                 check_for(path, pid).check(path, pid, batch)
+        ray_data = _reads_through_ray_data(config, [fmt for _, fmt in files])
         rng = numpy_generator(config.seed, "input", len(sources))  # each reader its own: its state is saved with it
-        sources.append((name, share, ExperienceReader(files, prepare, config.shuffle_buffer_size, rng, columns)))
+        reader = ExperienceReader(files, prepare, config.shuffle_buffer_size, rng, columns, ray_data)
+        sources.append((name, share, reader))
     rows = config.get_rollout_fragment_length() * config.num_envs_per_env_runner * max(1, config.num_env_runners)
     return ExperienceInput(sources, rows)
+
+
+def _reads_through_ray_data(config: Any, formats: list[str]) -> bool:
+    """Whether a reader goes through Ray Data: when asked, or by default on a Ray cluster (remote env runners).
+
+    Raises:
+        ConfigError: ``use_ray_data=True`` for JSON lines files (Ray Data reads corral's Parquet).
+    """
+    wanted = config.input_config.get("use_ray_data")
+    if wanted and "json" in formats:
+        raise ConfigError(
+            "input_config use_ray_data=True reads Parquet files, but the input holds JSON lines; "
+            "record with output_config={'format': 'parquet'}, or read them in this process (use_ray_data=False)"
+        )
+    if wanted is None:
+        return config.num_env_runners > 0 and "json" not in formats
+    return bool(wanted)
 
 
 def _needs_pyarrow(spec: Any, file_format: str | None) -> bool:
