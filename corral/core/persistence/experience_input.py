@@ -478,7 +478,10 @@ class ExperienceReader:
                 continue
             self._rows_this_epoch += len(batch[SampleBatch.OBS])
             held = self._pending.get(pid)
-            self._pending[pid] = batch if held is None else _concat(held, batch)
+            if held is not None:
+                self._pending[pid] = _concat(held, batch)
+            else:  # the shuffle buffer moves rows in place: it needs arrays of its own (pyarrow's are read-only)
+                self._pending[pid] = {k: np.array(v) for k, v in batch.items()} if self.shuffle_buffer_size else batch
         return True
 
     def _epoch_blocks(self, skip: int) -> Generator[tuple[Path, dict[str, Columns]], None, None]:
@@ -496,6 +499,7 @@ class ExperienceReader:
                 yield block
 
     def _take(self, rows: int) -> MultiAgentBatch:
+        """``rows`` rows out of the buffer: the first ones, or random ones; the cost is in the rows taken, not the buffer."""
         counts = {pid: len(batch[SampleBatch.OBS]) for pid, batch in self._pending.items()}
         if self.shuffle_buffer_size:
             chosen = np.sort(self.rng.choice(sum(counts.values()), rows, replace=False))
@@ -510,12 +514,17 @@ class ExperienceReader:
                 continue
             batch = self._pending[pid]
             out[pid] = SampleBatch({k: v[mine] for k, v in batch.items()})
-            keep = np.ones(count, bool)
-            keep[mine] = False
-            if keep.any():
-                self._pending[pid] = {k: v[keep] for k, v in batch.items()}
-            else:
+            left = count - len(mine)
+            if not left:
                 del self._pending[pid]
+            elif not self.shuffle_buffer_size:  # the first rows were taken: the rest is a view
+                self._pending[pid] = {k: v[len(mine) :] for k, v in batch.items()}
+            else:  # the rows kept beyond the new end move into the holes below it
+                holes = mine[mine < left]
+                movers = np.setdiff1d(np.arange(left, count), mine, assume_unique=True)
+                for value in batch.values():
+                    value[holes] = value[movers]
+                self._pending[pid] = {k: v[:left] for k, v in batch.items()}
         return MultiAgentBatch(out, rows, rows)
 
     def get_state(self) -> dict[str, Any]:
