@@ -148,9 +148,8 @@ def table(results: dict[str, Any]) -> str:
     theirs_seconds, theirs_rate = median("rllib", "seconds"), median("rllib", "second_half_rows_per_s")
     for key, label in (("corral", "corral, pyarrow"), ("corral_ray_data", "corral, Ray Data"), ("rllib", "RLlib, Ray Data")):
         seconds, rate, half = median(key, "seconds"), median(key, "rows_per_s"), median(key, "second_half_rows_per_s")
-        rows.append(
-            f"| {label} | {seconds:.1f} | {rate:,.0f} | {half:,.0f} | **{theirs_seconds / seconds:.1f}x** | **{half / theirs_rate:.1f}x** |"
-        )
+        ratios = f"**{theirs_seconds / seconds:.1f}x** | **{half / theirs_rate:.1f}x**"
+        rows.append(f"| {label} | {seconds:.1f} | {rate:,.0f} | {half:,.0f} | {ratios} |")
     return "\n".join(rows)
 
 
