@@ -17,10 +17,12 @@ import torch
 
 import corral
 from corral import CheckpointError, ConfigError, Policy, make_multi_agent
-from tests.toy_envs import DictObsEnv, ImageEnv
+from corral.core.persistence.policy_export import leaf_values
+from tests.toy_envs import DictObsEnv, ImageEnv, MaskedChoiceEnv
 
 # Runs the exported file in a fresh interpreter that refuses to import corral.
 WITHOUT_CORRAL = textwrap.dedent("""
+    import json
     import sys
 
     class NoCorral:
@@ -35,11 +37,12 @@ WITHOUT_CORRAL = textwrap.dedent("""
 
     import onnxruntime
 
-    folder, observations = sys.argv[1], np.load(sys.argv[2])
-    actions, inputs = torch.jit.load(f"{folder}/model.pt")(torch.as_tensor(observations))
+    folder, arrays = sys.argv[1], np.load(sys.argv[2])
+    names = [item["name"] for item in json.load(open(f"{folder}/model.json"))["inputs"]]
+    actions, inputs = torch.jit.load(f"{folder}/model.pt")(*[torch.as_tensor(arrays[name]) for name in names])
     np.save(f"{folder}/torchscript_actions.npy", actions.numpy())
     session = onnxruntime.InferenceSession(f"{folder}/model.onnx")
-    np.save(f"{folder}/onnx_actions.npy", session.run(["actions"], {"obs": observations})[0])
+    np.save(f"{folder}/onnx_actions.npy", session.run(["actions"], {name: arrays[name] for name in names})[0])
     assert not any(name.split(".")[0] == "corral" for name in sys.modules)
 """)
 
@@ -47,6 +50,8 @@ CASES = {
     "PPO CartPole (Discrete, filtered)": ("PPO", "CartPole-v1", {"observation_filter": "MeanStdFilter", "minibatch_size": 64}),
     "SAC Pendulum (Box)": ("SAC", "Pendulum-v1", {}),
     "PPO images (CNN)": ("PPO", ImageEnv, {"minibatch_size": 64, "model": {"conv_filters": [[8, 3, 1], [16, 3, 1]]}}),
+    "PPO Dict observations, Box actions (filtered)": ("PPO", DictObsEnv, {"minibatch_size": 64, "observation_filter": "MeanStdFilter"}),
+    "PPO an action mask (Dict with a mask)": ("PPO", MaskedChoiceEnv, {"minibatch_size": 64}),
 }
 
 
@@ -60,12 +65,14 @@ def test_the_exported_model_acts_as_the_policy_in_a_process_without_corral(case:
     path = algo.export_policy_model(tmp_path / "export", onnx=17)
     space = algo.get_policy().observation_space
     space.seed(0)
-    observations = np.stack([space.sample() for _ in range(1000)])
+    observations = [space.sample() for _ in range(1000)]
     expected = np.stack([np.asarray(algo.compute_single_action(obs, explore=False)) for obs in observations])
     algo.stop()
-    np.save(tmp_path / "obs.npy", observations)
+    names = [item["name"] for item in json.loads((tmp_path / "export" / "model.json").read_text())["inputs"]]
+    leaves = [leaf_values(space, obs) for obs in observations]
+    np.savez(tmp_path / "obs.npz", **{n: np.stack([np.asarray(obs[i]) for obs in leaves]) for i, n in enumerate(names)})
     proc = subprocess.run(
-        [sys.executable, "-c", WITHOUT_CORRAL, str(path.parent), str(tmp_path / "obs.npy")],
+        [sys.executable, "-c", WITHOUT_CORRAL, str(path.parent), str(tmp_path / "obs.npz")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -83,6 +90,18 @@ def test_the_exported_model_acts_as_the_policy_in_a_process_without_corral(case:
     assert description["policy_id"] == "default_policy" and description["onnx_opset"] == 17
 
 
+def test_a_structured_observation_is_one_input_per_array_named_by_its_path(tmp_path: Path) -> None:
+    algo = corral.get_config("PPO").environment(MaskedChoiceEnv).training(train_batch_size=64, minibatch_size=64).build()
+    algo.export_policy_model(tmp_path / "export")
+    algo.stop()
+    inputs = json.loads((tmp_path / "export" / "model.json").read_text())["inputs"]
+    assert [(i["name"], i["dtype"]) for i in inputs] == [("obs.observation", "float32"), ("obs.action_mask", "int8")]
+    model = torch.jit.load(str(tmp_path / "export" / "model.pt"))
+    only_action_2 = torch.tensor([[0, 0, 1, 0, 0, 0]], dtype=torch.int8)
+    actions, _ = model(torch.ones(1, 6), only_action_2)
+    assert actions.tolist() == [2]  # the mask decides: the one legal action
+
+
 def test_corral_export_writes_the_model_from_a_checkpoint(run_cli: Any, tmp_path: Path) -> None:
     algo = corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=64, minibatch_size=64).build()
     checkpoint = algo.save(str(tmp_path / "checkpoint"))
@@ -90,14 +109,6 @@ def test_corral_export_writes_the_model_from_a_checkpoint(run_cli: Any, tmp_path
     proc = run_cli("export", checkpoint, "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     assert "Wrote" in proc.stdout and (tmp_path / "out" / "model.pt").is_file()
-
-
-def test_a_policy_whose_observations_are_not_one_array_is_refused_naming_its_space(tmp_path: Path) -> None:
-    algo = corral.get_config("PPO").environment(DictObsEnv).training(train_batch_size=64, minibatch_size=64).build()
-    with pytest.raises(ConfigError, match=r"one array \(Box, Discrete, MultiDiscrete, MultiBinary\); .* Dict"):
-        algo.export_policy_model(tmp_path / "export")
-    algo.stop()
-    assert not (tmp_path / "export").exists()
 
 
 def test_an_onnx_opset_torch_cannot_write_or_a_missing_onnx_package_is_refused_before_any_file(

@@ -216,17 +216,21 @@ class ActorCriticModel(Model):
 
     With ``vf_share_layers`` both heads read one encoder; otherwise the value
     function has its own copy. With ``free_log_std`` (Box actions) the log
-    standard deviation is a learned vector, not a network output.
+    standard deviation is a learned vector, not a network output. With
+    ``value_function=False`` there is no value head at all (behaviour cloning
+    needs none, and it would double the work of a separate encoder).
     """
 
-    def __init__(self, obs_space: gym.Space, num_outputs: int, config: ModelConfig, gaussian: bool = False) -> None:
+    def __init__(
+        self, obs_space: gym.Space, num_outputs: int, config: ModelConfig, gaussian: bool = False, value_function: bool = True
+    ) -> None:
         super().__init__()
         self.free_log_std = gaussian and config.free_log_std
         head_outputs = num_outputs // 2 if self.free_log_std else num_outputs
         self.encoder, features = build_encoder(obs_space, config)
         self.pi_head = _init(nn.Linear(features, head_outputs), 0.01)
-        self.vf_encoder = None if config.vf_share_layers else build_encoder(obs_space, config)[0]
-        self.vf_head = _init(nn.Linear(features, 1), 1.0)
+        self.vf_encoder = None if config.vf_share_layers or not value_function else build_encoder(obs_space, config)[0]
+        self.vf_head = _init(nn.Linear(features, 1), 1.0) if value_function else None
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.zeros(head_outputs))
 
@@ -235,6 +239,8 @@ class ActorCriticModel(Model):
         dist_inputs = self.pi_head(features)
         if self.free_log_std:
             dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
+        if self.vf_head is None:
+            return {SampleBatch.ACTION_DIST_INPUTS: dist_inputs}
         vf_features = features if self.vf_encoder is None else self.vf_encoder(obs)
         return {SampleBatch.ACTION_DIST_INPUTS: dist_inputs, SampleBatch.VF_PREDS: self.vf_head(vf_features).squeeze(-1)}
 

@@ -6,10 +6,13 @@ discrete observations), the observation filter with its statistics, the
 model's ``forward_inference``, the action distribution's deterministic action
 and the mapping to the env's action space (unsquashing, clipping, shape). The
 file runs with torch alone (``torch.jit.load``), without corral or the code
-of the model's plugin; ``model.json`` beside it describes the input and the
-outputs. With ``onnx=OPSET`` the same path is also written as ``model.onnx``
-(input ``obs``, outputs ``actions`` and ``action_dist_inputs``, any batch
-size), for onnxruntime and other ONNX runtimes; it needs the ``onnx`` extra.
+of the model's plugin; ``model.json`` beside it describes the inputs and the
+outputs. The module takes one tensor per array of the observation: ``obs``
+for a Box or Discrete space, ``obs.<key>`` (``obs.<index>`` in a Tuple) for
+each entry of a Dict or Tuple space, an action mask included. With
+``onnx=OPSET`` the same path is also written as ``model.onnx`` (inputs named
+so, outputs ``actions`` and ``action_dist_inputs``, any batch size), for
+onnxruntime and other ONNX runtimes; it needs the ``onnx`` extra.
 """
 
 from __future__ import annotations
@@ -44,14 +47,50 @@ ONNX_OPSETS = range(9, 21)
 """the ONNX opsets torch's TorchScript-based exporter writes (up to 20 in torch 2.13)"""
 
 
+def observation_leaves(space: gym.Space, name: str = SampleBatch.OBS) -> list[tuple[str, gym.Space]]:
+    """The arrays one observation of ``space`` is made of, named by their path, in the order corral flattens them.
+
+    Args:
+        space: an observation space (Dict and Tuple spaces nest).
+        name: the name of the whole observation.
+
+    Returns:
+        ``[(name, space)]`` for one array; ``[("obs.pos", ...), ("obs.vel", ...)]`` for a Dict,
+        ``obs.0``, ``obs.1``, ... for a Tuple.
+    """
+    if isinstance(space, gym.spaces.Dict):
+        return [leaf for key, sub in space.spaces.items() for leaf in observation_leaves(sub, f"{name}.{key}")]
+    if isinstance(space, gym.spaces.Tuple):
+        return [leaf for i, sub in enumerate(space.spaces) for leaf in observation_leaves(sub, f"{name}.{i}")]
+    return [(name, space)]
+
+
+def leaf_values(space: gym.Space, obs: Any) -> list[Any]:
+    """One observation's arrays in the order of :func:`observation_leaves`.
+
+    Args:
+        space: the observation space.
+        obs: one observation (or a batch: dicts and tuples of arrays).
+
+    Returns:
+        The arrays.
+    """
+    if isinstance(space, gym.spaces.Dict):
+        return [value for key, sub in space.spaces.items() for value in leaf_values(sub, obs[key])]
+    if isinstance(space, gym.spaces.Tuple):
+        return [value for i, sub in enumerate(space.spaces) for value in leaf_values(sub, obs[i])]
+    return [obs]
+
+
 class InferencePath(nn.Module):
-    """A policy's deterministic acting as one module: ``forward(obs) -> (env actions, action_dist_inputs)``.
+    """A policy's deterministic acting as one module: ``forward(*obs) -> (env actions, action_dist_inputs)``.
+
+    It takes one tensor per array of the observation (see :func:`observation_leaves`):
+    one for a Box or Discrete space, one per entry of a Dict or Tuple space, the
+    action mask included.
 
     Args:
         policy: the policy to copy (its model, filter statistics and action mapping are frozen in).
-
-    Raises:
-        ConfigError: the observations are not one array (Dict and Tuple spaces, action masks).
     """
 
     filter_mean: torch.Tensor
@@ -64,23 +103,21 @@ class InferencePath(nn.Module):
     def __init__(self, policy: Policy) -> None:
         super().__init__()
         space = policy.observation_space
-        if policy.action_mask is not None or not isinstance(
-            space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
-        ):
-            raise ConfigError(
-                f"export_policy_model takes policies whose observations are one array (Box, Discrete, MultiDiscrete, "
-                f"MultiBinary); this policy's observation space is {space}"
-            )
+        self.input_names = [name for name, _ in observation_leaves(space)]
+        mask = policy.action_mask
+        # the model's own part of the observation: all of it, or what the action mask's preprocessor gives the model
+        model_space, prefix, self._mask_index = space, SampleBatch.OBS, None
+        if mask is not None:
+            model_space = mask.model_observation_space
+            others = [key for key in cast(gym.spaces.Dict, space).spaces if key != mask.key]
+            prefix = f"{SampleBatch.OBS}.{others[0]}" if len(others) == 1 else SampleBatch.OBS
+            self._mask_index = self.input_names.index(f"{SampleBatch.OBS}.{mask.key}")
+        model_leaves = observation_leaves(model_space, prefix)  # in the order the preprocessor flattens them
+        self._model_indexes = [self.input_names.index(name) for name, _ in model_leaves]
+        self._image = is_image_space(model_space)  # an image alone is the model's input as it is
+        self._leaves = [_leaf_encoding(leaf) for _, leaf in model_leaves]
         self.model = copy.deepcopy(policy.model).to("cpu").eval().requires_grad_(False)
         self.dist_class = policy.dist_class
-        self._image = is_image_space(space)
-        self._one_hot = (
-            [(int(space.start), int(space.n))]
-            if isinstance(space, gym.spaces.Discrete)
-            else [(int(s), int(n)) for s, n in zip(space.start.ravel(), space.nvec.ravel(), strict=True)]
-            if isinstance(space, gym.spaces.MultiDiscrete)
-            else None
-        )
         obs_filter = policy.observation_filter
         self._filter_clip = None if obs_filter is None else float(obs_filter.clip)
         if obs_filter is not None:
@@ -97,23 +134,29 @@ class InferencePath(nn.Module):
             self.register_buffer("clip_low", torch.from_numpy(np.asarray(low)))
             self.register_buffer("clip_high", torch.from_numpy(np.asarray(high)))
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Env actions and the action distribution's inputs for a batch of raw observations."""
-        x = self._preprocess(obs)
+    def forward(self, *obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Env actions and the action distribution's inputs for a batch of raw observations, array by array."""
+        x = self._preprocess([obs[i] for i in self._model_indexes])
         if self._filter_clip is not None:
             normalized = (x.double() - self.filter_mean) / self.filter_std
             x = normalized.clamp(-self._filter_clip, self._filter_clip).float()
+        if self._mask_index is not None:  # as the policy's rows are: the observation, then the mask's flags
+            mask = obs[self._mask_index]
+            x = torch.cat([x.reshape(x.shape[0], -1).float(), mask.reshape(mask.shape[0], -1).float()], dim=1)
         inputs = self.model.forward_inference(x)[SampleBatch.ACTION_DIST_INPUTS]
         return self._env_actions(self.dist_class(inputs).deterministic_sample()), inputs
 
-    def _preprocess(self, obs: torch.Tensor) -> torch.Tensor:
+    def _preprocess(self, arrays: list[torch.Tensor]) -> torch.Tensor:
         if self._image:
-            return obs
-        if self._one_hot is not None:
-            codes = obs.long().reshape(obs.shape[0], -1)
-            parts = [F.one_hot(codes[:, j] - start, n).float() for j, (start, n) in enumerate(self._one_hot)]
-            return torch.cat(parts, dim=1)
-        return obs.float().reshape(obs.shape[0], -1)
+            return arrays[0]
+        parts = []
+        for value, one_hot in zip(arrays, self._leaves, strict=True):
+            if one_hot is None:
+                parts.append(value.float().reshape(value.shape[0], -1))
+            else:
+                codes = value.long().reshape(value.shape[0], -1)
+                parts.extend(F.one_hot(codes[:, j] - start, n).float() for j, (start, n) in enumerate(one_hot))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
     def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         if self._normalize:
@@ -123,6 +166,15 @@ class InferencePath(nn.Module):
         if self._env_shape is not None:
             actions = actions.reshape(actions.shape[0], *self._env_shape)
         return actions + self._start if self._start else actions
+
+
+def _leaf_encoding(space: gym.Space) -> list[tuple[int, int]] | None:
+    """How corral's preprocessor encodes one array: None flattens it as floats, else (start, n) one-hot per entry."""
+    if isinstance(space, gym.spaces.Discrete):
+        return [(int(space.start), int(space.n))]
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return [(int(s), int(n)) for s, n in zip(space.start.ravel(), space.nvec.ravel(), strict=True)]
+    return None
 
 
 def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], policy_id: str, onnx: int | None = None) -> Path:
@@ -138,14 +190,14 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
         The path of ``model.pt``.
 
     Raises:
-        ConfigError: the policy's observations are not one array (see :class:`InferencePath`), the
-            opset is not one torch writes, or ``onnx`` is asked without the ``onnx`` package.
+        ConfigError: the opset is not one torch writes, or ``onnx`` is asked without the ``onnx`` package.
     """
     if onnx is not None:
         check_onnx_opset(onnx)
     path = InferencePath(policy)
     space = policy.observation_space
-    example = torch.as_tensor(np.stack([space.sample() for _ in range(2)]))
+    samples = [leaf_values(space, space.sample()) for _ in range(2)]
+    example = tuple(torch.as_tensor(np.stack([np.asarray(s[i]) for s in samples])) for i in range(len(path.input_names)))
     folder = Path(export_dir).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
@@ -160,7 +212,10 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
         "format": "torchscript" if onnx is None else "torchscript+onnx",
         "corral_version": __version__,
         "policy_id": policy_id,
-        "input": {"observation_space": space_to_json(space), "dtype": str(example.dtype).removeprefix("torch.")},
+        "inputs": [
+            {"name": name, "space": space_to_json(leaf), "dtype": str(value.dtype).removeprefix("torch.")}
+            for (name, leaf), value in zip(observation_leaves(space), example, strict=True)
+        ],
         "outputs": ["actions (in the env's action space)", "action_dist_inputs"],
         "action_space": space_to_json(policy.action_space),
         "observation_filter": cast(Any, policy.config).observation_filter,
@@ -185,18 +240,18 @@ def check_onnx_opset(opset: Any) -> None:
         raise ConfigError("writing an ONNX file needs the onnx package: pip install 'corral[onnx]'") from None
 
 
-def _export_onnx(path: InferencePath, example: torch.Tensor, file: Path, opset: int) -> None:
+def _export_onnx(path: InferencePath, example: tuple[torch.Tensor, ...], file: Path, opset: int) -> None:
     options: dict[str, Any] = {}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         options["dynamo"] = False  # the TorchScript-based exporter: no onnxscript needed, the same graph as model.pt
-    names = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ACTION_DIST_INPUTS]
+    names = [*path.input_names, SampleBatch.ACTIONS, SampleBatch.ACTION_DIST_INPUTS]
     torch.onnx.export(
         path,
-        (example,),
+        example,
         str(file),
         opset_version=opset,
-        input_names=names[:1],
-        output_names=names[1:],
+        input_names=path.input_names,
+        output_names=names[-2:],
         dynamic_axes={name: {0: "batch"} for name in names},  # any batch size
         **options,
     )

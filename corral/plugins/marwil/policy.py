@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
-from corral.core import Policy, SampleBatch, add_gae, restored_float, to_floats
+from corral.core import ActorCriticModel, Policy, SampleBatch, add_gae, restored_float, to_floats
 from corral.plugins.marwil.config import MARWILConfig
 
 _MAX_EXPONENT = 20.0
@@ -25,7 +27,7 @@ class MARWILPolicy(Policy):
 
     config: MARWILConfig
     thread_safe_learning = True
-    required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
+    required_model_outputs: tuple[str, ...] = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -86,6 +88,15 @@ class MARWILPolicy(Policy):
 
 
 class BCPolicy(MARWILPolicy):
-    """Behaviour cloning: it reads only observations and actions, and needs no returns."""
+    """Behaviour cloning: it reads only observations and actions, and needs no returns nor a value function."""
 
     input_columns = (SampleBatch.OBS, SampleBatch.ACTIONS)
+    required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS,)
+
+    def make_model(self) -> nn.Module:
+        """The catalog's model without its value head (a custom model is built as configured)."""
+        config = self.config.model
+        if config.model_class() is not None:
+            return super().make_model()
+        box = isinstance(self.action_adapter.policy_space, gym.spaces.Box)
+        return ActorCriticModel(self.model_observation_space, self.num_outputs, config, gaussian=box, value_function=False)
