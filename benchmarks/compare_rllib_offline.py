@@ -168,7 +168,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="corral-offline-bench-") as folder:
         os.environ.setdefault("CORRAL_RESULTS_DIR", str(Path(folder) / "results"))
         path = record(Path(folder) / "data")
-        results["dataset"] = {"rows": ROWS, "bytes": path.stat().st_size}
+        import pyarrow.parquet as pq
+
+        results["dataset"] = {"rows": pq.ParquetFile(path).metadata.num_rows, "bytes": path.stat().st_size}
         for _ in range(args.repeats):
             for library in ("corral", "corral_ray_data", "rllib"):
                 outcome = run_in_fresh_process([__file__, "_child", library, str(path)], timeout=3600)

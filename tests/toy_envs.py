@@ -116,6 +116,17 @@ class BrokenCartPole(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
+class TupleObsEnv(_RandomObservationEnv):
+    """Tuple observations (Discrete + Box) with a Discrete action, episodes of 4 steps."""
+
+    observation_space = gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(-1, 1, (2,), np.float32)))
+    action_space = gym.spaces.Discrete(3)
+
+    def step(self, action):
+        self.t += 1
+        return self.observation_space.sample(), float(int(action) == 1), self.t >= 4, False, {}
+
+
 class MatrixActionEnv(_RandomObservationEnv):
     """A Box action of shape (2, 3), rewarded for matching a target matrix; episodes of 4 steps."""
 
