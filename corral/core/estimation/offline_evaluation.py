@@ -11,6 +11,7 @@ import numpy as np
 from corral.core.estimation.estimator import TARGET_LOGP, Episodes, OffPolicyEstimator, make_estimator
 from corral.core.persistence.experience_input import (
     SAMPLER,
+    TRANSITION_COLUMNS,
     InputCheck,
     episode_order,
     file_format_of,
@@ -20,15 +21,7 @@ from corral.core.persistence.experience_input import (
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.errors import ConfigError
 
-EPISODE_COLUMNS = (
-    SampleBatch.OBS,
-    SampleBatch.ACTIONS,
-    SampleBatch.REWARDS,
-    SampleBatch.NEXT_OBS,
-    SampleBatch.TERMINATEDS,
-    SampleBatch.TRUNCATEDS,
-    SampleBatch.ACTION_LOGP,
-)
+EPISODE_COLUMNS = (SampleBatch.OBS, SampleBatch.ACTIONS, *TRANSITION_COLUMNS, SampleBatch.ACTION_LOGP)
 """what an estimator reads of each recorded row; ``action_logp`` is the behaviour policy's"""
 
 
