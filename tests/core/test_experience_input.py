@@ -226,6 +226,12 @@ def test_actions_outside_the_env_s_space_are_refused(tmp_path: Path) -> None:
         offline(str(path)).build()
 
 
+def test_non_finite_observations_are_refused(tmp_path: Path) -> None:
+    path = write_table(tmp_path / "nan_obs.parquet", {"obs": [[0.0] * 4, [float("nan")] * 4], "actions": [0, 1]})
+    with pytest.raises(ConfigError, match=r"nan_obs\.parquet.*column 'obs': holds NaN or infinite values"):
+        offline(str(path)).build()
+
+
 def test_renamed_columns_read_through_input_config(tmp_path: Path, make_algo: Callable[..., Any]) -> None:
     path = write_table(tmp_path / "foreign.parquet", {"observation": [[0.5] * 4] * 300, "action": [1] * 300})
     algo = make_algo(offline(str(path), input_config={"columns": {"obs": "observation", "actions": "action"}}))

@@ -285,12 +285,18 @@ class InputCheck:
         if missing:
             raise refuse(missing[0], f"missing; the file has {sorted(batch)}, the algorithm reads {list(self.required)}")
         for column in (SampleBatch.OBS, SampleBatch.NEXT_OBS):
-            if column in batch and tuple(batch[column].shape[1:]) != self.obs_shape:
+            if column not in batch:
+                continue
+            if tuple(batch[column].shape[1:]) != self.obs_shape:
                 raise refuse(
                     column,
                     f"rows of shape {tuple(batch[column].shape[1:])}, but the policy's observations of "
                     f"{self.observation_space} are {self.obs_shape} once preprocessed",
                 )
+            if batch[column].dtype.kind not in "fiub":
+                raise refuse(column, f"{batch[column].dtype} rows; observations are numbers")
+            if batch[column].dtype.kind == "f" and not np.all(np.isfinite(batch[column])):
+                raise refuse(column, "holds NaN or infinite values")
         out = dict(batch)
         out[SampleBatch.ACTIONS] = self._actions(batch[SampleBatch.ACTIONS], refuse)
         for column in (SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS):
