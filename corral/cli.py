@@ -63,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint-at-end", action="store_true", default=None, help="save a checkpoint when training ends")
     train.add_argument("--storage-path", help="folder for experiment folders (default $CORRAL_RESULTS_DIR or ~/corral_results)")
     train.add_argument("--seed", type=int, help="random seed")
+    framework = train.add_mutually_exclusive_group()
+    framework.add_argument(
+        "--framework", choices=("torch", "tf", "tf2", "tfe"), help="RLlib's flag: corral runs on torch ('tf*' with a warning)"
+    )
+    framework.add_argument("--torch", dest="framework", action="store_const", const="torch", help="RLlib's flag: torch")
     train.add_argument("-v", "--verbose", action="count", default=0, help="-v: a line per iteration; -vv: full results")
     train.add_argument("--help-config", action="store_true", help="list the algorithm's config options and exit")
     train.set_defaults(handler=_train)
@@ -195,6 +200,7 @@ def _override_from_flags(exp: dict[str, Any], args: argparse.Namespace) -> None:
         ("checkpoint_at_end", "checkpoint_at_end"),
         ("storage_path", "storage_path"),
         ("seed", "seed"),
+        ("framework", "framework"),
     ):
         value = getattr(args, flag)
         if value is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy as _copy
 import importlib
+import logging
 import os
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -63,6 +64,13 @@ LEGACY_KEYS = {
     "recreate_failed_workers": "recreate_failed_env_runners",
     "ignore_worker_failures": "ignore_env_runner_failures",
 }
+
+logger = logging.getLogger("corral")
+
+TF_FRAMEWORKS = ("tf", "tf2", "tfe")
+"""RLlib's TensorFlow frameworks: a config that names one runs on torch, with a warning"""
+TF_ONLY_KEYS = ("eager_tracing", "eager_max_retraces", "tf_session_args", "local_tf_session_args")
+"""RLlib options that only TensorFlow reads: accepted and ignored, with a warning"""
 
 
 def option(default: Any, group: str, **constraints: Any) -> Any:
@@ -539,6 +547,26 @@ class AlgorithmConfig(BaseModel):
         """Set where training samples come from (``input_``) and where sampled ones are written (``output``)."""
         return self._set_group("offline_data", kwargs)
 
+    def framework(self, framework: str | None = "torch", **tf_options: Any) -> AlgorithmConfig:
+        """Accept RLlib's ``.framework(...)``: corral runs on torch.
+
+        ``"tf"``, ``"tf2"`` and ``"tfe"`` run the same config on torch, with a
+        warning; so do RLlib's TensorFlow-only options (``eager_tracing``, ...),
+        which are ignored.
+
+        Args:
+            framework: ``"torch"`` (or None), or one of RLlib's TensorFlow frameworks.
+            **tf_options: RLlib's TensorFlow-only options.
+
+        Returns:
+            This config.
+
+        Raises:
+            ConfigError: another framework, or an option that is not one of RLlib's for ``framework()``.
+        """
+        self._canonical_keys({"framework": framework, **tf_options})
+        return self
+
     def debugging(self, **kwargs: Any) -> AlgorithmConfig:
         """Set ``seed``, ``log_level`` and what a NaN update does (``on_nonfinite``)."""
         return self._set_group("debugging", kwargs)
@@ -565,6 +593,53 @@ class AlgorithmConfig(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """Return every field as JSON-serialisable values; classes become 'module:qualname'."""
         return {name: _to_jsonable(getattr(self, name)) for name in type(self).model_fields}
+
+    # ------------------------------------------------------------------ #
+    # read as a mapping, as RLlib's config is
+    # ------------------------------------------------------------------ #
+    def __getitem__(self, key: str) -> Any:
+        """``config["lr"]``: an option's value by its name or RLlib's (``config["lambda"]``).
+
+        Raises:
+            KeyError: no option has that name.
+        """
+        if key == "framework":
+            return "torch"
+        name = LEGACY_KEYS.get(key, key)
+        if not isinstance(key, str) or name not in type(self).model_fields:
+            raise KeyError(str(self._unknown_key(str(key))))
+        return getattr(self, name)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``config.get("lr", default)``: an option's value, or ``default`` when no option has that name.
+
+        Args:
+            key: the option's name (or RLlib's).
+            default: what to return for a name that is no option.
+
+        Returns:
+            The value, or ``default``.
+        """
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        """``"lr" in config``: whether an option has that name (or RLlib's)."""
+        return key == "framework" or (isinstance(key, str) and LEGACY_KEYS.get(key, key) in type(self).model_fields)
+
+    def keys(self) -> list[str]:
+        """Every option's name."""
+        return list(type(self).model_fields)
+
+    def values(self) -> list[Any]:
+        """Every option's value, in the order of :meth:`keys`."""
+        return [getattr(self, name) for name in self.keys()]
+
+    def items(self) -> list[tuple[str, Any]]:
+        """Every option's name and value."""
+        return [(name, getattr(self, name)) for name in self.keys()]
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> AlgorithmConfig:
@@ -735,8 +810,10 @@ class AlgorithmConfig(BaseModel):
         out: dict[str, Any] = {}
         for key, value in values.items():
             if key == "framework":
-                if value is not None and not (isinstance(value, str) and value == "torch"):  # an array cannot be asked `in`
-                    raise ConfigError(f"framework={value!r:.80} is not supported; corral runs on 'torch'")
+                _check_framework(value)
+                continue
+            if key in TF_ONLY_KEYS:
+                logger.warning("%s is a TensorFlow option; corral runs on torch and ignores it", key)
                 continue
             name = LEGACY_KEYS.get(key, key)
             if name not in cls.model_fields:
@@ -820,6 +897,14 @@ class AlgorithmConfig(BaseModel):
             raise ValueError(f"output_config format {value['format']!r} is not one of {', '.join(map(repr, OUTPUT_FORMATS))}")
         return value
 
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _normalize_log_level(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.upper()
+            return "WARNING" if value == "WARN" else value  # RLlib's default is spelled "WARN"
+        return value
+
     @field_validator("input_", mode="after")
     @classmethod
     def _check_input(cls, value: Any) -> Any:
@@ -897,3 +982,19 @@ def _to_jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_to_jsonable(v) for v in value]
     return value
+
+
+def _check_framework(value: Any) -> None:
+    """Accept RLlib's ``framework`` values: torch silently, TensorFlow's with a warning (the config runs on torch).
+
+    Raises:
+        ConfigError: any other value.
+    """
+    if value is None or (isinstance(value, str) and value == "torch"):  # an array cannot be asked `in`
+        return
+    if isinstance(value, str) and value in TF_FRAMEWORKS:
+        logger.warning("framework=%r: corral runs this config on torch, where its options mean the same", value)
+        return
+    raise ConfigError(
+        f"framework={value!r:.80} is not supported; corral runs on 'torch' (RLlib's 'tf' and 'tf2' run on torch too)"
+    )
