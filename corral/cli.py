@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from corral.core.contracts.results import RESULT_KEYS
+from corral.core.contracts.results import RESULT_KEYS, corral_result_key
 from corral.errors import ConfigError, CorralError, did_you_mean
 
 
@@ -220,6 +220,7 @@ def _prepare(exp: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     if exp["env"] is not None:
         config.environment(exp["env"])
     config.validate()
+    exp["stop"] = {corral_result_key(key): value for key, value in exp["stop"].items()}  # RLlib's 2.x keys too
     _check_stop(exp["stop"], evaluation=config.evaluation_interval is not None)
     from corral.core.environments.envs import resolve_creator
 

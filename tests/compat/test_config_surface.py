@@ -58,3 +58,61 @@ def test_the_cli_takes_rllib_s_framework_flags(run_cli: Any) -> None:
         assert proc.returncode == 0, proc.stderr
         if "tf2" in flags:
             assert "runs this config on torch" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("rllib_key", "corral_key"),
+    [
+        ("sampler_results/episode_reward_mean", "episode_reward_mean"),
+        ("env_runners/episode_return_mean", "episode_reward_mean"),
+        ("env_runners/episode_len_mean", "episode_len_mean"),
+        ("evaluation/env_runners/episode_return_mean", "evaluation/episode_reward_mean"),
+        ("evaluation/sampler_results/episode_reward_mean", "evaluation/episode_reward_mean"),
+        ("num_env_steps_sampled_lifetime", "num_env_steps_sampled"),
+        ("episode_reward_mean", "episode_reward_mean"),
+    ],
+)
+def test_rllib_s_result_keys_of_every_2x_layout_name_corral_s(rllib_key: str, corral_key: str) -> None:
+    from corral.core.contracts.results import corral_result_key
+
+    assert corral_result_key(rllib_key) == corral_key
+
+
+def test_a_yaml_file_with_rllib_s_stop_key_and_renamed_options_runs(run_cli: Any, tmp_path: Any) -> None:
+    (tmp_path / "ppo.yaml").write_text(
+        "cartpole-ppo:\n"
+        "  env: CartPole-v1\n"
+        "  run: PPO\n"
+        "  stop:\n"
+        "    env_runners/episode_return_mean: 1\n"
+        "    timesteps_total: 2000\n"
+        "  config:\n"
+        "    framework: tf2\n"
+        "    eager_tracing: true\n"
+        "    num_envs_per_worker: 2\n"
+        "    train_batch_size: 64\n"
+        "    sgd_minibatch_size: 64\n"
+        "    metrics_smoothing_episodes: 5\n"
+        "    timesteps_per_iteration: 0\n"
+    )
+    proc = run_cli("train", "-f", str(tmp_path / "ppo.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    # a 1-step episode mean is reached at once: the alias was read as corral's episode_reward_mean
+    assert "iter    1" in proc.stdout and "iter    2" not in proc.stdout, proc.stdout
+
+
+def test_rllib_s_optimization_group_and_a_partial_replay_buffer_config_merge_into_the_defaults() -> None:
+    sac = corral.get_config("SAC").update_from_dict(
+        {
+            "optimization": {"actor_learning_rate": 1e-3, "critic_learning_rate": 2e-3, "entropy_learning_rate": 3e-3},
+            "replay_buffer_config": {"type": "MultiAgentPrioritizedReplayBuffer", "learning_starts": 500},
+        }
+    )
+    assert (sac.actor_lr, sac.critic_lr, sac.alpha_lr) == (1e-3, 2e-3, 3e-3)
+    assert sac.learning_starts == 500
+    assert sac.replay_buffer_config == {"type": "MultiAgentPrioritizedReplayBuffer", "capacity": 1_000_000}
+    sac.environment("Pendulum-v1").validate()  # the merged buffer config is complete
+    dqn = corral.get_config("DQN").training(replay_buffer_config={"capacity": 5000})
+    assert dqn.replay_buffer_config["capacity"] == 5000 and dqn.replay_buffer_config["type"] == "ReplayBuffer"
+    with pytest.raises(ConfigError, match=r"has no option 'optimization\.actor_learning_rate'"):
+        corral.get_config("PPO").update_from_dict({"optimization": {"actor_learning_rate": 1e-3}})

@@ -63,7 +63,16 @@ LEGACY_KEYS = {
     "custom_resources_per_worker": "custom_resources_per_env_runner",
     "recreate_failed_workers": "recreate_failed_env_runners",
     "ignore_worker_failures": "ignore_env_runner_failures",
+    "timesteps_per_iteration": "min_sample_timesteps_per_iteration",
+    "min_sample_timesteps_per_reporting": "min_sample_timesteps_per_iteration",
+    "min_iter_time_s": "min_time_s_per_iteration",
+    "min_time_s_per_reporting": "min_time_s_per_iteration",
+    "metrics_smoothing_episodes": "metrics_num_episodes_for_smoothing",
+    "evaluation_num_workers": "evaluation_num_env_runners",
 }
+
+OPTIMIZATION_KEYS = {"actor_learning_rate": "actor_lr", "critic_learning_rate": "critic_lr", "entropy_learning_rate": "alpha_lr"}
+"""RLlib's ``optimization: {...}`` group (SAC and its kin): each key maps to one corral option"""
 
 logger = logging.getLogger("corral")
 
@@ -650,10 +659,23 @@ class AlgorithmConfig(BaseModel):
         """Set any fields from a flat dict (RLlib's legacy key names accepted); returns self."""
         if not isinstance(values, dict):
             raise ConfigError(f"a config must be a mapping of option names to values, got {type(values).__name__}")
-        canonical = self._canonical_keys(values)
-        for name, value in canonical.items():
+        for name, value in self._merged(self._canonical_keys(values)).items():
             setattr(self, name, value)
         return self
+
+    def _merged(self, canonical: dict[str, Any]) -> dict[str, Any]:
+        """Settings to assign, a partial ``replay_buffer_config`` merged into the current one, as RLlib does.
+
+        Its ``learning_starts`` (RLlib's older place for it) becomes the option of that name.
+        """
+        replay = canonical.get("replay_buffer_config")
+        if isinstance(replay, dict) and "replay_buffer_config" in type(self).model_fields:
+            replay = dict(replay)
+            if "learning_starts" in replay and "learning_starts" in type(self).model_fields:
+                canonical.setdefault("learning_starts", replay.pop("learning_starts"))
+            current = getattr(self, "replay_buffer_config")  # noqa: B009  # only replay configs have it (checked above)
+            canonical["replay_buffer_config"] = {**current, **replay}
+        return canonical
 
     def copy(self, copy_frozen: bool = False) -> AlgorithmConfig:  # type: ignore[override]
         """Return a deep copy; unfrozen unless ``copy_frozen``."""
@@ -815,6 +837,13 @@ class AlgorithmConfig(BaseModel):
             if key in TF_ONLY_KEYS:
                 logger.warning("%s is a TensorFlow option; corral runs on torch and ignores it", key)
                 continue
+            if key == "optimization" and isinstance(value, dict):
+                for inner, inner_value in value.items():
+                    name = OPTIMIZATION_KEYS.get(inner)
+                    if name is None or name not in cls.model_fields:
+                        raise cls._unknown_key(f"optimization.{inner}")
+                    out[name] = inner_value
+                continue
             name = LEGACY_KEYS.get(key, key)
             if name not in cls.model_fields:
                 raise cls._unknown_key(key)
@@ -832,7 +861,7 @@ class AlgorithmConfig(BaseModel):
             owner = self.field_group(name)
             if owner != group:
                 raise ConfigError(f"{name!r} is set with .{owner}(), not .{group}()")
-        for name, value in canonical.items():
+        for name, value in self._merged(canonical).items():
             setattr(self, name, value)
         return self
 

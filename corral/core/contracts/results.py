@@ -40,3 +40,30 @@ EVALUATION_KEY = "evaluation"
 
 RESULT_KEYS: tuple[str, ...] = (*RESULT_KEY_TYPES, EVALUATION_KEY)
 """Every top-level key a result can have: what stop criteria may name."""
+
+RLLIB_RESULT_GROUPS = ("sampler_results", "env_runners")
+"""the sub-dicts RLlib 2.x puts episode stats under (2.5-2.9: ``sampler_results``; 2.10 on: ``env_runners``)"""
+
+
+def corral_result_key(key: str) -> str:
+    """The corral result key that an RLlib 2.x stop or result key names (corral's own keys are returned as they are).
+
+    ``sampler_results/episode_reward_mean`` and ``env_runners/episode_return_mean``
+    are ``episode_reward_mean``; under ``evaluation/`` likewise;
+    ``num_env_steps_sampled_lifetime`` is ``num_env_steps_sampled``.
+
+    Args:
+        key: a ``/``-separated result key.
+
+    Returns:
+        corral's key for it.
+    """
+    parts = key.split("/")
+    prefix = [EVALUATION_KEY] if parts[0] == EVALUATION_KEY else []
+    rest = parts[len(prefix) :]
+    if rest and rest[0] in RLLIB_RESULT_GROUPS:
+        rest = rest[1:]
+    name = "/".join(rest).replace("episode_return_", "episode_reward_")
+    if name == "num_env_steps_sampled_lifetime":
+        name = "num_env_steps_sampled"
+    return "/".join([*prefix, name]) if name else key
