@@ -60,7 +60,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--config", type=_json_object("--config"), default=None, help="config overrides as JSON")
     train.add_argument("--checkpoint-freq", type=int, default=None, help="save a checkpoint every N iterations")
-    train.add_argument("--checkpoint-at-end", action="store_true", default=None, help="save a checkpoint when training ends")
+    at_end = train.add_mutually_exclusive_group()
+    at_end.add_argument(
+        "--checkpoint-at-end", action="store_true", default=None, help="save a checkpoint when training ends (the default)"
+    )
+    at_end.add_argument(
+        "--no-checkpoint", dest="checkpoint_at_end", action="store_false", default=None, help="save no checkpoint at the end"
+    )
     train.add_argument("--storage-path", help="folder for experiment folders (default $CORRAL_RESULTS_DIR or ~/corral_results)")
     train.add_argument("--seed", type=int, help="random seed")
     framework = train.add_mutually_exclusive_group()
@@ -74,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
 
     evaluate = sub.add_parser("evaluate", help="run a checkpoint's policy without exploration (alias: rollout)")
     evaluate.add_argument("checkpoint", help="a checkpoint folder")
+    evaluate.add_argument(
+        "--algo", "--run", dest="algo", help="the checkpoint's algorithm (RLlib's flag): checked, the checkpoint names it"
+    )
     evaluate.add_argument("--env", help="another environment with the same spaces")
     duration = evaluate.add_mutually_exclusive_group()
     duration.add_argument("--episodes", type=int, default=None, help="episodes to run (default 10)")
@@ -205,6 +214,7 @@ def _override_from_flags(exp: dict[str, Any], args: argparse.Namespace) -> None:
         value = getattr(args, flag)
         if value is not None:
             config[key] = value
+    config.setdefault("checkpoint_at_end", True)  # a run from the command line ends with a checkpoint to evaluate
     if args.verbose >= 2:
         config.setdefault("log_level", "DEBUG")
     elif args.verbose == 1:
@@ -301,7 +311,7 @@ def _run_experiment(exp: dict[str, Any], config: Any, verbose: int) -> None:
         console.print(f"last checkpoint: {last_checkpoint}", markup=False)
         console.print(f"evaluate it with: corral evaluate {last_checkpoint} --episodes 10", markup=False)
     else:
-        console.print("no checkpoint was saved; pass --checkpoint-at-end or --checkpoint-freq N to keep one")
+        console.print("no checkpoint was saved (checkpoint_at_end is off); drop --no-checkpoint to keep one")
 
 
 def _progress_line(result: dict[str, Any]) -> str:
@@ -344,7 +354,12 @@ def _evaluate(args: argparse.Namespace) -> int:
     for name, value in (("--episodes", args.episodes), ("--steps", args.steps)):
         if value is not None and value < 1:
             raise ConfigError(f"{name} must be at least 1, got {value}")
-    read_meta(args.checkpoint)  # a wrong path fails here, before torch is imported
+    meta = read_meta(args.checkpoint)  # a wrong path fails here, before torch is imported
+    if args.algo is not None and str(args.algo).lower() != str(meta["algorithm"]).lower():
+        raise ConfigError(
+            f"--run {args.algo} does not match the checkpoint, which holds a {meta['algorithm']}; "
+            f"drop --run (the checkpoint names its algorithm) or pass --run {meta['algorithm']}"
+        )
     from corral.core.contracts.algorithm import Algorithm
 
     unit = "timesteps" if args.steps else "episodes"

@@ -116,3 +116,19 @@ def test_rllib_s_optimization_group_and_a_partial_replay_buffer_config_merge_int
     assert dqn.replay_buffer_config["capacity"] == 5000 and dqn.replay_buffer_config["type"] == "ReplayBuffer"
     with pytest.raises(ConfigError, match=r"has no option 'optimization\.actor_learning_rate'"):
         corral.get_config("PPO").update_from_dict({"optimization": {"actor_learning_rate": 1e-3}})
+
+
+def test_train_ends_with_a_checkpoint_and_the_documented_evaluate_command_runs_it(run_cli: Any) -> None:
+    small = '{"train_batch_size": 64, "minibatch_size": 64, "num_envs_per_env_runner": 2}'
+    trained = run_cli("train", "--run", "PPO", "--env", "CartPole-v1", "--stop", '{"training_iteration": 1}', "--config", small)
+    assert trained.returncode == 0, trained.stderr
+    (checkpoint,) = [line.split(": ", 1)[1] for line in trained.stdout.splitlines() if line.startswith("last checkpoint: ")]
+    assert f"corral evaluate {checkpoint}" in trained.stdout
+    evaluated = run_cli("evaluate", checkpoint, "--run", "PPO", "--env", "CartPole-v1", "--episodes", "2")
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert evaluated.stdout.startswith("2 episodes: reward mean")
+    wrong = run_cli("evaluate", checkpoint, "--run", "DQN")
+    assert wrong.returncode != 0 and "does not match the checkpoint, which holds a PPO" in wrong.stderr
+    one = ("--stop", '{"training_iteration": 1}', "--config", small)
+    skipped = run_cli("train", "--algo", "PPO", "--env", "CartPole-v1", *one, "--no-checkpoint")
+    assert skipped.returncode == 0 and "no checkpoint was saved" in skipped.stdout
