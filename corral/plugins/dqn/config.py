@@ -45,3 +45,21 @@ class DQNConfig(
     """split the Q head into a state value and action advantages"""
     td_error_loss_fn: Literal["huber", "mse"] = option("huber", "training")
     """the loss on TD errors: Huber (smooth L1) or squared error"""
+
+
+class SimpleQConfig(
+    DQNConfig,
+    defaults={
+        "double_q": False,
+        "dueling": False,
+        "n_step": 1,
+        "tau": 1.0,
+        "target_network_update_freq": 500,
+        "lr": 5e-4,
+        "train_batch_size": 32,
+    },
+):
+    """Config of :class:`~corral.plugins.dqn.SimpleQ`: RLlib's plain DQN, without double Q, dueling or n-step returns.
+
+    The target network is copied every ``target_network_update_freq`` env steps.
+    """
