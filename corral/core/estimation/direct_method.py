@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from corral.core.estimation.estimator import Episodes, OffPolicyEstimator
+from corral.core.estimation.estimator import Episodes, OffPolicyEstimator, step_ratios
 from corral.core.estimation.fitted_q import FittedQ
 from corral.core.sampling.sample_batch import SampleBatch
 
@@ -54,7 +54,7 @@ class DoublyRobust(DirectMethod):
 
     def estimate_episode(self, episode: dict[str, np.ndarray]) -> tuple[float, float]:
         """The episode's discounted return, and the doubly robust estimate."""
-        ratios = Episodes(episode, np.zeros(1)).ratios()
+        ratios = step_ratios(episode)
         rewards = episode[SampleBatch.REWARDS].astype(np.float64)
         value = 0.0
         for t in range(len(rewards) - 1, -1, -1):

@@ -36,9 +36,17 @@ class Episodes:
         for start, end in zip(self.starts, self.ends, strict=True):
             yield {k: v[start:end] for k, v in self.rows.items()}
 
-    def ratios(self) -> np.ndarray:
-        """Each row's pi_target(a|s) / pi_behaviour(a|s)."""
-        return np.exp(self.rows[TARGET_LOGP].astype(np.float64) - self.rows[SampleBatch.ACTION_LOGP].astype(np.float64))
+
+def step_ratios(rows: dict[str, np.ndarray]) -> np.ndarray:
+    """Each row's pi_target(a|s) / pi_behaviour(a|s).
+
+    Args:
+        rows: columns with ``target_logp`` and the behaviour's ``action_logp``.
+
+    Returns:
+        The ratios, float64.
+    """
+    return np.exp(rows[TARGET_LOGP].astype(np.float64) - rows[SampleBatch.ACTION_LOGP].astype(np.float64))
 
 
 class OffPolicyEstimator:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from corral.core.estimation.estimator import Episodes, OffPolicyEstimator, summarize
+from corral.core.estimation.estimator import Episodes, OffPolicyEstimator, step_ratios, summarize
 from corral.core.sampling.sample_batch import SampleBatch
 
 
@@ -19,7 +19,7 @@ class ImportanceSampling(OffPolicyEstimator):
     def estimate_episode(self, episode: dict[str, np.ndarray]) -> tuple[float, float]:
         """The episode's discounted return, and its rewards reweighed by the cumulative ratios."""
         discounted = self.discounted(episode[SampleBatch.REWARDS])
-        weights = np.cumprod(Episodes(episode, np.zeros(1)).ratios())
+        weights = np.cumprod(step_ratios(episode))
         return float(discounted.sum()), float((weights * discounted).sum())
 
 
@@ -37,7 +37,7 @@ class WeightedImportanceSampling(OffPolicyEstimator):
 
     def estimate(self, episodes: Episodes) -> dict[str, float]:
         """The estimates over the episodes, after adding their cumulative ratios to the running means."""
-        weights = [np.cumprod(Episodes(e, np.zeros(1)).ratios()) for e in episodes]
+        weights = [np.cumprod(step_ratios(e)) for e in episodes]
         longest = max((len(w) for w in weights), default=0)
         if longest > len(self._sums):
             grow = longest - len(self._sums)

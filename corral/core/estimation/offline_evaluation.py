@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ class OffPolicyEvaluation:
         self.check = check
         self.policy = policy
         self._next_file = 0
-        self._pending: list[dict[str, np.ndarray]] = []
+        self._pending: deque[dict[str, np.ndarray]] = deque()
 
     def run(self, duration: int, unit: str) -> dict[str, dict[str, float]]:
         """Estimate the target policy's value on the next recorded episodes.
@@ -60,7 +61,7 @@ class OffPolicyEvaluation:
         while (len(taken) if unit == "episodes" else sum(len(e[SampleBatch.REWARDS]) for e in taken)) < duration:
             if not self._pending:
                 self._read_next_file()
-            taken.append(self._pending.pop(0))
+            taken.append(self._pending.popleft())
         rows = {k: np.concatenate([e[k] for e in taken]) for k in EPISODE_COLUMNS}
         rows[TARGET_LOGP] = self.policy.compute_log_likelihoods(rows[SampleBatch.OBS], rows[SampleBatch.ACTIONS])
         episodes = Episodes(rows, np.cumsum([0] + [len(e[SampleBatch.REWARDS]) for e in taken[:-1]]))

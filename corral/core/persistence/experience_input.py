@@ -35,7 +35,7 @@ import numpy as np
 from corral.core.contracts.policy import add_batch_dim
 from corral.core.persistence import state_codec
 from corral.core.persistence.checkpoints import restored_count
-from corral.core.persistence.experience_output import OUTPUT_FORMATS
+from corral.core.persistence.experience_output import OUTPUT_FORMATS, require_pyarrow
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import ConfigError
@@ -652,8 +652,6 @@ def build_experience_input(config: Any, policies: Mapping[str, Any]) -> Experien
     spec = config.input_
     if isinstance(spec, str) and spec == SAMPLER:
         return None
-    if _needs_pyarrow(spec, config.input_config.get("format")):
-        _check_pyarrow()
     entries = list(spec.items()) if isinstance(spec, Mapping) else [(spec, 1.0)]
     checks: dict[str, InputCheck] = {}
 
@@ -688,6 +686,8 @@ def build_experience_input(config: Any, policies: Mapping[str, Any]) -> Experien
             continue
         paths = input_files(source, file_format)
         files = [(path, file_format_of(path, file_format)) for path in paths]
+        if any(fmt == "parquet" for _, fmt in files):
+            require_pyarrow("offline_data(input_=...) reads", "or read JSON lines (input_config={'format': 'json'})")
         for path, fmt in files:  # before training: each file's first rows
             for pid, batch in read_experiences(path, fmt, columns, head=True).items():
                 check_for(path, pid).check(path, pid, batch)
@@ -714,20 +714,3 @@ def _reads_through_ray_data(config: Any, formats: list[str]) -> bool:
     if wanted is None:
         return config.num_env_runners > 0 and "json" not in formats
     return bool(wanted)
-
-
-def _needs_pyarrow(spec: Any, file_format: str | None) -> bool:
-    if file_format is not None:
-        return file_format == "parquet"
-    names = list(spec) if isinstance(spec, (Mapping, list, tuple)) else [spec]
-    return any(not str(n).endswith((".json", ".jsonl")) and n != SAMPLER for n in names)
-
-
-def _check_pyarrow() -> None:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise ConfigError(
-            "offline_data(input_=...) reads Parquet files with pyarrow, which is not installed: "
-            "pip install 'corral[offline]' (JSON lines files read without it: input_config={'format': 'json'})"
-        ) from None

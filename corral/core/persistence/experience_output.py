@@ -111,13 +111,25 @@ def check_output_format(output_format: str) -> None:
         ConfigError: Parquet without pyarrow.
     """
     if output_format == "parquet":
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise ConfigError(
-                "offline_data(output=...) writes Parquet files with pyarrow, which is not installed: "
-                "pip install 'corral[offline]', or write JSON lines with output_config={'format': 'json'}"
-            ) from None
+        require_pyarrow("offline_data(output=...) writes", "or write JSON lines with output_config={'format': 'json'}")
+
+
+def require_pyarrow(use: str, alternative: str) -> None:
+    """Refuse Parquet work without pyarrow, naming the extra to install.
+
+    Args:
+        use: what needs it, e.g. ``"offline_data(output=...) writes"``.
+        alternative: what to do instead, appended to the message.
+
+    Raises:
+        ConfigError: pyarrow is not installed.
+    """
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            f"{use} Parquet files with pyarrow, which is not installed: pip install 'corral[offline]', {alternative}"
+        ) from None
 
 
 class ExperienceWriter:
