@@ -119,8 +119,10 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 
     Returns:
         The hint, with a leading space, to append to an error message; ``""`` if no
-        choice is similar enough (difflib ratio below 0.6).
+        choice is close enough to be the name meant: a difflib ratio of 0.75 takes a
+        typo or two (``gama``, ``trian_batch_size``), not a word that merely shares
+        letters (``optimization`` is not ``normalize_actions``).
     """
     by_lower = {c.lower(): c for c in choices}
-    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.75)
     return f" Did you mean '{by_lower[close[0]]}'?" if close else ""

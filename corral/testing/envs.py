@@ -73,6 +73,32 @@ class BoxActionEnv(_ToyEnv):
         return -float(np.abs(action - 0.5).sum())
 
 
+class CountingEnv(gym.Env):
+    """Episodes of 3 to 9 steps (drawn at reset) that end by termination; the observation is the step, reward 1 a step.
+
+    For checking ``batch_mode="complete_episodes"``: a batch holds only whole
+    episodes exactly when it has as many first steps (observation 0) as last
+    ones (terminated).
+    """
+
+    observation_space = gym.spaces.Box(0.0, 10.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config: Any = None) -> None:
+        self.t, self.length = 0, 3
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        """Start an episode of a length drawn from the env's generator."""
+        super().reset(seed=seed)
+        self.t, self.length = 0, int(self.np_random.integers(3, 10))
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        """Count the step; the episode terminates at its length."""
+        self.t += 1
+        return np.array([float(self.t)], np.float32), 1.0, self.t >= self.length, False, {}
+
+
 TOY_ENVS: dict[type[gym.Space], str] = {
     gym.spaces.Discrete: f"{__name__}:DiscreteActionEnv",
     gym.spaces.MultiDiscrete: f"{__name__}:MultiDiscreteActionEnv",

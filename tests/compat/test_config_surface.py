@@ -144,3 +144,73 @@ def test_simpleq_is_rllib_s_plain_dqn_and_learns_cartpole(make_algo: Callable[..
         result = algo.train()
     # one-step targets, one head, hard copies: it learns all the same (measured: 20.6 after 2k steps, 152 after 20k)
     assert result["episode_reward_mean"] >= 100
+
+
+def test_rllib_options_corral_does_not_have_say_why_and_what_to_use() -> None:
+    with pytest.raises(ConfigError, match=r"'horizon' is an RLlib option that corral does not have: .*TimeLimit"):
+        corral.get_config("PPO").update_from_dict({"horizon": 200})
+    with pytest.raises(ConfigError, match="'sample_async' is an RLlib option that corral does not have: IMPALA"):
+        corral.get_config("PPO").env_runners(sample_async=True)
+
+
+def test_did_you_mean_suggests_only_a_name_that_is_close() -> None:
+    with pytest.raises(ConfigError, match="Did you mean 'train_batch_size'"):
+        corral.get_config("PPO").training(trian_batch_size=64)
+    with pytest.raises(ConfigError) as far:
+        corral.get_config("PPO").update_from_dict({"optimisation_magic": 1})
+    assert "Did you mean" not in str(far.value) and "--help-config" in str(far.value)
+
+
+def test_without_training_intensity_sac_makes_one_update_per_env_step_whatever_its_batch_as_rllib_does(make_algo) -> None:
+    config = corral.get_config("SAC").environment("Pendulum-v1").debugging(seed=0)
+    config.update_from_dict({"train_batch_size": 32, "learning_starts": 0, "min_sample_timesteps_per_iteration": 200})
+    algo = make_algo(config.training(model={"fcnet_hiddens": [16]}))
+    algo.train()
+    assert algo.counters["num_env_steps_sampled"] >= 200
+    assert algo.counters["num_env_steps_trained"] == 32 * algo.counters["num_env_steps_sampled"]  # one batch of 32 per step
+
+
+def test_the_native_replay_ratio_counts_every_sub_environment_s_step_as_rllib_does(make_algo) -> None:
+    """DQN on 4 sub-environments with fragments of 2: one update per 8 env steps, RLlib's one per sample round."""
+    config = corral.get_config("DQN").environment("CartPole-v1").debugging(seed=0)
+    config.update_from_dict(
+        {"training_intensity": None, "num_envs_per_env_runner": 4, "rollout_fragment_length": 2, "learning_starts": 0}
+    )
+    algo = make_algo(config.reporting(min_sample_timesteps_per_iteration=400))
+    algo.train()
+    updates = algo.counters["num_env_steps_trained"] / config.train_batch_size
+    assert abs(updates - algo.counters["num_env_steps_sampled"] / 8) <= 1
+
+
+def test_dqn_s_hiddens_are_q_head_layers_after_the_network_in_both_dueling_streams(make_algo) -> None:
+    """RLlib's meaning: a file with a one-layer 64-unit network still gets a hidden Q head, not a linear Q-function."""
+    from torch import nn
+
+    config = corral.get_config("DQN").environment("CartPole-v1").training(model={"fcnet_hiddens": [64]})
+    model = make_algo(config).get_policy().model
+    for head in (model.advantage_head, model.value_head):
+        linears = [m for m in head.modules() if isinstance(m, nn.Linear)]
+        assert [(m.in_features, m.out_features) for m in linears[:1]] == [(64, 128)] and len(linears) == 2
+    flat = make_algo(config.copy().training(hiddens=[], dueling=False)).get_policy().model
+    assert isinstance(flat.advantage_head, nn.Linear) and flat.value_head is None
+    with pytest.raises(ConfigError, match="hiddens=0 is invalid: Input should be greater than or equal to 1"):
+        corral.get_config("DQN").training(hiddens=[0])
+
+
+def test_a_partial_model_dict_keeps_the_algorithm_s_other_model_defaults() -> None:
+    config = corral.get_config("DQN").training(model={"fcnet_hiddens": [64]})
+    assert config.model.fcnet_hiddens == [64] and config.model.fcnet_activation == "relu"  # DQN's, not the catalog's tanh
+
+
+def test_sac_s_q_model_and_policy_model_configs_shape_the_critics_and_the_actor(make_algo) -> None:
+    from torch import nn
+
+    config = corral.get_config("SAC").environment("Pendulum-v1")
+    config.update_from_dict({"Q_model": {"fcnet_hiddens": [64]}, "policy_model_config": {"fcnet_hiddens": [32, 32]}})
+    config.update_from_dict({"Q_model": {"fcnet_activation": "tanh"}})  # merged into the first
+    assert config.to_dict()["q_model_config"] == {"fcnet_hiddens": [64], "fcnet_activation": "tanh"}
+    model = make_algo(config).get_policy().model
+    assert [layer.weight.shape[-1] for layer in model.critics.hidden] == [64]
+    assert [m.out_features for m in model.actor.modules() if isinstance(m, nn.Linear)] == [32, 32, 2]
+    with pytest.raises(ConfigError, match=r"q_model_config has no model option 'fcnet_hiden'\. Did you mean 'fcnet_hiddens'"):
+        corral.get_config("SAC").training(q_model_config={"fcnet_hiden": [64]})

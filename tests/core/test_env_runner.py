@@ -152,8 +152,8 @@ def test_sample_with_explicit_steps_and_train_counts(algo_factory):
     runner = algo.env_runner_group.local_env_runner
     samples = runner.sample(num_steps=8)  # per env: 1 2 3 R 1 2 3 R
     assert samples.env_steps == 12
-    result = algo.train()  # 5 more steps per env: 1 2 3 R 1
-    assert result["num_env_steps_sampled"] == 8
+    result = algo.train()  # 5 more steps per env: 1 2 3 R 1, and one more (2) to fill the batch of 10 steps
+    assert result["num_env_steps_sampled"] == 10
     assert result["episodes_this_iter"] == 4 + 2
 
 

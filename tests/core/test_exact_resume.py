@@ -64,6 +64,19 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
             "min_sample_timesteps_per_iteration": 200,
         },
     ),
+    # whole episodes only: sub-environments whose episode a fragment cut are skipped into the next call
+    "PPO-complete-episodes": (
+        "PPO",
+        {
+            "env": "corral.testing.envs:CountingEnv",
+            "batch_mode": "complete_episodes",
+            "num_envs_per_env_runner": 3,
+            "rollout_fragment_length": 7,
+            "train_batch_size": 60,
+            "minibatch_size": 30,
+            "num_epochs": 2,
+        },
+    ),
     # turn-based, masked, one policy per player: rows stay open across sample calls and the checkpoint
     "PPO-multi-agent": (
         "PPO",

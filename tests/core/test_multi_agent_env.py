@@ -189,7 +189,7 @@ def test_make_multi_agent_takes_registered_names_classes_and_creators() -> None:
 
     corral.register_env("corral-test-pendulum-creator", creator)
     env = make_multi_agent("corral-test-pendulum-creator")({"num_agents": 2, "g": 9.0})
-    assert len(env.envs) == 2 and made == [{"num_agents": 2, "g": 9.0}] * 2
+    assert len(env.envs) == 2 and made == [{"g": 9.0}] * 2
     assert make_multi_agent(creator)({}).num_agents == 0  # no episode yet
     assert make_multi_agent("gymnasium.envs.classic_control:MountainCarEnv")({"num_agents": 2}).max_num_agents == 2
 

@@ -116,7 +116,9 @@ def test_the_step_counts_and_results_of_a_multi_agent_run() -> None:
     )
     algo = config.build()
     result = algo.train()
-    assert result["num_env_steps_sampled"] <= 400 < result["num_agent_steps_sampled"] <= 800
+    # at least the batch in env steps, topped up by less than a step per sub-environment; each has two agents
+    assert 400 <= result["num_env_steps_sampled"] < 402
+    assert result["num_env_steps_sampled"] < result["num_agent_steps_sampled"] <= 2 * result["num_env_steps_sampled"]
     assert result["agent_timesteps_total"] == result["num_agent_steps_sampled"]
     assert set(result["info"]["learner"]) == {"p0", "p1"}
     assert set(result["policy_reward_mean"]) == {"p0", "p1"}

@@ -90,11 +90,12 @@ def test_the_observation_filter_gathers_every_runners_statistics_and_sends_the_t
 
     from corral.core.sampling.filters import MeanStdFilter
 
-    algo = build(ppo(observation_filter="MeanStdFilter"))
+    # Pendulum's episodes outlast both iterations: no reset rows, so each batch is one sample call
+    algo = build(ppo(env="Pendulum-v1", observation_filter="MeanStdFilter"))
     algo.train()  # 256 observations: 2 runners x 2 envs x 64 steps
     group = algo.env_runner_group
     states = group.foreach_env_runner(lambda r: r.policy.observation_filter.get_state(), local_env_runner=False)
-    expected = MeanStdFilter((4,))
+    expected = MeanStdFilter((3,))
     for state in states:
         expected.merge({"mean": state["mean"].numpy(), "var": state["var"].numpy(), "count": state["count"]})
     learner = algo.get_policy().observation_filter
@@ -108,7 +109,9 @@ def test_the_observation_filter_gathers_every_runners_statistics_and_sends_the_t
 
 def test_evaluation_actors_normalise_with_the_learners_filter(build) -> None:
     algo = build(
-        ppo(runners=0, observation_filter="MeanStdFilter").evaluation(evaluation_interval=1, evaluation_num_env_runners=2)
+        ppo(runners=0, env="Pendulum-v1", observation_filter="MeanStdFilter").evaluation(
+            evaluation_interval=1, evaluation_num_env_runners=2
+        )
     )
     algo.train()
     learner = algo.get_policy().observation_filter

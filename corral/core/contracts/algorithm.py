@@ -75,6 +75,9 @@ class Algorithm:
     """the action-space types the algorithm can act in; any other is refused before training starts"""
     corral_api: ClassVar[int | None] = None
     """the plugin API version the plugin was written for (``corral.plugin_api``); None: not stated"""
+    sample_whole_fragments: ClassVar[bool] = False
+    """whether a train batch is made of full ``rollout_fragment_length`` fragments only (sequence learners such
+    as IMPALA); False lets :meth:`sample` end a batch with a shorter call that samples just the steps missing"""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -244,10 +247,11 @@ class Algorithm:
     def training_step(self) -> dict[str, dict[str, Any]]:
         """One round of sampling and learning; returns learner stats by policy id.
 
-        By default one sample call (a train batch) and one ``learn_on_batch``, the
-        loop of PPO, A2C and IMPALA; replay-based and asynchronous algorithms override it.
+        By default a train batch of at least ``train_batch_size`` steps (see
+        :meth:`sample`) and one ``learn_on_batch``, the loop of PPO and A2C;
+        replay-based and asynchronous algorithms override it.
         """
-        return self.learn_on_batch(self.sample())
+        return self.learn_on_batch(self.sample(self.config.train_batch_size))
 
     # ------------------------------------------------------------------ #
     # building blocks for training_step
@@ -259,20 +263,49 @@ class Algorithm:
         files and the env runners in the proportions asked for (see
         :mod:`corral.core.persistence.experience_input`).
 
+        As RLlib does, steps are counted, not rows: the reset row between two
+        episodes is no step. The first call samples a full fragment on every
+        sub-environment; a later one samples only the steps still missing
+        (unless :attr:`sample_whole_fragments`), so a batch overshoots
+        ``min_env_steps`` by less than one step per sub-environment.
+
         Args:
             min_env_steps: steps to sample at least, counted as ``count_steps_by`` says
                 (env steps, or agent steps in a multi-agent run).
         """
+        group, source = self.env_runner_group, self.experience_input
+        fragment = self.config.get_rollout_fragment_length()
+        if min_env_steps is not None:
+            self._report_fragments_per_batch(min_env_steps, fragment * group.num_sampling_envs)
         batches: list[MultiAgentBatch] = []
         steps = 0
         while not batches or (min_env_steps is not None and steps < min_env_steps):
-            source = self.experience_input
-            batch = self.env_runner_group.sample() if source is None else source.next(self.env_runner_group.sample)
+            num_steps = None
+            if batches and not self.sample_whole_fragments:
+                assert min_env_steps is not None
+                num_steps = min(fragment, -(-(min_env_steps - steps) // group.num_sampling_envs))
+            if source is None:
+                batch = group.sample(num_steps)
+            else:
+                rows = None if num_steps is None else num_steps * group.num_sampling_envs
+                batch = source.next(functools.partial(group.sample, num_steps), rows)
             batches.append(batch)
             steps += batch.count_in(self.config.count_steps_by)
         samples = MultiAgentBatch.concat(batches)
         self.count_sampled(samples)
         return samples
+
+    def _report_fragments_per_batch(self, batch_steps: int, steps_per_call: int) -> None:
+        """Say once, at INFO, that an explicit fragment length needs several sample calls per train batch."""
+        explicit = self.config.rollout_fragment_length
+        if explicit == "auto" or steps_per_call >= batch_steps or getattr(self, "_fragments_reported", False):
+            return
+        self._fragments_reported = True
+        logger.info(
+            "rollout_fragment_length=%s on %d sub-environments samples %d steps per call; each train batch of "
+            "%d steps joins %d calls", explicit, self.env_runner_group.num_sampling_envs, steps_per_call,
+            batch_steps, -(-batch_steps // steps_per_call),
+        )  # fmt: skip
 
     def count_sampled(self, samples: MultiAgentBatch) -> None:
         """Count samples as sampled; :meth:`sample` does, a loop that gets samples another way calls it."""

@@ -69,10 +69,30 @@ LEGACY_KEYS = {
     "min_time_s_per_reporting": "min_time_s_per_iteration",
     "metrics_smoothing_episodes": "metrics_num_episodes_for_smoothing",
     "evaluation_num_workers": "evaluation_num_env_runners",
+    "Q_model": "q_model_config",
+    "policy_model": "policy_model_config",
 }
+
+MERGED_GROUPS = ("model", "replay_buffer_config", "q_model_config", "policy_model_config")
+"""options holding a group of settings: a partial dict given for one keeps the current value's other keys"""
 
 OPTIMIZATION_KEYS = {"actor_learning_rate": "actor_lr", "critic_learning_rate": "critic_lr", "entropy_learning_rate": "alpha_lr"}
 """RLlib's ``optimization: {...}`` group (SAC and its kin): each key maps to one corral option"""
+
+ABSENT_KEYS = {
+    "horizon": "episodes end when the env says so; cut them with gymnasium's TimeLimit wrapper (max_episode_steps)",
+    "soft_horizon": "episodes end when the env says so; cut them with gymnasium's TimeLimit wrapper (max_episode_steps)",
+    "no_done_at_end": "corral tells truncation from termination (gymnasium's API): a truncated episode is always bootstrapped",
+    "sample_async": "IMPALA samples asynchronously on remote env runners; the other algorithms sample in step with learning",
+    "simple_optimizer": "each policy has one torch optimizer; there is no multi-GPU tower optimizer to opt out of",
+    "preprocessor_pref": "observations are flattened or kept as images by their space; wrap Atari envs in gymnasium's "
+    "AtariPreprocessing",
+    "_disable_preprocessor_api": "observations are flattened or kept as images by their space; there is no preprocessor",
+    "compress_observations": "samples stay arrays in memory; output files compress columns by output_compress_columns",
+    "synchronize_filters": "observation filters are always merged across env runners after each sample call",
+    "remote_worker_envs": "sub-environments run inside their env runner; num_env_runners samples in parallel processes",
+}
+"""RLlib options corral deliberately does not have, and why: naming one is an error that says so"""
 
 logger = logging.getLogger("corral")
 
@@ -301,8 +321,9 @@ class AlgorithmConfig(BaseModel):
     """for Box actions: the policy acts in [-1, 1] and actions are scaled to the env's bounds"""
     clip_actions: bool = option(False, "environment")
     """for Box actions without normalize_actions: clip actions to the env's bounds"""
-    clip_rewards: float | None = option(None, "environment", gt=0)
-    """clip rewards to [-x, x] before learning; None keeps them as they are"""
+    clip_rewards: bool | float | None = option(None, "environment")
+    """clip rewards before learning: a number x clips to [-x, x], True takes their sign (-1, 0 or 1, as for Atari);
+    None or False keeps them as they are"""
     action_mask_key: str | None = option("action_mask", "environment", min_length=1)
     """the key of a Dict observation's legal-action flags (Discrete actions): masked actions are never
     sampled or picked, and the model sees the rest of the Dict; None reads no mask"""
@@ -316,6 +337,9 @@ class AlgorithmConfig(BaseModel):
     """sub-environments each runner steps as one vector, with one batched forward pass per step"""
     rollout_fragment_length: Annotated[int, Field(ge=1, le=2**31 - 1)] | Literal["auto"] = option("auto", "env_runners")
     """steps per sub-environment in one sample call; 'auto' divides train_batch_size evenly"""
+    batch_mode: Literal["truncate_episodes", "complete_episodes"] = option("truncate_episodes", "env_runners")
+    """'truncate_episodes': a sample call steps each sub-environment rollout_fragment_length times, cutting episodes
+    (the cut is bootstrapped); 'complete_episodes': it steps on until each fragment holds whole episodes only"""
     vectorize_mode: Literal["auto", "native", "sync"] = option("auto", "env_runners")
     """'native': the env's own vectorised implementation (gymnasium make_vec); 'sync': copies in a loop; 'auto': native if any"""
     observation_filter: Literal["NoFilter", "MeanStdFilter"] = option("NoFilter", "env_runners")
@@ -664,17 +688,24 @@ class AlgorithmConfig(BaseModel):
         return self
 
     def _merged(self, canonical: dict[str, Any]) -> dict[str, Any]:
-        """Settings to assign, a partial ``replay_buffer_config`` merged into the current one, as RLlib does.
+        """Settings to assign, a partial nested group merged into its current value, as RLlib does.
 
-        Its ``learning_starts`` (RLlib's older place for it) becomes the option of that name.
+        ``model`` (a dict), ``replay_buffer_config`` and the other dict options of
+        :data:`MERGED_GROUPS` keep the keys they are not given. A
+        ``replay_buffer_config``'s ``learning_starts`` (RLlib's older place for it)
+        becomes the option of that name.
         """
+        fields = type(self).model_fields
         replay = canonical.get("replay_buffer_config")
-        if isinstance(replay, dict) and "replay_buffer_config" in type(self).model_fields:
+        if isinstance(replay, dict) and "learning_starts" in replay and "learning_starts" in fields:
             replay = dict(replay)
-            if "learning_starts" in replay and "learning_starts" in type(self).model_fields:
-                canonical.setdefault("learning_starts", replay.pop("learning_starts"))
-            current = getattr(self, "replay_buffer_config")  # noqa: B009  # only replay configs have it (checked above)
-            canonical["replay_buffer_config"] = {**current, **replay}
+            canonical.setdefault("learning_starts", replay.pop("learning_starts"))
+            canonical["replay_buffer_config"] = replay
+        for name in MERGED_GROUPS:
+            given = canonical.get(name)
+            if isinstance(given, dict) and name in fields:
+                current = getattr(self, name)
+                canonical[name] = {**(current.model_dump() if isinstance(current, BaseModel) else current), **given}
         return canonical
 
     def copy(self, copy_frozen: bool = False) -> AlgorithmConfig:  # type: ignore[override]
@@ -852,6 +883,8 @@ class AlgorithmConfig(BaseModel):
 
     @classmethod
     def _unknown_key(cls, key: str) -> ConfigError:
+        if key in ABSENT_KEYS:
+            return ConfigError(f"{key!r} is an RLlib option that corral does not have: {ABSENT_KEYS[key]}")
         hint = did_you_mean(key, list(cls.model_fields) + list(LEGACY_KEYS))
         return ConfigError(f"{cls.__name__} has no option {key!r}.{hint or ' `corral train --help-config` lists them.'}")
 
@@ -970,6 +1003,15 @@ class AlgorithmConfig(BaseModel):
         if not isinstance(columns, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in columns.items()):
             raise ValueError("input_config columns must map corral's column names to the files', e.g. {'obs': 'observation'}")
         return value
+
+    @field_validator("clip_rewards", mode="before")
+    @classmethod
+    def _check_clip_rewards(cls, value: Any) -> Any:
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float)) and 0 < value < float("inf"):
+            return float(value)
+        raise ValueError("clip_rewards takes True (each reward's sign), a number x > 0 (clip to [-x, x]), or None or False")
 
     @field_validator("env", mode="before")
     @classmethod

@@ -24,7 +24,7 @@ from corral.core.contracts.config import AlgorithmConfig, import_object
 from corral.core.environments.spaces import ObservationCheck
 from corral.core.persistence import state_codec
 from corral.core.seeding import generator_state, set_generator_state
-from corral.errors import EnvError, EnvRunnerError, did_you_mean
+from corral.errors import ConfigError, EnvError, EnvRunnerError, did_you_mean
 
 logger = logging.getLogger("corral")
 
@@ -110,10 +110,16 @@ def resolve_creator(env: Any) -> tuple[str | None, Callable[[EnvContext], gym.En
             except Exception as exc:  # ConfigError for bad paths; re-raised as EnvError with context
                 raise EnvError(f"environment {env!r} cannot be imported: {exc}") from None
             return None, _creator_for(obj, env)
+        import_problem = ""
+        if "." in env and all(part.isidentifier() for part in env.split(".")):  # RLlib's "package.module.Class"
+            try:
+                return None, _creator_for(import_object(env), env)
+            except ConfigError as exc:
+                import_problem = f" As an import path: {exc}."
         known = list(_ENV_CREATORS) + list(gym.registry)
         hint = did_you_mean(env, known)
         raise EnvError(
-            f"unknown environment {env!r}.{hint} Use a gymnasium id (e.g. 'CartPole-v1'), "
+            f"unknown environment {env!r}.{hint}{import_problem} Use a gymnasium id (e.g. 'CartPole-v1'), "
             "a 'package.module:Class' path, or a name given to corral.register_env()"
         )
     if callable(env):
@@ -121,16 +127,51 @@ def resolve_creator(env: Any) -> tuple[str | None, Callable[[EnvContext], gym.En
     raise EnvError(f"env must be a gymnasium id, an import path, a class or a creator, not {type(env).__name__}")
 
 
+CONFIG_PARAMETERS = ("config", "env_config", "env_context", "context", "ctx")
+"""names an env class's first parameter may have for it to take the EnvContext, though it has a default"""
+
+
 def _creator_for(obj: Any, label: str) -> Callable[[EnvContext], gym.Env]:
     if isinstance(obj, type) and not issubclass(obj, gym.Env):
         raise EnvError(f"environment {label!r} is {obj!r}, which is not a gymnasium.Env subclass")
-    if isinstance(obj, type):
-        # RLlib convention: an env class takes its env_config as one argument;
-        # a class whose __init__ takes none is built without it.
-        params = [p for p in inspect.signature(cast(Any, obj).__init__).parameters.values() if p.name != "self"]
-        if not params:
-            return lambda ctx: obj()
-    return obj
+    return _class_creator(obj, label) if isinstance(obj, type) else obj
+
+
+def _class_creator(cls: type, label: str) -> Callable[[EnvContext], gym.Env]:
+    """How to build an env class from its ``env_config``, whatever its constructor's signature.
+
+    RLlib's convention first: a class whose first parameter is required (or is named
+    like a config) gets the EnvContext as that one argument. A class without
+    parameters is built without it; one with keyword options only (gymnasium's
+    style, ``__init__(self, render_mode=None, size=5)``) gets ``env_config``'s
+    entries as keyword arguments, as ``gymnasium.make`` passes them.
+    """
+    init = cast(Any, cls).__init__
+    if init is object.__init__:  # no constructor of its own
+        return lambda ctx: cls()
+    kind = inspect.Parameter
+    params = [p for p in inspect.signature(init).parameters.values() if p.name != "self"]
+    if not params:
+        return lambda ctx: cls()
+    first = params[0]
+    if first.kind is kind.VAR_POSITIONAL or (
+        first.kind in (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)
+        and (first.default is kind.empty or first.name in CONFIG_PARAMETERS)
+    ):
+        return lambda ctx: cls(ctx)
+    takes_any = any(p.kind is kind.VAR_KEYWORD for p in params)
+    names = {p.name for p in params if p.kind in (kind.POSITIONAL_OR_KEYWORD, kind.KEYWORD_ONLY)}
+
+    def with_keywords(ctx: EnvContext) -> gym.Env:
+        unknown = sorted(set(ctx) - names) if not takes_any else []
+        if unknown:
+            raise EnvError(
+                f"environment {label!r} takes the keyword arguments {', '.join(sorted(names))}, "
+                f"but env_config has {', '.join(map(repr, unknown))}"
+            )
+        return cls(**ctx)
+
+    return with_keywords
 
 
 def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 0, first_env: Any = None) -> gym.vector.VectorEnv:

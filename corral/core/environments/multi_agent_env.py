@@ -171,10 +171,11 @@ def make_multi_agent(env_name_or_creator: Any) -> type[MultiAgentEnv]:
     gym_id, creator = resolve_creator(env_name_or_creator)
 
     def make_copy(config: EnvContext) -> gym.Env:
+        rest = {k: v for k, v in config.items() if k != "num_agents"}
         if gym_id is not None:
-            return gym.make(gym_id, **{k: v for k, v in config.items() if k != "num_agents"})
+            return gym.make(gym_id, **rest)
         assert creator is not None  # resolve_creator returns one of the two
-        return creator(config)
+        return creator(EnvContext(rest, config.worker_index, config.vector_index, config.num_workers))
 
     class MultiEnv(MultiAgentEnv):
         """Independent copies of one single-agent env, one per agent (from :func:`make_multi_agent`)."""

@@ -10,6 +10,7 @@ CNN; ``custom_model`` plugs in any ``torch.nn.Module``.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -253,11 +254,13 @@ class QModel(Model):
     (EpsilonGreedy, SoftQ, ...) works on them unchanged.
     """
 
-    def __init__(self, obs_space: gym.Space, num_actions: int, config: ModelConfig, dueling: bool = False) -> None:
+    def __init__(
+        self, obs_space: gym.Space, num_actions: int, config: ModelConfig, dueling: bool = False, hiddens: Sequence[int] = ()
+    ) -> None:
         super().__init__()
         self.encoder, features = build_encoder(obs_space, config)
-        self.advantage_head = _init(nn.Linear(features, num_actions), 1.0)
-        self.value_head = _init(nn.Linear(features, 1), 1.0) if dueling else None
+        self.advantage_head = _head(features, hiddens, num_actions)
+        self.value_head = _head(features, hiddens, 1) if dueling else None
 
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         features = self.encoder(obs)
@@ -265,6 +268,13 @@ class QModel(Model):
         if self.value_head is not None:
             q = self.value_head(features) + q - q.mean(dim=-1, keepdim=True)
         return {SampleBatch.ACTION_DIST_INPUTS: q}
+
+
+def _head(features: int, hiddens: Sequence[int], outputs: int) -> nn.Module:
+    """A Q head: RLlib's ``hiddens`` layers (ReLU) after the encoder, then a linear output."""
+    if not hiddens:
+        return _init(nn.Linear(features, outputs), 1.0)
+    return mlp([features, *hiddens], "relu", out_size=outputs)
 
 
 def build_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int, config: ModelConfig) -> nn.Module:

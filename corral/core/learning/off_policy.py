@@ -46,7 +46,8 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
     learning_starts: int = option(1000, "training", ge=0, le=2**53)
     """env steps sampled before the first update"""
     training_intensity: float | None = option(None, "training", gt=0)
-    """replayed rows per sampled env step (the replay ratio); None replays one train batch per sample call"""
+    """replayed rows per sampled env step (the replay ratio); None is RLlib's native ratio: one train batch per
+    rollout_fragment_length steps of every sub-environment, or per step of every sub-environment with 'auto'"""
     n_step: int = option(1, "training", ge=1, le=2**31 - 1)
     """steps summed into each transition's return before bootstrapping"""
     tau: float = option(1.0, "training", gt=0, le=1)
@@ -213,8 +214,11 @@ class OffPolicyAlgorithm(Algorithm):
         sampled = self.counters["num_env_steps_sampled"]
         if sampled < cfg.learning_starts:
             return {}
-        ratio = cfg.training_intensity if cfg.training_intensity is not None else cfg.train_batch_size / max(1, samples.env_steps)
-        self._replay_owed += samples.env_steps * ratio / cfg.train_batch_size
+        if cfg.training_intensity is not None:
+            self._replay_owed += samples.env_steps * cfg.training_intensity / cfg.train_batch_size
+        else:  # RLlib's native ratio; corral samples 'auto' fragments in bigger calls, but replays as often
+            fragment = 1 if cfg.rollout_fragment_length == "auto" else cfg.rollout_fragment_length
+            self._replay_owed += samples.env_steps / (fragment * self.env_runner_group.num_sampling_envs)
         updates, self._replay_owed = int(self._replay_owed), self._replay_owed - int(self._replay_owed)
         stats: dict[str, dict[str, Any]] = {}
         for _ in range(updates):

@@ -588,11 +588,12 @@ class ExperienceInput:
         self.rows = rows
         self.rows_from = [0] * len(self.sources)
 
-    def next(self, sample: Callable[[], MultiAgentBatch]) -> MultiAgentBatch:
+    def next(self, sample: Callable[[], MultiAgentBatch], rows: int | None = None) -> MultiAgentBatch:
         """The next sample call's rows.
 
         Args:
             sample: samples the env runners (called when the sampler's turn comes).
+            rows: rows to read from files this call; default one full sample call's worth.
 
         Returns:
             The rows, by policy id.
@@ -601,7 +602,7 @@ class ExperienceInput:
         behind = [share * total - served for (_, share, _), served in zip(self.sources, self.rows_from, strict=True)]
         index = max(range(len(self.sources)), key=lambda i: (behind[i], self.sources[i][1]))
         reader = self.sources[index][2]
-        batch = sample() if reader is None else reader.next(self.rows)
+        batch = sample() if reader is None else reader.next(rows or self.rows)
         self.rows_from[index] += batch.agent_steps
         return batch
 

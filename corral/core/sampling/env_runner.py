@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +72,24 @@ class EpisodeSummary:
     """multi-agent episodes: by policy id, the total reward of each agent that policy acted for"""
 
 
+def reward_clipper(clip_rewards: bool | float | None) -> Callable[[Any], Any] | None:
+    """The function ``clip_rewards`` asks for, as RLlib reads it: True takes the sign, a number x clips to [-x, x].
+
+    Args:
+        clip_rewards: the config's value.
+
+    Returns:
+        A function of a reward or an array of them, or None when rewards are kept as they are.
+    """
+    if clip_rewards is None or clip_rewards is False:
+        return None
+    if clip_rewards is True:
+        return np.sign
+    # rewards are stored as float32: a bound beyond its range clips nothing, and must not overflow the cast
+    bound = min(float(clip_rewards), float(np.finfo(np.float32).max))
+    return lambda rewards: np.clip(rewards, -bound, bound)
+
+
 class BaseEnvRunner:
     """What both kinds of env runner share: config, policies, callbacks, generator, finished episodes.
 
@@ -106,8 +124,8 @@ class BaseEnvRunner:
         self.policies = policies
         self.callbacks = callbacks or CallbackRunner([])
         self.num_envs = num_envs or config.num_envs_per_env_runner
-        # rewards are stored as float32: a bound beyond its range clips nothing, and must not overflow the cast
-        self._reward_bound = None if config.clip_rewards is None else min(config.clip_rewards, float(np.finfo(np.float32).max))
+        self._clip_rewards = reward_clipper(config.clip_rewards)
+        """what learning sees of a reward (``clip_rewards``); None: the reward as it is"""
         self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
         self._completed: list[EpisodeSummary] = []
         # the high bits tell the algorithm's runners apart; the low ones count this runner's episodes
@@ -192,6 +210,8 @@ class EnvRunner(BaseEnvRunner):
         self.callbacks.environment_created(self, self.env, context)
         self._obs: Any = None
         self._reset_pending = np.zeros(self.num_envs, dtype=bool)
+        self._discarding = np.zeros(self.num_envs, dtype=bool)
+        """with batch_mode='complete_episodes': sub-environments whose episode began outside a fragment (not trained on)"""
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._episodes: list[Episode | None] = [None] * self.num_envs
@@ -245,10 +265,11 @@ class EnvRunner(BaseEnvRunner):
         if self._obs is None:
             self._reset()
         policy = self.policy
-        valid_steps = 0
-        for t in range(steps):
-            valid_steps += self._step(policy, explore, t, steps)
-        fragment = SampleBatch(self._buffers)
+        if self.config.batch_mode == "complete_episodes":
+            valid_steps, horizon = self._sample_complete_episodes(policy, explore, steps)
+        else:
+            valid_steps, horizon = sum(self._step(policy, explore, t, steps) for t in range(steps)), steps
+        fragment = SampleBatch({key: column[:horizon] for key, column in self._buffers.items()})
         bootstrap_obs = policy.preprocess(self._obs)
         self._write_output({DEFAULT_POLICY_ID: (fragment, bootstrap_obs)})
         batch = policy.postprocess_trajectory(fragment, bootstrap_obs)
@@ -256,6 +277,33 @@ class EnvRunner(BaseEnvRunner):
         samples = MultiAgentBatch({DEFAULT_POLICY_ID: batch}, valid_steps, valid_steps)
         self.callbacks.sample_end(self, samples)
         return samples
+
+    def _sample_complete_episodes(self, policy: Policy, explore: bool, steps: int) -> tuple[int, int]:
+        """Step at least ``steps`` times, then on until no sub-environment is inside an episode it trains on.
+
+        RLlib's ``batch_mode="complete_episodes"``: the fragment holds whole
+        episodes only. A sub-environment whose episode ends after ``steps`` is
+        closed: its next rows are left out, and since that episode is then cut,
+        it is left out of the next call's fragment too (the sub-environment
+        trains again from the episode after it).
+
+        Returns:
+            The number of steps recorded as valid and the fragment's length.
+        """
+        trained = np.zeros(self.num_envs, dtype=bool)  # a row of the running episode is in the fragment
+        closed = np.zeros(self.num_envs, dtype=bool)
+        valid_steps = t = 0
+        while t < steps or trained.any():
+            valid_steps += self._step(policy, explore, t, steps, include=~(self._discarding | closed))
+            recorded = self._buffers[SampleBatch.VALID][t]
+            ended = self._reset_pending  # the episode ended on this step
+            trained = (trained | recorded) & ~ended
+            self._discarding &= ~ended
+            t += 1
+            if t >= steps:
+                closed |= ~trained
+        self._discarding = self._ep_len > 0  # an episode that began here but was cut: its next rows are not trained on
+        return valid_steps, t
 
     def run_episodes(
         self, num_episodes: int | None = None, num_steps: int | None = None, explore: bool = False
@@ -285,8 +333,13 @@ class EnvRunner(BaseEnvRunner):
         self._completed = []
         return episodes
 
-    def _step(self, policy: Policy, explore: bool, t: int | None, horizon: int) -> int:
-        """One vector step; records row ``t`` if given. Returns the number of real transitions."""
+    def _step(self, policy: Policy, explore: bool, t: int | None, horizon: int, include: np.ndarray | None = None) -> int:
+        """One vector step; records row ``t`` if given. Returns the number of transitions recorded as valid.
+
+        Args:
+            include: the sub-environments whose transitions count (``batch_mode="complete_episodes"``);
+                the others' rows are recorded as invalid. Default all.
+        """
         obs = policy.preprocess(self._obs, update_filter=t is not None)  # training samples update the filter
         actions, extras = policy.compute_actions(obs, explore=explore)
         next_obs, rewards, terminateds, truncateds, infos = self.env.step(policy.action_adapter(actions))
@@ -296,19 +349,20 @@ class EnvRunner(BaseEnvRunner):
         # ignored and its row is a reset, not a transition. It stays in the time-major fragment (every
         # column keeps its [T, N] shape) and VALID marks it False, so it is neither counted nor trained on.
         valid = ~self._reset_pending
-        n_valid = int(valid.sum())
+        recorded = valid if include is None else valid & include
+        n_valid = int(recorded.sum())
         if t is not None:
-            if not self._buffers or self._buffers[SampleBatch.OBS].shape[0] != horizon:
+            if not self._buffers or (t == 0 and self._buffers[SampleBatch.OBS].shape[0] != horizon):
                 self._allocate(horizon, obs, actions, extras)
+            elif t == self._buffers[SampleBatch.OBS].shape[0]:  # a complete episode runs past the fragment
+                self._buffers = {k: np.concatenate([v, np.zeros_like(v)]) for k, v in self._buffers.items()}
             buf = self._buffers
             buf[SampleBatch.OBS][t] = obs
             buf[SampleBatch.ACTIONS][t] = actions
-            buf[SampleBatch.REWARDS][t] = (
-                rewards if self._reward_bound is None else np.clip(rewards, -self._reward_bound, self._reward_bound)
-            )
+            buf[SampleBatch.REWARDS][t] = rewards if self._clip_rewards is None else self._clip_rewards(rewards)
             buf[SampleBatch.TERMINATEDS][t] = terminateds
             buf[SampleBatch.TRUNCATEDS][t] = truncateds
-            buf[SampleBatch.VALID][t] = valid
+            buf[SampleBatch.VALID][t] = recorded
             for key, value in extras.items():
                 buf[key][t] = value
             if self.output is not None:
@@ -351,6 +405,7 @@ class EnvRunner(BaseEnvRunner):
                 f"sub-environment {found[0]} of env runner {self.worker_index}: the observation from reset() {found[1]}"
             )
         self._reset_pending[:] = False
+        self._discarding[:] = False
         self._ep_return[:] = 0.0
         self._ep_len[:] = 0
         self._begin_episodes(range(self.num_envs), self._obs)
@@ -425,6 +480,7 @@ class EnvRunner(BaseEnvRunner):
                 "np_rng": generator_state(self.np_rng),
                 "obs": self._obs,
                 "reset_pending": self._reset_pending,
+                "discarding": self._discarding,
                 "ep_return": self._ep_return,
                 "ep_len": self._ep_len,
                 "next_episode_id": self.next_episode_id,
@@ -479,6 +535,12 @@ class EnvRunner(BaseEnvRunner):
         self._reset_pending = counters["reset_pending"].astype(bool)
         self._ep_return = counters["ep_return"].astype(np.float64)
         self._ep_len = counters["ep_len"].astype(np.int64)
+        discarding = np.asarray(state.get("discarding", np.zeros(self.num_envs, dtype=bool)), dtype=bool)
+        if discarding.shape != (self.num_envs,):
+            raise ValueError(
+                f"env runner state 'discarding' has shape {discarding.shape}, this runner {self.num_envs} sub-environments"
+            )
+        self._discarding = discarding
         if self.callbacks.needs_episodes:  # callbacks see the episodes in progress anew (their user_data is not saved)
             for i in range(self.num_envs):
                 episode_id = episode_ids[i]

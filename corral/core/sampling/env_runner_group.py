@@ -110,12 +110,23 @@ class EnvRunnerGroup:
         """Remote runners currently alive."""
         return len(self._remote) - len(self._failed)
 
-    def sample(self) -> MultiAgentBatch:
-        """One sample call on every runner that samples (the remote ones if there are any), joined."""
+    @property
+    def num_sampling_envs(self) -> int:
+        """Sub-environments one sample call steps: those of the healthy remote runners, or the local runner's."""
+        if self._remote and self._config is not None:
+            return max(1, self.num_healthy_remote_runners) * self._config.num_envs_per_env_runner
+        return self.local_env_runner.num_envs
+
+    def sample(self, num_steps: int | None = None) -> MultiAgentBatch:
+        """One sample call on every runner that samples (the remote ones if there are any), joined.
+
+        Args:
+            num_steps: steps per sub-environment; default the config's rollout fragment length.
+        """
         if not self._remote:
-            return self.local_env_runner.sample()
+            return self.local_env_runner.sample(num_steps)
         state = self._publish_sampling_state()
-        pending = {index: self._remote[index].sample.remote(state) for index in self.healthy_remote_ids()}
+        pending = {index: self._remote[index].sample.remote(state, num_steps) for index in self.healthy_remote_ids()}
         batches = [self.accept(result) for result in self._gather(pending).values()]
         if not batches:
             raise EnvRunnerError("every remote env runner failed in this sample call; nothing was sampled")

@@ -117,6 +117,11 @@ class MultiAgentEnvRunner(BaseEnvRunner):
 
     def _make_envs(self, first_env: Any) -> None:
         config, worker_index = self.config, self.worker_index
+        if config.batch_mode == "complete_episodes":
+            raise ConfigError(
+                "batch_mode='complete_episodes' is not available for multi-agent envs yet; "
+                "use batch_mode='truncate_episodes' (the default), which bootstraps the episodes a fragment cuts"
+            )
         context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
         make = multi_agent_env_maker(config, worker_index)
         self.envs = [
@@ -143,7 +148,8 @@ class MultiAgentEnvRunner(BaseEnvRunner):
 
     def _forget_open_rows(self) -> None:
         """Drop every row not yet closed: episodes start anew (an evaluation, a restore)."""
-        self._open: list[set[Hashable]] = [set() for _ in range(self.num_envs)]
+        # dicts, not sets: rows close in the order the agents acted, so a resumed run builds its columns in the same order
+        self._open: list[dict[Hashable, None]] = [{} for _ in range(self.num_envs)]
         self._collector = AgentCollector(keep_infos=self.output is not None)
         self._agent_indexes: dict[int, dict[Hashable, int]] = {}  # by sub-environment, for the output's agent_index
 
@@ -201,7 +207,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         for i, episode in enumerate(self._episodes):
             for agent in [agent for agent, pid in episode._policies.items() if pid == policy_id]:
                 del episode._policies[agent]
-                self._open[i].discard(agent)
+                self._open[i].pop(agent, None)
         self._collector.forget_policy(policy_id)
 
     def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
@@ -343,7 +349,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             as_list = env_actions.tolist() if isinstance(policy.action_space, gym.spaces.Discrete) else list(env_actions)
             for (i, agent, _), action in zip(items, as_list, strict=True):
                 action_dicts[i][agent] = action
-                self._open[i].add(agent)
+                self._open[i][agent] = None
             if record:
                 self._collector.act(policy_id, [(i, agent) for i, agent, _ in items], raw, obs, actions, extras)
                 policy.global_timestep += len(items)
@@ -381,8 +387,8 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             key = (agent, episode.policy_for(agent))
             episode.agent_rewards[key] = episode.agent_rewards.get(key, 0.0) + value
             if record:
-                bound = self._reward_bound
-                self._collector.add_reward((i, agent), value if bound is None else min(max(value, -bound), bound))
+                clip = self._clip_rewards
+                self._collector.add_reward((i, agent), value if clip is None else float(clip(value)))
         for agent in actions:
             episode.agent_steps[agent] = episode.agent_steps.get(agent, 0) + 1
         open_agents = self._open[i]
@@ -395,7 +401,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
                 if record:
                     info = infos.get(agent) if self.output is not None else None
                     self._collector.close((i, agent), observations.get(agent), terminated, truncated, info)
-                open_agents.discard(agent)
+                del open_agents[agent]
         if self.callbacks.has_episode_step:
             episode.last_observations.update(observations)
             episode.last_actions.update(actions)
@@ -494,7 +500,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             "reset_pending": False,
             "record": record,
             "obs": state_codec.encode([[agent, obs] for agent, obs in self._obs[i].items()]),
-            "open": sorted(self._open[i], key=repr),
+            "open": list(self._open[i]),
             "episode_id": episode.episode_id,
             "length": episode.length,
             "total_reward": episode.total_reward,
@@ -550,7 +556,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             episode.agent_steps = {agent: int(steps) for agent, steps in saved["agent_steps"]}
             episode._policies = dict(saved["policies"])
             self._obs[i] = dict(state_codec.decode(saved["obs"]))
-            self._open[i] = set(saved["open"])
+            self._open[i] = dict.fromkeys(saved["open"])
         except (KeyError, TypeError) as exc:
             raise ValueError(f"the saved episode of sub-environment {i} is malformed: {exc!r}") from None
         unknown = sorted({str(p) for p in episode._policies.values()} - set(self.policies))

@@ -130,10 +130,15 @@ class EnvRunnerActor:
                 policy.set_sampling_state(state)
                 self._reported_timestep[policy_id] = policy.global_timestep  # the learner's count: nothing to report
 
-    def sample(self, sampling_state: dict[str, dict[str, Any]] | None) -> RemoteSample:
-        """One sample call with the broadcast policy states, by policy id (None: keep the last ones)."""
+    def sample(self, sampling_state: dict[str, dict[str, Any]] | None, num_steps: int | None = None) -> RemoteSample:
+        """One sample call with the broadcast policy states, by policy id (None: keep the last ones).
+
+        Args:
+            sampling_state: the learner policies' states to act with, or None.
+            num_steps: steps per sub-environment; default the config's rollout fragment length.
+        """
         self._take(sampling_state)
-        batch = self.runner.sample()
+        batch = self.runner.sample(num_steps)
         timesteps, deltas = self._unreported_steps, self._held_filter_deltas
         self._unreported_steps, self._held_filter_deltas = {}, {}
         for pid, policy in self.policies.loaded().items():

@@ -27,6 +27,7 @@ class DQNPolicy(OffPolicyPolicy):
             int(cast(gym.spaces.Discrete, self.action_space).n),
             self.config.model,
             dueling=self.config.dueling,
+            hiddens=self.config.hiddens,
         )
 
     def make_optimizer(self) -> torch.optim.Optimizer:

@@ -22,6 +22,7 @@ class IMPALA(Algorithm):
     config: IMPALAConfig
     policy_class = IMPALAPolicy
     corral_api = PLUGIN_API_VERSION
+    sample_whole_fragments = True  # V-trace learns on sequences of one length
 
     def setup(self) -> None:
         """Start asynchronous sampling when there are remote runners."""

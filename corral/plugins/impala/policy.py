@@ -35,7 +35,8 @@ class IMPALAPolicy(Policy):
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
         """One row per sub-environment: its ``[T, ...]`` sequence and its bootstrap observation."""
-        sequences = {k: np.swapaxes(fragment[k], 0, 1) for k in _SEQUENCE_COLUMNS}
+        # copies: the runner writes its next fragment into the same buffers
+        sequences = {k: np.ascontiguousarray(np.swapaxes(fragment[k], 0, 1)) for k in _SEQUENCE_COLUMNS}
         return SampleBatch({**sequences, SampleBatch.BOOTSTRAP_OBS: np.asarray(bootstrap_obs)})
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:

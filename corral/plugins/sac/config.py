@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import ValidationError, ValidationInfo, field_validator
 
 from corral.core import ConfigError, ModelConfig, option
 from corral.core.learning.off_policy import OffPolicyConfig
+from corral.errors import did_you_mean
 
 
 class SACConfig(
@@ -14,7 +17,6 @@ class SACConfig(
         "train_batch_size": 256,
         "tau": 0.005,
         "learning_starts": 1000,
-        "training_intensity": 256.0,
         "num_envs_per_env_runner": 1,
         "replay_buffer_config": {"type": "ReplayBuffer", "capacity": 1_000_000},
         "model": ModelConfig(fcnet_hiddens=[256, 256], fcnet_activation="relu"),
@@ -22,9 +24,10 @@ class SACConfig(
 ):
     """Config of :class:`~corral.plugins.sac.SAC`: Box actions, or Discrete with the discrete variant.
 
-    The default replay ratio (256 rows per env step with batches of 256) is one
-    gradient step per env step, as in the paper. ``lr`` is not used: SAC has
-    a learning rate per network.
+    The default replay ratio (``training_intensity=None``, RLlib's native ratio)
+    is one gradient step per env step on one sub-environment, as in the paper
+    and RLlib, whatever ``train_batch_size``. ``lr`` is not used: SAC has a
+    learning rate per network.
     """
 
     actor_lr: float = option(3e-4, "training", gt=0)
@@ -41,6 +44,37 @@ class SACConfig(
     """for Discrete actions with target_entropy='auto': the fraction of the maximum entropy log(n) to aim for"""
     twin_q: bool = option(True, "training")
     """learn two Q networks and use the smaller estimate (clipped double Q)"""
+    q_model_config: dict[str, Any] = option({}, "training")
+    """the critics' network where it differs from model, e.g. {'fcnet_hiddens': [64, 64]} (RLlib's older name:
+    Q_model); {} builds them as model says"""
+    policy_model_config: dict[str, Any] = option({}, "training")
+    """the actor's network where it differs from model (RLlib's older name: policy_model); {} builds it as model says"""
+
+    @field_validator("q_model_config", "policy_model_config")
+    @classmethod
+    def _model_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        try:
+            ModelConfig.model_validate(value)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            if error["type"] == "extra_forbidden":
+                hint = did_you_mean(where, ModelConfig.model_fields)
+                raise ValueError(f"{info.field_name} has no model option {where!r}.{hint}") from None
+            raise ValueError(f"{info.field_name}.{where}: {error['msg']}") from None
+        return value
+
+    def network_config(self, network: Literal["actor", "critic"]) -> ModelConfig:
+        """The model options of the actor or of the critics: ``model`` updated by their own config.
+
+        Args:
+            network: ``"actor"`` (``policy_model_config``) or ``"critic"`` (``q_model_config``).
+
+        Returns:
+            The merged, validated model options.
+        """
+        own = self.policy_model_config if network == "actor" else self.q_model_config
+        return ModelConfig.model_validate({**self.model.model_dump(), **own}) if own else self.model
 
     def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
         """SAC's own checks on top of the shared ones."""

@@ -82,20 +82,27 @@ class SACModel(Model):
     """
 
     def __init__(
-        self, obs_space: gym.Space, action_space: gym.Space, config: ModelConfig, twin_q: bool, initial_alpha: float
+        self,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        config: ModelConfig,
+        twin_q: bool,
+        initial_alpha: float,
+        critic_config: ModelConfig | None = None,
     ) -> None:
         super().__init__()
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         encoder, features = build_encoder(obs_space, config)
         k = 2 if twin_q else 1
+        critic_config = critic_config or config
         if isinstance(action_space, gym.spaces.Discrete):
             n = int(action_space.n)
             self.actor = nn.Sequential(encoder, nn.Linear(features, n))
-            self.critics = EnsembleCritic(obs_space, k, 0, n, config)
+            self.critics = EnsembleCritic(obs_space, k, 0, n, critic_config)
         else:
             dim = int(np.prod(cast(gym.spaces.Box, action_space).shape))  # SAC acts in a Box or a Discrete space
             self.actor = nn.Sequential(encoder, nn.Linear(features, 2 * dim))
-            self.critics = EnsembleCritic(obs_space, k, dim, 1, config)
+            self.critics = EnsembleCritic(obs_space, k, dim, 1, critic_config)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha)))
 
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -48,7 +48,14 @@ class SACPolicy(OffPolicyPolicy):
     def make_model(self) -> nn.Module:
         """Actor, critics and temperature in one module."""
         cfg = self.config
-        return SACModel(self.model_observation_space, self.action_adapter.policy_space, cfg.model, cfg.twin_q, cfg.initial_alpha)
+        return SACModel(
+            self.model_observation_space,
+            self.action_adapter.policy_space,
+            cfg.network_config("actor"),
+            cfg.twin_q,
+            cfg.initial_alpha,
+            critic_config=cfg.network_config("critic"),
+        )
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """One Adam over three param groups: critics, actor, temperature, each with its learning rate."""

@@ -18,4 +18,4 @@ class REINFORCE(Algorithm):
 
     def training_step(self) -> dict[str, dict[str, Any]]:
         """One train batch, one update."""
-        return self.learn_on_batch(self.sample())
+        return self.learn_on_batch(self.sample(self.config.train_batch_size))

@@ -1,0 +1,139 @@
+"""RLlib's batch semantics: a train batch holds at least ``train_batch_size`` steps, and whole episodes on request.
+
+Reset rows (the step after an episode ends, whose action the env ignores) are
+no steps: a batch short of them is topped up by a call that samples only what
+is missing. An explicit ``rollout_fragment_length`` too short for the batch
+means more sample calls per batch, said once at INFO.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+import corral
+from corral import Callbacks
+from corral.core.learning.off_policy import OffPolicyAlgorithm
+from corral.core.sampling.sample_batch import SampleBatch
+from corral.errors import ConfigError
+
+BATCH, ENVS, FRAGMENT = 50, 3, 7
+"""odd sizes: 3 sub-environments of 7 steps never add up to the batch of 50"""
+
+ALGORITHMS = sorted(info.name for info in corral.list_algorithms())
+
+
+class BatchRecorder(Callbacks):
+    """Records every train batch each policy learns on (the class attribute is the test's view)."""
+
+    batches: ClassVar[list[SampleBatch]] = []
+
+    def on_learn_on_batch(self, *, policy: Any, train_batch: SampleBatch, result: dict[str, Any], **kwargs: Any) -> None:
+        BatchRecorder.batches.append(train_batch)
+
+
+def steps_in(batch: SampleBatch) -> int:
+    """Env steps a train batch holds: its valid rows (sequence learners keep the mask), else its rows."""
+    return int(np.sum(batch[SampleBatch.VALID])) if SampleBatch.VALID in batch else batch.count
+
+
+def small_config(name: str, **overrides: Any) -> Any:
+    config = corral.get_config(name).update_from_dict(
+        {
+            "env": "CartPole-v1",
+            "num_envs_per_env_runner": ENVS,
+            "rollout_fragment_length": FRAGMENT,
+            "train_batch_size": BATCH,
+            "min_sample_timesteps_per_iteration": 0,
+            "seed": 0,
+            "log_to_tensorboard": False,
+            **overrides,
+        }
+    )
+    if "minibatch_size" in config:
+        config.minibatch_size = 25
+    if "learning_starts" in config:
+        config.update_from_dict({"learning_starts": 0, "training_intensity": None})
+    return config.callbacks(BatchRecorder)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_recorder() -> None:
+    BatchRecorder.batches = []
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_every_train_batch_of_20_iterations_holds_at_least_train_batch_size_env_steps(name, make_algo) -> None:
+    algo = make_algo(small_config(name))
+    trained = []
+    for _ in range(20):
+        before = algo.counters["num_env_steps_trained"]
+        algo.train()
+        trained.append(algo.counters["num_env_steps_trained"] - before)
+    sizes = [steps_in(batch) for batch in BatchRecorder.batches]
+    if isinstance(algo, OffPolicyAlgorithm):  # a replayed minibatch: exactly the batch size
+        assert sizes and set(sizes) == {BATCH}
+        return
+    assert len(sizes) >= 20
+    # a batch stops within the last call: one step per sub-environment, or one fragment for sequence learners
+    over = FRAGMENT * ENVS if algo.sample_whole_fragments else ENVS
+    assert all(BATCH <= size < BATCH + over for size in sizes), sizes
+    assert sum(trained) == sum(sizes)  # the counters count steps, as the batches do
+
+
+def test_auto_fragment_length_divides_the_batch_exactly() -> None:
+    config = small_config("PPO", rollout_fragment_length="auto", train_batch_size=48, num_envs_per_env_runner=4)
+    assert config.get_rollout_fragment_length() == 12
+    assert small_config("PPO", rollout_fragment_length="auto").get_rollout_fragment_length() == 17  # ceil(50 / 3)
+
+
+def test_an_explicit_fragment_too_short_for_the_batch_means_more_calls_said_once_at_info(make_algo, caplog) -> None:
+    algo = make_algo(small_config("PPO", rollout_fragment_length=4))
+    with caplog.at_level(logging.INFO, logger="corral"):
+        for _ in range(3):
+            algo.train()
+    said = [r.getMessage() for r in caplog.records if "rollout_fragment_length=4" in r.getMessage()]
+    assert said == [
+        "rollout_fragment_length=4 on 3 sub-environments samples 12 steps per call; each train batch of 50 steps joins 5 calls"
+    ]
+    assert all(steps_in(batch) >= BATCH for batch in BatchRecorder.batches)
+
+
+def test_reset_rows_are_not_counted(make_algo) -> None:
+    """CartPole's short early episodes leave reset rows in every fragment; the batch still holds 50 steps."""
+    algo = make_algo(small_config("A2C", rollout_fragment_length="auto"))
+    algo.train()
+    assert all(steps_in(batch) >= BATCH for batch in BatchRecorder.batches)
+    assert algo.counters["num_env_steps_sampled"] >= BATCH * len(BatchRecorder.batches)
+
+
+def whole_episodes(batch: SampleBatch) -> bool:
+    """Whether the batch from CountingEnv holds as many first steps as last ones."""
+    firsts = int(np.sum(batch[SampleBatch.OBS][..., 0] == 0.0))
+    return firsts == int(np.sum(batch[SampleBatch.TERMINATEDS]))
+
+
+@pytest.mark.parametrize("name", ["PPO", "A2C", "DQN"])
+def test_complete_episodes_batches_hold_whole_episodes_only(name, make_algo) -> None:
+    one_step = {"n_step": 1} if name == "DQN" else {}  # a flat row's flags are its own step's
+    algo = make_algo(small_config(name, env="corral.testing.envs:CountingEnv", batch_mode="complete_episodes", **one_step))
+    samples = [algo.sample() for _ in range(10)]
+    assert all(whole_episodes(s.policy_batches["default_policy"]) for s in samples)
+    for _ in range(5):
+        algo.train()
+    if name != "DQN":
+        assert all(whole_episodes(batch) and steps_in(batch) >= BATCH for batch in BatchRecorder.batches)
+
+
+def test_truncated_fragments_cut_episodes_so_the_check_above_can_fail(make_algo) -> None:
+    algo = make_algo(small_config("PPO", env="corral.testing.envs:CountingEnv"))
+    assert not all(whole_episodes(algo.sample().policy_batches["default_policy"]) for _ in range(10))
+
+
+def test_complete_episodes_on_a_multi_agent_env_is_refused_before_training(make_algo) -> None:
+    config = small_config("PPO", env="corral.testing.envs:MultiAgentCartPole", batch_mode="complete_episodes")
+    with pytest.raises(ConfigError, match=r"complete_episodes.*multi-agent.*truncate_episodes"):
+        make_algo(config)

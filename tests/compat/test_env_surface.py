@@ -1,0 +1,94 @@
+"""RLlib's environment options: reward clipping as RLlib reads it, env class paths and constructors of any shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import corral
+from corral import ConfigError
+from corral.errors import EnvError
+
+
+def sampled_rewards(make_algo: Any, clip_rewards: Any) -> np.ndarray:
+    config = corral.get_config("PPO").environment("Pendulum-v1", clip_rewards=clip_rewards).debugging(seed=0)
+    config.update_from_dict({"num_envs_per_env_runner": 2, "train_batch_size": 200, "minibatch_size": 100})
+    return make_algo(config).sample().policy_batches["default_policy"]["rewards"]
+
+
+def test_clip_rewards_true_takes_each_reward_s_sign(make_algo) -> None:
+    rewards = sampled_rewards(make_algo, True)
+    assert set(np.unique(rewards)) <= {-1.0, 0.0} and (rewards == -1.0).any()
+
+
+def test_clip_rewards_false_and_none_keep_the_rewards_a_number_clips_them(make_algo) -> None:
+    for kept in (False, None):
+        assert sampled_rewards(make_algo, kept).min() < -1.0  # Pendulum's rewards reach -16
+    clipped = sampled_rewards(make_algo, 0.5)
+    assert clipped.min() == -0.5 and clipped.max() <= 0.0
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, "sign", float("inf")])
+def test_a_clip_rewards_that_means_nothing_is_refused_with_what_it_takes(bad: Any) -> None:
+    with pytest.raises(ConfigError, match=r"clip_rewards takes True .*a number x > 0"):
+        corral.get_config("PPO").environment(clip_rewards=bad)
+
+
+def build_env(make_algo: Any, env: Any, env_config: dict[str, Any] | None = None) -> gym.Env:
+    config = corral.get_config("PPO").environment(env, env_config=env_config or {}).env_runners(num_envs_per_env_runner=1)
+    return make_algo(config.training(train_batch_size=64, minibatch_size=32)).env_runner_group.local_env_runner.env.envs[0]
+
+
+def test_a_dotted_class_path_names_an_env_as_a_colon_path_does(make_algo) -> None:
+    from corral.testing.envs import CountingEnv
+
+    assert isinstance(build_env(make_algo, "corral.testing.envs.CountingEnv").unwrapped, CountingEnv)
+
+
+def test_a_dotted_path_that_does_not_import_says_why() -> None:
+    with pytest.raises(EnvError, match=r"unknown environment 'corral.testing.envs.Nothing'.*has no attribute 'Nothing'"):
+        corral.get_config("PPO").environment("corral.testing.envs.Nothing").build()
+
+
+class NoConstructor(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        return np.zeros(2, np.float32), 1.0, True, False, {}
+
+
+class KeywordOptions(NoConstructor):
+    def __init__(self, render_mode: str | None = None, size: int = 5) -> None:
+        self.render_mode, self.size = render_mode, size
+
+
+class TakesTheContext(NoConstructor):
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
+
+
+def test_an_env_class_without_a_constructor_is_built_without_arguments(make_algo) -> None:
+    assert isinstance(build_env(make_algo, NoConstructor).unwrapped, NoConstructor)
+
+
+def test_an_env_class_with_keyword_options_gets_env_config_as_keywords(make_algo) -> None:
+    env = build_env(make_algo, KeywordOptions, {"size": 9}).unwrapped
+    assert isinstance(env, KeywordOptions) and env.size == 9 and env.render_mode is None
+
+
+def test_an_env_class_taking_a_config_gets_the_env_context_as_rllib_passes_it(make_algo) -> None:
+    env = build_env(make_algo, TakesTheContext, {"size": 9}).unwrapped
+    assert env.config["size"] == 9 and env.config.worker_index == 0
+
+
+def test_env_config_keys_a_keyword_class_does_not_take_are_named() -> None:
+    with pytest.raises(EnvError, match=r"takes the keyword arguments render_mode, size, but env_config has 'colour'"):
+        corral.get_config("PPO").environment(KeywordOptions, env_config={"colour": 1}).build()
