@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         ParallelPettingZooEnv as ParallelPettingZooEnv,
         PettingZooEnv as PettingZooEnv,
     )
+    from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
     from corral.core.sampling.sample_batch import (
         DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
         MultiAgentBatch as MultiAgentBatch,
@@ -88,6 +89,7 @@ _EXPORTS = {
     "DEFAULT_POLICY_ID": "corral.core.sampling.sample_batch",
     "register_env": "corral.core.environments.envs",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
+    "TaskSettableEnv": "corral.core.environments.task_settable_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",
     "RandomPolicy": "corral.core.contracts.random_policy",

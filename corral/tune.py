@@ -41,6 +41,18 @@ from corral.errors import ConfigError, did_you_mean
 
 __all__ = ["CorralTrainable", "Tuner", "check_stop", "register_trainables", "trainable"]
 
+RESOURCE_OPTIONS = (
+    "num_env_runners",
+    "evaluation_num_env_runners",
+    "num_cpus_per_env_runner",
+    "num_gpus_per_env_runner",
+    "custom_resources_per_env_runner",
+    "num_gpus",
+    "num_cpus_for_main_process",
+    "placement_strategy",
+)
+"""the options a trial's resource request reads"""
+
 
 class CorralTrainable(tune.Trainable):
     """A Tune trainable that runs one corral algorithm; :func:`trainable` makes one per algorithm class."""
@@ -72,11 +84,19 @@ class CorralTrainable(tune.Trainable):
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> PlacementGroupFactory:
-        """One bundle for the learner, one per remote env runner (sampling and evaluation)."""
-        cfg = cls.algorithm_class().get_default_config().update_from_dict(dict(config))
+        """One bundle for the learner, one per remote env runner (sampling and evaluation), placed by ``placement_strategy``.
+
+        Only the resource options are read here, in the driver: the trial checks
+        the rest of its config when it starts, so a bad sampled value fails that
+        trial alone.
+        """
+        defaults = cls.algorithm_class().get_default_config()
+        given = defaults._canonical_keys(dict(config))
+        cfg = defaults.update_from_dict({key: given[key] for key in RESOURCE_OPTIONS if key in given})
         runner = {"CPU": cfg.num_cpus_per_env_runner, "GPU": cfg.num_gpus_per_env_runner, **cfg.custom_resources_per_env_runner}
         runners = [dict(runner) for _ in range(cfg.num_env_runners + cfg.evaluation_num_env_runners)]
-        return PlacementGroupFactory([{"CPU": 1, "GPU": cfg.num_gpus}, *runners])
+        learner = {"CPU": cfg.num_cpus_for_main_process, "GPU": cfg.num_gpus}
+        return PlacementGroupFactory([learner, *runners], strategy=cfg.placement_strategy)
 
 
 def trainable(algorithm: str | type[Algorithm]) -> type[CorralTrainable]:

@@ -58,6 +58,22 @@ def test_grid_search_over_two_learning_rates_gives_two_trials(tmp_path) -> None:
         assert r.metrics["num_env_steps_sampled"] > 0 and "episode_reward_mean" in r.metrics
 
 
+def test_a_builder_with_a_search_space_runs_through_tune_and_each_trial_checks_its_value(tmp_path) -> None:
+    """RLlib's documented example: a search space in a builder, the config's to_dict() as the param space."""
+    config = corral.get_config("PPO").environment("CartPole-v1").update_from_dict({**SMALL, "seed": 0})
+    config.training(lr=tune.grid_search([1e-3, 3e-4]))
+    results = tune.Tuner(
+        "PPO", param_space=config.to_dict(), run_config=run_config(tmp_path, "builder", stop={"training_iteration": 1})
+    ).fit()
+    assert not results.errors and sorted(r.config["lr"] for r in results) == [3e-4, 1e-3]
+    # a sampled value is checked when its trial starts: this one is never a valid learning rate
+    config.training(lr=tune.uniform(-1.0, -0.5))
+    failed = tune.Tuner(
+        "PPO", param_space=config.to_dict(), run_config=run_config(tmp_path, "bad", stop={"training_iteration": 1})
+    ).fit()
+    assert len(failed.errors) == 1 and "lr=" in str(failed.errors[0]) and "greater than 0" in str(failed.errors[0])
+
+
 def test_tune_checkpoints_are_corral_checkpoints(tmp_path) -> None:
     results = tune.Tuner(
         "PPO",
@@ -126,6 +142,14 @@ def test_a_stop_key_the_results_never_have_is_an_error_before_anything_starts(tm
 def test_a_trial_reserves_a_bundle_per_remote_env_runner() -> None:
     request = corral.tune.trainable("PPO").default_resource_request({"num_env_runners": 2, "num_cpus_per_env_runner": 0.5})
     assert request.bundles == [{"CPU": 1.0}, {"CPU": 0.5}, {"CPU": 0.5}]  # Ray leaves out zero GPUs
+    assert request.strategy == "PACK"
+
+
+def test_the_learner_s_cpus_and_the_placement_strategy_take_rllib_s_names() -> None:
+    request = corral.tune.trainable("PPO").default_resource_request(
+        {"num_env_runners": 1, "num_cpus_for_local_worker": 2, "placement_strategy": "SPREAD"}
+    )
+    assert request.bundles == [{"CPU": 2.0}, {"CPU": 1.0}] and request.strategy == "SPREAD"
 
 
 def test_every_installed_algorithm_is_registered_with_tune() -> None:

@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         ParallelPettingZooEnv as ParallelPettingZooEnv,
         PettingZooEnv as PettingZooEnv,
     )
+    from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
     from corral.core.learning.distributions import (
         ActionDistribution as ActionDistribution,
         Categorical as Categorical,
@@ -140,6 +141,7 @@ _EXPORTS = {
     "EnvContext": "corral.core.environments.envs",
     "register_env": "corral.core.environments.envs",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
+    "TaskSettableEnv": "corral.core.environments.task_settable_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",
     "RandomPolicy": "corral.core.contracts.random_policy",

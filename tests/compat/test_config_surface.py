@@ -214,3 +214,76 @@ def test_sac_s_q_model_and_policy_model_configs_shape_the_critics_and_the_actor(
     assert [m.out_features for m in model.actor.modules() if isinstance(m, nn.Linear)] == [32, 32, 2]
     with pytest.raises(ConfigError, match=r"q_model_config has no model option 'fcnet_hiden'\. Did you mean 'fcnet_hiddens'"):
         corral.get_config("SAC").training(q_model_config={"fcnet_hiden": [64]})
+
+
+def test_lr_and_entropy_coeff_take_rllib_s_piecewise_schedules(make_algo) -> None:
+    config = corral.get_config("PPO").environment("CartPole-v1").debugging(seed=0)
+    config.training(lr=[[0, 1e-3], [1000, 1e-5]], entropy_coeff=[[0, 0.02], [1000, 0.0]])
+    config.training(train_batch_size=500, minibatch_size=250)
+    assert config.lr_schedule == [(0, 1e-3), (1000, 1e-5)] and config.lr == 1e-3
+    assert config.entropy_coeff_schedule == [(0, 0.02), (1000, 0.0)]
+    algo = make_algo(config)
+    algo.train()
+    policy = algo.get_policy()
+    t = policy.global_timestep
+    assert t >= 500
+    assert policy.scheduled("lr") == pytest.approx(1e-3 + (1e-5 - 1e-3) * min(t, 1000) / 1000)
+    assert policy.scheduled("entropy_coeff") == pytest.approx(0.02 * max(0, 1000 - t) / 1000)
+    assert algo.train()["info"]["learner"]["default_policy"]["cur_lr"] == pytest.approx(1e-5)  # past the last point
+    with pytest.raises(ConfigError, match=r"the value -0\.1 is not a valid entropy_coeff"):
+        corral.get_config("PPO").training(entropy_coeff=[[0, -0.1]])
+
+
+def test_tune_search_spaces_are_accepted_in_any_builder_and_carried_by_to_dict() -> None:
+    from ray import tune
+
+    config = corral.get_config("PPO").environment("CartPole-v1").training(lr=tune.grid_search([0.01, 0.001]))
+    config.env_runners(num_envs_per_env_runner=tune.choice([2, 4])).training(gamma=tune.uniform(0.9, 0.99))
+    space = config.to_dict()
+    assert space["lr"] == {"grid_search": [0.01, 0.001]} and config["lr"] == space["lr"]
+    assert type(space["gamma"]).__name__ == "Float" and type(space["num_envs_per_env_runner"]).__name__ == "Categorical"
+    assert set(config.search_space) == {"lr", "gamma", "num_envs_per_env_runner"}
+    with pytest.raises(ConfigError, match=r"gamma, lr, num_envs_per_env_runner hold a Tune search space.*tune\.Tuner"):
+        config.build()
+    config.training(lr=0.01)  # a value replaces the search space
+    assert "lr" not in config.search_space and config.to_dict()["lr"] == 0.01
+
+
+def test_a_grid_or_choice_value_no_trial_could_use_is_refused_at_once() -> None:
+    from ray import tune
+
+    with pytest.raises(ConfigError, match="lr: the Tune search space's value -1 is invalid"):
+        corral.get_config("PPO").training(lr=tune.grid_search([0.01, -1]))
+    with pytest.raises(ConfigError, match="num_epochs: the Tune search space's value 0 is invalid"):
+        corral.get_config("PPO").update_from_dict({"num_epochs": {"grid_search": [1, 0]}})
+
+
+@pytest.mark.parametrize("clip_by", ["global_norm", "norm", "value"])
+def test_grad_clip_by_clips_as_rllib_s_option_says(make_algo, clip_by: str) -> None:
+    import torch
+
+    config = corral.get_config("PPO").environment("CartPole-v1").training(grad_clip=0.5, grad_clip_by=clip_by)
+    policy = make_algo(config).get_policy()
+    params = [p for group in policy.optimizer.param_groups for p in group["params"]]
+    generator = torch.Generator().manual_seed(0)
+    for p in params:
+        p.grad = 3.0 * torch.randn(p.shape, generator=generator)
+    before = [p.grad.clone() for p in params]
+    (norm,) = policy.clip_gradients()
+    assert norm == pytest.approx(torch.linalg.vector_norm(torch.stack([g.norm() for g in before])).item(), rel=1e-5)
+    after = [p.grad for p in params]
+    if clip_by == "global_norm":  # one factor for all, the joint norm brought to 0.5
+        assert torch.linalg.vector_norm(torch.stack([g.norm() for g in after])).item() == pytest.approx(0.5, rel=1e-4)
+        assert all(torch.allclose(a * (norm / 0.5), b, rtol=1e-3) for a, b in zip(after, before, strict=True))
+    elif clip_by == "norm":  # each tensor on its own
+        for a, b in zip(after, before, strict=True):
+            assert a.norm().item() == pytest.approx(min(0.5, b.norm().item()), rel=1e-4)
+    else:  # each element
+        assert all(torch.equal(a, b.clamp(-0.5, 0.5)) for a, b in zip(after, before, strict=True))
+
+
+def test_min_train_timesteps_per_iteration_repeats_training_steps_until_trained(make_algo) -> None:
+    config = corral.get_config("PPO").environment("CartPole-v1").debugging(seed=0)
+    config.update_from_dict({"train_batch_size": 64, "minibatch_size": 32, "min_train_timesteps_per_iteration": 200})
+    algo = make_algo(config)
+    assert algo.train()["num_env_steps_trained"] >= 200

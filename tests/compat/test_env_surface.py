@@ -92,3 +92,50 @@ def test_an_env_class_taking_a_config_gets_the_env_context_as_rllib_passes_it(ma
 def test_env_config_keys_a_keyword_class_does_not_take_are_named() -> None:
     with pytest.raises(EnvError, match=r"takes the keyword arguments render_mode, size, but env_config has 'colour'"):
         corral.get_config("PPO").environment(KeywordOptions, env_config={"colour": 1}).build()
+
+
+class Corridor(corral.TaskSettableEnv):
+    """Walk to the end of a corridor whose length is the task; episodes are as long as the corridor."""
+
+    observation_space = gym.spaces.Box(0.0, 100.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config: Any = None) -> None:
+        self.length, self.position = 2, 0
+
+    def get_task(self) -> int:
+        return self.length
+
+    def set_task(self, task: int) -> None:
+        self.length = task
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.position = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.position += 1
+        return np.array([float(self.position)], np.float32), 1.0, self.position >= self.length, False, {}
+
+
+def longer_corridor(result: dict[str, Any], env: Corridor, context: Any) -> int:
+    """One step longer after every iteration, and the sub-environment's index added, to see each gets its own."""
+    return env.get_task() + 1 + 10 * context.vector_index
+
+
+def test_env_task_fn_sets_each_sub_environment_s_task_after_every_iteration(make_algo) -> None:
+    config = corral.get_config("PPO").environment(Corridor, env_task_fn=longer_corridor).debugging(seed=0)
+    algo = make_algo(config.update_from_dict({"num_envs_per_env_runner": 2, "train_batch_size": 64, "minibatch_size": 32}))
+    worker = algo.workers.local_worker()
+    algo.train()
+    assert worker.foreach_env(lambda env: env.unwrapped.get_task()) == [3, 13]
+    algo.train()
+    assert worker.foreach_env(lambda env: env.unwrapped.get_task()) == [4, 24]
+    assert algo.train()["episode_reward_max"] == 24  # the next samples come from the tasks set (reward 1 a step)
+
+
+def test_env_task_fn_on_an_env_without_set_task_is_refused_before_training() -> None:
+    config = corral.get_config("PPO").environment("CartPole-v1", env_task_fn=longer_corridor)
+    with pytest.raises(ConfigError, match=r"env_task_fn sets tasks with set_task\(task\).*corral\.TaskSettableEnv"):
+        config.env_runners(vectorize_mode="sync").build()

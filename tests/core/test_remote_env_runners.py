@@ -408,3 +408,11 @@ def test_each_remote_runner_writes_its_own_output(build, tmp_path) -> None:
     files = sorted((tmp_path / "out").glob("output-*.parquet"))
     assert {f.name.split("_worker-")[1].split("_")[0] for f in files} == {"1", "2"}
     assert sum(pq.read_table(f).num_rows for f in files) == sampled
+
+
+def test_foreach_worker_with_index_reaches_each_remote_runner_by_its_index(build) -> None:
+    """RLlib's documented per-worker access: the local worker is 0, the remote ones 1..n."""
+    algo = build(ppo())
+    seen = algo.workers.foreach_worker_with_index(lambda worker, index: (index, worker.worker_index, type(worker.get_policy())))
+    assert [(index, worker_index) for index, worker_index, _ in seen] == [(0, 0), (1, 1), (2, 2)]
+    assert {policy_class.__name__ for _, _, policy_class in seen} == {"PPOPolicy"}

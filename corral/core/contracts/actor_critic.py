@@ -15,7 +15,10 @@ class ActorCriticConfig(AlgorithmConfig):
     vf_loss_coeff: float = option(0.5, "training", ge=0)
     """weight of the value loss in the total loss"""
     entropy_coeff: float = option(0.0, "training", ge=0)
-    """weight of the entropy bonus in the total loss"""
+    """weight of the entropy bonus in the total loss (a list of [timestep, value] sets entropy_coeff_schedule)"""
+    entropy_coeff_schedule: list[tuple[int, float]] | None = option(None, "training")
+    """piecewise-linear entropy coefficient over the policy's timesteps, [[timestep, value], ...]; overrides
+    entropy_coeff"""
 
 
 class GAEConfig(ActorCriticConfig):

@@ -31,6 +31,7 @@ from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.contracts.policy_spec import PolicySpec
 from corral.core.environments.envs import env_name
 from corral.core.environments.spaces import space_to_json
+from corral.core.environments.task_settable_env import task_settable
 from corral.core.estimation.offline_evaluation import build_off_policy_evaluation
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence import checkpoints
@@ -118,6 +119,9 @@ class Algorithm:
             self.policies[pid] = build.build(pid)
         self._check_storage_path()
         self._check_evaluation_env()
+        if self.config.env_task_fn is not None:
+            for env in local.sub_environments:  # before any training: each must take set_task()
+                task_settable(env)
         self.experience_input = build_experience_input(self.config, self.policies)
         """where :meth:`sample` takes rows from besides the env runners (``offline_data(input_=...)``), or None"""
         self.off_policy_evaluation = build_off_policy_evaluation(self.config, self.policies)
@@ -125,6 +129,7 @@ class Algorithm:
         self.env_runner_group = EnvRunnerGroup(local, self._runner_config(self.config), self.policy_builds)
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
+        self._last_evaluation: dict[str, Any] | None = None
         self.iteration = 0
         self.counters = {
             "num_env_steps_sampled": 0,
@@ -406,11 +411,13 @@ class Algorithm:
     def train(self) -> dict[str, Any]:
         """Run one training iteration and return its result dict (see README, "Results")."""
         start = time.perf_counter()
-        sampled_before = self.counters["num_env_steps_sampled"]
+        sampled_before, trained_before = self.counters["num_env_steps_sampled"], self.counters["num_env_steps_trained"]
         learner: dict[str, dict[str, Any]] = {}
         interval = self.config.evaluation_interval
         evaluate_now = interval is not None and (self.iteration + 1) % interval == 0
-        in_parallel = evaluate_now and self.config.evaluation_parallel_to_training
+        in_parallel = (
+            evaluate_now and self.config.evaluation_parallel_to_training and self.config.custom_evaluation_function is None
+        )
         pending_evaluation = None
         if in_parallel:
             self.callbacks.evaluate_start(self)
@@ -422,6 +429,7 @@ class Algorithm:
             enough_time = elapsed >= (self.config.min_time_s_per_iteration or 0)
             enough_steps = (
                 self.counters["num_env_steps_sampled"] - sampled_before >= self.config.min_sample_timesteps_per_iteration
+                and self.counters["num_env_steps_trained"] - trained_before >= self.config.min_train_timesteps_per_iteration
             )
             if enough_time and enough_steps:
                 break
@@ -436,7 +444,7 @@ class Algorithm:
             "timesteps_total": self.counters["num_env_steps_sampled"],
             "agent_timesteps_total": self.counters["num_agent_steps_sampled"],
             **self.counters,
-            **summarize_episodes(self.history.episodes),
+            **summarize_episodes(self.history.episodes, self.config.keep_per_episode_custom_metrics),
             "episodes_this_iter": len(finished),
             "episodes_total": self.history.total,
             "num_env_steps_sampled_this_iter": sampled_this_iter,
@@ -448,8 +456,14 @@ class Algorithm:
             "num_env_runner_restarts": self.env_runner_group.num_restarts,
             "info": {"learner": learner, **self.counters},
         }
+        if self.config.env_task_fn is not None:
+            function = self.config.env_task_fn
+            self.env_runner_group.foreach_env_runner(lambda runner: runner.set_tasks(function, result))
         if evaluate_now:
             result["evaluation"] = self._finish_evaluation(pending_evaluation) if in_parallel else self.evaluate()
+            self._last_evaluation = result["evaluation"]
+        elif self.config.always_attach_evaluation_results and self._last_evaluation is not None:
+            result["evaluation"] = self._last_evaluation
         self.callbacks.train_result(self, result)
         self._result_writer().write(result)
         frequency = self.config.checkpoint_frequency
@@ -461,10 +475,27 @@ class Algorithm:
         """Run ``evaluation_duration`` episodes (or timesteps) with ``evaluation_config`` applied.
 
         On the ``evaluation_num_env_runners`` Ray actors if there are any
-        (sharing the duration), else in this process.
+        (sharing the duration), else in this process; or whatever
+        ``custom_evaluation_function(algorithm, eval_workers)`` does instead.
+
+        Returns:
+            The evaluation metrics (``episode_reward_mean``, ...), or the custom function's.
+
+        Raises:
+            ConfigError: the custom evaluation function returned something other than a dict.
         """
         self.callbacks.evaluate_start(self)
-        return self._finish_evaluation(self._start_evaluation())
+        function = self.config.custom_evaluation_function
+        if function is None:
+            return self._finish_evaluation(self._start_evaluation())
+        metrics = function(self, self._evaluation_runners())
+        if not isinstance(metrics, dict):
+            raise ConfigError(
+                f"custom_evaluation_function {object_path(function)} returned {type(metrics).__name__}; it must return "
+                "a dict of metrics"
+            )
+        self.callbacks.evaluate_end(self, metrics)
+        return metrics
 
     def _evaluation_runners(self) -> EnvRunnerGroup:
         if self._eval_group is None:
@@ -495,7 +526,10 @@ class Algorithm:
             cfg = group.local_env_runner.config
             span = evaluation_span(cfg.evaluation_duration, cfg.evaluation_duration_unit)
             episodes = group.local_env_runner.run_episodes(explore=cfg.explore, **span)
-        metrics: dict[str, Any] = {**summarize_episodes(episodes), "episodes_this_iter": len(episodes)}
+        metrics: dict[str, Any] = {
+            **summarize_episodes(episodes, self.config.keep_per_episode_custom_metrics),
+            "episodes_this_iter": len(episodes),
+        }
         if self.off_policy_evaluation is not None:
             cfg = self.config
             metrics["off_policy_estimator"] = self.off_policy_evaluation.run(

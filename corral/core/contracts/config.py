@@ -69,6 +69,8 @@ LEGACY_KEYS = {
     "min_time_s_per_reporting": "min_time_s_per_iteration",
     "metrics_smoothing_episodes": "metrics_num_episodes_for_smoothing",
     "evaluation_num_workers": "evaluation_num_env_runners",
+    "num_cpus_for_local_worker": "num_cpus_for_main_process",
+    "num_cpus_for_driver": "num_cpus_for_main_process",
     "Q_model": "q_model_config",
     "policy_model": "policy_model_config",
 }
@@ -100,6 +102,16 @@ TF_FRAMEWORKS = ("tf", "tf2", "tfe")
 """RLlib's TensorFlow frameworks: a config that names one runs on torch, with a warning"""
 TF_ONLY_KEYS = ("eager_tracing", "eager_max_retraces", "tf_session_args", "local_tf_session_args")
 """RLlib options that only TensorFlow reads: accepted and ignored, with a warning"""
+
+
+def is_search_space(value: Any) -> bool:
+    """Whether ``value`` is a Ray Tune search space: ``tune.grid_search([...])`` or a sampler (``tune.uniform``, ...).
+
+    A config carries one in place of a value until a Tune trial gives it a concrete value.
+    """
+    if isinstance(value, dict):
+        return set(value) == {"grid_search"} and isinstance(value["grid_search"], list)
+    return is_instance_of_loaded(value, "ray.tune.search.sample", "Domain")
 
 
 def option(default: Any, group: str, **constraints: Any) -> Any:
@@ -210,8 +222,11 @@ MAX_LAYER_SIZE = 8192
 MAX_SEED = 2**63 - 1
 """The largest seed: torch and numpy take any integer in [0, 2**63)."""
 
-SCHEDULES = {"lr_schedule": "lr"}
+SCHEDULES = {"lr_schedule": "lr", "entropy_coeff_schedule": "entropy_coeff"}
 """Schedule fields and the field each schedules; every value of a schedule must be valid for its field."""
+
+SCHEDULED_BY = {name: schedule for schedule, name in SCHEDULES.items()}
+"""the schedule of each option that has one: RLlib accepts the schedule as the option's own value"""
 
 MAX_UPDATES_PER_ENV_STEP = 128
 """The largest replay ratio in gradient updates per sampled env step (``training_intensity / train_batch_size``)."""
@@ -311,6 +326,8 @@ class AlgorithmConfig(BaseModel):
     _frozen: bool = PrivateAttr(default=False)
     _is_evaluation_copy: bool = PrivateAttr(default=False)
     _algo_class_override: type[Algorithm] | None = PrivateAttr(default=None)
+    _search_space: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """options given a Tune search space: to_dict() carries it, and each trial validates its own value"""
 
     # --- environment -------------------------------------------------------
     env: Any = option(None, "environment")
@@ -327,6 +344,9 @@ class AlgorithmConfig(BaseModel):
     action_mask_key: str | None = option("action_mask", "environment", min_length=1)
     """the key of a Dict observation's legal-action flags (Discrete actions): masked actions are never
     sampled or picked, and the model sees the rest of the Dict; None reads no mask"""
+    env_task_fn: Any = option(None, "environment")
+    """curriculum: fn(result, env, env_context) -> the next task of each sub-environment, set with env.set_task()
+    after every iteration (a corral.TaskSettableEnv), or its 'module:qualname'; None sets no tasks"""
     disable_env_checking: bool = option(False, "environment")
     """skip checking each observation against the env's observation space (NaN and inf rewards are refused regardless)"""
 
@@ -355,13 +375,16 @@ class AlgorithmConfig(BaseModel):
     gamma: float = option(0.99, "training", ge=0, le=1)
     """the discount factor"""
     lr: float = option(1e-3, "training", gt=0)
-    """the learning rate"""
+    """the learning rate (a list of [timestep, value], RLlib's way to schedule it, sets lr_schedule)"""
     lr_schedule: list[tuple[int, float]] | None = option(None, "training")
     """piecewise-linear learning rate over env steps, [[timestep, lr], ...]; overrides lr"""
     train_batch_size: int = option(4000, "training", gt=0, le=2**31 - 1)
     """env steps collected for one training iteration's update"""
     grad_clip: float | None = option(None, "training", gt=0)
-    """clip the global gradient norm to this value; None does not clip"""
+    """clip gradients to this value (as grad_clip_by says); None does not clip"""
+    grad_clip_by: Literal["global_norm", "norm", "value"] = option("global_norm", "training")
+    """'global_norm': scale all of a network's gradients by their joint norm; 'norm': each parameter tensor by
+    its own; 'value': clamp each element to [-grad_clip, grad_clip]"""
     model: ModelConfig = option(ModelConfig(), "training")
     """the network: fcnet_hiddens, fcnet_activation, vf_share_layers, conv_filters, custom_model, ..."""
 
@@ -380,6 +403,11 @@ class AlgorithmConfig(BaseModel):
     """Ray actors dedicated to evaluation, sharing evaluation_duration; 0 evaluates in this process"""
     evaluation_parallel_to_training: bool = option(False, "evaluation")
     """evaluate on the evaluation actors while the iteration trains (with the weights from its start)"""
+    custom_evaluation_function: Any = option(None, "evaluation")
+    """fn(algorithm, eval_workers) -> metrics dict, run instead of corral's evaluation (eval_workers is the
+    evaluation EnvRunnerGroup), or its 'module:qualname'; None: evaluation_duration episodes or timesteps"""
+    always_attach_evaluation_results: bool = option(False, "evaluation")
+    """put the latest evaluation results into every iteration's result, also those that do not evaluate"""
     off_policy_estimation_methods: dict[str, Any] = option({}, "evaluation")
     """estimate the policy's value on recorded episodes at each evaluation, each method reported under
     evaluation/off_policy_estimator/<name>: {name: {'type': 'ImportanceSampling' | 'WeightedImportanceSampling' |
@@ -404,12 +432,16 @@ class AlgorithmConfig(BaseModel):
     """an update with a NaN or inf loss, gradient or result: 'raise' a TrainingError (weights unchanged) or 'skip' it and go on"""
 
     # --- reporting ---------------------------------------------------------
+    keep_per_episode_custom_metrics: bool = option(False, "reporting")
+    """report each custom metric as the list of its episodes' values, not as its mean, min and max"""
     metrics_num_episodes_for_smoothing: int = option(100, "reporting", ge=1, le=1_000_000)
     """episode metrics (reward, length) are means over this many most recent episodes"""
     min_time_s_per_iteration: float | None = option(None, "reporting", ge=0, le=86_400)
     """repeat training_step() until at least this many seconds passed in one train() call"""
     min_sample_timesteps_per_iteration: int = option(0, "reporting", ge=0, le=2**40)
     """repeat training_step() until at least this many env steps were sampled in one train() call"""
+    min_train_timesteps_per_iteration: int = option(0, "reporting", ge=0, le=2**40)
+    """repeat training_step() until at least this many env steps were trained on in one train() call"""
     storage_path: str | None = option(None, "reporting")
     """folder for experiment folders; None uses $CORRAL_RESULTS_DIR or ~/corral_results"""
     log_to_tensorboard: bool = option(True, "reporting")
@@ -420,6 +452,10 @@ class AlgorithmConfig(BaseModel):
     """GPUs for the learner; 0 trains on the CPU"""
     num_torch_threads: int | None = option(1, "resources", ge=1, le=1024)
     """torch intra-op threads; small MLPs are fastest on 1, None keeps torch's default"""
+    num_cpus_for_main_process: float = option(1, "resources", ge=0, le=1024)
+    """CPUs a Tune trial reserves for the learner's process (RLlib's num_cpus_for_local_worker, num_cpus_for_driver)"""
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = option("PACK", "resources")
+    """how a Tune trial's bundles (the learner's, one per remote env runner) are placed on the Ray cluster's nodes"""
     num_learner_threads: int | None = option(None, "resources", ge=1, le=1024)
     """policies that update at once, each in its own thread, in a multi-agent run; None: CPU cores / torch threads"""
 
@@ -515,6 +551,7 @@ class AlgorithmConfig(BaseModel):
 
     def __init__(self, algo_class: type[Algorithm] | None = None, **values: Any) -> None:
         values = self._canonical_keys(values)
+        searched = {name: values.pop(name) for name in list(values) if is_search_space(values[name])}
         for name, value in values.items():
             check_plain_data(name, value)
         try:
@@ -522,6 +559,8 @@ class AlgorithmConfig(BaseModel):
         except ValidationError as exc:
             raise self._config_error(exc) from None
         self._algo_class_override = algo_class
+        for name, value in searched.items():
+            setattr(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_"):
@@ -531,13 +570,33 @@ class AlgorithmConfig(BaseModel):
                 )
             if name not in type(self).model_fields:
                 raise self._unknown_key(name)
+            if is_search_space(value):
+                self._check_search_space(name, value)
+                self._search_space[name] = value
+                return
             check_plain_data(name, value)
             try:
                 super().__setattr__(name, value)
             except ValidationError as exc:
                 raise self._config_error(exc) from None
+            self._search_space.pop(name, None)
             return
         super().__setattr__(name, value)
+
+    def _check_search_space(self, name: str, space: Any) -> None:
+        """Refuse a grid or choice value that no trial could use, at once; a sampled value is checked in its trial."""
+        values = space["grid_search"] if isinstance(space, dict) else getattr(space, "categories", [])
+        for value in values:
+            probe = self.copy()
+            try:
+                probe.update_from_dict({name: value})
+            except ConfigError as exc:
+                raise ConfigError(f"{name}: the Tune search space's value {value!r} is invalid: {exc}") from None
+
+    @property
+    def search_space(self) -> dict[str, Any]:
+        """The options given a Ray Tune search space (``tune.grid_search``, ``tune.uniform``, ...), by name."""
+        return dict(self._search_space)
 
     # ------------------------------------------------------------------ #
     # builder methods
@@ -624,8 +683,12 @@ class AlgorithmConfig(BaseModel):
     # dict round trip, copies, freezing
     # ------------------------------------------------------------------ #
     def to_dict(self) -> dict[str, Any]:
-        """Return every field as JSON-serialisable values; classes become 'module:qualname'."""
-        return {name: _to_jsonable(getattr(self, name)) for name in type(self).model_fields}
+        """Return every field as JSON-serialisable values; classes become 'module:qualname'.
+
+        An option given a Tune search space holds the search space, so the dict
+        is a ``Tuner``'s ``param_space`` as it is.
+        """
+        return {name: _to_jsonable(self._search_space.get(name, getattr(self, name))) for name in type(self).model_fields}
 
     # ------------------------------------------------------------------ #
     # read as a mapping, as RLlib's config is
@@ -641,7 +704,7 @@ class AlgorithmConfig(BaseModel):
         name = LEGACY_KEYS.get(key, key)
         if not isinstance(key, str) or name not in type(self).model_fields:
             raise KeyError(str(self._unknown_key(str(key))))
-        return getattr(self, name)
+        return self._search_space.get(name, getattr(self, name))
 
     def get(self, key: str, default: Any = None) -> Any:
         """``config.get("lr", default)``: an option's value, or ``default`` when no option has that name.
@@ -703,7 +766,7 @@ class AlgorithmConfig(BaseModel):
             canonical["replay_buffer_config"] = replay
         for name in MERGED_GROUPS:
             given = canonical.get(name)
-            if isinstance(given, dict) and name in fields:
+            if isinstance(given, dict) and name in fields and not is_search_space(given):
                 current = getattr(self, name)
                 canonical[name] = {**(current.model_dump() if isinstance(current, BaseModel) else current), **given}
         return canonical
@@ -734,6 +797,12 @@ class AlgorithmConfig(BaseModel):
 
         Plugins extend this (call ``super().validate()``). Raises ConfigError.
         """
+        if self._search_space:
+            names = ", ".join(sorted(self._search_space))
+            raise ConfigError(
+                f"{names} hold a Tune search space, which a trial turns into a value; run the config through Tune "
+                "(tune.Tuner(ALGO, param_space=config.to_dict())), or give a value to build it here"
+            )
         if self.env is None:
             raise ConfigError(
                 "no environment is set; call config.environment('CartPole-v1') "
@@ -878,6 +947,13 @@ class AlgorithmConfig(BaseModel):
             name = LEGACY_KEYS.get(key, key)
             if name not in cls.model_fields:
                 raise cls._unknown_key(key)
+            schedule = SCHEDULED_BY.get(name)
+            if schedule in cls.model_fields and isinstance(value, (list, tuple)):  # RLlib: lr=[[0, 1e-3], [1e6, 1e-5]]
+                out[schedule] = value
+                first = value[0] if value else None
+                if isinstance(first, (list, tuple)) and len(first) == 2:
+                    out[name] = first[1]
+                continue
             out[name] = value
         return out
 
@@ -933,7 +1009,7 @@ class AlgorithmConfig(BaseModel):
 
         return normalize_policies(value)
 
-    @field_validator("policy_mapping_fn", "observation_fn", mode="before")
+    @field_validator("policy_mapping_fn", "observation_fn", "custom_evaluation_function", "env_task_fn", mode="before")
     @classmethod
     def _resolve_function(cls, value: Any, info: ValidationInfo) -> Any:
         from corral.core.contracts.multi_agent_config import resolve_function
@@ -1020,7 +1096,7 @@ class AlgorithmConfig(BaseModel):
             return value
         raise ValueError("env must be a gymnasium id, a 'module:Class' path, a class or a creator function")
 
-    @field_validator("lr_schedule", mode="after")
+    @field_validator(*SCHEDULES, mode="after", check_fields=False)  # plugins' configs declare some of them
     @classmethod
     def _check_schedule(cls, value: list[tuple[int, float]] | None, info: ValidationInfo) -> list[tuple[int, float]] | None:
         if value is not None:

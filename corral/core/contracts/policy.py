@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from corral.core.contracts.actor_critic import GAEConfig
-from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.config import SCHEDULES, AlgorithmConfig
 from corral.core.contracts.exploration import make_exploration
 from corral.core.environments.spaces import ActionAdapter, ObservationPreprocessor
 from corral.core.learning.action_masking import LEGAL_ACTIONS, ActionMaskedModel, MaskedObservationPreprocessor
@@ -86,6 +86,11 @@ class Policy:
         self.observation_filter = MeanStdFilter(filtered_shape) if config.observation_filter == "MeanStdFilter" else None
         self.optimizer = self.make_optimizer()
         self.lr_schedule = PiecewiseSchedule(config.lr_schedule) if config.lr_schedule else None
+        self._schedules = {
+            name: PiecewiseSchedule(getattr(config, schedule))
+            for schedule, name in SCHEDULES.items()
+            if getattr(config, schedule, None)
+        }
         self.global_timestep = 0
         self.seed_rngs(None)
 
@@ -378,24 +383,33 @@ class Policy:
         return norms
 
     def clip_gradients(self) -> list[torch.Tensor]:
-        """Clip each param group's global gradient norm to ``grad_clip``; returns the norms before clipping.
+        """Clip gradients to ``grad_clip`` as ``grad_clip_by`` says; returns each param group's global norm before.
 
-        One optimizer may hold several networks as param groups (SAC's critics,
-        actor and temperature); each is clipped on its own, as if it had its own
-        optimizer. The norms are measured even without ``grad_clip``: the
-        update guard needs them to be finite.
+        ``"global_norm"`` (the default) scales a param group's gradients together,
+        ``"norm"`` each parameter's tensor on its own, ``"value"`` clamps every
+        element to [-grad_clip, grad_clip], as RLlib's options do. One optimizer
+        may hold several networks as param groups (SAC's critics, actor and
+        temperature); each is clipped on its own, as if it had its own optimizer.
+        The norms are measured even without ``grad_clip``: the update guard needs
+        them to be finite.
         """
         norms = []
-        clip = self.config.grad_clip
+        clip, clip_by = self.config.grad_clip, self.config.grad_clip_by
         for group in self.optimizer.param_groups:
             grads = [p.grad for p in group["params"] if p.grad is not None]
             if not grads:
                 norms.append(torch.zeros((), device=self.device))
                 continue
             # what nn.utils.clip_grad_norm_ does, with its foreach kernels also on the CPU (half the time there)
-            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-            if clip is not None:
+            each = torch._foreach_norm(grads)
+            norm = torch.linalg.vector_norm(torch.stack(each))
+            if clip is not None and clip_by == "global_norm":
                 torch._foreach_mul_(grads, torch.clamp(clip / (norm + 1e-6), max=1.0))
+            elif clip is not None and clip_by == "norm":
+                torch._foreach_mul_(grads, [torch.clamp(clip / (n + 1e-6), max=1.0) for n in each])
+            elif clip is not None:
+                torch._foreach_clamp_min_(grads, -clip)
+                torch._foreach_clamp_max_(grads, clip)
             norms.append(norm)
         return norms
 
@@ -407,9 +421,21 @@ class Policy:
             guard = self.__dict__["_update_guard"] = UpdateGuard(self.optimizer, self.config.on_nonfinite)
         return guard
 
+    def scheduled(self, name: str) -> float:
+        """An option's value at the policy's current timestep: its schedule's (``lr_schedule``, ...) if it has one.
+
+        Args:
+            name: the option, e.g. ``"lr"`` or ``"entropy_coeff"``.
+
+        Returns:
+            The value to use now.
+        """
+        schedule = self._schedules.get(name)
+        return schedule(self.global_timestep) if schedule is not None else float(getattr(self.config, name))
+
     def update_lr(self) -> float:
         """Apply the learning-rate schedule for the current timestep; returns the rate in use."""
-        lr = self.lr_schedule(self.global_timestep) if self.lr_schedule else self.config.lr
+        lr = self.scheduled("lr")
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
@@ -680,7 +706,7 @@ class ActorCriticPolicy(Policy):
         policy_loss = -(dist.logp(t[SampleBatch.ACTIONS]) * t[SampleBatch.ADVANTAGES]).mean()
         vf_loss = 0.5 * (out[SampleBatch.VF_PREDS] - t[SampleBatch.VALUE_TARGETS]).pow(2).mean()
         entropy = dist.entropy().mean()
-        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+        total = policy_loss + cfg.vf_loss_coeff * vf_loss - self.scheduled("entropy_coeff") * entropy
         return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
 
 

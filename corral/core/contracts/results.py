@@ -31,6 +31,7 @@ RESULT_KEY_TYPES: dict[str, tuple[type, ...]] = {
     "policy_reward_mean": (dict,),
     "policy_reward_min": (dict,),
     "policy_reward_max": (dict,),
+    "hist_stats": (dict,),
     "info": (dict,),
 }
 """Every key of every result, and the types its value may have (episode stats are NaN before the first episode ends)."""

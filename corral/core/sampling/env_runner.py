@@ -28,6 +28,7 @@ from corral.core.contracts.policy import Policy
 from corral.core.environments.env_state import get_env_state, set_env_state
 from corral.core.environments.envs import EnvContext, check_vector_step, env_name, is_guarded, make_vector_env
 from corral.core.environments.spaces import ObservationCheck, ObservationPreprocessor
+from corral.core.environments.task_settable_env import set_tasks
 from corral.core.memory import check_fits
 from corral.core.persistence import state_codec
 from corral.core.persistence.experience_output import OUTPUT_CONTEXT_COLUMNS, ExperienceWriter, transitions
@@ -70,6 +71,8 @@ class EpisodeSummary:
     custom_metrics: dict[str, float] = field(default_factory=dict)
     policy_rewards: dict[str, list[float]] = field(default_factory=dict)
     """multi-agent episodes: by policy id, the total reward of each agent that policy acted for"""
+    hist_data: dict[str, list[float]] = field(default_factory=dict)
+    """what callbacks put into the episode's ``hist_data``, reported whole under ``hist_stats``"""
 
 
 def reward_clipper(clip_rewards: bool | float | None) -> Callable[[Any], Any] | None:
@@ -153,6 +156,51 @@ class BaseEnvRunner:
         """The policies by id (RLlib's name)."""
         return self.policies
 
+    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
+        """The policy ``policy_id`` of this runner, as RLlib's ``worker.get_policy()``.
+
+        Args:
+            policy_id: the policy's id; default the single-agent policy.
+
+        Raises:
+            KeyError: no policy has that id (the message lists those there are).
+        """
+        if policy_id not in self.policies:
+            raise KeyError(f"this env runner has no policy {policy_id!r}; it has {sorted(self.policies)}")
+        return self.policies[policy_id]
+
+    @property
+    def sub_environments(self) -> list[Any]:
+        """The environments this runner steps, one per sub-environment (a natively vectorised env is one)."""
+        raise NotImplementedError
+
+    def set_tasks(self, function: Any, result: dict[str, Any]) -> list[Any]:
+        """Curriculum: each sub-environment gets ``function(result, env, env_context)`` as its task (``env_task_fn``).
+
+        Args:
+            function: ``env_task_fn``.
+            result: the iteration's result.
+
+        Returns:
+            The tasks set, one per sub-environment.
+        """
+        cfg = self.config
+        contexts = [
+            EnvContext(cfg.env_config, self.worker_index, k, cfg.num_env_runners) for k in range(len(self.sub_environments))
+        ]
+        return set_tasks(self.sub_environments, contexts, function, result)
+
+    def foreach_env(self, fn: Callable[[Any], Any]) -> list[Any]:
+        """``fn(env)`` on each sub-environment, as RLlib's ``worker.foreach_env`` (to read or set env state).
+
+        Args:
+            fn: called with each of :attr:`sub_environments`.
+
+        Returns:
+            What ``fn`` returned, one per sub-environment.
+        """
+        return [fn(env) for env in self.sub_environments]
+
     def forget_policy(self, policy_id: str) -> None:
         """A policy was removed from :attr:`policies`: let go of whatever still refers to it (nothing, by default).
 
@@ -230,6 +278,11 @@ class EnvRunner(BaseEnvRunner):
             int(steps * self.num_envs * row),
             "lower train_batch_size or rollout_fragment_length, or num_envs_per_env_runner",
         )
+
+    @property
+    def sub_environments(self) -> list[Any]:
+        """The sub-environments stepped in a loop (each inside its guard), or the native vector env itself."""
+        return [getattr(guard, "env", guard) for guard in self.env.envs] if is_guarded(self.env) else [self.env]
 
     @property
     def observation_space(self) -> gym.Space:
@@ -459,6 +512,7 @@ class EnvRunner(BaseEnvRunner):
                 if callbacks.has_episode_end:
                     callbacks.episode_end(episode, self, int(i))
                 summary.custom_metrics = dict(episode.custom_metrics)
+                summary.hist_data = {key: [float(v) for v in values] for key, values in episode.hist_data.items()}
             self._completed.append(summary)
             self._ep_return[i] = 0.0
             self._ep_len[i] = 0

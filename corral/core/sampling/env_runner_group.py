@@ -198,6 +198,24 @@ class EnvRunnerGroup:
     foreach_worker = foreach_env_runner
     """RLlib's older name."""
 
+    def foreach_env_runner_with_index(
+        self, fn: Callable[[AnyEnvRunner, int], Any], *, local_env_runner: bool = True
+    ) -> list[Any]:
+        """``fn(runner, index)`` on every runner, as :meth:`foreach_env_runner` (the local runner's index is 0).
+
+        Args:
+            fn: called with each runner and its worker index.
+            local_env_runner: include the local runner.
+        """
+        return self.foreach_env_runner(lambda runner: fn(runner, runner.worker_index), local_env_runner=local_env_runner)
+
+    foreach_worker_with_index = foreach_env_runner_with_index
+    """RLlib's older name."""
+
+    def local_worker(self) -> AnyEnvRunner:
+        """The runner in this process (RLlib's older ``workers.local_worker()``; corral's ``local_env_runner``)."""
+        return self.local_env_runner
+
     def update_policies(self, config: AlgorithmConfig, added: dict[str, PolicyBuild], removed: list[str]) -> None:
         """The algorithm added or removed policies: every runner takes the new config and policy set.
 

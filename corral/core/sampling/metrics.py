@@ -11,12 +11,20 @@ from corral.core.persistence.checkpoints import restored_count, restored_float
 from corral.core.sampling.env_runner import EpisodeSummary
 
 
-def summarize_episodes(episodes: Iterable[EpisodeSummary]) -> dict[str, float | dict[str, float]]:
-    """``episode_reward_mean/min/max``, ``episode_len_mean``, ``custom_metrics`` and ``policy_reward_mean/min/max``.
+def summarize_episodes(episodes: Iterable[EpisodeSummary], keep_per_episode_custom_metrics: bool = False) -> dict[str, Any]:
+    """``episode_reward_mean/min/max``, ``episode_len_mean``, ``custom_metrics``, ``policy_reward_mean/min/max``, ``hist_stats``.
 
     With no episodes the means are NaN (nothing finished yet), as in RLlib.
     ``policy_reward_*`` are dicts by policy id over every agent a policy acted
-    for in a multi-agent episode (empty in a single-agent run).
+    for in a multi-agent episode (empty in a single-agent run). ``hist_stats``
+    holds RLlib's lists: every episode's reward (``episode_reward``) and length
+    (``episode_lengths``), each policy's agents' rewards (``policy_<id>_reward``)
+    and what callbacks put into ``episode.hist_data``, joined over the episodes.
+
+    Args:
+        episodes: the finished episodes to summarise.
+        keep_per_episode_custom_metrics: report each custom metric as the list of its
+            episodes' values instead of its mean, min and max.
     """
     episodes = list(episodes)
     by_policy: dict[str, list[float]] = {}
@@ -29,11 +37,20 @@ def summarize_episodes(episodes: Iterable[EpisodeSummary]) -> dict[str, float | 
     for episode in episodes:
         for key, value in episode.custom_metrics.items():
             custom.setdefault(key, []).append(float(value))
-    aggregated: dict[str, float] = {}
+    aggregated: dict[str, Any] = {}
     for key, values in custom.items():
+        if keep_per_episode_custom_metrics:
+            aggregated[key] = values
+            continue
         aggregated[f"{key}_mean"] = sum(values) / len(values)
         aggregated[f"{key}_min"] = min(values)
         aggregated[f"{key}_max"] = max(values)
+    hist_stats: dict[str, list[float]] = {"episode_reward": rewards, "episode_lengths": [float(n) for n in lengths]}
+    for policy_id, policy_rewards in by_policy.items():
+        hist_stats[f"policy_{policy_id}_reward"] = policy_rewards
+    for episode in episodes:
+        for key, values in episode.hist_data.items():
+            hist_stats.setdefault(key, []).extend(values)
     return {
         "episode_reward_mean": sum(rewards) / len(rewards) if rewards else math.nan,
         "episode_reward_min": min(rewards) if rewards else math.nan,
@@ -43,6 +60,7 @@ def summarize_episodes(episodes: Iterable[EpisodeSummary]) -> dict[str, float | 
         "policy_reward_mean": {pid: sum(r) / len(r) for pid, r in by_policy.items()},
         "policy_reward_min": {pid: min(r) for pid, r in by_policy.items()},
         "policy_reward_max": {pid: max(r) for pid, r in by_policy.items()},
+        "hist_stats": hist_stats,
     }
 
 
@@ -68,7 +86,7 @@ class EpisodeHistory:
         """The episodes in the window and the total, as JSON (for checkpoints: smoothed metrics resume as they were)."""
         return {
             "total": self.total,
-            "episodes": [[e.reward, e.length, e.custom_metrics, e.policy_rewards] for e in self.episodes],
+            "episodes": [[e.reward, e.length, e.custom_metrics, e.policy_rewards, e.hist_data] for e in self.episodes],
         }
 
     def set_state(self, state: Any) -> None:
@@ -81,18 +99,23 @@ class EpisodeHistory:
             raise ValueError("an episode history must be a dict with a list of episodes")
         episodes = []
         for item in state["episodes"]:
-            # corral 0.1 saved three items; the policies' rewards came with multi-agent runs
-            if not (isinstance(item, list) and len(item) in (3, 4) and all(isinstance(v, dict) for v in item[2:])):
-                raise ValueError("each episode in the history is [reward, length, custom_metrics, policy_rewards]")
+            # corral 0.1 saved three items; the policies' rewards came with multi-agent runs, hist_data after them
+            if not (isinstance(item, list) and len(item) in (3, 4, 5) and all(isinstance(v, dict) for v in item[2:])):
+                raise ValueError("each episode in the history is [reward, length, custom_metrics, policy_rewards, hist_data]")
             reward = restored_float(item[0], "episode reward")
             length = restored_count(item[1], "episode length")
             custom = {str(k): _number(v, f"custom metric {k!r}") for k, v in item[2].items()}
             policy_rewards = {}
-            for policy_id, rewards in (item[3] if len(item) == 4 else {}).items():
+            for policy_id, rewards in (item[3] if len(item) >= 4 else {}).items():
                 if not isinstance(rewards, list):
                     raise ValueError(f"the rewards of policy {policy_id!r} in the episode history must be a list")
                 policy_rewards[str(policy_id)] = [restored_float(r, f"policy {policy_id!r} reward") for r in rewards]
-            episodes.append(EpisodeSummary(reward, length, custom, policy_rewards))
+            hist_data = {}
+            for key, values in (item[4] if len(item) == 5 else {}).items():
+                if not isinstance(values, list):
+                    raise ValueError(f"the hist_data {key!r} in the episode history must be a list")
+                hist_data[str(key)] = [_number(v, f"hist_data {key!r} value") for v in values]
+            episodes.append(EpisodeSummary(reward, length, custom, policy_rewards, hist_data))
         total = restored_count(state.get("total", len(episodes)), "episodes total")
         self.episodes.clear()
         self.episodes.extend(episodes)

@@ -104,7 +104,8 @@ class MultiAgentEpisode:
         by_policy: dict[str, list[float]] = {}
         for (_, policy_id), reward in self.agent_rewards.items():
             by_policy.setdefault(policy_id, []).append(reward)
-        return EpisodeSummary(self.total_reward, self.length, dict(self.custom_metrics), by_policy)
+        hist_data = {key: [float(v) for v in values] for key, values in self.hist_data.items()}
+        return EpisodeSummary(self.total_reward, self.length, dict(self.custom_metrics), by_policy, hist_data)
 
 
 class MultiAgentEnvRunner(BaseEnvRunner):
@@ -114,6 +115,11 @@ class MultiAgentEnvRunner(BaseEnvRunner):
     and the same arguments (see :class:`~corral.core.sampling.env_runner.BaseEnvRunner`);
     every episode's reset seed is drawn from the runner's generator.
     """
+
+    @property
+    def sub_environments(self) -> list[Any]:
+        """The multi-agent envs this runner steps, one per sub-environment."""
+        return [guard.env for guard in self.envs]
 
     def _make_envs(self, first_env: Any) -> None:
         config, worker_index = self.config, self.worker_index

@@ -64,7 +64,7 @@ class IMPALAPolicy(Policy):
         policy_loss = -(target_logp * pg_advantages).sum() / count
         vf_loss = 0.5 * ((values - vs).pow(2) * valid).sum() / count
         entropy = (dist.entropy().view(steps, sequences) * valid).sum() / count
-        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+        total = policy_loss + cfg.vf_loss_coeff * vf_loss - self.scheduled("entropy_coeff") * entropy
         (grad_norm,) = self.apply_gradients(total, {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy})
         stats = {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, "grad_gnorm": grad_norm}
         return {**to_floats(stats), "cur_lr": lr}

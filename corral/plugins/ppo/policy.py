@@ -53,9 +53,10 @@ class PPOPolicy(ActorCriticPolicy):
         )
         terms = {"policy_loss": -surrogate.mean(), "vf_loss": self._vf_loss(out[SampleBatch.VF_PREDS], t)}
         total = terms["policy_loss"] + cfg.vf_loss_coeff * terms["vf_loss"]
-        if every_term or cfg.entropy_coeff > 0:
+        entropy_coeff = self.scheduled("entropy_coeff")
+        if every_term or entropy_coeff > 0:
             terms["entropy"] = dist.entropy().mean()
-            total = total - cfg.entropy_coeff * terms["entropy"]
+            total = total - entropy_coeff * terms["entropy"]
         if every_term or self.kl_coeff > 0:
             terms["kl"] = self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS]).kl(dist).mean()
             total = total + self.kl_coeff * terms["kl"]
