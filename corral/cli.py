@@ -155,6 +155,23 @@ def _experiment_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     return {"name": f"{args.algo}_{args.env}", "run": args.algo, "env": args.env, "stop": {}, "config": {}}
 
 
+EXPERIMENT_OPTIONS = {
+    "checkpoint_freq": "checkpoint_frequency",
+    "checkpoint_at_end": "checkpoint_at_end",
+    "keep_checkpoints_num": "keep_checkpoints_num",
+    "storage_path": "storage_path",
+    "local_dir": "storage_path",
+}
+"""keys of an RLlib experiment (beside its config) and the corral option each sets"""
+
+CHECKPOINT_CONFIG_OPTIONS = {
+    "checkpoint_frequency": "checkpoint_frequency",
+    "checkpoint_at_end": "checkpoint_at_end",
+    "num_to_keep": "keep_checkpoints_num",
+}
+"""keys of a newer RLlib experiment's checkpoint_config and the corral option each sets"""
+
+
 def _experiments_from_file(path: str) -> list[dict[str, Any]]:
     import yaml
 
@@ -171,7 +188,7 @@ def _experiments_from_file(path: str) -> list[dict[str, Any]]:
     for name, spec in data.items():
         if not isinstance(spec, dict):
             raise ConfigError(f"{path}: experiment {name!r} must be a mapping with keys env, run, stop, config")
-        unknown = set(spec) - {"env", "run", "stop", "config", "checkpoint_freq", "checkpoint_at_end", "storage_path"}
+        unknown = set(spec) - {"env", "run", "stop", "config", "checkpoint_config", *EXPERIMENT_OPTIONS}
         if unknown:
             key = sorted(unknown)[0]
             raise ConfigError(
@@ -180,9 +197,14 @@ def _experiments_from_file(path: str) -> list[dict[str, Any]]:
         if "run" not in spec:
             raise ConfigError(f"{path}: experiment {name!r} needs 'run: <algorithm name>'")
         config = dict(spec.get("config") or {})
-        for key in ("checkpoint_freq", "checkpoint_at_end", "storage_path"):
-            if key in spec:
-                config[{"checkpoint_freq": "checkpoint_frequency"}.get(key, key)] = spec[key]
+        checkpointing = spec.get("checkpoint_config") or {}
+        if not isinstance(checkpointing, dict) or set(checkpointing) - set(CHECKPOINT_CONFIG_OPTIONS):
+            raise ConfigError(
+                f"{path}: experiment {name!r}: checkpoint_config takes {', '.join(CHECKPOINT_CONFIG_OPTIONS)}, "
+                f"got {checkpointing!r:.200}"
+            )
+        config.update({EXPERIMENT_OPTIONS[key]: value for key, value in spec.items() if key in EXPERIMENT_OPTIONS})
+        config.update({CHECKPOINT_CONFIG_OPTIONS[key]: value for key, value in checkpointing.items()})
         experiments.append(
             {
                 "name": name,

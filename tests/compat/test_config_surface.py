@@ -287,3 +287,25 @@ def test_min_train_timesteps_per_iteration_repeats_training_steps_until_trained(
     config.update_from_dict({"train_batch_size": 64, "minibatch_size": 32, "min_train_timesteps_per_iteration": 200})
     algo = make_algo(config)
     assert algo.train()["num_env_steps_trained"] >= 200
+
+
+@pytest.mark.parametrize(
+    "checkpointing",
+    [
+        "  local_dir: {results}\n  checkpoint_freq: 1\n  keep_checkpoints_num: 2\n",  # Ray 1.x
+        "  storage_path: {results}\n  checkpoint_config:\n    checkpoint_frequency: 1\n    num_to_keep: 2\n",  # Ray 2.x
+    ],
+    ids=["ray1", "ray2"],
+)
+def test_a_yaml_file_s_checkpoint_and_storage_keys_are_obeyed(run_cli: Any, tmp_path: Any, checkpointing: str) -> None:
+    results = tmp_path / "results"
+    (tmp_path / "ppo.yaml").write_text(
+        "cartpole-ppo:\n  env: CartPole-v1\n  run: PPO\n  stop:\n    training_iteration: 4\n"
+        + checkpointing.format(results=results)
+        + "  config:\n    train_batch_size: 64\n    minibatch_size: 32\n"
+    )
+    proc = run_cli("train", "-f", str(tmp_path / "ppo.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    (experiment,) = results.iterdir()
+    kept = sorted(p.name for p in experiment.iterdir() if p.name.startswith("checkpoint_"))
+    assert kept == ["checkpoint_000003", "checkpoint_000004"]  # every iteration saved, the newest two kept
