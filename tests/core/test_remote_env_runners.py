@@ -118,6 +118,24 @@ def test_evaluation_actors_normalise_with_the_learners_filter(build) -> None:
     assert filter_counts(algo._evaluation_runners()) == [learner.count, learner.count] and learner.count == 256
 
 
+def test_a_runner_failing_more_times_in_a_row_than_tolerated_stops_the_run(build) -> None:
+    """RLlib's num_consecutive_worker_failures_tolerance: a success in between starts the count again."""
+    from corral.errors import EnvRunnerError
+
+    algo = build(ppo(recreate_failed_env_runners=True, num_consecutive_worker_failures_tolerance=1))
+    group = algo.env_runner_group
+
+    def crash_runner_1() -> None:
+        group.foreach_env_runner(lambda r: os._exit(1), local_env_runner=False, remote_worker_ids=[1])
+
+    crash_runner_1()  # once: replaced
+    algo.train()  # its calls succeed again
+    crash_runner_1()  # once more, but not in a row: replaced
+    group.replace_failed()
+    with pytest.raises(EnvRunnerError, match=r"env runner 1 \(CartPole-v1\) failed 2 times in a row, more than .*=1"):
+        crash_runner_1()
+
+
 def test_a_killed_runner_is_recreated_and_training_goes_on(build) -> None:
     algo = build(ppo(recreate_failed_env_runners=True))
     algo.train()

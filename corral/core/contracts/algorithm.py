@@ -130,6 +130,7 @@ class Algorithm:
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
         self._last_evaluation: dict[str, Any] | None = None
+        self._fragments_reported = False  # said at INFO: an explicit fragment needs several calls per batch
         self.iteration = 0
         self.counters = {
             "num_env_steps_sampled": 0,
@@ -303,7 +304,7 @@ class Algorithm:
     def _report_fragments_per_batch(self, batch_steps: int, steps_per_call: int) -> None:
         """Say once, at INFO, that an explicit fragment length needs several sample calls per train batch."""
         explicit = self.config.rollout_fragment_length
-        if explicit == "auto" or steps_per_call >= batch_steps or getattr(self, "_fragments_reported", False):
+        if explicit == "auto" or steps_per_call >= batch_steps or self._fragments_reported:
             return
         self._fragments_reported = True
         logger.info(

@@ -63,6 +63,7 @@ LEGACY_KEYS = {
     "custom_resources_per_worker": "custom_resources_per_env_runner",
     "recreate_failed_workers": "recreate_failed_env_runners",
     "ignore_worker_failures": "ignore_env_runner_failures",
+    "num_consecutive_worker_failures_tolerance": "num_consecutive_env_runner_failures_tolerance",
     "timesteps_per_iteration": "min_sample_timesteps_per_iteration",
     "min_sample_timesteps_per_reporting": "min_sample_timesteps_per_iteration",
     "min_iter_time_s": "min_time_s_per_iteration",
@@ -464,6 +465,9 @@ class AlgorithmConfig(BaseModel):
     """replace a remote env runner that died or failed, and go on with the same number"""
     ignore_env_runner_failures: bool = option(False, "fault_tolerance")
     """drop a remote env runner that died or failed, and go on with fewer"""
+    num_consecutive_env_runner_failures_tolerance: int = option(100, "fault_tolerance", ge=0, le=2**31 - 1)
+    """with recreate_failed_env_runners: how many times in a row one runner may fail (no call of it succeeding in
+    between) before the run stops with an EnvRunnerError"""
     restart_failed_sub_environments: bool = option(False, "fault_tolerance")
     """restart only a sub-environment whose step raised (its episode ends there); steps sub-environments in a loop"""
 

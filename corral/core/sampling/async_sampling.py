@@ -142,6 +142,7 @@ class AsyncSampler:
                 self._drop_calls_of(actor)
                 self._group.handle_failure(index, exc)
                 continue
+            self._group.succeeded(index)
             self._queue.append((batch, version))
             self._queued_steps += batch.env_steps
 

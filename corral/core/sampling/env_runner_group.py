@@ -60,6 +60,8 @@ class EnvRunnerGroup:
         self._stream = stream
         self._remote: dict[int, Any] = {}
         self._failed: set[int] = set()
+        self._failures_in_a_row: dict[int, int] = {}
+        """by runner index: its failures since a call of it last succeeded"""
         self._published_at: int | None = None
         """the learner map's eviction count at the last publication every healthy runner received (None: none did)"""
         self._episodes: list[EpisodeSummary] = []
@@ -317,13 +319,22 @@ class EnvRunnerGroup:
 
         Raises:
             EnvRunnerError: neither ``recreate_failed_env_runners`` nor
-                ``ignore_env_runner_failures`` is set; names the runner and carries its traceback.
+                ``ignore_env_runner_failures`` is set, or the runner failed more than
+                ``num_consecutive_env_runner_failures_tolerance`` times in a row; names
+                the runner and carries its traceback.
         """
         assert self._config is not None
         if index not in self._remote or index in self._failed:
             return  # another call in flight on the same runner failed first: handled already
         what = f"env runner {index} ({env_name(self._config.env)})"
         if self._config.recreate_failed_env_runners:
+            in_a_row = self._failures_in_a_row[index] = self._failures_in_a_row.get(index, 0) + 1
+            tolerance = self._config.num_consecutive_env_runner_failures_tolerance
+            if in_a_row > tolerance:
+                raise EnvRunnerError(
+                    f"{what} failed {in_a_row} times in a row, more than num_consecutive_env_runner_failures_tolerance="
+                    f"{tolerance}; the last error, from the runner:\n{_plain(exc)}"
+                ) from exc
             logger.warning("%s failed and will be replaced: %s", what, _first_line(exc))
             self._failed.add(index)
         elif self._config.ignore_env_runner_failures:
@@ -393,7 +404,13 @@ class EnvRunnerGroup:
                 results[index] = self._ray.get(ref)
             except self._ray.exceptions.RayError as exc:
                 self.handle_failure(index, exc)
+            else:
+                self.succeeded(index)
         return results
+
+    def succeeded(self, index: int) -> None:
+        """A call on runner ``index`` succeeded: its failures are no longer in a row."""
+        self._failures_in_a_row.pop(index, None)
 
 
 def _plain(exc: BaseException) -> str:
