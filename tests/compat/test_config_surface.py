@@ -95,6 +95,7 @@ def test_a_yaml_file_with_rllib_s_stop_key_and_renamed_options_runs(run_cli: Any
         "    sgd_minibatch_size: 64\n"
         "    metrics_smoothing_episodes: 5\n"
         "    timesteps_per_iteration: 0\n"
+        "    seed: 0\n"  # unseeded, both envs' first episodes could outlast the first 64 steps
     )
     proc = run_cli("train", "-f", str(tmp_path / "ppo.yaml"))
     assert proc.returncode == 0, proc.stderr
@@ -309,3 +310,16 @@ def test_a_yaml_file_s_checkpoint_and_storage_keys_are_obeyed(run_cli: Any, tmp_
     (experiment,) = results.iterdir()
     kept = sorted(p.name for p in experiment.iterdir() if p.name.startswith("checkpoint_"))
     assert kept == ["checkpoint_000003", "checkpoint_000004"]  # every iteration saved, the newest two kept
+
+
+def test_an_exploration_given_by_its_class_path_is_built(make_algo) -> None:
+    """RLlib's exploration_config={'type': 'pkg.mod:Class'}: a custom exploration needs no registration."""
+    from corral.core.contracts.exploration import EpsilonGreedy
+
+    config = corral.get_config("DQN").environment("CartPole-v1")
+    config.exploration(exploration_config={"type": "corral.core.contracts.exploration:EpsilonGreedy", "final_epsilon": 0.1})
+    exploration = make_algo(config).get_policy().exploration
+    assert type(exploration) is EpsilonGreedy and exploration.get_info(10**9)["cur_epsilon"] == pytest.approx(0.1)
+    missing = config.copy().exploration(exploration_config={"type": "corral.core.contracts.exploration:Nothing"})
+    with pytest.raises(ConfigError, match=r"exploration_config type: module 'corral\.core\.contracts\.exploration' has no"):
+        missing.build()

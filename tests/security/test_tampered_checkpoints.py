@@ -459,3 +459,21 @@ def test_a_checkpoint_naming_corral_classes_at_their_old_module_paths_loads(copy
     restored_algos.append(algo)
     assert algo.iteration == 1
     assert [type(c) for c in algo.callbacks.callbacks] == [DefaultCallbacks]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"env": "subprocess.getoutput"},  # RLlib's dotted class path, no registered name or gymnasium id
+        {"custom_evaluation_function": "subprocess:getoutput"},
+        {"env_task_fn": "subprocess:getoutput"},
+        {"exploration_config": {"type": "subprocess:Popen"}},
+        {"exploration_config": {"type": "subprocess.Popen"}},
+        {"evaluation_config": {"exploration_config": {"type": "subprocess:Popen"}}},
+    ],
+    ids=["dotted-env", "custom-eval-function", "env-task-fn", "exploration", "dotted-exploration", "evaluation-exploration"],
+)
+def test_the_newer_import_path_options_are_refused_too(copy_of, marker, change) -> None:
+    ckpt = copy_of("ppo")
+    edit_json(ckpt / "config.json", updated(**change))
+    refuse(ckpt, "subprocess", marker)

@@ -250,12 +250,20 @@ class Random(Exploration):
 
 
 def _exploration_class(type_name: str) -> type[Exploration]:
+    """The class a registered name or an import path (``"pkg.mod:Class"``, ``"pkg.mod.Class"``) names."""
     import corral.registry as registry
+    from corral.core.contracts.config import import_object
 
-    try:
-        cls = registry.get_exploration(type_name)
-    except UnknownPluginError as exc:
-        raise ConfigError(f"exploration_config type: {exc}") from None
+    if ":" in type_name or "." in type_name:  # RLlib's custom exploration by its class path
+        try:
+            cls = import_object(type_name)
+        except ConfigError as exc:
+            raise ConfigError(f"exploration_config type: {exc}") from None
+    else:
+        try:
+            cls = registry.get_exploration(type_name)
+        except UnknownPluginError as exc:
+            raise ConfigError(f"exploration_config type: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, Exploration)):
         raise ConfigError(f"exploration {type_name!r} ({cls!r}) does not subclass corral.core.contracts.exploration.Exploration")
     return cls

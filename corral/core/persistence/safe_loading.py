@@ -38,9 +38,15 @@ CODE_FIELDS = {
     "policy_mapping_fn": "policy mapping function",
     "policies_to_train": "policies_to_train function",
     "observation_fn": "observation function",
+    "custom_evaluation_function": "custom evaluation function",
+    "env_task_fn": "env task function",
+    "exploration": "exploration class",
     "policy_class": "policy class",
 }
 """Config fields whose strings are import paths, and what each names."""
+
+FUNCTION_FIELDS = ("policy_mapping_fn", "policies_to_train", "observation_fn", "custom_evaluation_function", "env_task_fn")
+"""config fields holding a function, which a string names by its import path"""
 
 _LEGACY_NAMES = {"callbacks": "callbacks_class"}
 _HOW_TO_PASS = {
@@ -50,6 +56,9 @@ _HOW_TO_PASS = {
     "policy_mapping_fn": 'config_overrides={"policy_mapping_fn": ...}',
     "policies_to_train": 'config_overrides={"policies_to_train": ...}',
     "observation_fn": 'config_overrides={"observation_fn": ...}',
+    "custom_evaluation_function": 'config_overrides={"custom_evaluation_function": ...}',
+    "env_task_fn": 'config_overrides={"env_task_fn": ...}',
+    "exploration": 'config_overrides={"exploration_config": {...}}',
     "policy_class": 'config_overrides={"policies": {...}}',
 }
 
@@ -141,8 +150,10 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
                     yield field, where, item
         elif field == "model" and isinstance(value, dict) and isinstance(value.get("custom_model"), str):
             yield "custom_model", f"{where}.custom_model", value["custom_model"]
-        elif field in ("policy_mapping_fn", "policies_to_train", "observation_fn") and isinstance(value, str):
+        elif field in FUNCTION_FIELDS and isinstance(value, str):
             yield field, where, value
+        elif field == "exploration_config" and isinstance(value, dict) and isinstance(value.get("type"), str):
+            yield "exploration", f"{where}.type", value["type"]
         elif field == "policies" and isinstance(value, dict):
             for policy_id, spec in value.items():
                 if isinstance(spec, dict) and isinstance(spec.get("policy_class"), str):
@@ -153,10 +164,25 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
             yield from _references(value, "evaluation_config.")
 
 
+def _is_import_path(field: str, value: str) -> bool:
+    """Whether an env or exploration name would be imported: ``pkg.mod:Name``, or a dotted ``pkg.mod.Name`` no one registered."""
+    if ":" in value:
+        return True
+    if "." not in value:
+        return False
+    if field == "env":
+        import gymnasium as gym
+
+        from corral.core.environments.envs import registered_creators
+
+        return value not in gym.registry and not registered_creators(value)
+    return True
+
+
 def _is_registered(field: str, value: str) -> bool:
     """Whether resolving ``value`` imports only what was registered or installed on purpose."""
-    if field == "env" and ":" not in value:
-        return True  # a registered name or a gymnasium id, or unknown (refused later): never an import
+    if field in ("env", "exploration") and not _is_import_path(field, value):
+        return True  # a registered name (or a gymnasium id), or unknown (refused later): never an import
     # A path into corral's own package (already imported, so it cannot come from elsewhere).
     module = split_import_path(value)[0]
     return module == "corral" or module.startswith("corral.")
