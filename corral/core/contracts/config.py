@@ -143,6 +143,15 @@ def split_import_path(path: str) -> tuple[str, str]:
     return module_name, qualname
 
 
+def is_import_path(name: str) -> bool:
+    """Whether a name is an import path, ``"package.module:Name"`` or RLlib's dotted ``"package.module.Name"``.
+
+    A dotted name counts only if every part is an identifier (``"ALE/Pong-v5"`` or
+    ``"my-env.v2"`` are not paths); callers look a name up in their registries first.
+    """
+    return ":" in name or ("." in name and all(part.isidentifier() for part in name.split(".")))
+
+
 def import_object(path: str) -> Any:
     """Import ``"package.module:Name"`` (or ``"package.module.Name"``) and return the object.
 

@@ -85,7 +85,6 @@ class Policy:
         filtered_shape = self.preprocessor.shape if self.action_mask is None else self.action_mask.model_input.shape
         self.observation_filter = MeanStdFilter(filtered_shape) if config.observation_filter == "MeanStdFilter" else None
         self.optimizer = self.make_optimizer()
-        self.lr_schedule = PiecewiseSchedule(config.lr_schedule) if config.lr_schedule else None
         self._schedules = {
             name: PiecewiseSchedule(getattr(config, schedule))
             for schedule, name in SCHEDULES.items()

@@ -20,7 +20,7 @@ from typing import Any, TypeGuard, cast
 import gymnasium as gym
 import numpy as np
 
-from corral.core.contracts.config import AlgorithmConfig, import_object
+from corral.core.contracts.config import AlgorithmConfig, import_object, is_import_path
 from corral.core.environments.spaces import ObservationCheck
 from corral.core.persistence import state_codec
 from corral.core.seeding import generator_state, set_generator_state
@@ -111,7 +111,7 @@ def resolve_creator(env: Any) -> tuple[str | None, Callable[[EnvContext], gym.En
                 raise EnvError(f"environment {env!r} cannot be imported: {exc}") from None
             return None, _creator_for(obj, env)
         import_problem = ""
-        if "." in env and all(part.isidentifier() for part in env.split(".")):  # RLlib's "package.module.Class"
+        if is_import_path(env):  # RLlib's dotted "package.module.Class"
             try:
                 return None, _creator_for(import_object(env), env)
             except ConfigError as exc:

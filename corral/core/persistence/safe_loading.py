@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from corral.core.contracts.config import split_import_path
+from corral.core.contracts.config import is_import_path, split_import_path
 from corral.errors import CheckpointError
 
 CODE_FIELDS = {
@@ -165,12 +165,10 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
 
 
 def _is_import_path(field: str, value: str) -> bool:
-    """Whether an env or exploration name would be imported: ``pkg.mod:Name``, or a dotted ``pkg.mod.Name`` no one registered."""
-    if ":" in value:
-        return True
-    if "." not in value:
+    """Whether an env or exploration name would be imported, as resolving it decides (a registered env name first)."""
+    if not is_import_path(value):
         return False
-    if field == "env":
+    if field == "env" and ":" not in value:
         import gymnasium as gym
 
         from corral.core.environments.envs import registered_creators

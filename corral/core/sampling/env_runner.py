@@ -75,6 +75,11 @@ class EpisodeSummary:
     """what callbacks put into the episode's ``hist_data``, reported whole under ``hist_stats``"""
 
 
+def hist_lists(hist_data: dict[str, Any]) -> dict[str, list[float]]:
+    """An episode's ``hist_data`` as plain float lists, for its :class:`EpisodeSummary` (numpy numbers and arrays too)."""
+    return {key: [float(v) for v in values] for key, values in hist_data.items()}
+
+
 def reward_clipper(clip_rewards: bool | float | None) -> Callable[[Any], Any] | None:
     """The function ``clip_rewards`` asks for, as RLlib reads it: True takes the sign, a number x clips to [-x, x].
 
@@ -184,11 +189,9 @@ class BaseEnvRunner:
         Returns:
             The tasks set, one per sub-environment.
         """
-        cfg = self.config
-        contexts = [
-            EnvContext(cfg.env_config, self.worker_index, k, cfg.num_env_runners) for k in range(len(self.sub_environments))
-        ]
-        return set_tasks(self.sub_environments, contexts, function, result)
+        cfg, envs = self.config, self.sub_environments
+        contexts = [EnvContext(cfg.env_config, self.worker_index, k, cfg.num_env_runners) for k in range(len(envs))]
+        return set_tasks(envs, contexts, function, result)
 
     def foreach_env(self, fn: Callable[[Any], Any]) -> list[Any]:
         """``fn(env)`` on each sub-environment, as RLlib's ``worker.foreach_env`` (to read or set env state).
@@ -512,7 +515,7 @@ class EnvRunner(BaseEnvRunner):
                 if callbacks.has_episode_end:
                     callbacks.episode_end(episode, self, int(i))
                 summary.custom_metrics = dict(episode.custom_metrics)
-                summary.hist_data = {key: [float(v) for v in values] for key, values in episode.hist_data.items()}
+                summary.hist_data = hist_lists(episode.hist_data)
             self._completed.append(summary)
             self._ep_return[i] = 0.0
             self._ep_len[i] = 0

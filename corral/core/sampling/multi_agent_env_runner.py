@@ -32,7 +32,7 @@ from corral.core.environments.multi_agent_guard import MultiAgentEnvGuard, plain
 from corral.core.environments.spaces import space_to_json
 from corral.core.persistence import state_codec
 from corral.core.sampling.agent_collector import AgentCollector, stack_observations
-from corral.core.sampling.env_runner import BaseEnvRunner, EnvRunner, EpisodeSummary, saved_episode_id
+from corral.core.sampling.env_runner import BaseEnvRunner, EnvRunner, EpisodeSummary, hist_lists, saved_episode_id
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.seeding import generator_state, set_generator_state
 from corral.errors import ConfigError
@@ -104,8 +104,7 @@ class MultiAgentEpisode:
         by_policy: dict[str, list[float]] = {}
         for (_, policy_id), reward in self.agent_rewards.items():
             by_policy.setdefault(policy_id, []).append(reward)
-        hist_data = {key: [float(v) for v in values] for key, values in self.hist_data.items()}
-        return EpisodeSummary(self.total_reward, self.length, dict(self.custom_metrics), by_policy, hist_data)
+        return EpisodeSummary(self.total_reward, self.length, dict(self.custom_metrics), by_policy, hist_lists(self.hist_data))
 
 
 class MultiAgentEnvRunner(BaseEnvRunner):
