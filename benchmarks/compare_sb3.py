@@ -9,16 +9,19 @@ the threshold includes importing the library. Measured per run:
 - sampling throughput: env steps per second of acting alone (each library's own
   rollout path with its current policy, no learning).
 
-corral runs its tuned example (``corral/tuned_examples/<case>.yaml``);
+corral runs its tuned example (``corral/tuned_examples/<case>.yaml``), or with
+``--defaults`` its plain defaults (``get_config(ALGO).environment(ENV)``, seeded);
 Stable-Baselines3 runs its defaults (e.g. ``PPO("MlpPolicy", "CartPole-v1")``).
+Both report the mean return over their last ``window`` episodes.
 
     pip install -e ".[bench]"
     python benchmarks/compare_sb3.py ppo_cartpole --seeds 0 1 2
+    python benchmarks/compare_sb3.py ppo_cartpole --defaults --seeds 0 1 2
     python benchmarks/compare_sb3.py all
 
-Writes benchmarks/results/<case>.json (learning curves thinned to at most
-1,000 points per run) and <case>.png; both are committed with the tables
-built from them.
+Writes benchmarks/results/<case>.json (``<case>_defaults.json`` with
+``--defaults``; learning curves thinned to at most 1,000 points per run) and
+the matching .png; both are committed with the tables built from them.
 """
 
 from __future__ import annotations
@@ -55,8 +58,8 @@ CASES = {
 }
 
 
-def run_corral(case_name: str, seed: int, start: float) -> dict:
-    """Train corral's tuned example until the case's threshold; return the measurements."""
+def run_corral(case_name: str, seed: int, start: float, defaults: bool = False) -> dict:
+    """Train corral's tuned example (or its plain defaults) until the case's threshold; return the measurements."""
     import os
     import tempfile
 
@@ -66,17 +69,22 @@ def run_corral(case_name: str, seed: int, start: float) -> dict:
     from corral import get_config
 
     case = CASES[case_name]
-    spec = next(iter(yaml.safe_load((HERE.parent / f"corral/tuned_examples/{case_name}.yaml").read_text()).values()))
-    overrides = {"seed": seed, "log_to_tensorboard": False, "metrics_num_episodes_for_smoothing": case.window}
-    config = get_config(spec["run"]).environment(spec["env"]).update_from_dict({**spec["config"], **overrides})
+    if defaults:
+        config = get_config(case.sb3_algo).environment(case.env).debugging(seed=seed)
+    else:
+        spec = next(iter(yaml.safe_load((HERE.parent / f"corral/tuned_examples/{case_name}.yaml").read_text()).values()))
+        overrides = {"seed": seed, "log_to_tensorboard": False, "metrics_num_episodes_for_smoothing": case.window}
+        config = get_config(spec["run"]).environment(spec["env"]).update_from_dict({**spec["config"], **overrides})
     algo = config.build()
     curve, reached = [], None
     train_start = time.perf_counter()
     while algo.counters["num_env_steps_sampled"] < case.max_steps:
         result = algo.train()
         elapsed = time.perf_counter() - start
-        curve.append((result["timesteps_total"], result["episode_reward_mean"], elapsed))
-        if result["episode_reward_mean"] >= case.threshold:
+        recent = result["hist_stats"]["episode_reward"][-case.window :]  # as SB3's: the last `window` episodes, or fewer
+        mean = statistics.fmean(recent) if recent else float("nan")
+        curve.append((result["timesteps_total"], mean, elapsed))
+        if mean >= case.threshold:
             reached = (elapsed, result["timesteps_total"])
             break
     train_seconds = time.perf_counter() - train_start
@@ -130,17 +138,17 @@ def run_sb3(case_name: str, seed: int, start: float) -> dict:
     }
 
 
-def child(case_name: str, library: str, seed: int) -> None:
+def child(case_name: str, library: str, seed: int, defaults: bool) -> None:
     """Run one measurement in this (fresh) process and print it as JSON."""
     start = time.perf_counter()  # before the library is imported
-    runner = {"corral": run_corral, "sb3": run_sb3}[library]
-    print("RESULT " + json.dumps(runner(case_name, seed, start)))
+    result = run_corral(case_name, seed, start, defaults) if library == "corral" else run_sb3(case_name, seed, start)
+    print("RESULT " + json.dumps(result))
 
 
-def measure(case_name: str, library: str, seed: int) -> dict:
+def measure(case_name: str, library: str, seed: int, defaults: bool) -> dict:
     """Run :func:`child` in a fresh interpreter."""
     proc = subprocess.run(
-        [sys.executable, __file__, case_name, "--child", library, "--seed", str(seed)],
+        [sys.executable, __file__, case_name, "--child", library, "--seed", str(seed), *(["--defaults"] if defaults else [])],
         capture_output=True,
         text=True,
         check=False,
@@ -162,7 +170,7 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def report(case_name: str, runs: dict[str, list[dict]], out_dir: Path) -> str:
+def report(case_name: str, runs: dict[str, list[dict]], out_dir: Path, defaults: bool = False) -> str:
     """A markdown table of medians and ratios; also writes the JSON and the plot."""
     case = CASES[case_name]
     rows = {}
@@ -190,7 +198,8 @@ def report(case_name: str, runs: dict[str, list[dict]], out_dir: Path) -> str:
     def ratio(num: float, den: float) -> str:
         return "n/a" if math.isnan(num) or math.isnan(den) else f"{num / den:.2f}x"
 
-    for name, row in ((f"corral {case.sb3_algo} (tuned example)", c), (f"Stable-Baselines3 {case.sb3_algo} (defaults)", s)):
+    which = "defaults" if defaults else "tuned example"
+    for name, row in ((f"corral {case.sb3_algo} ({which})", c), (f"Stable-Baselines3 {case.sb3_algo} (defaults)", s)):
         lines.append(
             f"| {name} | {row['reached']} (best {row['best']:.0f}) | {cell(row['seconds'], '.1f')} | "
             f"{cell(row['steps'], ',.0f')} | {row['train_sps']:,.0f} | {row['sample_sps']:,.0f} |"
@@ -203,8 +212,9 @@ def report(case_name: str, runs: dict[str, list[dict]], out_dir: Path) -> str:
     table = "\n".join(lines)
     out_dir.mkdir(parents=True, exist_ok=True)
     kept = {library: [{**r, "curve": thinned(r["curve"])} for r in results] for library, results in runs.items()}
-    (out_dir / f"{case_name}.json").write_text(json.dumps({"runs": kept, "summary": rows}, separators=(",", ":")))
-    plot(case_name, runs, out_dir / f"{case_name}.png")
+    stem = f"{case_name}_defaults" if defaults else case_name
+    (out_dir / f"{stem}.json").write_text(json.dumps({"runs": kept, "summary": rows}, separators=(",", ":")))
+    plot(case_name, runs, out_dir / f"{stem}.png")
     return table
 
 
@@ -243,22 +253,23 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--child", choices=["corral", "sb3"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--defaults", action="store_true", help="corral's plain defaults instead of its tuned example")
     args = parser.parse_args()
     if args.child:
-        child(args.case, args.child, args.seed)
+        child(args.case, args.child, args.seed, args.defaults)
         return
     for case_name in CASES if args.case == "all" else [args.case]:
         runs: dict[str, list[dict]] = {"corral": [], "sb3": []}
         for seed in args.seeds:
             for library in runs:
-                result = measure(case_name, library, seed)
+                result = measure(case_name, library, seed, args.defaults)
                 runs[library].append(result)
                 print(
                     f"{case_name} {library:6s} seed {seed}: reached={result['reached']} "
                     f"train {result['train_throughput']:,.0f} steps/s, sampling {result['sampling_throughput']:,.0f} steps/s",
                     flush=True,
                 )
-        print(f"\n### {case_name}\n\n{report(case_name, runs, args.out)}\n", flush=True)
+        print(f"\n### {case_name}\n\n{report(case_name, runs, args.out, args.defaults)}\n", flush=True)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,27 @@ class FlakyCartPole(gym.Wrapper):
         return self.env.step(action)
 
 
+class SlowCartPole(gym.Wrapper):
+    """CartPole that takes its time: ``env_config`` ``step_delay_s`` per step, and ``start_delay_s`` to be made
+    in a remote runner once the file ``slow_start_flag`` exists (so a restarted runner starts slowly)."""
+
+    def __init__(self, config):
+        import os
+        import time
+
+        flag = config.get("slow_start_flag")
+        if config.worker_index > 0 and flag and os.path.exists(flag):
+            time.sleep(config.get("start_delay_s", 0.0))
+        super().__init__(gym.make("CartPole-v1"))
+        self.step_delay_s = config.get("step_delay_s", 0.0)
+
+    def step(self, action):
+        import time
+
+        time.sleep(self.step_delay_s)
+        return self.env.step(action)
+
+
 class LocalOnlyEnv(gym.Wrapper):
     """CartPole that refuses to be built in a remote env runner (worker_index > 0)."""
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         ActorCriticPolicy as ActorCriticPolicy,
         Policy as Policy,
         adam as adam,
+        build_optimizer as build_optimizer,
         standardize as standardize,
         to_floats as to_floats,
     )
@@ -113,6 +114,7 @@ _EXPORTS = {
     "Policy": "corral.core.contracts.policy",
     "ActorCriticPolicy": "corral.core.contracts.policy",
     "adam": "corral.core.contracts.policy",
+    "build_optimizer": "corral.core.contracts.policy",
     "standardize": "corral.core.contracts.policy",
     "to_floats": "corral.core.contracts.policy",
     "POLICY_GRADIENT_COLUMNS": "corral.core.contracts.policy",

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
+import gymnasium as gym
+import numpy as np
 import pytest
+import torch
 
 import corral
 from corral import ConfigError
@@ -261,7 +266,6 @@ def test_a_grid_or_choice_value_no_trial_could_use_is_refused_at_once() -> None:
 
 @pytest.mark.parametrize("clip_by", ["global_norm", "norm", "value"])
 def test_grad_clip_by_clips_as_rllib_s_option_says(make_algo, clip_by: str) -> None:
-    import torch
 
     config = corral.get_config("PPO").environment("CartPole-v1").training(grad_clip=0.5, grad_clip_by=clip_by)
     policy = make_algo(config).get_policy()
@@ -323,3 +327,158 @@ def test_an_exploration_given_by_its_class_path_is_built(make_algo) -> None:
     missing = config.copy().exploration(exploration_config={"type": "corral.core.contracts.exploration:Nothing"})
     with pytest.raises(ConfigError, match=r"exploration_config type: module 'corral\.core\.contracts\.exploration' has no"):
         missing.build()
+
+
+@pytest.mark.parametrize(
+    "given, expected_class, expected",
+    [
+        ({"type": "sgd", "momentum": 0.9}, "SGD", {"momentum": 0.9}),
+        ({"type": "AdamW", "weight_decay": 0.1, "betas": [0.8, 0.9]}, "AdamW", {"weight_decay": 0.1, "betas": (0.8, 0.9)}),
+        ({"eps": 1e-3}, "Adam", {"eps": 1e-3}),  # no type: PPO's Adam with another eps
+    ],
+)
+def test_the_optimizer_option_builds_the_torch_optimizer_it_names(make_algo, given, expected_class, expected) -> None:
+    config = corral.get_config("PPO").environment("CartPole-v1").training(optimizer=given, lr=0.01)
+    optimizer = make_algo(config).get_policy().optimizer
+    assert type(optimizer).__name__ == expected_class
+    assert optimizer.defaults["lr"] == 0.01 and {k: optimizer.defaults[k] for k in expected} == expected
+
+
+def test_a_partial_optimizer_dict_merges_unless_it_names_another_type() -> None:
+    config = corral.get_config("A2C")
+    assert config.optimizer == {"type": "rmsprop", "alpha": 0.99, "eps": 1e-5}
+    assert config.copy().training(optimizer={"eps": 1e-3}).optimizer == {"type": "rmsprop", "alpha": 0.99, "eps": 1e-3}
+    assert config.copy().update_from_dict({"optimizer": "RMSprop"}).optimizer["alpha"] == 0.99
+    assert config.copy().training(optimizer="adam").optimizer == {"type": "adam"}  # RMSprop's alpha does not fit Adam
+    assert type(config).from_dict(config.to_dict()).optimizer == config.optimizer
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ({"type": "lion"}, "optimizer type 'lion' is not one of adam, adamw"),
+        ({"lr": 0.1}, r"the optimizer's learning rate is the lr option \(training\(lr=...\)\)"),
+        ({"type": "sgd", "eps": 1e-5}, "torch.optim.SGD takes no argument 'eps'; it takes dampening"),
+    ],
+)
+def test_a_bad_optimizer_is_refused_naming_what_would_be_right(given, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        corral.get_config("PPO").training(optimizer=given)
+
+
+def test_sac_s_one_optimizer_keeps_each_network_s_learning_rate(make_algo) -> None:
+    config = corral.get_config("SAC").environment("Pendulum-v1").training(optimizer={"type": "rmsprop"}, actor_lr=1e-4)
+    optimizer = make_algo(config).get_policy().optimizer
+    assert isinstance(optimizer, torch.optim.RMSprop)
+    assert {group["name"]: group["lr"] for group in optimizer.param_groups} == {"critics": 3e-4, "actor": 1e-4, "alpha": 3e-4}
+
+
+class _EnvWithoutSpaces(gym.Env):
+    """An env that declares no spaces: RLlib users give them in the config."""
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        self.t = 0
+        return np.zeros(2, "float32"), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        self.t += 1
+        return np.full(2, self.t / 8, "float32"), float(action), self.t >= 8, False, {}
+
+
+def test_observation_and_action_space_options_give_an_env_its_spaces(make_algo) -> None:
+    obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (2,)), gym.spaces.Discrete(3)
+    config = corral.get_config("PPO").environment(_EnvWithoutSpaces, observation_space=obs_space, action_space=act_space)
+    config.training(train_batch_size=64, minibatch_size=32, num_epochs=1).env_runners(num_envs_per_env_runner=2)
+    algo = make_algo(config)
+    assert algo.train()["episodes_this_iter"] == 8  # 64 steps of 8-step episodes
+    assert algo.get_policy().observation_space == obs_space and algo.get_policy().action_space == act_space
+    restored = type(config).from_dict(json.loads(json.dumps(config.to_dict())))  # through JSON, as in a checkpoint
+    assert restored.observation_space == obs_space and restored.action_space == act_space
+    with pytest.raises(ConfigError, match="observation_space must be a gymnasium space, its JSON form"):
+        corral.get_config("PPO").environment(observation_space=[2])
+
+
+def test_a_space_override_that_the_env_s_observations_do_not_fit_is_caught_at_the_first_step(make_algo) -> None:
+    config = corral.get_config("PPO").environment("CartPole-v1", observation_space=gym.spaces.Box(-1.0, 1.0, (4,)))
+    with pytest.raises(corral.EnvError, match="observation"):
+        make_algo(config.training(train_batch_size=512)).train()  # CartPole's velocities leave [-1, 1]
+    with pytest.raises(ConfigError, match="set vectorize_mode='sync' or 'auto'"):
+        config.env_runners(vectorize_mode="native").validate()
+
+
+def test_log_sys_usage_reports_the_machine_s_cpu_and_memory_use_as_rllib_s_perf(make_algo) -> None:
+    config = corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=256, minibatch_size=128)
+    perf = make_algo(config).train()["perf"]
+    assert set(perf) == {"cpu_util_percent", "ram_util_percent"}
+    assert 0 < perf["cpu_util_percent"] <= 100 and 0 < perf["ram_util_percent"] < 100  # training used CPU; RAM is in use
+    assert "perf" not in make_algo(config.copy().debugging(log_sys_usage=False)).train()
+
+
+def test_system_usage_reads_busy_and_total_ticks_and_available_memory(tmp_path) -> None:
+    from corral.core.sampling.system_usage import SystemUsage
+
+    (tmp_path / "meminfo").write_text("MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 250 kB\n")
+    (tmp_path / "stat").write_text("cpu  100 0 100 700 100 0 0 0 0 0\ncpu0 1 2 3\n")
+    usage = SystemUsage(tmp_path)
+    (tmp_path / "stat").write_text("cpu  130 0 120 740 110 0 0 0 0 0\n")  # 50 busy of 100 ticks since
+    assert usage.perf() == {"cpu_util_percent": 50.0, "ram_util_percent": 75.0}
+    assert SystemUsage(tmp_path / "absent").perf() == {}
+
+
+class ListLogger:
+    """A result logger with Ray Tune's interface, keeping what it is given."""
+
+    made: ClassVar[list[tuple[dict, str]]] = []
+    results: ClassVar[list[dict]] = []
+    closed: ClassVar[bool] = False
+
+    def __init__(self, config: dict, logdir: str) -> None:
+        ListLogger.made.append((config, logdir))
+
+    def on_result(self, result: dict) -> None:
+        ListLogger.results.append(result)
+
+    def close(self) -> None:
+        ListLogger.closed = True
+
+
+def test_logger_config_s_type_replaces_corral_s_result_files_and_its_logdir_is_the_experiment_folder(make_algo, tmp_path):
+    ListLogger.made, ListLogger.results, ListLogger.closed = [], [], False
+    config = corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=256, minibatch_size=128)
+    folder = tmp_path / "mine"
+    config.debugging(logger_config={"type": f"{__name__}:ListLogger", "logdir": str(folder)})
+    algo = make_algo(config)
+    algo.train()
+    algo.train()
+    checkpoint = algo.save()
+    algo.stop()
+    assert [r["training_iteration"] for r in ListLogger.results] == [1, 2] and ListLogger.closed
+    assert ListLogger.made[0][1] == str(folder) and ListLogger.made[0][0]["train_batch_size"] == 256
+    assert sorted(p.name for p in folder.iterdir()) == [Path(checkpoint).name]  # no result.json, progress.csv
+    assert config.to_dict()["logger_config"]["type"] == f"{__name__}:ListLogger"
+
+
+@pytest.mark.parametrize("noop", ["NoopLogger", "ray.tune.logger.NoopLogger"])
+def test_a_noop_logger_writes_no_result_files(make_algo, tmp_path, noop) -> None:
+    config = corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=256, minibatch_size=128)
+    algo = make_algo(config.debugging(logger_config={"type": noop, "logdir": str(tmp_path / "quiet")}))
+    algo.train()
+    assert list((tmp_path / "quiet").iterdir()) == []
+
+
+def test_rllib_s_logger_creator_makes_the_logger_and_names_the_folder(make_algo, tmp_path) -> None:
+    class Recorder:
+        def __init__(self, config: dict) -> None:
+            self.logdir, self.results = str(tmp_path / "created"), []
+
+        def on_result(self, result: dict) -> None:
+            self.results.append(result["training_iteration"])
+
+    made: list[Recorder] = []
+    config = corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=256, minibatch_size=128)
+    algo = config.build(logger_creator=lambda config_dict: made.append(Recorder(config_dict)) or made[-1])
+    algo.train()
+    assert made[0].results == [1] and algo.logdir == tmp_path / "created"
+    algo.stop()
+    with pytest.raises(ConfigError, match=r"logger_config type .* is not a result logger"):
+        corral.get_config("PPO").debugging(logger_config={"type": "json:dumps"})

@@ -139,3 +139,88 @@ def test_env_task_fn_on_an_env_without_set_task_is_refused_before_training() -> 
     config = corral.get_config("PPO").environment("CartPole-v1", env_task_fn=longer_corridor)
     with pytest.raises(ConfigError, match=r"env_task_fn sets tasks with set_task\(task\).*corral\.TaskSettableEnv"):
         config.env_runners(vectorize_mode="sync").build()
+
+
+class OldApiCorridor(gym.Env):
+    """A gymnasium env written to the pre-0.26 API: reset() without a seed, four-value step, seed() apart."""
+
+    observation_space = gym.spaces.Box(0.0, 10.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config: Any = None, max_steps: int = 50) -> None:
+        self.position, self.steps, self.max_steps, self.seeded = 0, 0, max_steps, None
+
+    def seed(self, seed: int | None = None) -> list[int | None]:
+        self.seeded = seed
+        return [seed]
+
+    def reset(self) -> np.ndarray:  # type: ignore[override]
+        self.position = self.steps = 0
+        return np.zeros(1, np.float32)
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any]]:  # type: ignore[override]
+        self.position, self.steps = self.position + int(action), self.steps + 1
+        cut = self.position < 5 and self.steps >= self.max_steps  # as gym's TimeLimit flagged it
+        return np.full(1, self.position, np.float32), float(action), self.position >= 5 or cut, {"TimeLimit.truncated": cut}
+
+
+def old_space(kind: str, **attributes: Any) -> Any:
+    """An object of a class named like a ``gym.spaces`` one, with its attributes (the ``gym`` package is not installed)."""
+    space = type(kind, (), {})()
+    space.__dict__.update(attributes)
+    return space
+
+
+class OldGymPackageEnv:
+    """An env of the old ``gym`` package, duck-typed: no gymnasium base class, gym's own space classes."""
+
+    def __init__(self, config: Any = None) -> None:
+        self.observation_space = old_space(
+            "Box", low=np.zeros(2, np.float32), high=np.ones(2, np.float32), shape=(2,), dtype=np.dtype(np.float32)
+        )
+        self.action_space = old_space("Discrete", n=3)
+        self.t = 0
+
+    def reset(self) -> np.ndarray:
+        self.t = 0
+        return np.zeros(2, np.float32)
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any]]:
+        self.t += 1
+        return np.full(2, 0.1 * self.t, np.float32), 1.0, self.t >= 4, {}
+
+
+@pytest.mark.parametrize("env", [OldApiCorridor, OldGymPackageEnv], ids=["old-api-gymnasium-class", "gym-package-env"])
+def test_old_gym_envs_are_wrapped_to_gymnasium_s_api_and_train(make_algo, env) -> None:
+    config = corral.get_config("PPO").environment(env).training(train_batch_size=64, minibatch_size=32, num_epochs=1)
+    algo = make_algo(config.debugging(seed=3))
+    result = algo.train()
+    assert result["episodes_this_iter"] > 0
+    sub_environment = algo.env_runner_group.local_env_runner.sub_environments[0]
+    assert isinstance(sub_environment.action_space, gym.spaces.Discrete)
+    assert isinstance(sub_environment.observation_space, gym.spaces.Box)
+
+
+def test_an_old_api_env_is_seeded_through_its_seed_method_and_truncation_is_read_from_info() -> None:
+    from corral.core.environments.old_gym import OldGymEnv
+
+    wrapped = OldGymEnv(OldApiCorridor(max_steps=1))
+    obs, info = wrapped.reset(seed=7)
+    assert wrapped.env.seeded == 7 and info == {} and obs.shape == (1,)
+    _, reward, terminated, truncated, _ = wrapped.step(0)
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    _, _, terminated, truncated, _ = OldGymEnv(OldApiCorridor()).step(1)
+    assert (terminated, truncated) == (False, False)
+
+
+def test_without_auto_wrap_an_old_gym_env_is_refused_naming_the_fix(make_algo) -> None:
+    config = corral.get_config("PPO").environment(OldApiCorridor, auto_wrap_old_gym_envs=False)
+    with pytest.raises(EnvError, match=r"old gym API .*auto_wrap_old_gym_envs=True"):
+        make_algo(config)
+
+
+def test_an_old_space_gymnasium_has_no_counterpart_of_is_named() -> None:
+    from corral.core.environments.old_gym import gymnasium_space
+
+    with pytest.raises(EnvError, match=r"observation_space is a .*Graph, which corral cannot turn into a gymnasium space"):
+        gymnasium_space(old_space("Graph"), "observation_space")

@@ -10,11 +10,11 @@ import sys
 
 from corral import Algorithm
 
-TIME_KEYS = ("time_this_iter_s", "time_total_s", "timestamp", "num_env_steps_sampled_throughput_per_sec")
+TIME_KEYS = ("time_this_iter_s", "time_total_s", "timestamp", "num_env_steps_sampled_throughput_per_sec", "perf")
 
 
 def deterministic(result: dict) -> dict:
-    """A result without the wall-clock keys."""
+    """A result without the wall-clock keys and the machine's CPU and memory use."""
     return {k: v for k, v in result.items() if k not in TIME_KEYS}
 
 

@@ -434,3 +434,52 @@ def test_foreach_worker_with_index_reaches_each_remote_runner_by_its_index(build
     seen = algo.workers.foreach_worker_with_index(lambda worker, index: (index, worker.worker_index, type(worker.get_policy())))
     assert [(index, worker_index) for index, worker_index, _ in seen] == [(0, 0), (1, 1), (2, 2)]
     assert {policy_class.__name__ for _, _, policy_class in seen} == {"PPOPolicy"}
+
+
+def test_auto_evaluation_duration_evaluates_episode_after_episode_while_the_iteration_trains(build) -> None:
+    config = ppo(runners=0, min_time_s_per_iteration=2.0).evaluation(
+        evaluation_interval=1, evaluation_duration="auto", evaluation_num_env_runners=2,
+        evaluation_parallel_to_training=True,
+    )  # fmt: skip
+    algo = build(config)
+    algo.train()  # the evaluation actors start in the first iteration, which their start may fill
+    evaluation = algo.train()["evaluation"]
+    # an untrained policy's CartPole episodes last well under a second: each actor runs many in 2 s
+    assert evaluation["episodes_this_iter"] > 2 * 2
+    assert len(evaluation["hist_stats"]["episode_reward"]) == evaluation["episodes_this_iter"]
+    assert algo.evaluate()["episodes_this_iter"] >= 2  # outside train(): an episode on each actor
+    with pytest.raises(ConfigError, match=r"evaluation_duration='auto' .* needs evaluation_parallel_to_training=True"):
+        ppo(runners=0).evaluation(evaluation_interval=1, evaluation_duration="auto").build()
+
+
+def test_evaluation_actors_late_past_the_sample_timeout_are_left_out_with_a_warning_and_restarted(build, caplog) -> None:
+    config = ppo(runners=0, env="tests.toy_envs:SlowCartPole").evaluation(
+        evaluation_duration=4, evaluation_num_env_runners=2, evaluation_sample_timeout_s=0.3,
+        evaluation_config={"env_config": {"step_delay_s": 0.05}},  # an episode of 8+ steps takes 0.4 s or more
+    )  # fmt: skip
+    algo = build(config)
+    with caplog.at_level("WARNING", logger="corral"):
+        metrics = algo.evaluate()
+    assert metrics["episodes_this_iter"] == 0
+    assert "evaluation runners [1, 2] did not finish within evaluation_sample_timeout_s=0.3" in caplog.text
+    group = algo._evaluation_runners()
+    pids_before = group.foreach_env_runner(lambda r: os.getpid(), local_env_runner=False)
+    assert pids_before == []  # both are marked for restart, so nothing is sent to them
+    group.replace_failed()
+    assert group.num_restarts == 2 and len(group.foreach_env_runner(lambda r: os.getpid(), local_env_runner=False)) == 2
+
+
+def test_a_restarted_runner_that_does_not_answer_the_health_probe_in_time_has_failed_again(build, tmp_path, caplog) -> None:
+    flag = tmp_path / "slow"
+    config = ppo(
+        env="tests.toy_envs:SlowCartPole", recreate_failed_env_runners=True, worker_health_probe_timeout_s=0.5,
+        env_config={"slow_start_flag": str(flag), "start_delay_s": 5.0},
+    )  # fmt: skip
+    algo = build(config)
+    group = algo.env_runner_group
+    flag.touch()  # from now on, a runner takes 5 s to make its env
+    group.foreach_env_runner(lambda r: os._exit(1), local_env_runner=False, remote_worker_ids=[1])
+    with caplog.at_level("WARNING", logger="corral"):
+        group.replace_failed()
+    assert "env runner 1 (SlowCartPole) failed and will be replaced: no answer to a health probe within" in caplog.text
+    assert group.healthy_remote_ids() == [2]

@@ -470,8 +470,17 @@ def test_a_checkpoint_naming_corral_classes_at_their_old_module_paths_loads(copy
         {"exploration_config": {"type": "subprocess:Popen"}},
         {"exploration_config": {"type": "subprocess.Popen"}},
         {"evaluation_config": {"exploration_config": {"type": "subprocess:Popen"}}},
+        {"logger_config": {"type": "subprocess:Popen"}},
     ],
-    ids=["dotted-env", "custom-eval-function", "env-task-fn", "exploration", "dotted-exploration", "evaluation-exploration"],
+    ids=[
+        "dotted-env",
+        "custom-eval-function",
+        "env-task-fn",
+        "exploration",
+        "dotted-exploration",
+        "evaluation-exploration",
+        "logger",
+    ],
 )
 def test_the_newer_import_path_options_are_refused_too(copy_of, marker, change) -> None:
     ckpt = copy_of("ppo")

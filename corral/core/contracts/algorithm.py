@@ -25,7 +25,7 @@ import torch
 
 from corral._version import __version__
 from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
-from corral.core.contracts.config import LEGACY_KEYS, AlgorithmConfig, import_object, object_path
+from corral.core.contracts.config import LEGACY_KEYS, NOOP_LOGGERS, AlgorithmConfig, import_object, object_path
 from corral.core.contracts.multi_agent_config import policy_config
 from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.contracts.policy_spec import PolicySpec
@@ -37,15 +37,22 @@ from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence import checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
 from corral.core.persistence.experience_input import build_experience_input
-from corral.core.persistence.loggers import ResultWriter, default_storage_path, new_experiment_dir
+from corral.core.persistence.loggers import (
+    CustomResultLogger,
+    NoopLogger,
+    ResultWriter,
+    default_storage_path,
+    new_experiment_dir,
+)
 from corral.core.persistence.policy_export import export_policy_model
 from corral.core.persistence.safe_loading import check_config_references, check_outside
 from corral.core.persistence.space_codec import decode_space, encode_space
 from corral.core.sampling.env_runner import evaluation_span
-from corral.core.sampling.env_runner_group import EnvRunnerGroup
+from corral.core.sampling.env_runner_group import EnvRunnerGroup, EvaluationRound
 from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes
 from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, make_env_runner
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.sampling.system_usage import SystemUsage
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
 
@@ -92,8 +99,12 @@ class Algorithm:
         """A fresh config with this algorithm's defaults."""
         return cls.config_class(algo_class=cls)
 
-    def __init__(self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None) -> None:
+    def __init__(
+        self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None, logger_creator: Any = None
+    ) -> None:
         self.config = self._accept_config(config, env)
+        self._custom_logger = logger_creator(self.config.to_dict()) if logger_creator is not None else None
+        """RLlib's ``logger_creator(config_dict)``: the object given each result in place of corral's files, or None"""
         logger.setLevel(self.config.log_level)
         if self.config.num_gpus > 0 and not torch.cuda.is_available():
             raise ConfigError(f"num_gpus={self.config.num_gpus} but torch sees no GPU; set resources(num_gpus=0)")
@@ -130,6 +141,7 @@ class Algorithm:
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
         self._last_evaluation: dict[str, Any] | None = None
+        self._system_usage = SystemUsage() if self.config.log_sys_usage else None
         self._fragments_reported = False  # said at INFO: an explicit fragment needs several calls per batch
         self.iteration = 0
         self.counters = {
@@ -143,7 +155,7 @@ class Algorithm:
         self._learner_pool: ThreadPoolExecutor | None = None
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self._num_learner_threads = self.config.num_learner_threads or max(1, cores // torch.get_num_threads())
-        self._writer: ResultWriter | None = None
+        self._writer: ResultWriter | CustomResultLogger | None = None
         self.setup()
         self.callbacks.algorithm_init(self)
 
@@ -426,6 +438,8 @@ class Algorithm:
         while True:
             learner = self.training_step()
             self._verify_weights()
+            if pending_evaluation is not None:
+                self._evaluation_runners().continue_episodes(pending_evaluation)
             elapsed = time.perf_counter() - start
             enough_time = elapsed >= (self.config.min_time_s_per_iteration or 0)
             enough_steps = (
@@ -457,6 +471,8 @@ class Algorithm:
             "num_env_runner_restarts": self.env_runner_group.num_restarts,
             "info": {"learner": learner, **self.counters},
         }
+        if self._system_usage is not None:
+            result["perf"] = self._system_usage.perf()
         if self.config.env_task_fn is not None:
             function = self.config.env_task_fn
             self.env_runner_group.foreach_env_runner(lambda runner: runner.set_tasks(function, result))
@@ -502,7 +518,7 @@ class Algorithm:
         if self._eval_group is None:
             eval_config = self.config.get_evaluation_config()
             num_envs = eval_config.evaluation_num_envs or eval_config.num_envs_per_env_runner
-            if eval_config.evaluation_duration_unit == "episodes":
+            if eval_config.evaluation_duration_unit == "episodes" and eval_config.evaluation_duration != "auto":
                 num_envs = min(num_envs, eval_config.evaluation_duration)
             local = make_env_runner(
                 eval_config, self.policies, 0, self.callbacks, num_envs=num_envs, seed=self.config.seed, stream="evaluation"
@@ -511,7 +527,7 @@ class Algorithm:
             self._eval_group = EnvRunnerGroup(local, eval_config, self.policy_builds, "evaluation", num_remote=remote)
         return self._eval_group
 
-    def _start_evaluation(self) -> dict[int, Any] | None:
+    def _start_evaluation(self) -> EvaluationRound | None:
         """Start evaluating on the evaluation actors (None: evaluation runs in this process, when finished)."""
         group = self._evaluation_runners()
         if not group.remote_env_runners:
@@ -519,13 +535,16 @@ class Algorithm:
         cfg = group.local_env_runner.config
         return group.start_episodes(cfg.evaluation_duration, cfg.evaluation_duration_unit, cfg.explore)
 
-    def _finish_evaluation(self, pending: dict[int, Any] | None) -> dict[str, Any]:
+    def _finish_evaluation(self, pending: EvaluationRound | None) -> dict[str, Any]:
         group = self._evaluation_runners()
         if pending is not None:
             episodes = group.finish_episodes(pending)
         else:
             cfg = group.local_env_runner.config
-            span = evaluation_span(cfg.evaluation_duration, cfg.evaluation_duration_unit)
+            if cfg.evaluation_duration == "auto":  # every evaluation actor failed and was dropped: an episode per env here
+                span = evaluation_span(group.local_env_runner.num_envs, "episodes")
+            else:
+                span = evaluation_span(cfg.evaluation_duration, cfg.evaluation_duration_unit)
             episodes = group.local_env_runner.run_episodes(explore=cfg.explore, **span)
         metrics: dict[str, Any] = {
             **summarize_episodes(episodes, self.config.keep_per_episode_custom_metrics),
@@ -533,9 +552,10 @@ class Algorithm:
         }
         if self.off_policy_evaluation is not None:
             cfg = self.config
-            metrics["off_policy_estimator"] = self.off_policy_evaluation.run(
-                cfg.evaluation_duration, cfg.evaluation_duration_unit
-            )
+            duration, unit = cfg.evaluation_duration, cfg.evaluation_duration_unit
+            if duration == "auto":  # as many as the evaluation runners finished
+                duration, unit = max(1, len(episodes)), "episodes"
+            metrics["off_policy_estimator"] = self.off_policy_evaluation.run(int(duration), unit)
         self.callbacks.evaluate_end(self, metrics)
         return metrics
 
@@ -795,15 +815,27 @@ class Algorithm:
     def logdir(self) -> Path:
         """The experiment folder (created on first use)."""
         if self._logdir is None:
-            self._logdir = new_experiment_dir(
-                self.config.storage_path, self.name or type(self).__name__, env_name(self.config.env)
-            )
+            given = (self.config.logger_config or {}).get("logdir") or getattr(self._custom_logger, "logdir", None)
+            if given:
+                self._logdir = Path(given).expanduser()
+                self._logdir.mkdir(parents=True, exist_ok=True)
+            else:
+                self._logdir = new_experiment_dir(
+                    self.config.storage_path, self.name or type(self).__name__, env_name(self.config.env)
+                )
         return self._logdir
 
-    def _result_writer(self) -> ResultWriter:
+    def _result_writer(self) -> ResultWriter | CustomResultLogger:
         if self._writer is None:
-            params = {"algorithm": self.name, **self.config.to_dict()}
-            self._writer = ResultWriter(self.logdir, params, tensorboard=self.config.log_to_tensorboard)
+            kind = (self.config.logger_config or {}).get("type")
+            if self._custom_logger is None and kind is not None:
+                logger_class = NoopLogger if kind in NOOP_LOGGERS else kind
+                self._custom_logger = logger_class(self.config.to_dict(), str(self.logdir))
+            if self._custom_logger is not None:
+                self._writer = CustomResultLogger(self._custom_logger)
+            else:
+                params = {"algorithm": self.name, **self.config.to_dict()}
+                self._writer = ResultWriter(self.logdir, params, tensorboard=self.config.log_to_tensorboard)
         return self._writer
 
     def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:

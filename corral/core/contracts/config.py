@@ -76,8 +76,24 @@ LEGACY_KEYS = {
     "policy_model": "policy_model_config",
 }
 
-MERGED_GROUPS = ("model", "replay_buffer_config", "q_model_config", "policy_model_config")
-"""options holding a group of settings: a partial dict given for one keeps the current value's other keys"""
+MERGED_GROUPS = ("model", "replay_buffer_config", "q_model_config", "policy_model_config", "optimizer")
+"""options holding a group of settings: a partial dict given for one keeps the current value's other keys
+(an ``optimizer`` of another type replaces the current one: its arguments would not fit)"""
+
+NOOP_LOGGERS = ("NoopLogger", "ray.tune.logger.NoopLogger", "ray.tune.logger:NoopLogger", "ray.tune.logger.noop.NoopLogger")
+"""``logger_config`` types that write no result files (Ray Tune's, by name, without importing Ray)"""
+
+OPTIMIZERS = {
+    "adam": "Adam",
+    "adamw": "AdamW",
+    "rmsprop": "RMSprop",
+    "sgd": "SGD",
+    "adagrad": "Adagrad",
+    "adamax": "Adamax",
+    "nadam": "NAdam",
+    "radam": "RAdam",
+}
+"""the ``optimizer`` option's types and the ``torch.optim`` class each names"""
 
 OPTIMIZATION_KEYS = {"actor_learning_rate": "actor_lr", "critic_learning_rate": "critic_lr", "entropy_learning_rate": "alpha_lr"}
 """RLlib's ``optimization: {...}`` group (SAC and its kin): each key maps to one corral option"""
@@ -357,6 +373,14 @@ class AlgorithmConfig(BaseModel):
     env_task_fn: Any = option(None, "environment")
     """curriculum: fn(result, env, env_context) -> the next task of each sub-environment, set with env.set_task()
     after every iteration (a corral.TaskSettableEnv), or its 'module:qualname'; None sets no tasks"""
+    observation_space: Any = option(None, "environment")
+    """the env's observation space, for an env that declares none or to replace the one it declares (observations
+    are checked against it); a gymnasium space or its JSON form; None: the env's own"""
+    action_space: Any = option(None, "environment")
+    """the env's action space, as observation_space (a multi-agent env's policies take theirs from PolicySpec)"""
+    auto_wrap_old_gym_envs: bool = option(True, "environment")
+    """wrap an env written to the old gym API (the gym package's, or reset() without a seed and a four-value step)
+    to gymnasium's; False refuses it"""
     disable_env_checking: bool = option(False, "environment")
     """skip checking each observation against the env's observation space (NaN and inf rewards are refused regardless)"""
 
@@ -385,7 +409,8 @@ class AlgorithmConfig(BaseModel):
     gamma: float = option(0.99, "training", ge=0, le=1)
     """the discount factor"""
     lr: float = option(1e-3, "training", gt=0)
-    """the learning rate (a list of [timestep, value], RLlib's way to schedule it, sets lr_schedule)"""
+    """the learning rate (a list of [timestep, value], RLlib's way to schedule it, sets lr_schedule); a number given
+    without lr_schedule replaces the schedule the config holds"""
     lr_schedule: list[tuple[int, float]] | None = option(None, "training")
     """piecewise-linear learning rate over env steps, [[timestep, lr], ...]; overrides lr"""
     train_batch_size: int = option(4000, "training", gt=0, le=2**31 - 1)
@@ -397,14 +422,21 @@ class AlgorithmConfig(BaseModel):
     its own; 'value': clamp each element to [-grad_clip, grad_clip]"""
     model: ModelConfig = option(ModelConfig(), "training")
     """the network: fcnet_hiddens, fcnet_activation, vf_share_layers, conv_filters, custom_model, ..."""
+    optimizer: dict[str, Any] = option({"type": "adam", "eps": 1e-5}, "training")
+    """the policy's torch optimizer: its 'type' (adam, adamw, rmsprop, sgd, adagrad, adamax, nadam, radam) and its
+    arguments but lr (eps, betas, weight_decay, alpha, momentum, ...); a dict without 'type' keeps the other arguments"""
 
     # --- evaluation --------------------------------------------------------
     evaluation_interval: int | None = option(None, "evaluation", ge=1, le=2**31 - 1)
     """evaluate every this many training iterations; None never evaluates during train()"""
-    evaluation_duration: int = option(10, "evaluation", ge=1, le=2**31 - 1)
-    """how long one evaluation runs, in evaluation_duration_unit"""
+    evaluation_duration: Annotated[int, Field(ge=1, le=2**31 - 1)] | Literal["auto"] = option(10, "evaluation")
+    """how long one evaluation runs, in evaluation_duration_unit; 'auto' (with evaluation_parallel_to_training):
+    each evaluation runner evaluates whole episodes, one after another, for as long as the iteration trains"""
     evaluation_duration_unit: Literal["episodes", "timesteps"] = option("episodes", "evaluation")
     """the unit of evaluation_duration"""
+    evaluation_sample_timeout_s: float = option(120.0, "evaluation", gt=0, le=2**31)
+    """how long to wait for the evaluation_num_env_runners actors' episodes: a runner still evaluating after it is
+    left out of the result (with a warning) and restarted"""
     evaluation_config: dict[str, Any] = option({"explore": False}, "evaluation")
     """config overrides for evaluation, e.g. {'explore': False, 'env_config': {...}}"""
     evaluation_num_envs: int | None = option(None, "evaluation", ge=1, le=65_536)
@@ -440,6 +472,12 @@ class AlgorithmConfig(BaseModel):
     """level of corral's logger"""
     on_nonfinite: Literal["raise", "skip"] = option("raise", "debugging")
     """an update with a NaN or inf loss, gradient or result: 'raise' a TrainingError (weights unchanged) or 'skip' it and go on"""
+    logger_config: dict[str, Any] | None = option(None, "debugging")
+    """where and how results are written: 'logdir' is the experiment folder (default a new one under storage_path);
+    'type' a result logger class or its import path, made as type(config_dict, logdir) and given each result with
+    on_result(result), in place of corral's files (Ray Tune's loggers fit); 'NoopLogger' writes no result files"""
+    log_sys_usage: bool = option(True, "debugging")
+    """report the machine's CPU and memory use in each result's 'perf' (cpu_util_percent, ram_util_percent)"""
 
     # --- reporting ---------------------------------------------------------
     keep_per_episode_custom_metrics: bool = option(False, "reporting")
@@ -477,6 +515,8 @@ class AlgorithmConfig(BaseModel):
     num_consecutive_env_runner_failures_tolerance: int = option(100, "fault_tolerance", ge=0, le=2**31 - 1)
     """with recreate_failed_env_runners: how many times in a row one runner may fail (no call of it succeeding in
     between) before the run stops with an EnvRunnerError"""
+    worker_health_probe_timeout_s: float = option(60.0, "fault_tolerance", gt=0, le=2**31)
+    """how long a restarted remote env runner may take to answer its first ping before it counts as failed again"""
     restart_failed_sub_environments: bool = option(False, "fault_tolerance")
     """restart only a sub-environment whose step raised (its episode ends there); steps sub-environments in a loop"""
 
@@ -769,7 +809,8 @@ class AlgorithmConfig(BaseModel):
         ``model`` (a dict), ``replay_buffer_config`` and the other dict options of
         :data:`MERGED_GROUPS` keep the keys they are not given. A
         ``replay_buffer_config``'s ``learning_starts`` (RLlib's older place for it)
-        becomes the option of that name.
+        becomes the option of that name. A number given for a scheduled option
+        (``lr``) without its schedule replaces the schedule: the user asked for a constant.
         """
         fields = type(self).model_fields
         replay = canonical.get("replay_buffer_config")
@@ -777,10 +818,17 @@ class AlgorithmConfig(BaseModel):
             replay = dict(replay)
             canonical.setdefault("learning_starts", replay.pop("learning_starts"))
             canonical["replay_buffer_config"] = replay
+        for name, schedule in SCHEDULED_BY.items():  # a constant given alone replaces a schedule (DQN's default one, say)
+            if name in canonical and schedule not in canonical and schedule in fields and getattr(self, schedule) is not None:
+                canonical[schedule] = None
+        if isinstance(canonical.get("optimizer"), str):  # a type's name alone: that type with its current arguments
+            canonical["optimizer"] = {"type": canonical["optimizer"]}
         for name in MERGED_GROUPS:
             given = canonical.get(name)
             if isinstance(given, dict) and name in fields and not is_search_space(given):
                 current = getattr(self, name)
+                if name == "optimizer" and str(given.get("type", current["type"])).lower() != current["type"]:
+                    continue
                 canonical[name] = {**(current.model_dump() if isinstance(current, BaseModel) else current), **given}
         return canonical
 
@@ -860,9 +908,19 @@ class AlgorithmConfig(BaseModel):
                 "restart_failed_sub_environments needs sub-environments stepped one by one; "
                 "set vectorize_mode='sync' or 'auto' (a natively vectorised env has none to restart)"
             )
+        if self.vectorize_mode == "native" and (self.observation_space is not None or self.action_space is not None):
+            raise ConfigError(
+                "observation_space and action_space replace each sub-environment's spaces, which a natively vectorised env "
+                "does not have; set vectorize_mode='sync' or 'auto'"
+            )
         if self.evaluation_parallel_to_training and self.evaluation_num_env_runners == 0:
             raise ConfigError(
                 "evaluation_parallel_to_training needs evaluation actors to run on; set evaluation_num_env_runners >= 1"
+            )
+        if self.evaluation_duration == "auto" and not self.evaluation_parallel_to_training:
+            raise ConfigError(
+                "evaluation_duration='auto' evaluates for as long as an iteration trains, so it needs "
+                "evaluation_parallel_to_training=True (and evaluation_num_env_runners >= 1); or give a number of episodes"
             )
         remote = {"num_env_runners": self.num_env_runners, "evaluation_num_env_runners": self.evaluation_num_env_runners}
         asked = {name: n for name, n in remote.items() if n > 0}
@@ -909,11 +967,14 @@ class AlgorithmConfig(BaseModel):
         evaluation._is_evaluation_copy = True
         return evaluation
 
-    def build(self, env: Any = None) -> Algorithm:
+    def build(self, env: Any = None, logger_creator: Any = None) -> Algorithm:
         """Validate and build the algorithm this config belongs to.
 
         Args:
             env: optionally the environment, overriding ``config.env``.
+            logger_creator: RLlib's ``fn(config_dict) -> logger``: an object given each result with
+                ``on_result(result)`` in place of corral's result files (its ``logdir``, if it has
+                one, is the experiment folder).
 
         Returns:
             A new algorithm, ready to ``train()``.
@@ -929,7 +990,7 @@ class AlgorithmConfig(BaseModel):
             raise ConfigError(
                 f"{type(self).__name__} belongs to no algorithm; build from an algorithm's config, e.g. corral.get_config('PPO')"
             )
-        return algo_class(config=config)
+        return algo_class(config=config, logger_creator=logger_creator)
 
     # ------------------------------------------------------------------ #
     # helpers
@@ -1048,6 +1109,63 @@ class AlgorithmConfig(BaseModel):
             raise ValueError(f"output_config format {value['format']!r} is not one of {', '.join(map(repr, OUTPUT_FORMATS))}")
         return value
 
+    @field_validator("observation_space", "action_space", mode="before")
+    @classmethod
+    def _decode_space(cls, value: Any, info: ValidationInfo) -> Any:
+        import gymnasium as gym
+
+        from corral.core.persistence.space_codec import decode_space
+
+        if value is None or isinstance(value, gym.Space) or is_search_space(value):
+            return value
+        if isinstance(value, dict):
+            return decode_space(value, str(info.field_name))
+        raise ValueError(
+            f"{info.field_name} must be a gymnasium space, its JSON form (a dict) or None, not {type(value).__name__}"
+        )
+
+    @field_validator("logger_config", mode="before")
+    @classmethod
+    def _check_logger_config(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        logdir = value.get("logdir")
+        if logdir is not None and not isinstance(logdir, (str, os.PathLike)):
+            raise ValueError(f"logger_config logdir must be a folder's path, not {type(logdir).__name__}")
+        kind = value.get("type")
+        if kind is None or kind in NOOP_LOGGERS:
+            return {**value, **({"logdir": os.fspath(logdir)} if logdir is not None else {})}
+        logger_class = import_object(kind) if isinstance(kind, str) else kind
+        if not (isinstance(logger_class, type) and callable(getattr(logger_class, "on_result", None))):
+            raise ValueError(
+                f"logger_config type {kind!r} is not a result logger: a class with on_result(result), made as "
+                "type(config, logdir) (Ray Tune's Logger), or 'NoopLogger'"
+            )
+        return {**value, "type": logger_class, **({"logdir": os.fspath(logdir)} if logdir is not None else {})}
+
+    @field_validator("optimizer", mode="before")
+    @classmethod
+    def _check_optimizer(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = {"type": value}
+        if not isinstance(value, dict) or is_search_space(value):
+            return value
+        kind = str(value.get("type", "adam")).lower()
+        if kind not in OPTIMIZERS:
+            raise ValueError(f"optimizer type {value.get('type')!r} is not one of {', '.join(OPTIMIZERS)}")
+        if "lr" in value:
+            raise ValueError("the optimizer's learning rate is the lr option (training(lr=...)), not a key of optimizer")
+        import inspect
+
+        import torch.optim  # the optimizer's own arguments are the check
+
+        accepted = set(inspect.signature(getattr(torch.optim, OPTIMIZERS[kind])).parameters) - {"params", "lr"}
+        unknown = sorted(set(value) - accepted - {"type"})
+        if unknown:
+            takes = ", ".join(sorted(accepted))
+            raise ValueError(f"torch.optim.{OPTIMIZERS[kind]} takes no argument {unknown[0]!r}; it takes {takes}")
+        return {**value, "type": kind}
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _normalize_log_level(cls, value: Any) -> Any:
@@ -1135,6 +1253,10 @@ def _to_jsonable(value: Any) -> Any:
         return value.model_dump()
     if is_instance_of_loaded(value, "corral.core.contracts.policy_spec", "PolicySpec"):
         return value.to_dict()
+    if is_instance_of_loaded(value, "gymnasium.spaces.space", "Space"):
+        from corral.core.persistence.space_codec import encode_space
+
+        return encode_space(value)
     if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
         return object_path(value)
     if isinstance(value, dict):

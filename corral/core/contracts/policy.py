@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from corral.core.contracts.actor_critic import GAEConfig
-from corral.core.contracts.config import SCHEDULES, AlgorithmConfig
+from corral.core.contracts.config import OPTIMIZERS, SCHEDULES, AlgorithmConfig
 from corral.core.contracts.exploration import make_exploration
 from corral.core.environments.spaces import ActionAdapter, ObservationPreprocessor
 from corral.core.learning.action_masking import LEGAL_ACTIONS, ActionMaskedModel, MaskedObservationPreprocessor
@@ -179,8 +179,8 @@ class Policy:
         return build_model(self.model_observation_space, self.action_adapter.policy_space, self.num_outputs, self.config.model)
 
     def make_optimizer(self) -> torch.optim.Optimizer:
-        """The optimizer over the model's parameters."""
-        return adam(self.model.parameters(), lr=self.config.lr, eps=1e-5)
+        """The optimizer over the model's parameters, as the ``optimizer`` option names it."""
+        return build_optimizer(self.model.parameters(), self.config.optimizer, lr=self.config.lr)
 
     def extra_action_out(
         self, model_out: dict[str, torch.Tensor], dist: ActionDistribution, actions: torch.Tensor
@@ -665,6 +665,25 @@ def adam(params: Any, lr: float, **kwargs: Any) -> torch.optim.Optimizer:
         return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
     except (RuntimeError, TypeError, ValueError):
         return torch.optim.Adam(params, lr=lr, **kwargs)
+
+
+def build_optimizer(params: Any, spec: dict[str, Any], lr: float) -> torch.optim.Optimizer:
+    """The torch optimizer a config's ``optimizer`` option names (Adam through :func:`adam`, fused where it can be).
+
+    Args:
+        params: the parameters to optimise, or param-group dicts (each may carry its own ``lr``).
+        spec: the ``optimizer`` option: ``{"type": "adam", "eps": 1e-5, ...}``, checked by the config.
+        lr: the learning rate of groups that set none.
+
+    Returns:
+        The optimizer.
+    """
+    kind = spec.get("type", "adam")
+    # JSON and YAML give betas as a list; torch documents a tuple
+    kwargs = {key: tuple(value) if isinstance(value, list) else value for key, value in spec.items() if key != "type"}
+    if kind == "adam":
+        return adam(params, lr=lr, **kwargs)
+    return cast(torch.optim.Optimizer, getattr(torch.optim, OPTIMIZERS[kind])(params, lr=lr, **kwargs))
 
 
 POLICY_GRADIENT_COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES, SampleBatch.VALUE_TARGETS]

@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.core.contracts.config import AlgorithmConfig, import_object, is_import_path
+from corral.core.environments.old_gym import ENV_METHODS, OldGymEnv, uses_old_api
 from corral.core.environments.spaces import ObservationCheck
 from corral.core.persistence import state_codec
 from corral.core.seeding import generator_state, set_generator_state
@@ -132,7 +133,8 @@ CONFIG_PARAMETERS = ("config", "env_config", "env_context", "context", "ctx")
 
 
 def _creator_for(obj: Any, label: str) -> Callable[[EnvContext], gym.Env]:
-    if isinstance(obj, type) and not issubclass(obj, gym.Env):
+    old_gym_class = all(callable(getattr(obj, name, None)) for name in ENV_METHODS)  # made, then wrapped or refused
+    if isinstance(obj, type) and not issubclass(obj, gym.Env) and not old_gym_class:
         raise EnvError(f"environment {label!r} is {obj!r}, which is not a gymnasium.Env subclass")
     return _class_creator(obj, label) if isinstance(obj, type) else obj
 
@@ -210,6 +212,8 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
                 spec.vector_entry_point is not None
                 and config.vectorize_mode != "sync"
                 and not config.restart_failed_sub_environments
+                and config.observation_space is None
+                and config.action_space is None
             ):
                 return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **config.env_config)
             creator = lambda ctx: gym.make(env_id, **config.env_config)  # noqa: E731 - one sub-environment
@@ -221,9 +225,8 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
 
         def guarded(i: int) -> SubEnvironmentGuard:
             def make() -> gym.Env:  # called again to remake the sub-environment on restart
-                if i == 0 and made:
-                    return _checked(made.pop(), config.env)
-                return _checked(creator(context.copy_with(vector_index=i)), config.env)
+                env = made.pop() if i == 0 and made else creator(context.copy_with(vector_index=i))
+                return _with_spaces(_checked(env, config), config)
 
             return SubEnvironmentGuard(
                 make, i, worker_index, config.restart_failed_sub_environments, check_observations=not config.disable_env_checking
@@ -436,9 +439,31 @@ def check_vector_step(
         )
 
 
-def _checked(env: Any, spec: Any) -> gym.Env:
+def _with_spaces(env: gym.Env, config: AlgorithmConfig) -> gym.Env:
+    """``env`` with the config's ``observation_space``/``action_space`` in place of its own, where they are set."""
+    if config.observation_space is None and config.action_space is None:
+        return env
+    wrapped: gym.Wrapper = gym.Wrapper(env)  # the user's env object keeps its own attributes
+    if config.observation_space is not None:
+        wrapped.observation_space = config.observation_space
+    if config.action_space is not None:
+        wrapped.action_space = config.action_space
+    return wrapped
+
+
+def _checked(env: Any, config: AlgorithmConfig) -> gym.Env:
+    """A created sub-environment as a gymnasium env: an old-gym one wrapped (or refused), anything else refused."""
     from corral.core.environments.multi_agent_env import MultiAgentEnv  # it imports this module
 
+    spec = config.env
+    if uses_old_api(env):
+        if not config.auto_wrap_old_gym_envs:
+            raise EnvError(
+                f"{env_name(spec)!r} follows the old gym API (reset() without a seed returning only the observation, "
+                "a four-value step, or the gym package's Env); set environment(auto_wrap_old_gym_envs=True) to wrap "
+                "it, or port it to gymnasium's API"
+            )
+        env = OldGymEnv(env)
     if not isinstance(env, gym.Env):
         raise EnvError(f"the creator of {env_name(spec)!r} returned {type(env).__name__}, not a gymnasium.Env")
     if isinstance(env, MultiAgentEnv):  # make_env_runner gives a multi-agent env its own runner

@@ -135,3 +135,36 @@ class ResultWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+class NoopLogger:
+    """A result logger that writes nothing: ``logger_config={"type": "NoopLogger"}`` (Ray Tune's name)."""
+
+    def __init__(self, config: dict[str, Any] | None = None, logdir: str | None = None) -> None:
+        """Take what every result logger is made with, and keep none of it."""
+
+    def on_result(self, result: dict[str, Any]) -> None:
+        """Write nothing."""
+
+
+class CustomResultLogger:
+    """A user's result logger in place of :class:`ResultWriter`: RLlib's ``logger_creator`` or ``logger_config`` type.
+
+    It has Ray Tune's Logger interface: ``on_result(result)`` for each iteration,
+    and ``flush()`` and ``close()`` (where it has them) when the algorithm stops.
+    """
+
+    def __init__(self, logger: Any) -> None:
+        """Wrap ``logger``, an object with ``on_result(result)``."""
+        self.logger = logger
+
+    def write(self, result: dict[str, Any]) -> None:
+        """Hand one iteration's result to the logger."""
+        self.logger.on_result(result)
+
+    def close(self) -> None:
+        """Flush and close the logger, where it has those methods."""
+        for name in ("flush", "close"):
+            method = getattr(self.logger, name, None)
+            if callable(method):
+                method()

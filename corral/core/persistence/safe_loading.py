@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from corral.core.contracts.config import is_import_path, split_import_path
+from corral.core.contracts.config import NOOP_LOGGERS, is_import_path, split_import_path
 from corral.errors import CheckpointError
 
 CODE_FIELDS = {
@@ -42,11 +42,15 @@ CODE_FIELDS = {
     "env_task_fn": "env task function",
     "exploration": "exploration class",
     "policy_class": "policy class",
+    "logger": "result logger class",
 }
 """Config fields whose strings are import paths, and what each names."""
 
 FUNCTION_FIELDS = ("policy_mapping_fn", "policies_to_train", "observation_fn", "custom_evaluation_function", "env_task_fn")
 """config fields holding a function, which a string names by its import path"""
+
+_TYPED_GROUPS = {"exploration_config": "exploration", "logger_config": "logger"}
+"""config groups whose 'type' may be a class's import path, and the kind of code each names"""
 
 _LEGACY_NAMES = {"callbacks": "callbacks_class"}
 _HOW_TO_PASS = {
@@ -60,6 +64,7 @@ _HOW_TO_PASS = {
     "env_task_fn": 'config_overrides={"env_task_fn": ...}',
     "exploration": 'config_overrides={"exploration_config": {...}}',
     "policy_class": 'config_overrides={"policies": {...}}',
+    "logger": 'config_overrides={"logger_config": {...}}',
 }
 
 
@@ -152,8 +157,9 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
             yield "custom_model", f"{where}.custom_model", value["custom_model"]
         elif field in FUNCTION_FIELDS and isinstance(value, str):
             yield field, where, value
-        elif field == "exploration_config" and isinstance(value, dict) and isinstance(value.get("type"), str):
-            yield "exploration", f"{where}.type", value["type"]
+        elif field in _TYPED_GROUPS and isinstance(value, dict) and isinstance(value.get("type"), str):
+            if value["type"] not in NOOP_LOGGERS:
+                yield _TYPED_GROUPS[field], f"{where}.type", value["type"]
         elif field == "policies" and isinstance(value, dict):
             for policy_id, spec in value.items():
                 if isinstance(spec, dict) and isinstance(spec.get("policy_class"), str):

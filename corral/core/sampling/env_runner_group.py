@@ -10,6 +10,7 @@ as the fault-tolerance options say.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -31,6 +32,22 @@ START_WARNING_INTERVAL_S = 30.0
 """how often to warn while remote runners wait for resources to start"""
 STOP_TIMEOUT_S = 10.0
 """how long stop() waits for the remote runners to close their envs before it kills them"""
+
+
+@dataclasses.dataclass
+class EvaluationRound:
+    """Evaluation calls in flight on the remote runners, started by :meth:`EnvRunnerGroup.start_episodes`."""
+
+    state: Any
+    """the published sampling state every call acts with (a Ray object reference)"""
+    explore: bool
+    """whether the calls act with exploration"""
+    pending: dict[int, Any]
+    """by runner index: its call in flight"""
+    continuous: bool = False
+    """``evaluation_duration="auto"``: a runner whose episode ended starts another, until the round is finished"""
+    episodes: list[EpisodeSummary] = dataclasses.field(default_factory=list)
+    """the episodes of the calls that have ended"""
 
 
 class EnvRunnerGroup:
@@ -134,20 +151,22 @@ class EnvRunnerGroup:
             raise EnvRunnerError("every remote env runner failed in this sample call; nothing was sampled")
         return MultiAgentBatch.concat(batches)
 
-    def start_episodes(self, duration: int, unit: str, explore: bool) -> dict[int, Any]:
+    def start_episodes(self, duration: int | str, unit: str, explore: bool) -> EvaluationRound:
         """Start evaluating on the remote runners with the current weights; finish with :meth:`finish_episodes`.
 
         ``duration`` episodes (or timesteps, by ``unit``) are split across the
-        healthy runners. Returns the pending calls, so training can go on meanwhile.
+        healthy runners; ``"auto"`` starts one episode on each, and
+        :meth:`continue_episodes` starts the next as each ends. Returns at once,
+        so training can go on meanwhile.
 
         Args:
             duration: episodes or timesteps to evaluate in all, split as evenly as
-                possible; a runner whose share is 0 gets no call.
-            unit: ``"episodes"`` or ``"timesteps"``.
+                possible (a runner whose share is 0 gets no call); or ``"auto"``.
+            unit: ``"episodes"`` or ``"timesteps"`` (``"auto"`` runs whole episodes in either).
             explore: act with exploration; False acts deterministically.
 
         Returns:
-            The pending Ray calls by runner index, for :meth:`finish_episodes`.
+            The round in flight, for :meth:`continue_episodes` and :meth:`finish_episodes`.
 
         Raises:
             EnvRunnerError: no healthy remote runner is left.
@@ -156,18 +175,55 @@ class EnvRunnerGroup:
         healthy = self.healthy_remote_ids()
         if not healthy:
             raise EnvRunnerError("no remote env runner is left to evaluate on")
+        if duration == "auto":
+            pending = {index: self._remote[index].run_episodes.remote(state, explore, num_episodes=1) for index in healthy}
+            return EvaluationRound(state, explore, pending, continuous=True)
+        assert isinstance(duration, int)
         shares = [duration // len(healthy) + (i < duration % len(healthy)) for i in range(len(healthy))]
         if 0 in shares:
             self._published_at = None  # a runner without a share misses this state: the next one is complete
-        return {
+        pending = {
             index: self._remote[index].run_episodes.remote(state, explore, **evaluation_span(share, unit))
             for index, share in zip(healthy, shares, strict=True)
             if share > 0
         }
+        return EvaluationRound(state, explore, pending)
 
-    def finish_episodes(self, pending: dict[int, Any]) -> list[EpisodeSummary]:
-        """The episodes of the calls :meth:`start_episodes` started (a failed runner's are left out)."""
-        return [episode for episodes in self._gather(pending).values() for episode in episodes]
+    def continue_episodes(self, round_: EvaluationRound) -> None:
+        """Collect the episodes of a continuous round's ended calls and start the next episode on each such runner."""
+        if not round_.continuous or not round_.pending:
+            return
+        ready, _ = self._ray.wait(list(round_.pending.values()), num_returns=len(round_.pending), timeout=0)
+        done = set(ready)
+        ended = {index: ref for index, ref in round_.pending.items() if ref in done}
+        for episodes in self._gather(ended).values():
+            round_.episodes.extend(episodes)
+        for index in ended:
+            del round_.pending[index]
+            if index in self.healthy_remote_ids():
+                round_.pending[index] = self._remote[index].run_episodes.remote(round_.state, round_.explore, num_episodes=1)
+
+    def finish_episodes(self, round_: EvaluationRound) -> list[EpisodeSummary]:
+        """The episodes of a round, once its calls end (a failed runner's are left out).
+
+        A call still running after ``evaluation_sample_timeout_s`` is given up: its
+        runner is restarted before the next call, so nothing queues behind it.
+        """
+        assert self._config is not None
+        pending = round_.pending
+        timeout = self._config.evaluation_sample_timeout_s
+        ready, _ = self._ray.wait(list(pending.values()), num_returns=len(pending), timeout=timeout) if pending else ([], [])
+        done = set(ready)
+        late = sorted(index for index, ref in pending.items() if ref not in done)
+        if late:
+            logger.warning(
+                "evaluation runners %s did not finish within evaluation_sample_timeout_s=%s; their episodes are left out "
+                "and they are restarted. Evaluate fewer episodes (evaluation_duration) or raise the timeout.",
+                late, timeout,
+            )  # fmt: skip
+            self._failed.update(late)
+        finished = {index: ref for index, ref in pending.items() if index not in late}
+        return round_.episodes + [episode for episodes in self._gather(finished).values() for episode in episodes]
 
     def get_metrics(self) -> list[EpisodeSummary]:
         """Episodes finished on every runner since the last call."""
@@ -350,11 +406,31 @@ class EnvRunnerGroup:
         """Start a new actor in place of each runner marked failed (the next publication is then complete)."""
         if self._failed:
             self._published_at = None
-        for index in sorted(self._failed):
+        restarted = sorted(self._failed)
+        for index in restarted:
             self._ray.kill(self._remote[index])
             self._remote[index] = self._start(index)
             self.num_restarts += 1
         self._failed.clear()
+        self._probe(restarted)
+
+    def _probe(self, indices: list[int]) -> None:
+        """Ping restarted runners; one that does not answer within ``worker_health_probe_timeout_s`` has failed again."""
+        if not indices:
+            return
+        assert self._config is not None
+        timeout = self._config.worker_health_probe_timeout_s
+        pings = {index: self._remote[index].ping.remote() for index in indices}
+        ready, _ = self._ray.wait(list(pings.values()), num_returns=len(pings), timeout=timeout)
+        answered = set(ready)
+        for index, ref in pings.items():
+            # an answer is no success that ends a run of failures: only a call that did work is
+            try:
+                if ref not in answered:
+                    raise TimeoutError(f"no answer to a health probe within worker_health_probe_timeout_s={timeout}")
+                self._ray.get(ref)
+            except (TimeoutError, self._ray.exceptions.RayError) as exc:
+                self.handle_failure(index, exc)
 
     def _publish_sampling_state(self) -> Any:
         """Replace failed runners, then put the learner's sampling state in the object store once for all of them.

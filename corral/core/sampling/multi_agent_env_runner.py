@@ -127,6 +127,11 @@ class MultiAgentEnvRunner(BaseEnvRunner):
                 "batch_mode='complete_episodes' is not available for multi-agent envs yet; "
                 "use batch_mode='truncate_episodes' (the default), which bootstraps the episodes a fragment cuts"
             )
+        if config.observation_space is not None or config.action_space is not None:
+            raise ConfigError(
+                "environment(observation_space=..., action_space=...) is for single-agent envs; give each policy of a "
+                "multi-agent env its spaces in its PolicySpec (multi_agent(policies={...}))"
+            )
         context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
         make = multi_agent_env_maker(config, worker_index)
         self.envs = [

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-from corral.core import GAEConfig, option
+from corral.core import GAEConfig
 
 
 class A2CConfig(
@@ -17,14 +15,13 @@ class A2CConfig(
         "num_envs_per_env_runner": 16,
         "train_batch_size": 80,
         "min_sample_timesteps_per_iteration": 2000,
+        "optimizer": {"type": "rmsprop", "alpha": 0.99, "eps": 1e-5},
     },
 ):
     """Config of :class:`~corral.plugins.a2c.A2C`.
 
     One update per ``train_batch_size`` env steps (by default 16 envs x 5
     steps); ``min_sample_timesteps_per_iteration`` groups many updates into
-    one reported iteration.
+    one reported iteration. It optimises with RMSprop (alpha 0.99, eps 1e-5), as
+    the A2C paper does; ``optimizer={"type": "adam"}`` switches to Adam.
     """
-
-    optimizer: Literal["rmsprop", "adam"] = option("rmsprop", "training")
-    """the optimizer: RMSprop (alpha 0.99, eps 1e-5) as in the A2C paper, or Adam"""

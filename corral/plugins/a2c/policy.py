@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import torch
-
-from corral.core import POLICY_GRADIENT_COLUMNS, ActorCriticPolicy, SampleBatch, adam, standardize, to_floats
+from corral.core import POLICY_GRADIENT_COLUMNS, ActorCriticPolicy, SampleBatch, standardize, to_floats
 from corral.plugins.a2c.config import A2CConfig
 
 
@@ -13,13 +11,6 @@ class A2CPolicy(ActorCriticPolicy):
 
     config: A2CConfig
     thread_safe_learning = True
-
-    def make_optimizer(self) -> torch.optim.Optimizer:
-        """RMSprop as in the paper (or Adam, by config)."""
-        params = self.model.parameters()
-        if self.config.optimizer == "rmsprop":
-            return torch.optim.RMSprop(params, lr=self.config.lr, alpha=0.99, eps=1e-5)
-        return adam(params, lr=self.config.lr, eps=1e-5)
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
         """One gradient step on the whole batch."""

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from corral.core import QModel, SampleBatch, adam
+from corral.core import QModel, SampleBatch
 from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.plugins.dqn.config import DQNConfig
 
@@ -29,10 +29,6 @@ class DQNPolicy(OffPolicyPolicy):
             dueling=self.config.dueling,
             hiddens=self.config.hiddens,
         )
-
-    def make_optimizer(self) -> torch.optim.Optimizer:
-        """Adam over the online network."""
-        return adam(self.model.parameters(), lr=self.config.lr)
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
         """One gradient step on a replayed minibatch; returns stats and per-row TD errors."""

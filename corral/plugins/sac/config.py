@@ -18,6 +18,7 @@ class SACConfig(
         "tau": 0.005,
         "learning_starts": 1000,
         "num_envs_per_env_runner": 1,
+        "optimizer": {"type": "adam", "eps": 1e-8},
         "replay_buffer_config": {"type": "ReplayBuffer", "capacity": 1_000_000},
         "model": ModelConfig(fcnet_hiddens=[256, 256], fcnet_activation="relu"),
     },

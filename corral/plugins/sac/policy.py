@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from corral.core import SampleBatch, SquashedGaussian, adam
+from corral.core import SampleBatch, SquashedGaussian, build_optimizer
 from corral.core.learning.action_masking import mask_logits
 from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.plugins.sac.config import SACConfig
@@ -58,14 +58,14 @@ class SACPolicy(OffPolicyPolicy):
         )
 
     def make_optimizer(self) -> torch.optim.Optimizer:
-        """One Adam over three param groups: critics, actor, temperature, each with its learning rate."""
+        """One optimizer (Adam by default) over three param groups: critics, actor, temperature, each with its learning rate."""
         cfg = self.config
         groups = [
             {"params": self.model.critic_parameters(), "lr": cfg.critic_lr, "name": "critics"},
             {"params": list(self.model.actor.parameters()), "lr": cfg.actor_lr, "name": "actor"},
             {"params": [self.model.log_alpha], "lr": cfg.alpha_lr, "name": "alpha"},
         ]
-        return adam(groups, lr=cfg.critic_lr)
+        return build_optimizer(groups, cfg.optimizer, lr=cfg.critic_lr)
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         """Only the critics have target copies."""

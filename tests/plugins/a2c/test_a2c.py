@@ -48,8 +48,13 @@ def test_optimizer_choice(name, cls) -> None:
 
 
 def test_unknown_optimizer_is_refused() -> None:
-    with pytest.raises(corral.ConfigError, match="optimizer"):
-        tiny("CartPole-v1", optimizer="sgd")
+    with pytest.raises(corral.ConfigError, match="optimizer type 'lion' is not one of adam"):
+        tiny("CartPole-v1", optimizer="lion")
+
+
+def test_rmsprop_by_name_keeps_the_papers_arguments() -> None:
+    optimizer = tiny("CartPole-v1", optimizer="rmsprop").build().get_policy().optimizer
+    assert optimizer.defaults["alpha"] == 0.99 and optimizer.defaults["eps"] == 1e-5
 
 
 @pytest.mark.parametrize("env", [ImageEnv, DictObsEnv, "Pendulum-v1"], ids=["image+multidiscrete", "dict+box", "pendulum"])
