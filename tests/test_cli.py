@@ -264,7 +264,7 @@ def test_help_config_lists_ppo_options_with_their_meaning(run_cli) -> None:
         cells = [c.strip() for c in line.split("│")[1:-1]]
         if cells and cells[0]:
             first_cells[cells[0]] = cells
-    assert first_cells["clip_param"][1:3] == [".training()", "0.2"]
+    assert first_cells["clip_param"][1:3] == [".training()", "0.3"]
     assert first_cells["clip_param"][3].startswith("the PPO clipping range")
     for option in ("lr", "train_batch_size", "minibatch_size", "kl_coeff", "seed"):
         assert option in first_cells, option

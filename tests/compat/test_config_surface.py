@@ -153,8 +153,8 @@ def test_simpleq_is_rllib_s_plain_dqn_and_learns_cartpole(make_algo: Callable[..
 
 
 def test_rllib_options_corral_does_not_have_say_why_and_what_to_use() -> None:
-    with pytest.raises(ConfigError, match=r"'horizon' is an RLlib option that corral does not have: .*TimeLimit"):
-        corral.get_config("PPO").update_from_dict({"horizon": 200})
+    with pytest.raises(ConfigError, match=r"'simple_optimizer' is an RLlib option that corral does not have: each"):
+        corral.get_config("PPO").update_from_dict({"simple_optimizer": True})
     with pytest.raises(ConfigError, match="'sample_async' is an RLlib option that corral does not have: IMPALA"):
         corral.get_config("PPO").env_runners(sample_async=True)
 
@@ -482,3 +482,25 @@ def test_rllib_s_logger_creator_makes_the_logger_and_names_the_folder(make_algo,
     algo.stop()
     with pytest.raises(ConfigError, match=r"logger_config type .* is not a result logger"):
         corral.get_config("PPO").debugging(logger_config={"type": "json:dumps"})
+
+
+def test_rllib_options_whose_value_corral_always_has_are_accepted_and_any_other_value_says_why(caplog) -> None:
+    with caplog.at_level("INFO", logger="corral"):
+        config = corral.get_config("IMPALA").update_from_dict(
+            {"soft_horizon": False, "no_done_at_end": True, "vtrace_drop_last_ts": False, "enable_connectors": True}
+        )
+    assert "no_done_at_end=True: corral always does this (a truncated episode is bootstrapped" in caplog.text
+    assert config.to_dict() == corral.get_config("IMPALA").to_dict()
+    with pytest.raises(ConfigError, match=r"no_done_at_end=False is not what corral does: .*set no_done_at_end=True"):
+        corral.get_config("PPO").update_from_dict({"no_done_at_end": False})
+    with pytest.raises(ConfigError, match="vtrace_drop_last_ts=1 is not what corral does"):
+        corral.get_config("IMPALA").update_from_dict({"vtrace_drop_last_ts": 1})
+
+
+def test_horizon_cuts_every_episode_as_a_truncation(make_algo) -> None:
+    config = corral.get_config("PPO").environment("CartPole-v1").env_runners(horizon=20).debugging(seed=0)
+    config.training(train_batch_size=400, minibatch_size=200, num_epochs=1)
+    result = make_algo(config).train()
+    assert result["episode_len_mean"] <= 20 and max(result["hist_stats"]["episode_lengths"]) == 20
+    with pytest.raises(ConfigError, match="horizon change each sub-environment"):
+        config.copy().env_runners(vectorize_mode="native").validate()

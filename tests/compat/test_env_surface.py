@@ -224,3 +224,31 @@ def test_an_old_space_gymnasium_has_no_counterpart_of_is_named() -> None:
 
     with pytest.raises(EnvError, match=r"observation_space is a .*Graph, which corral cannot turn into a gymnasium space"):
         gymnasium_space(old_space("Graph"), "observation_space")
+
+
+def test_an_atari_game_gets_deepmind_s_preprocessing_and_sign_clipped_rewards(make_algo) -> None:
+    config = corral.get_config("PPO").environment("ALE/Pong-v5").debugging(seed=0)
+    config.training(train_batch_size=256, minibatch_size=128, num_epochs=1).env_runners(num_envs_per_env_runner=2)
+    algo = make_algo(config)
+    assert algo.get_policy().observation_space == gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+    batch = algo.sample().policy_batches["default_policy"]
+    assert batch["obs"].dtype == np.uint8 and batch["obs"].shape[1:] == (84, 84, 4)
+    assert set(np.unique(batch["rewards"])) <= {-1.0, 0.0, 1.0} and (batch["rewards"] == -1.0).any()  # Pong scores
+    assert algo.train()["num_env_steps_sampled"] >= 512
+
+
+def test_is_atari_false_keeps_the_game_s_own_frames_and_is_atari_true_needs_a_game(make_algo) -> None:
+    config = corral.get_config("PPO").environment("ALE/Pong-v5", is_atari=False).env_runners(num_envs_per_env_runner=1)
+    assert make_algo(config.training(train_batch_size=64, minibatch_size=32)).get_policy().observation_space.shape == (
+        210,
+        160,
+        3,
+    )
+    with pytest.raises(ConfigError, match="is_atari=True wraps ale-py games"):
+        make_algo(corral.get_config("PPO").environment("CartPole-v1", is_atari=True))
+
+
+def test_an_atari_game_without_the_atari_extra_names_it(make_algo, hide_package) -> None:
+    hide_package("cv2")
+    with pytest.raises(EnvError, match=r"OpenCV: pip install 'corral\[atari\]'"):
+        make_algo(corral.get_config("PPO").environment("ALE/Breakout-v5"))

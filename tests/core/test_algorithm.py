@@ -320,7 +320,7 @@ def test_algorithm_accepts_a_config_dict(ppo_config) -> None:
     partial = PPO(config={"env": "CartPole-v1", **SMALL_PPO})
     try:
         assert isinstance(partial.config, PPOConfig)
-        assert partial.config.train_batch_size == 256 and partial.config.clip_param == 0.2
+        assert partial.config.train_batch_size == 256 and partial.config.clip_param == 0.3
     finally:
         partial.stop()
 

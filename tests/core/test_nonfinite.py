@@ -219,8 +219,8 @@ def test_a_native_vector_env_is_checked_too() -> None:
 
 
 def test_the_guard_costs_no_wrong_answers_for_finite_updates(make_algo) -> None:
-    """Guarded updates are the plain optimizer's updates, bit for bit."""
-    algo = make_algo()
+    """Guarded updates are the plain optimizer's updates, bit for bit (gradients clipped by norm, as configured)."""
+    algo = make_algo(grad_clip=0.5)
     policy = algo.get_policy()
     model = copy.deepcopy(policy.model)
     optimizer = adam(model.parameters(), lr=policy.config.lr, eps=1e-5)

@@ -99,9 +99,6 @@ OPTIMIZATION_KEYS = {"actor_learning_rate": "actor_lr", "critic_learning_rate": 
 """RLlib's ``optimization: {...}`` group (SAC and its kin): each key maps to one corral option"""
 
 ABSENT_KEYS = {
-    "horizon": "episodes end when the env says so; cut them with gymnasium's TimeLimit wrapper (max_episode_steps)",
-    "soft_horizon": "episodes end when the env says so; cut them with gymnasium's TimeLimit wrapper (max_episode_steps)",
-    "no_done_at_end": "corral tells truncation from termination (gymnasium's API): a truncated episode is always bootstrapped",
     "sample_async": "IMPALA samples asynchronously on remote env runners; the other algorithms sample in step with learning",
     "simple_optimizer": "each policy has one torch optimizer; there is no multi-GPU tower optimizer to opt out of",
     "preprocessor_pref": "observations are flattened or kept as images by their space; wrap Atari envs in gymnasium's "
@@ -114,6 +111,15 @@ ABSENT_KEYS = {
 """RLlib options corral deliberately does not have, and why: naming one is an error that says so"""
 
 logger = logging.getLogger("corral")
+
+BEHAVIOUR_KEYS: dict[str, tuple[tuple[bool, ...], str]] = {
+    "soft_horizon": ((False,), "episodes end when the env (or horizon) ends them; none goes on after a reset"),
+    "no_done_at_end": ((True,), "a truncated episode is bootstrapped, never taken as terminal (gymnasium's API)"),
+    "vtrace_drop_last_ts": ((False,), "V-trace uses every step of a sequence and bootstraps from the value after it"),
+    "enable_connectors": ((True, False), "env runners always preprocess observations and actions in one place"),
+}
+"""RLlib options whose value corral's behaviour always has: accepted with such a value (said at INFO); any other
+value is an error that says why"""
 
 TF_FRAMEWORKS = ("tf", "tf2", "tfe")
 """RLlib's TensorFlow frameworks: a config that names one runs on torch, with a warning"""
@@ -378,6 +384,9 @@ class AlgorithmConfig(BaseModel):
     are checked against it); a gymnasium space or its JSON form; None: the env's own"""
     action_space: Any = option(None, "environment")
     """the env's action space, as observation_space (a multi-agent env's policies take theirs from PolicySpec)"""
+    is_atari: bool | None = option(None, "environment")
+    """DeepMind's Atari preprocessing (no-op starts, frame skip 4, 84x84 grayscale, 4 stacked frames, sign-clipped
+    rewards unless clip_rewards says otherwise); None: for ale-py games (the atari extra), detected by their id"""
     auto_wrap_old_gym_envs: bool = option(True, "environment")
     """wrap an env written to the old gym API (the gym package's, or reset() without a seed and a four-value step)
     to gymnasium's; False refuses it"""
@@ -391,6 +400,9 @@ class AlgorithmConfig(BaseModel):
     """sub-environments each runner steps as one vector, with one batched forward pass per step"""
     rollout_fragment_length: Annotated[int, Field(ge=1, le=2**31 - 1)] | Literal["auto"] = option("auto", "env_runners")
     """steps per sub-environment in one sample call; 'auto' divides train_batch_size evenly"""
+    horizon: int | None = option(None, "env_runners", ge=1, le=2**31 - 1)
+    """cut every episode after this many steps (a truncation, so bootstrapped), as gymnasium's TimeLimit does;
+    None: episodes end when the env ends them"""
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = option("truncate_episodes", "env_runners")
     """'truncate_episodes': a sample call steps each sub-environment rollout_fragment_length times, cutting episodes
     (the cut is bootstrapped); 'complete_episodes': it steps on until each fragment holds whole episodes only"""
@@ -908,10 +920,12 @@ class AlgorithmConfig(BaseModel):
                 "restart_failed_sub_environments needs sub-environments stepped one by one; "
                 "set vectorize_mode='sync' or 'auto' (a natively vectorised env has none to restart)"
             )
-        if self.vectorize_mode == "native" and (self.observation_space is not None or self.action_space is not None):
+        if self.vectorize_mode == "native" and (
+            self.observation_space is not None or self.action_space is not None or self.horizon is not None
+        ):
             raise ConfigError(
-                "observation_space and action_space replace each sub-environment's spaces, which a natively vectorised env "
-                "does not have; set vectorize_mode='sync' or 'auto'"
+                "observation_space, action_space and horizon change each sub-environment, which a natively vectorised "
+                "env does not have; set vectorize_mode='sync' or 'auto'"
             )
         if self.evaluation_parallel_to_training and self.evaluation_num_env_runners == 0:
             raise ConfigError(
@@ -1011,6 +1025,16 @@ class AlgorithmConfig(BaseModel):
             if key in TF_ONLY_KEYS:
                 logger.warning("%s is a TensorFlow option; corral runs on torch and ignores it", key)
                 continue
+            if key in BEHAVIOUR_KEYS:
+                kept, why = BEHAVIOUR_KEYS[key]
+                if not any(value is v for v in kept):
+                    raise ConfigError(f"{key}={value!r} is not what corral does: {why}; remove it or set {key}={kept[0]}")
+                logger.info("%s=%r: corral always does this (%s)", key, value, why)
+                continue
+            if key == "prioritized_replay" and "replay_buffer_config" in cls.model_fields:  # Ray 1.x's buffer switch
+                if not isinstance(value, bool):
+                    raise ConfigError(f"prioritized_replay takes True or False, not {value!r}")
+                continue
             if key == "optimization" and isinstance(value, dict):
                 for inner, inner_value in value.items():
                     name = OPTIMIZATION_KEYS.get(inner)
@@ -1029,6 +1053,11 @@ class AlgorithmConfig(BaseModel):
                     out[name] = first[1]
                 continue
             out[name] = value
+        prioritized = values.get("prioritized_replay")
+        if isinstance(prioritized, bool) and "replay_buffer_config" in cls.model_fields:
+            replay = out.get("replay_buffer_config")
+            kind = "PrioritizedReplayBuffer" if prioritized else "ReplayBuffer"
+            out["replay_buffer_config"] = {"type": kind, **(replay if isinstance(replay, dict) else {})}
         return out
 
     @classmethod

@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.core.contracts.config import AlgorithmConfig, import_object, is_import_path
+from corral.core.environments.atari import atari_wanted, is_ale_id, make_atari, register_ale
 from corral.core.environments.old_gym import ENV_METHODS, OldGymEnv, uses_old_api
 from corral.core.environments.spaces import ObservationCheck
 from corral.core.persistence import state_codec
@@ -103,7 +104,9 @@ def resolve_creator(env: Any) -> tuple[str | None, Callable[[EnvContext], gym.En
     if isinstance(env, str):
         if env in _ENV_CREATORS:
             return None, _ENV_CREATORS[env]
-        if ":" not in env and env in gym.registry:
+        if env.startswith("ALE/") and env not in gym.registry:
+            register_ale()  # gymnasium 1.x knows ale-py's games only once they are registered
+        if ":" not in env and (env in gym.registry or is_ale_id(env)):
             return env, None
         if ":" in env:
             try:
@@ -203,8 +206,14 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
     """
     env_id, creator = resolve_creator(config.env)
     context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
+    atari = atari_wanted(config)
+    if atari and (env_id is None or not is_ale_id(env_id)):
+        raise ConfigError(f"is_atari=True wraps ale-py games, given by their gymnasium id; {env_name(config.env)!r} is none")
     try:
-        if env_id is not None:
+        if atari:
+            game = cast(str, env_id)
+            creator = lambda ctx: make_atari(game, config.env_config)  # noqa: E731 - one sub-environment
+        elif env_id is not None:
             spec = gym.spec(env_id)
             if config.vectorize_mode == "native" and spec.vector_entry_point is None:
                 raise EnvError(f"{env_id} has no native vectorised implementation; use vectorize_mode='sync' or 'auto'")
@@ -214,6 +223,8 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
                 and not config.restart_failed_sub_environments
                 and config.observation_space is None
                 and config.action_space is None
+                and config.horizon is None
+                and not is_ale_id(env_id)  # ale-py's vector env preprocesses by itself, channels first
             ):
                 return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **config.env_config)
             creator = lambda ctx: gym.make(env_id, **config.env_config)  # noqa: E731 - one sub-environment
@@ -226,7 +237,7 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
         def guarded(i: int) -> SubEnvironmentGuard:
             def make() -> gym.Env:  # called again to remake the sub-environment on restart
                 env = made.pop() if i == 0 and made else creator(context.copy_with(vector_index=i))
-                return _with_spaces(_checked(env, config), config)
+                return _adapted(_checked(env, config), config)
 
             return SubEnvironmentGuard(
                 make, i, worker_index, config.restart_failed_sub_environments, check_observations=not config.disable_env_checking
@@ -439,8 +450,10 @@ def check_vector_step(
         )
 
 
-def _with_spaces(env: gym.Env, config: AlgorithmConfig) -> gym.Env:
-    """``env`` with the config's ``observation_space``/``action_space`` in place of its own, where they are set."""
+def _adapted(env: gym.Env, config: AlgorithmConfig) -> gym.Env:
+    """``env`` cut at the config's ``horizon``, with its ``observation_space``/``action_space``, where they are set."""
+    if config.horizon is not None:
+        env = gym.wrappers.TimeLimit(env, max_episode_steps=config.horizon)
     if config.observation_space is None and config.action_space is None:
         return env
     wrapped: gym.Wrapper = gym.Wrapper(env)  # the user's env object keeps its own attributes

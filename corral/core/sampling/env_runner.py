@@ -25,6 +25,7 @@ import numpy as np
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.policy import Policy
+from corral.core.environments.atari import atari_wanted
 from corral.core.environments.env_state import get_env_state, set_env_state
 from corral.core.environments.envs import EnvContext, check_vector_step, env_name, is_guarded, make_vector_env
 from corral.core.environments.spaces import ObservationCheck, ObservationPreprocessor
@@ -132,7 +133,8 @@ class BaseEnvRunner:
         self.policies = policies
         self.callbacks = callbacks or CallbackRunner([])
         self.num_envs = num_envs or config.num_envs_per_env_runner
-        self._clip_rewards = reward_clipper(config.clip_rewards)
+        atari = config.clip_rewards is None and atari_wanted(config)  # RLlib's default for Atari: the reward's sign
+        self._clip_rewards = reward_clipper(True if atari else config.clip_rewards)
         """what learning sees of a reward (``clip_rewards``); None: the reward as it is"""
         self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
         self._completed: list[EpisodeSummary] = []

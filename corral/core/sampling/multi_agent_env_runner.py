@@ -132,6 +132,8 @@ class MultiAgentEnvRunner(BaseEnvRunner):
                 "environment(observation_space=..., action_space=...) is for single-agent envs; give each policy of a "
                 "multi-agent env its spaces in its PolicySpec (multi_agent(policies={...}))"
             )
+        if config.horizon is not None:
+            raise ConfigError("horizon cuts single-agent envs; end a multi-agent env's episodes in the env itself")
         context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
         make = multi_agent_env_maker(config, worker_index)
         self.envs = [

@@ -1,0 +1,33 @@
+"""RLlib's own tuned-example files, as published, run by ``corral train -f`` unchanged and reach their stop reward.
+
+The files in ``tests/data/rllib_tuned`` carry the keys and values of a version
+of RLlib's ``rllib/tuned_examples`` (``framework: tf``, Ray 1.x names such as
+``Q_model``, ``horizon``, ``timesteps_per_iteration``, ``num_sgd_iter``);
+each experiment must stop because its reward was reached, within its own
+timestep budget. The runs are seeded with ``--seed 0`` where the file sets none.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+FILES = sorted((Path(__file__).parent.parent / "data" / "rllib_tuned").glob("*.yaml"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
+def test_an_rllib_tuned_example_runs_unchanged_and_reaches_its_stop_reward(run_cli: Any, tmp_path: Path, path: Path):
+    ((name, experiment),) = yaml.safe_load(path.read_text()).items()
+    stop = experiment["stop"]
+    seed = [] if "seed" in experiment["config"] else ["--seed", "0"]
+    proc = run_cli("train", "-f", str(path), "--storage-path", str(tmp_path), *seed, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (result_file,) = tmp_path.glob("*/result.json")
+    last = json.loads(result_file.read_text().splitlines()[-1])
+    assert last["episode_reward_mean"] >= stop["episode_reward_mean"], f"{name}: {last['episode_reward_mean']}"
+    assert last["timesteps_total"] <= stop["timesteps_total"] + last["num_env_steps_sampled_this_iter"]
