@@ -74,6 +74,13 @@ def _parser() -> argparse.ArgumentParser:
         "--framework", choices=("torch", "tf", "tf2", "tfe"), help="RLlib's flag: corral runs on torch ('tf*' with a warning)"
     )
     framework.add_argument("--torch", dest="framework", action="store_const", const="torch", help="RLlib's flag: torch")
+    train.add_argument(
+        "--trace",
+        dest="eager_tracing",
+        action="store_const",
+        const=True,
+        help="RLlib's flag for TensorFlow's eager tracing: accepted and ignored, with a warning (corral runs on torch)",
+    )
     train.add_argument("-v", "--verbose", action="count", default=0, help="-v: a line per iteration; -vv: full results")
     train.add_argument("--help-config", action="store_true", help="list the algorithm's config options and exit")
     train.set_defaults(handler=_train)
@@ -89,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     duration.add_argument("--steps", type=int, default=None, help="env steps to run")
     evaluate.add_argument("--render", action="store_true", help="render the environment (gymnasium render_mode='human')")
     evaluate.add_argument("--explore", action="store_true", help="sample actions instead of taking the greedy one")
+    evaluate.add_argument(
+        "--out", help="write the episodes into this folder as offline data (the output option's files), for input_= to read"
+    )
     evaluate.add_argument(
         "--trust-code",
         action="store_true",
@@ -232,6 +242,7 @@ def _override_from_flags(exp: dict[str, Any], args: argparse.Namespace) -> None:
         ("storage_path", "storage_path"),
         ("seed", "seed"),
         ("framework", "framework"),
+        ("eager_tracing", "eager_tracing"),
     ):
         value = getattr(args, flag)
         if value is not None:
@@ -370,6 +381,10 @@ def _help_config(algo: str) -> int:
 # ---------------------------------------------------------------------- #
 # evaluate
 # ---------------------------------------------------------------------- #
+RECORD_CHUNK = 200
+"""env steps per sample call while ``evaluate --out`` records (each call's steps are written together)"""
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from corral.core.persistence.checkpoints import read_meta
 
@@ -403,15 +418,39 @@ def _evaluate(args: argparse.Namespace) -> int:
         "num_envs_per_env_runner": 1,
         "log_to_tensorboard": False,
     }
+    if args.out:  # the sampler writes what it steps; it acts as evaluation would
+        overrides.update(eval_overrides, output=args.out, num_env_runners=0)
     algo = Algorithm.from_checkpoint(args.checkpoint, env=args.env, config_overrides=overrides, trust_code=args.trust_code)
-    metrics = algo.evaluate()
-    algo.stop()
+    try:
+        metrics = _record(algo, duration, unit) if args.out else algo.evaluate()
+    finally:
+        algo.stop()  # closes the output files, each complete
     print(
         f"{metrics['episodes_this_iter']} episodes: reward mean {metrics['episode_reward_mean']:.2f} "
         f"(min {metrics['episode_reward_min']:.2f}, max {metrics['episode_reward_max']:.2f}), "
         f"length mean {metrics['episode_len_mean']:.1f}"
     )
+    if args.out:
+        print(f"Wrote them to {args.out} (offline data: offline_data(input_={args.out!r}) reads it)")
     return 0
+
+
+def _record(algo: Any, duration: int, unit: str) -> dict[str, Any]:
+    """Step the checkpoint's policy until ``duration`` episodes end (or timesteps pass), writing every step.
+
+    The last episode, if it is still running then, is written as far as it got.
+    """
+    from corral.core.sampling.metrics import summarize_episodes
+
+    runner = algo.env_runner_group.local_env_runner
+    episodes: list[Any] = []
+    steps = 0
+    while len(episodes) < duration if unit == "episodes" else steps < duration:
+        chunk = RECORD_CHUNK if unit == "episodes" else min(RECORD_CHUNK, duration - steps)
+        steps += runner.sample(num_steps=chunk).env_steps
+        episodes += runner.get_metrics()
+    finished = episodes[:duration] if unit == "episodes" else episodes
+    return {**summarize_episodes(finished), "episodes_this_iter": len(finished)}
 
 
 # ---------------------------------------------------------------------- #

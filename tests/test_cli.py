@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import corral
@@ -114,6 +115,21 @@ def test_evaluate_a_checkpoint(trained_run, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"^2 episodes: reward mean [\d.]+", proc.stdout, re.MULTILINE), proc.stdout
     assert not list(tmp_path.glob("PPO_*"))  # evaluating writes no experiment folder
+
+
+def test_evaluate_out_writes_the_episodes_as_offline_data_that_input_reads(trained_run, tmp_path: Path, make_algo) -> None:
+    import corral
+
+    _, _, checkpoint = trained_run
+    out = tmp_path / "episodes"
+    proc = cli("evaluate", str(checkpoint), "--episodes", "3", "--out", str(out), results=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^3 episodes: reward mean [\d.]+", proc.stdout, re.MULTILINE), proc.stdout
+    assert f"Wrote them to {out}" in proc.stdout and list(out.glob("*.parquet"))
+    reader = make_algo(corral.get_config("BC").environment("CartPole-v1").offline_data(input_=str(out)))
+    rows = reader.sample().policy_batches["default_policy"]
+    assert rows["terminateds"].sum() + rows["truncateds"].sum() >= 3  # the three episodes' ends are in the data
+    assert set(np.unique(rows["actions"])) <= {0, 1}
 
 
 def test_rollout_is_an_alias_of_evaluate_and_steps_work(trained_run, tmp_path: Path) -> None:

@@ -58,12 +58,13 @@ def test_the_config_reads_as_a_mapping() -> None:
 
 def test_the_cli_takes_rllib_s_framework_flags(run_cli: Any) -> None:
     stop = '{"training_iteration": 1}'
-    for flags in (["--framework", "torch"], ["--torch"], ["--framework", "tf2"]):
+    for flags in (["--framework", "torch"], ["--torch"], ["--framework", "tf2", "--trace"]):
         config = '{"train_batch_size": 64, "minibatch_size": 64, "num_envs_per_env_runner": 2}'
         proc = run_cli("train", "--algo", "PPO", "--env", "CartPole-v1", "--stop", stop, "--config", config, *flags)
         assert proc.returncode == 0, proc.stderr
         if "tf2" in flags:
             assert "runs this config on torch" in proc.stderr
+            assert "eager_tracing is a TensorFlow option; corral runs on torch and ignores it" in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -252,3 +252,29 @@ def test_an_atari_game_without_the_atari_extra_names_it(make_algo, hide_package)
     hide_package("cv2")
     with pytest.raises(EnvError, match=r"OpenCV: pip install 'corral\[atari\]'"):
         make_algo(corral.get_config("PPO").environment("ALE/Breakout-v5"))
+
+
+class DoublePrecisionEnv(gym.Env):
+    """Declares float32 observations and returns float64 ones: gymnasium's checker warns about it."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        return np.zeros(2, np.float64), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        return np.zeros(2, np.float64), 1.0, True, False, {}
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_gymnasium_s_env_checker_looks_at_each_env_unless_disable_env_checking(make_algo, disabled) -> None:
+    import warnings
+
+    config = corral.get_config("PPO").environment(DoublePrecisionEnv, disable_env_checking=disabled)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make_algo(config.training(train_batch_size=64, minibatch_size=32, num_epochs=1)).train()
+    messages = [str(warning.message) for warning in caught]
+    assert any("expecting numpy array dtype to be float32, actual type: float64" in m for m in messages) != disabled

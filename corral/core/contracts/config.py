@@ -391,7 +391,8 @@ class AlgorithmConfig(BaseModel):
     """wrap an env written to the old gym API (the gym package's, or reset() without a seed and a four-value step)
     to gymnasium's; False refuses it"""
     disable_env_checking: bool = option(False, "environment")
-    """skip checking each observation against the env's observation space (NaN and inf rewards are refused regardless)"""
+    """skip gymnasium's env checker (the spaces, and the form of the first reset and step) and the check of each
+    observation against the env's observation space (NaN and inf rewards are refused regardless)"""
 
     # --- env runners -------------------------------------------------------
     num_env_runners: int = option(0, "env_runners", ge=0, le=65_536)
@@ -1004,6 +1005,8 @@ class AlgorithmConfig(BaseModel):
             raise ConfigError(
                 f"{type(self).__name__} belongs to no algorithm; build from an algorithm's config, e.g. corral.get_config('PPO')"
             )
+        if logger_creator is None:  # a plugin's own __init__ may not take it
+            return algo_class(config=config)
         return algo_class(config=config, logger_creator=logger_creator)
 
     # ------------------------------------------------------------------ #

@@ -46,14 +46,16 @@ def register_ale() -> None:
 def is_ale_id(env: Any) -> bool:
     """Whether ``env`` names an ale-py game: ``ALE/<Game>-v5`` or one of the older ``<Game>[NoFrameskip]-v0/v4`` ids.
 
-    An id gymnasium does not know yet registers ale-py's games first, where ale-py is installed.
+    An id gymnasium does not know yet registers ale-py's games first (an ``ALE/`` id without
+    ale-py installed is an :class:`EnvError` naming the extra).
     """
     if not isinstance(env, str) or ":" in env:
         return False
-    if env.startswith("ALE/"):
-        return True
-    if env not in gym.registry and ATARI_ID.fullmatch(env) and importlib.util.find_spec("ale_py") is not None:
-        register_ale()
+    if env not in gym.registry:
+        if env.startswith("ALE/"):
+            register_ale()  # without ale-py: an error naming the extra
+        elif ATARI_ID.fullmatch(env) and importlib.util.find_spec("ale_py") is not None:
+            register_ale()
     return env in gym.registry and str(gym.registry[env].entry_point).startswith("ale_py")
 
 
@@ -62,13 +64,14 @@ def atari_wanted(config: Any) -> bool:
     return bool(config.is_atari) if config.is_atari is not None else is_ale_id(config.env)
 
 
-def make_atari(env_id: str, env_config: dict[str, Any]) -> gym.Env:
+def make_atari(env_id: str, env_config: dict[str, Any], check: bool = True) -> gym.Env:
     """One Atari sub-environment with DeepMind's preprocessing, channels-last.
 
     Args:
         env_id: the game's gymnasium id.
         env_config: keyword arguments for ``gym.make`` (``frameskip`` is 1 unless given:
             the preprocessing repeats actions itself).
+        check: wrap the game in gymnasium's env checker, as ``gym.make`` does by default.
 
     Returns:
         The wrapped env: observations (84, 84, 4) uint8.
@@ -76,7 +79,7 @@ def make_atari(env_id: str, env_config: dict[str, Any]) -> gym.Env:
     Raises:
         EnvError: OpenCV, which the preprocessing resizes with, is not installed.
     """
-    env = gym.make(env_id, **{"frameskip": 1, **env_config})
+    env = gym.make(env_id, disable_env_checker=not check, **{"frameskip": 1, **env_config})
     try:
         env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=SCREEN_SIZE, grayscale_obs=True)
     except gym.error.DependencyNotInstalled:

@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.core.contracts.config import AlgorithmConfig, import_object, is_import_path
-from corral.core.environments.atari import atari_wanted, is_ale_id, make_atari, register_ale
+from corral.core.environments.atari import atari_wanted, is_ale_id, make_atari
 from corral.core.environments.old_gym import ENV_METHODS, OldGymEnv, uses_old_api
 from corral.core.environments.spaces import ObservationCheck
 from corral.core.persistence import state_codec
@@ -104,9 +104,7 @@ def resolve_creator(env: Any) -> tuple[str | None, Callable[[EnvContext], gym.En
     if isinstance(env, str):
         if env in _ENV_CREATORS:
             return None, _ENV_CREATORS[env]
-        if env.startswith("ALE/") and env not in gym.registry:
-            register_ale()  # gymnasium 1.x knows ale-py's games only once they are registered
-        if ":" not in env and (env in gym.registry or is_ale_id(env)):
+        if ":" not in env and (env in gym.registry or is_ale_id(env)):  # gymnasium 1.x knows ale-py's once registered
             return env, None
         if ":" in env:
             try:
@@ -212,7 +210,7 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
     try:
         if atari:
             game = cast(str, env_id)
-            creator = lambda ctx: make_atari(game, config.env_config)  # noqa: E731 - one sub-environment
+            creator = lambda ctx: make_atari(game, config.env_config, check=not config.disable_env_checking)  # noqa: E731
         elif env_id is not None:
             spec = gym.spec(env_id)
             if config.vectorize_mode == "native" and spec.vector_entry_point is None:
@@ -227,7 +225,8 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
                 and not is_ale_id(env_id)  # ale-py's vector env preprocesses by itself, channels first
             ):
                 return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **config.env_config)
-            creator = lambda ctx: gym.make(env_id, **config.env_config)  # noqa: E731 - one sub-environment
+            checker_off = config.disable_env_checking  # gym.make wraps every env in gymnasium's checker by default
+            creator = lambda ctx: gym.make(env_id, disable_env_checker=checker_off, **config.env_config)  # noqa: E731
         elif config.vectorize_mode == "native":
             raise EnvError("vectorize_mode='native' needs a gymnasium id with a vector entry point")
         assert creator is not None
@@ -451,17 +450,33 @@ def check_vector_step(
 
 
 def _adapted(env: gym.Env, config: AlgorithmConfig) -> gym.Env:
-    """``env`` cut at the config's ``horizon``, with its ``observation_space``/``action_space``, where they are set."""
+    """``env`` with the config's ``observation_space``/``action_space``, cut at ``horizon``, behind gymnasium's checker.
+
+    The checker (unless ``disable_env_checking``, and unless ``gym.make`` already
+    put one in) checks the spaces now and the first reset and step: a result of
+    the wrong form is an error there, a doubtful one a warning.
+    """
+    if config.observation_space is not None or config.action_space is not None:
+        wrapped: gym.Wrapper = gym.Wrapper(env)  # the user's env object keeps its own attributes
+        if config.observation_space is not None:
+            wrapped.observation_space = config.observation_space
+        if config.action_space is not None:
+            wrapped.action_space = config.action_space
+        env = wrapped
     if config.horizon is not None:
         env = gym.wrappers.TimeLimit(env, max_episode_steps=config.horizon)
-    if config.observation_space is None and config.action_space is None:
-        return env
-    wrapped: gym.Wrapper = gym.Wrapper(env)  # the user's env object keeps its own attributes
-    if config.observation_space is not None:
-        wrapped.observation_space = config.observation_space
-    if config.action_space is not None:
-        wrapped.action_space = config.action_space
-    return wrapped
+    if not config.disable_env_checking and not _has_checker(env):
+        env = gym.wrappers.PassiveEnvChecker(env)
+    return env
+
+
+def _has_checker(env: gym.Env) -> bool:
+    """Whether one of ``env``'s wrappers is gymnasium's env checker."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.PassiveEnvChecker):
+            return True
+        env = env.env
+    return False
 
 
 def _checked(env: Any, config: AlgorithmConfig) -> gym.Env:
