@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy as _copy
 import importlib
+import inspect
 import logging
 import os
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
@@ -1021,6 +1022,7 @@ class AlgorithmConfig(BaseModel):
     @classmethod
     def _canonical_keys(cls, values: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        buffer_type: str | None = None
         for key, value in values.items():
             if key == "framework":
                 _check_framework(value)
@@ -1037,6 +1039,7 @@ class AlgorithmConfig(BaseModel):
             if key == "prioritized_replay" and "replay_buffer_config" in cls.model_fields:  # Ray 1.x's buffer switch
                 if not isinstance(value, bool):
                     raise ConfigError(f"prioritized_replay takes True or False, not {value!r}")
+                buffer_type = "PrioritizedReplayBuffer" if value else "ReplayBuffer"
                 continue
             if key == "optimization" and isinstance(value, dict):
                 for inner, inner_value in value.items():
@@ -1056,11 +1059,9 @@ class AlgorithmConfig(BaseModel):
                     out[name] = first[1]
                 continue
             out[name] = value
-        prioritized = values.get("prioritized_replay")
-        if isinstance(prioritized, bool) and "replay_buffer_config" in cls.model_fields:
+        if buffer_type is not None:  # a replay_buffer_config's own type wins
             replay = out.get("replay_buffer_config")
-            kind = "PrioritizedReplayBuffer" if prioritized else "ReplayBuffer"
-            out["replay_buffer_config"] = {"type": kind, **(replay if isinstance(replay, dict) else {})}
+            out["replay_buffer_config"] = {"type": buffer_type, **(replay if isinstance(replay, dict) else {})}
         return out
 
     @classmethod
@@ -1164,16 +1165,17 @@ class AlgorithmConfig(BaseModel):
         logdir = value.get("logdir")
         if logdir is not None and not isinstance(logdir, (str, os.PathLike)):
             raise ValueError(f"logger_config logdir must be a folder's path, not {type(logdir).__name__}")
+        value = {**value, **({"logdir": os.fspath(logdir)} if logdir is not None else {})}
         kind = value.get("type")
         if kind is None or kind in NOOP_LOGGERS:
-            return {**value, **({"logdir": os.fspath(logdir)} if logdir is not None else {})}
+            return value
         logger_class = import_object(kind) if isinstance(kind, str) else kind
         if not (isinstance(logger_class, type) and callable(getattr(logger_class, "on_result", None))):
             raise ValueError(
                 f"logger_config type {kind!r} is not a result logger: a class with on_result(result), made as "
                 "type(config, logdir) (Ray Tune's Logger), or 'NoopLogger'"
             )
-        return {**value, "type": logger_class, **({"logdir": os.fspath(logdir)} if logdir is not None else {})}
+        return {**value, "type": logger_class}
 
     @field_validator("optimizer", mode="before")
     @classmethod
@@ -1187,8 +1189,6 @@ class AlgorithmConfig(BaseModel):
             raise ValueError(f"optimizer type {value.get('type')!r} is not one of {', '.join(OPTIMIZERS)}")
         if "lr" in value:
             raise ValueError("the optimizer's learning rate is the lr option (training(lr=...)), not a key of optimizer")
-        import inspect
-
         import torch.optim  # the optimizer's own arguments are the check
 
         accepted = set(inspect.signature(getattr(torch.optim, OPTIMIZERS[kind])).parameters) - {"params", "lr"}

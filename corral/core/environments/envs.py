@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.core.contracts.config import AlgorithmConfig, import_object, is_import_path
-from corral.core.environments.atari import atari_wanted, is_ale_id, make_atari
+from corral.core.environments.atari import is_ale_id, make_atari
 from corral.core.environments.old_gym import ENV_METHODS, OldGymEnv, uses_old_api
 from corral.core.environments.spaces import ObservationCheck
 from corral.core.persistence import state_codec
@@ -204,8 +204,9 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
     """
     env_id, creator = resolve_creator(config.env)
     context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
-    atari = atari_wanted(config)
-    if atari and (env_id is None or not is_ale_id(env_id)):
+    ale = env_id is not None and is_ale_id(env_id)
+    atari = ale if config.is_atari is None else config.is_atari  # atari_wanted(config), the id resolved once
+    if atari and not ale:
         raise ConfigError(f"is_atari=True wraps ale-py games, given by their gymnasium id; {env_name(config.env)!r} is none")
     try:
         if atari:
@@ -222,7 +223,7 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
                 and config.observation_space is None
                 and config.action_space is None
                 and config.horizon is None
-                and not is_ale_id(env_id)  # ale-py's vector env preprocesses by itself, channels first
+                and not ale  # ale-py's vector env preprocesses by itself, channels first
             ):
                 return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **config.env_config)
             checker_off = config.disable_env_checking  # gym.make wraps every env in gymnasium's checker by default
