@@ -107,18 +107,22 @@ TOY_ENVS: dict[type[gym.Space], str] = {
 """The toy environment for each action-space type, as ``module:Class`` env specs."""
 
 
-def _multi_agent_cartpole() -> type:
+def _multi_agent(env: Any, name: str) -> type:
     from corral.core.environments.multi_agent_env import make_multi_agent
 
-    cls = make_multi_agent("CartPole-v1")
+    cls = make_multi_agent(env)
     # named where it lives, so configs, YAML files and checkpoints can name it by its import path
-    cls.__module__, cls.__qualname__, cls.__name__ = __name__, "MultiAgentCartPole", "MultiAgentCartPole"
+    cls.__module__, cls.__qualname__, cls.__name__ = __name__, name, name
     return cls
 
 
-MultiAgentCartPole = _multi_agent_cartpole()
+MultiAgentCartPole = _multi_agent("CartPole-v1", "MultiAgentCartPole")
 """``make_multi_agent("CartPole-v1")`` by an import path: agents 0..num_agents-1 (``env_config["num_agents"]``,
 default 1) each balance their own pole. The multi-agent tuned examples and benchmarks use it."""
+
+MultiAgentCountingEnv = _multi_agent(CountingEnv, "MultiAgentCountingEnv")
+"""``make_multi_agent(CountingEnv)`` by an import path: each agent's episode has its own length, and it leaves when
+that ends (for checking that multi-agent ``batch_mode="complete_episodes"`` keeps every agent's episode whole)."""
 
 
 def _turn_based_toy_env() -> type:

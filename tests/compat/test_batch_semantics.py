@@ -18,7 +18,6 @@ import corral
 from corral import Callbacks
 from corral.core.learning.off_policy import OffPolicyAlgorithm
 from corral.core.sampling.sample_batch import SampleBatch
-from corral.errors import ConfigError
 
 BATCH, ENVS, FRAGMENT = 50, 3, 7
 """odd sizes: 3 sub-environments of 7 steps never add up to the batch of 50"""
@@ -111,9 +110,10 @@ def test_reset_rows_are_not_counted(make_algo) -> None:
 
 
 def whole_episodes(batch: SampleBatch) -> bool:
-    """Whether the batch from CountingEnv holds as many first steps as last ones."""
-    firsts = int(np.sum(batch[SampleBatch.OBS][..., 0] == 0.0))
-    return firsts == int(np.sum(batch[SampleBatch.TERMINATEDS]))
+    """Whether the batch from CountingEnv holds as many first steps as last ones (of its valid rows)."""
+    valid = batch[SampleBatch.VALID] if SampleBatch.VALID in batch else np.ones(batch.count, dtype=bool)
+    firsts = int(np.sum((batch[SampleBatch.OBS][..., 0] == 0.0) & valid))
+    return firsts == int(np.sum(batch[SampleBatch.TERMINATEDS] & valid))
 
 
 @pytest.mark.parametrize("name", ["PPO", "A2C", "DQN"])
@@ -133,7 +133,26 @@ def test_truncated_fragments_cut_episodes_so_the_check_above_can_fail(make_algo)
     assert not all(whole_episodes(algo.sample().policy_batches["default_policy"]) for _ in range(10))
 
 
-def test_complete_episodes_on_a_multi_agent_env_is_refused_before_training(make_algo) -> None:
-    config = small_config("PPO", env="corral.testing.envs:MultiAgentCartPole", batch_mode="complete_episodes")
-    with pytest.raises(ConfigError, match=r"complete_episodes.*multi-agent.*truncate_episodes"):
-        make_algo(config)
+MULTI_AGENT_COUNTING = {"env": "corral.testing.envs:MultiAgentCountingEnv", "env_config": {"num_agents": 2}}
+"""two agents whose episodes end at different steps, each leaving when its own ends"""
+
+
+@pytest.mark.parametrize("name", ["PPO", "DQN"])
+@pytest.mark.parametrize("count_steps_by", ["env_steps", "agent_steps"])
+def test_complete_episodes_keep_every_agents_episode_whole(name, count_steps_by, make_algo) -> None:
+    one_step = {"n_step": 1} if name == "DQN" else {}
+    config = small_config(name, batch_mode="complete_episodes", count_steps_by=count_steps_by, **MULTI_AGENT_COUNTING, **one_step)
+    algo = make_algo(config)
+    samples = [algo.sample() for _ in range(10)]
+    assert all(whole_episodes(s.policy_batches["default_policy"]) for s in samples)
+    for _ in range(3):
+        algo.train()
+    if name == "PPO":
+        assert BatchRecorder.batches and all(whole_episodes(batch) for batch in BatchRecorder.batches)
+        counted = "num_agent_steps_trained" if count_steps_by == "agent_steps" else "num_env_steps_trained"
+        assert algo.counters[counted] >= 3 * BATCH
+
+
+def test_multi_agent_truncated_fragments_cut_episodes_so_the_check_above_can_fail(make_algo) -> None:
+    algo = make_algo(small_config("PPO", **MULTI_AGENT_COUNTING))
+    assert not all(whole_episodes(algo.sample().policy_batches["default_policy"]) for _ in range(10))

@@ -77,6 +77,20 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
             "num_epochs": 2,
         },
     ),
+    # whole episodes of agents that leave at different steps: each sub-environment's skipping carries over
+    "PPO-multi-agent-complete-episodes": (
+        "PPO",
+        {
+            "env": "corral.testing.envs:MultiAgentCountingEnv",
+            "env_config": {"num_agents": 2},
+            "batch_mode": "complete_episodes",
+            "num_envs_per_env_runner": 3,
+            "rollout_fragment_length": 7,
+            "train_batch_size": 60,
+            "minibatch_size": 30,
+            "num_epochs": 2,
+        },
+    ),
     # turn-based, masked, one policy per player: rows stay open across sample calls and the checkpoint
     "PPO-multi-agent": (
         "PPO",

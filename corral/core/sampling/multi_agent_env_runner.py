@@ -122,11 +122,6 @@ class MultiAgentEnvRunner(BaseEnvRunner):
 
     def _make_envs(self, first_env: Any) -> None:
         config, worker_index = self.config, self.worker_index
-        if config.batch_mode == "complete_episodes":
-            raise ConfigError(
-                "batch_mode='complete_episodes' is not available for multi-agent envs yet; "
-                "use batch_mode='truncate_episodes' (the default), which bootstraps the episodes a fragment cuts"
-            )
         if config.observation_space is not None or config.action_space is not None:
             raise ConfigError(
                 "environment(observation_space=..., action_space=...) is for single-agent envs; give each policy of a "
@@ -150,6 +145,8 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             self.callbacks.environment_created(self, env, context.copy_with(vector_index=i))
         self._obs: list[dict[Hashable, Any]] | None = None
         self._reset_pending = np.zeros(self.num_envs, dtype=bool)
+        self._discarding = np.zeros(self.num_envs, dtype=bool)
+        """with batch_mode='complete_episodes': sub-environments whose episode began outside a fragment (not trained on)"""
         self._episodes: list[MultiAgentEpisode] = []
         self._forget_open_rows()
 
@@ -284,14 +281,18 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         if self._obs is None:
             self._reset_all()
         agent_target = steps * self.num_envs if self.config.count_steps_by == "agent_steps" else None
-        env_steps = agent_steps = 0
-        for _ in range(steps):
-            stepped, acted = self._step(explore, record=True)
-            env_steps, agent_steps = env_steps + stepped, agent_steps + acted
-            if agent_target is not None and agent_steps >= agent_target:
-                break
+        if self.config.batch_mode == "complete_episodes":
+            env_steps, agent_steps, horizon = self._sample_complete_episodes(explore, steps, agent_target)
+        else:
+            env_steps = agent_steps = 0
+            for _ in range(steps):
+                stepped, acted = self._step(explore, record=True)
+                env_steps, agent_steps = env_steps + stepped, agent_steps + acted
+                if agent_target is not None and agent_steps >= agent_target:
+                    break
+            horizon = steps
         batches = {}
-        parts = self._collector.build(self.policies, steps)
+        parts = self._collector.build(self.policies, horizon)
         self._write_output({pid: (part.fragment, part.bootstrap_obs) for pid, part in parts.items()})
         for policy_id, part in parts.items():
             policy = self.policies[policy_id]
@@ -308,6 +309,37 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         samples = MultiAgentBatch(batches, env_steps, agent_steps)
         self.callbacks.sample_end(self, samples)
         return samples
+
+    def _sample_complete_episodes(self, explore: bool, steps: int, agent_target: int | None) -> tuple[int, int, int]:
+        """Step at least ``steps`` times (or until ``agent_target`` agent steps), then until every recorded episode ended.
+
+        The multi-agent form of :meth:`EnvRunner._sample_complete_episodes`: once
+        the fragment is long enough, a sub-environment not inside an episode it
+        records is closed (its rows are left out), and an episode cut that way is
+        left out of the next call too. Every recorded episode ends in the call, so
+        no agent's row stays open into the next.
+
+        Returns:
+            The env steps and agent steps recorded, and the number of steps taken.
+        """
+        trained = np.zeros(self.num_envs, dtype=bool)  # rows of the running episode are in the fragment
+        closed = np.zeros(self.num_envs, dtype=bool)
+        env_steps = agent_steps = t = 0
+        while True:
+            include = ~(self._discarding | closed)
+            stepping = ~self._reset_pending  # a sub-environment whose episode ended is reset on this step, recording nothing
+            stepped, acted = self._step(explore, record=True, include=include)
+            env_steps, agent_steps, t = env_steps + stepped, agent_steps + acted, t + 1
+            ended = self._reset_pending & stepping
+            trained = (trained | (stepping & include)) & ~ended
+            self._discarding &= ~ended
+            if t >= steps or (agent_target is not None and agent_steps >= agent_target):
+                closed |= ~trained
+                if not trained.any():
+                    break
+        # an episode that began here but was cut: its next rows are not trained on
+        self._discarding = np.array([episode.length > 0 for episode in self._episodes]) & ~self._reset_pending
+        return env_steps, agent_steps, t
 
     def run_episodes(
         self, num_episodes: int | None = None, num_steps: int | None = None, explore: bool = False
@@ -335,8 +367,18 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         self._obs = None  # the next sample call starts afresh
         return episodes
 
-    def _step(self, explore: bool, record: bool) -> tuple[int, int]:
-        """One step of every sub-environment (a reset for those whose episode ended). Returns (env steps, agent steps)."""
+    def _step(self, explore: bool, record: bool, include: np.ndarray | None = None) -> tuple[int, int]:
+        """One step of every sub-environment (a reset for those whose episode ended).
+
+        Args:
+            explore: act with exploration.
+            record: keep rows for training.
+            include: with ``record``, the sub-environments whose rows are kept
+                (``batch_mode="complete_episodes"``); the others act unrecorded. Default all.
+
+        Returns:
+            The env steps and agent steps taken in the sub-environments recorded (all of them when not recording).
+        """
         assert self._obs is not None
         acting: dict[str, list[tuple[int, Hashable, Any]]] = {}
         stepping = []
@@ -354,21 +396,25 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             raw = [obs for _, _, obs in items]
             obs = policy.preprocess(stack_observations(raw), update_filter=record)
             actions, extras = policy.compute_actions(obs, explore=explore)
-            if record and self.output is not None:
-                extras = {**extras, **self._output_context(items)}
             env_actions = policy.action_adapter(actions)
             # Discrete actions as Python ints, which every env accepts
             as_list = env_actions.tolist() if isinstance(policy.action_space, gym.spaces.Discrete) else list(env_actions)
             for (i, agent, _), action in zip(items, as_list, strict=True):
                 action_dicts[i][agent] = action
                 self._open[i][agent] = None
-            if record:
+            if record and include is not None and not include[[i for i, _, _ in items]].all():
+                kept = [j for j, (i, _, _) in enumerate(items) if include[i]]
+                items, raw, obs, actions = [items[j] for j in kept], [raw[j] for j in kept], obs[kept], actions[kept]
+                extras = {key: value[kept] for key, value in extras.items()}
+            if record and items:
+                if self.output is not None:
+                    extras = {**extras, **self._output_context(items)}
                 self._collector.act(policy_id, [(i, agent) for i, agent, _ in items], raw, obs, actions, extras)
                 policy.global_timestep += len(items)
             agent_steps += len(items)
         for i in stepping:
-            self._step_env(i, action_dicts[i], record)
-        return len(stepping), agent_steps
+            self._step_env(i, action_dicts[i], record and (include is None or bool(include[i])))
+        return sum(1 for i in stepping if include is None or include[i]), agent_steps
 
     def _output_context(self, items: list[tuple[int, Hashable, Any]]) -> dict[str, np.ndarray]:
         """The ``eps_id``, ``agent_index`` and ``t`` (its step in the episode) of each acting agent.
@@ -446,6 +492,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
     def _reset_all(self) -> None:
         self._obs = [{} for _ in range(self.num_envs)]
         self._episodes = [MultiAgentEpisode(i, self, episode_id=-1) for i in range(self.num_envs)]  # replaced by _reset
+        self._discarding[:] = False
         for i in range(self.num_envs):
             self._reset(i)
 
@@ -510,6 +557,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             return None
         return {
             "reset_pending": False,
+            "discarding": bool(self._discarding[i]),
             "record": record,
             "obs": state_codec.encode([[agent, obs] for agent, obs in self._obs[i].items()]),
             "open": list(self._open[i]),
@@ -550,6 +598,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         self._episodes = [MultiAgentEpisode(i, self, episode_id=-1) for i in range(self.num_envs)]
         for i, saved in enumerate(episodes):
             self._reset_pending[i] = bool(saved.get("reset_pending"))
+            self._discarding[i] = bool(saved.get("discarding"))
             if not self._reset_pending[i]:
                 self._restore_episode(i, saved)
         self._collector.set_state(state.get("open_rows"), self.policies)
