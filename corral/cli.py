@@ -94,7 +94,12 @@ def _parser() -> argparse.ArgumentParser:
     duration = evaluate.add_mutually_exclusive_group()
     duration.add_argument("--episodes", type=int, default=None, help="episodes to run (default 10)")
     duration.add_argument("--steps", type=int, default=None, help="env steps to run")
-    evaluate.add_argument("--render", action="store_true", help="render the environment (gymnasium render_mode='human')")
+    evaluate.add_argument(
+        "--render", action="store_true", help="show the episodes in a window (the render_env option; the render extra)"
+    )
+    evaluate.add_argument(
+        "--video", metavar="DIR", help="record each episode as an MP4 file in DIR (the record_env option; the render extra)"
+    )
     evaluate.add_argument("--explore", action="store_true", help="sample actions instead of taking the greedy one")
     evaluate.add_argument(
         "--out", help="write the episodes into this folder as offline data (the output option's files), for input_= to read"
@@ -399,22 +404,17 @@ def _evaluate(args: argparse.Namespace) -> int:
         )
     from corral.core.contracts.algorithm import Algorithm
 
+    if args.video and args.out:
+        raise ConfigError("--video records evaluation episodes and --out writes sampled ones: run evaluate once for each")
     unit = "timesteps" if args.steps else "episodes"
     duration = args.steps or args.episodes or 10
-    eval_overrides: dict[str, Any] = {"explore": bool(args.explore)}
-    if args.render:
-        from corral.core.persistence.checkpoints import read_checkpoint
-
-        saved_env_config = read_checkpoint(args.checkpoint).config.get("env_config")
-        eval_overrides["env_config"] = {
-            **(saved_env_config if isinstance(saved_env_config, dict) else {}),
-            "render_mode": "human",
-        }
+    eval_overrides: dict[str, Any] = {"explore": bool(args.explore), "render_env": args.render, "record_env": args.video or False}
+    shown = args.render or args.video
     overrides = {
         "evaluation_duration": duration,
         "evaluation_duration_unit": unit,
         "evaluation_config": eval_overrides,
-        "evaluation_num_envs": 1 if args.render else None,
+        "evaluation_num_envs": 1 if shown else None,  # the one sub-environment shown runs every episode
         "num_envs_per_env_runner": 1,
         "log_to_tensorboard": False,
     }
@@ -432,6 +432,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     )
     if args.out:
         print(f"Wrote them to {args.out} (offline data: offline_data(input_={args.out!r}) reads it)")
+    if args.video:
+        print(f"Recorded them in {args.video} (evaluation-episode-N.mp4)")
     return 0
 
 

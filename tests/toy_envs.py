@@ -89,6 +89,19 @@ class SlowCartPole(gym.Wrapper):
         return self.env.step(action)
 
 
+class SelfDrawingCartPole(gym.Wrapper):
+    """CartPole made without a render mode whose ``render()`` draws itself (RLlib's contract): it appends one line
+    per frame to the file ``env_config["frames_file"]``, so a test in another process can count the frames."""
+
+    def __init__(self, config):
+        super().__init__(gym.make("CartPole-v1"))
+        self.frames_file = config["frames_file"]
+
+    def render(self):
+        with open(self.frames_file, "a") as frames:
+            frames.write("frame\n")
+
+
 class LocalOnlyEnv(gym.Wrapper):
     """CartPole that refuses to be built in a remote env runner (worker_index > 0)."""
 

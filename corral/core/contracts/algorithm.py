@@ -189,11 +189,17 @@ class Algorithm:
         return PolicyBuild(policy_class, observation_space, action_space, config)
 
     def _runner_config(self, config: AlgorithmConfig) -> AlgorithmConfig:
-        """``config`` as env runners get it: ``output="logdir"`` becomes this algorithm's experiment folder."""
-        if config.output != "logdir":
+        """``config`` as env runners get it: ``output="logdir"`` becomes this algorithm's experiment folder.
+
+        ``record_env=True`` becomes the ``videos`` folder in it.
+        """
+        if config.output != "logdir" and config.record_env is not True:
             return config
         resolved = config.copy()
-        resolved.output = str(self.logdir)
+        if config.output == "logdir":
+            resolved.output = str(self.logdir)
+        if config.record_env is True:
+            resolved.record_env = str(self.logdir / "videos")
         return resolved.freeze()
 
     def _check_storage_path(self) -> None:
@@ -516,7 +522,7 @@ class Algorithm:
 
     def _evaluation_runners(self) -> EnvRunnerGroup:
         if self._eval_group is None:
-            eval_config = self.config.get_evaluation_config()
+            eval_config = self._runner_config(self.config.get_evaluation_config())
             num_envs = eval_config.evaluation_num_envs or eval_config.num_envs_per_env_runner
             if eval_config.evaluation_duration_unit == "episodes" and eval_config.evaluation_duration != "auto":
                 num_envs = min(num_envs, eval_config.evaluation_duration)

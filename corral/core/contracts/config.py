@@ -75,6 +75,7 @@ LEGACY_KEYS = {
     "num_cpus_for_driver": "num_cpus_for_main_process",
     "Q_model": "q_model_config",
     "policy_model": "policy_model_config",
+    "monitor": "record_env",
 }
 
 MERGED_GROUPS = ("model", "replay_buffer_config", "q_model_config", "policy_model_config", "optimizer")
@@ -394,6 +395,14 @@ class AlgorithmConfig(BaseModel):
     disable_env_checking: bool = option(False, "environment")
     """skip gymnasium's env checker (the spaces, and the form of the first reset and step) and the check of each
     observation against the env's observation space (NaN and inf rewards are refused regardless)"""
+    render_env: bool = option(False, "environment")
+    """show sub-environment 0 of the first env runner that steps (remote runner 1, else the local one; evaluation
+    runners alike) in a window at every step: a gymnasium id is made with render_mode='human', an env made without
+    a render mode has its render() called; needs a display, and pygame for gymnasium's own envs (the render extra)"""
+    record_env: bool | Annotated[str, Field(min_length=1)] = option(False, "environment")
+    """record that sub-environment's episodes as MP4 files (gymnasium's RecordVideo, with moviepy: the render extra):
+    training episodes 0, 1, 8, 27, ..., 1000 and every 1000th after, and all its evaluation episodes; True writes them
+    into <experiment folder>/videos, a string names the folder (RLlib's 'monitor': true is True)"""
 
     # --- env runners -------------------------------------------------------
     num_env_runners: int = option(0, "env_runners", ge=0, le=65_536)

@@ -23,6 +23,7 @@ import numpy as np
 from corral.core.contracts.config import AlgorithmConfig, import_object, is_import_path
 from corral.core.environments.atari import is_ale_id, make_atari
 from corral.core.environments.old_gym import ENV_METHODS, OldGymEnv, uses_old_api
+from corral.core.environments.rendering import Display, check_display, displayed
 from corral.core.environments.spaces import ObservationCheck
 from corral.core.persistence import state_codec
 from corral.core.seeding import generator_state, set_generator_state
@@ -177,7 +178,9 @@ def _class_creator(cls: type, label: str) -> Callable[[EnvContext], gym.Env]:
     return with_keywords
 
 
-def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 0, first_env: Any = None) -> gym.vector.VectorEnv:
+def make_vector_env(
+    config: AlgorithmConfig, num_envs: int, worker_index: int = 0, first_env: Any = None, display: Display | None = None
+) -> gym.vector.VectorEnv:
     """The vector env an env runner steps: native vectorisation where the env offers it.
 
     Stepped in a loop instead (``vectorize_mode='sync'``, or an env without a
@@ -192,6 +195,8 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
         worker_index: the env runner's index (0 local), passed on in each :class:`EnvContext`.
         first_env: sub-environment 0, already made by the env's creator (to see its kind);
             None: make it. A restart makes it anew.
+        display: how sub-environment 0 is shown or recorded (:mod:`corral.core.environments.rendering`);
+            it is then made in the render mode that needs, and no native vector env is used.
 
     Returns:
         The vector env, not yet reset.
@@ -200,9 +205,22 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
         EnvError: the env is unknown or cannot be imported, ``vectorize_mode='native'``
             is asked of an env without a native implementation, a creator returns
             something other than a ``gymnasium.Env``, or creating it raised ``TypeError``
-            (wrong ``env_config`` keys, say).
+            (wrong ``env_config`` keys, say); what ``display`` needs is not installed.
     """
     env_id, creator = resolve_creator(config.env)
+    if display is not None:
+        if config.vectorize_mode == "native":
+            raise ConfigError(
+                "render_env and record_env show sub-environment 0 on its own, which a native vector env cannot render; "
+                "use vectorize_mode='auto' (the rendering runner then steps its sub-environments in a loop)"
+            )
+        check_display(display, env_id, env_name(config.env))
+    render_mode = {"render_mode": display.render_mode} if display is not None else {}
+
+    def make_kwargs(ctx: EnvContext) -> dict[str, Any]:
+        """``gym.make``'s keyword arguments: a gymnasium id's sub-environment 0 is made in the display's render mode."""
+        return {**config.env_config, **(render_mode if ctx.vector_index == 0 else {})}
+
     context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
     ale = env_id is not None and is_ale_id(env_id)
     atari = ale if config.is_atari is None else config.is_atari  # atari_wanted(config), the id resolved once
@@ -211,7 +229,7 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
     try:
         if atari:
             game = cast(str, env_id)
-            creator = lambda ctx: make_atari(game, config.env_config, check=not config.disable_env_checking)  # noqa: E731
+            creator = lambda ctx: make_atari(game, make_kwargs(ctx), check=not config.disable_env_checking)  # noqa: E731
         elif env_id is not None:
             spec = gym.spec(env_id)
             if config.vectorize_mode == "native" and spec.vector_entry_point is None:
@@ -224,10 +242,11 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
                 and config.action_space is None
                 and config.horizon is None
                 and not ale  # ale-py's vector env preprocesses by itself, channels first
+                and display is None  # a native vector env does not render
             ):
                 return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **config.env_config)
             checker_off = config.disable_env_checking  # gym.make wraps every env in gymnasium's checker by default
-            creator = lambda ctx: gym.make(env_id, disable_env_checker=checker_off, **config.env_config)  # noqa: E731
+            creator = lambda ctx: gym.make(env_id, disable_env_checker=checker_off, **make_kwargs(ctx))  # noqa: E731
         elif config.vectorize_mode == "native":
             raise EnvError("vectorize_mode='native' needs a gymnasium id with a vector entry point")
         assert creator is not None
@@ -237,7 +256,8 @@ def make_vector_env(config: AlgorithmConfig, num_envs: int, worker_index: int = 
         def guarded(i: int) -> SubEnvironmentGuard:
             def make() -> gym.Env:  # called again to remake the sub-environment on restart
                 env = made.pop() if i == 0 and made else creator(context.copy_with(vector_index=i))
-                return _adapted(_checked(env, config), config)
+                env = _adapted(_checked(env, config), config)
+                return displayed(env, display, env_name(config.env)) if i == 0 and display is not None else env
 
             return SubEnvironmentGuard(
                 make, i, worker_index, config.restart_failed_sub_environments, check_observations=not config.disable_env_checking

@@ -28,6 +28,7 @@ from corral.core.contracts.policy import Policy
 from corral.core.environments.atari import atari_wanted
 from corral.core.environments.env_state import get_env_state, set_env_state
 from corral.core.environments.envs import EnvContext, check_vector_step, env_name, is_guarded, make_vector_env
+from corral.core.environments.rendering import display_for
 from corral.core.environments.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.environments.task_settable_env import set_tasks
 from corral.core.memory import check_fits
@@ -137,6 +138,8 @@ class BaseEnvRunner:
         self._clip_rewards = reward_clipper(True if atari else config.clip_rewards)
         """what learning sees of a reward (``clip_rewards``); None: the reward as it is"""
         self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
+        self.display = display_for(config, worker_index, stream)
+        """how this runner shows its sub-environment 0 (``render_env``, ``record_env``), or None"""
         self._completed: list[EpisodeSummary] = []
         # the high bits tell the algorithm's runners apart; the low ones count this runner's episodes
         self.next_episode_id = (2 * worker_index + (stream == "evaluation")) << 48
@@ -254,7 +257,7 @@ class EnvRunner(BaseEnvRunner):
 
     def _make_envs(self, first_env: Any) -> None:
         config = self.config
-        self.env = make_vector_env(config, self.num_envs, self.worker_index, first_env)
+        self.env = make_vector_env(config, self.num_envs, self.worker_index, first_env, self.display)
         self._check_buffer_memory()
         # Sub-environments stepped in a loop check themselves (SubEnvironmentGuard); a native vector env is checked here.
         self._native = not is_guarded(self.env)

@@ -129,6 +129,11 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             )
         if config.horizon is not None:
             raise ConfigError("horizon cuts single-agent envs; end a multi-agent env's episodes in the env itself")
+        if self.display is not None and self.display.video_folder is not None:
+            raise ConfigError(
+                "record_env records single-agent envs (gymnasium's RecordVideo needs one env's frames); "
+                "show a multi-agent env with render_env=True, which calls its render() at every step"
+            )
         context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
         make = multi_agent_env_maker(config, worker_index)
         self.envs = [
@@ -460,6 +465,8 @@ class MultiAgentEnvRunner(BaseEnvRunner):
                     info = infos.get(agent) if self.output is not None else None
                     self._collector.close((i, agent), observations.get(agent), terminated, truncated, info)
                 del open_agents[agent]
+        if i == 0 and self.display is not None:
+            self.envs[0].env.render()
         if self.callbacks.has_episode_step:
             episode.last_observations.update(observations)
             episode.last_actions.update(actions)
@@ -504,6 +511,8 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         episode = self._episodes[i] = MultiAgentEpisode(i, self)
         episode.last_observations.update(observations)
         episode.last_infos.update(infos)
+        if i == 0 and self.display is not None:
+            self.envs[0].env.render()
         self._obs[i] = self._observe(observations, i, episode)
         self._reset_pending[i] = False
         if self.callbacks.has_episode_start:
