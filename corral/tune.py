@@ -62,9 +62,25 @@ class CorralTrainable(tune.Trainable):
     algorithm_class: ClassVar[staticmethod[[], type[Algorithm]]]
 
     def setup(self, config: dict[str, Any]) -> None:
-        """Build the algorithm from the trial's config; its result files go into the trial's folder."""
-        values = {"storage_path": str(Path(self.logdir) / "corral"), **config}
+        """Build the algorithm from the trial's config; its result files go into the trial's folder.
+
+        A ``storage_path`` the param space sets wins; None (what ``to_dict()`` carries) is the trial's folder.
+        """
+        values = {**config}
+        if values.get("storage_path") is None:
+            values["storage_path"] = str(Path(self._trial_folder()) / "corral")
         self.algorithm = self.algorithm_class().get_default_config().update_from_dict(values).build()
+
+    def _trial_folder(self) -> str:
+        """The trial's folder under the run's storage path, where Tune keeps its results and checkpoints.
+
+        Tune's own ``logdir`` is a working folder in Ray's session directory, uploaded only with
+        ``SyncConfig(sync_artifacts=True)``; a storage path on the local disk is written to directly.
+        """
+        storage = getattr(self, "_storage", None)  # Ray's StorageContext: the trial's paths (no public accessor)
+        if storage is not None and getattr(storage.storage_filesystem, "type_name", "") == "local":
+            return str(storage.trial_fs_path)
+        return str(self.logdir)
 
     def step(self) -> dict[str, Any]:
         """One ``train()`` call."""

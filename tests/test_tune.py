@@ -56,6 +56,10 @@ def test_grid_search_over_two_learning_rates_gives_two_trials(tmp_path) -> None:
     for r in results:
         assert r.metrics["training_iteration"] == 2
         assert r.metrics["num_env_steps_sampled"] > 0 and "episode_reward_mean" in r.metrics
+    # each trial's corral results lie in its own folder, though to_dict() carries storage_path=None
+    written = sorted(tmp_path.glob("grid/*/corral/PPO_CartPole-v1_*/result.json"))
+    assert len(written) == 2 and len({path.parents[2] for path in written}) == 2
+    assert not list(tmp_path.parent.glob("session_corral_results*/PPO_*"))  # where trial processes would default to
 
 
 def test_a_builder_with_a_search_space_runs_through_tune_and_each_trial_checks_its_value(tmp_path) -> None:
