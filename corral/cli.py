@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from corral.core.contracts.results import RESULT_KEYS, corral_result_key
+from corral.core.contracts.results import RESULT_KEYS, corral_result_key, result_value
 from corral.errors import ConfigError, CorralError, did_you_mean
 
 
@@ -60,6 +60,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--config", type=_json_object("--config"), default=None, help="config overrides as JSON")
     train.add_argument("--checkpoint-freq", type=int, default=None, help="save a checkpoint every N iterations")
+    train.add_argument(
+        "--keep-checkpoints-num", type=int, default=None, metavar="N", help="keep only N checkpoints (the newest, or the best)"
+    )
+    train.add_argument(
+        "--checkpoint-score-attr",
+        metavar="KEY",
+        help="the result key that ranks checkpoints for --keep-checkpoints-num; 'min-KEY' keeps the lowest",
+    )
+    train.add_argument(
+        "--fail-below",
+        nargs="?",
+        type=float,
+        const=math.nan,
+        metavar="REWARD",
+        help="exit with status 3 if the best episode_reward_mean stayed below REWARD (default: the --stop reward)",
+    )
+    train.add_argument(
+        "--resume",
+        "--restore",
+        metavar="CHECKPOINT",
+        help="continue the run a checkpoint of it was saved from, in its experiment folder (its --stop unless given)",
+    )
     at_end = train.add_mutually_exclusive_group()
     at_end.add_argument(
         "--checkpoint-at-end", action="store_true", default=None, help="save a checkpoint when training ends (the default)"
@@ -124,6 +146,9 @@ def _parser() -> argparse.ArgumentParser:
     listing = sub.add_parser("list", help="installed algorithms, explorations, off-policy estimators and hook plugins")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.add_argument(
+        "--examples", action="store_true", help="the tuned examples shipped with corral, with the reward and budget of each"
+    )
+    listing.add_argument(
         "--check", action="store_true", help="import every plugin to find broken and incompatible ones (slower: imports torch)"
     )
     listing.set_defaults(handler=_list)
@@ -154,14 +179,58 @@ def _json_object(flag: str) -> Any:
 def _train(args: argparse.Namespace) -> int:
     if args.help_config:
         return _help_config(args.algo or "PPO")
+    if args.resume:
+        return _resume(args)
     experiments = _experiments_from_file(args.file) if args.file else [_experiment_from_flags(args)]
     for exp in experiments:
         _override_from_flags(exp, args)
     # Validate every experiment fully before any of them starts.
     prepared = [_prepare(exp) for exp in experiments]
+    status = 0
     for exp, config in prepared:
-        _run_experiment(exp, config, args.verbose)
-    return 0
+        _check_fail_below(args.fail_below, exp["stop"])
+        status = max(status, _run_experiment(exp, config.build(), args))
+        if status == INTERRUPTED:  # Ctrl-C stops the whole file
+            break
+    return status
+
+
+INTERRUPTED, FAILED_BELOW = 130, 3
+"""exit statuses of corral train: interrupted by Ctrl-C (as a shell reports SIGINT), and --fail-below missed"""
+
+RUN_FILE = "corral_run.json"
+"""what corral train keeps in the experiment folder for --resume: the experiment's name and stop criteria"""
+
+
+def _resume(args: argparse.Namespace) -> int:
+    """``corral train --resume CHECKPOINT``: restore it and train on in its experiment folder."""
+    from corral.core.persistence.checkpoints import read_meta
+
+    if args.file or args.algo or args.env:
+        raise ConfigError("--resume continues the checkpoint's own run (its algorithm and env): drop -f, --algo and --env")
+    meta = read_meta(args.resume)  # a wrong path fails here, before torch is imported
+    folder = Path(args.resume).expanduser().resolve().parent
+    saved = _read_run_file(folder)
+    exp = {"name": saved.get("name", folder.name), "run": meta["algorithm"], "env": None, "stop": saved.get("stop", {})}
+    exp["config"] = {}
+    _override_from_flags(exp, args)
+    exp["stop"] = {corral_result_key(key): value for key, value in exp["stop"].items()}
+    from corral.core.contracts.algorithm import Algorithm
+
+    overrides = {**exp["config"], "logger_config": {"logdir": str(folder)}}  # results go on in the same folder
+    algo = Algorithm.from_checkpoint(args.resume, config_overrides=overrides, trust_code=False)
+    _check_stop(exp["stop"], evaluation=algo.config.evaluation_interval is not None)
+    _check_fail_below(args.fail_below, exp["stop"])
+    print(f"resuming {exp['name']} at iteration {algo.iteration} in {folder}")
+    return _run_experiment(exp, algo, args)
+
+
+def _read_run_file(folder: Path) -> dict[str, Any]:
+    try:
+        saved = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # a checkpoint saved outside corral train: the run's stop criteria come from --stop
+    return saved if isinstance(saved, dict) and isinstance(saved.get("stop", {}), dict) else {}
 
 
 def _experiment_from_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -174,6 +243,7 @@ EXPERIMENT_OPTIONS = {
     "checkpoint_freq": "checkpoint_frequency",
     "checkpoint_at_end": "checkpoint_at_end",
     "keep_checkpoints_num": "keep_checkpoints_num",
+    "checkpoint_score_attr": "checkpoint_score_attribute",
     "storage_path": "storage_path",
     "local_dir": "storage_path",
 }
@@ -183,8 +253,14 @@ CHECKPOINT_CONFIG_OPTIONS = {
     "checkpoint_frequency": "checkpoint_frequency",
     "checkpoint_at_end": "checkpoint_at_end",
     "num_to_keep": "keep_checkpoints_num",
+    "checkpoint_score_attribute": "checkpoint_score_attribute",
+    "checkpoint_score_order": "checkpoint_score_order",
 }
 """keys of a newer RLlib experiment's checkpoint_config and the corral option each sets"""
+
+
+TUNED_EXAMPLES = Path(__file__).with_name("tuned_examples")
+"""the tuned examples shipped in the package: ``corral train -f ppo_cartpole`` runs one by its name"""
 
 
 def _experiments_from_file(path: str) -> list[dict[str, Any]]:
@@ -192,7 +268,14 @@ def _experiments_from_file(path: str) -> list[dict[str, Any]]:
 
     file = Path(path)
     if not file.is_file():
-        raise ConfigError(f"experiment file {path!r} does not exist")
+        shipped = TUNED_EXAMPLES / f"{path.removesuffix('.yaml')}.yaml"
+        if "/" in path or not shipped.is_file():
+            names = sorted(p.stem for p in TUNED_EXAMPLES.glob("*.yaml"))
+            raise ConfigError(
+                f"experiment file {path!r} does not exist, and no tuned example has that name.{did_you_mean(path, names)} "
+                "corral list --examples lists them"
+            )
+        file = shipped
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -220,6 +303,7 @@ def _experiments_from_file(path: str) -> list[dict[str, Any]]:
             )
         config.update({EXPERIMENT_OPTIONS[key]: value for key, value in spec.items() if key in EXPERIMENT_OPTIONS})
         config.update({CHECKPOINT_CONFIG_OPTIONS[key]: value for key, value in checkpointing.items()})
+        _split_score_order(config)
         experiments.append(
             {
                 "name": name,
@@ -239,11 +323,16 @@ def _override_from_flags(exp: dict[str, Any], args: argparse.Namespace) -> None:
         exp["env"] = args.env
     if args.stop is not None:
         exp["stop"] = args.stop
+    given_env = (args.config or {}).get("env")
+    if given_env is not None and exp["env"] is not None and given_env != exp["env"]:
+        raise ConfigError(f"--config sets env {given_env!r} and the run's env is {exp['env']!r}: name the env once")
     config = exp["config"]
     config.update(args.config or {})
     for flag, key in (
         ("checkpoint_freq", "checkpoint_frequency"),
         ("checkpoint_at_end", "checkpoint_at_end"),
+        ("keep_checkpoints_num", "keep_checkpoints_num"),
+        ("checkpoint_score_attr", "checkpoint_score_attribute"),
         ("storage_path", "storage_path"),
         ("seed", "seed"),
         ("framework", "framework"),
@@ -252,11 +341,19 @@ def _override_from_flags(exp: dict[str, Any], args: argparse.Namespace) -> None:
         value = getattr(args, flag)
         if value is not None:
             config[key] = value
+    _split_score_order(config)
     config.setdefault("checkpoint_at_end", True)  # a run from the command line ends with a checkpoint to evaluate
     if args.verbose >= 2:
         config.setdefault("log_level", "DEBUG")
     elif args.verbose == 1:
         config.setdefault("log_level", "INFO")
+
+
+def _split_score_order(config: dict[str, Any]) -> None:
+    """RLlib's ``checkpoint_score_attr: min-KEY`` is ``checkpoint_score_attribute=KEY`` in ``"min"`` order."""
+    attribute = config.get("checkpoint_score_attribute")
+    if isinstance(attribute, str) and attribute.startswith("min-"):
+        config["checkpoint_score_attribute"], config["checkpoint_score_order"] = attribute[4:], "min"
 
 
 def _prepare(exp: dict[str, Any]) -> tuple[dict[str, Any], Any]:
@@ -289,67 +386,208 @@ def _check_stop(stop: dict[str, Any], evaluation: bool) -> None:
             raise ConfigError(f"--stop value for {key!r} must be a number, got {value!r}")
 
 
-def _lookup(result: dict[str, Any], key: str) -> Any:
-    value: Any = result
-    for part in key.split("/"):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
+BUDGET_KEYS = (
+    "training_iteration",
+    "timesteps_total",
+    "time_total_s",
+    "episodes_total",
+    "num_env_steps_sampled",
+    "num_env_steps_trained",
+    "num_agent_steps_sampled",
+    "num_agent_steps_trained",
+)
+"""stop keys that measure how long a run went on: reaching one means the budget ran out, not that it learned"""
 
 
-def _should_stop(result: dict[str, Any], stop: dict[str, Any]) -> bool:
+def _goal_key(stop: dict[str, Any]) -> str:
+    """The stop key that says what the run is to reach (the first that is not a budget), else the mean reward."""
+    return next((key for key in stop if key not in BUDGET_KEYS), "episode_reward_mean")
+
+
+def _check_fail_below(fail_below: float | None, stop: dict[str, Any]) -> None:
+    if fail_below is not None and math.isnan(fail_below) and _goal_key(stop) not in stop:
+        raise ConfigError(
+            "--fail-below without a value takes the --stop reward, and --stop names none; give one: --fail-below 400"
+        )
+
+
+def _number(value: Any) -> float | None:
+    """A result value as a float, or None if it is no finite number."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _stop_reason(result: dict[str, Any], stop: dict[str, Any]) -> str | None:
+    """Why ``result`` ends the run (the first ``stop`` key reached), or None to train on."""
     for key, threshold in stop.items():
-        value = _lookup(result, key)
-        if isinstance(value, (int, float)) and not math.isnan(value) and value >= threshold:
-            return True
-    return False
+        value = _number(result_value(result, key))
+        if value is not None and value >= threshold:
+            if key in BUDGET_KEYS:
+                return f"{key} budget {threshold:,} reached"
+            return f"{key} {value:.1f} >= {threshold:g}"
+    return None
 
 
-def _run_experiment(exp: dict[str, Any], config: Any, verbose: int) -> None:
+def _check_stop_leaves(result: dict[str, Any], stop: dict[str, Any], checked: set[str]) -> None:
+    """Refuse a stop key whose group exists in the result but lacks it (it could never be reached).
+
+    A key is checked once its group holds something, or, for a group of episode
+    metrics (``custom_metrics``), once an episode has ended; ``evaluation/`` keys
+    once the first evaluation ran.
+    """
+    for key in stop.keys() - checked:
+        parent, _, leaf = key.rpartition("/")
+        group = result_value(result, parent) if parent else result
+        if not isinstance(group, dict) or not (group or result.get("episodes_total")):
+            continue  # the group is not there yet
+        checked.add(key)
+        if leaf not in group:
+            names = sorted(group)
+            listed = f"{', '.join(names[:40])}{' ...' if len(names) > 40 else ''}" if names else "nothing"
+            raise ConfigError(
+                f"--stop key {key!r} is not in the results.{did_you_mean(leaf, names)} Under {parent or 'the top level'}: "
+                f"{listed}"
+            )
+
+
+class _Interrupts:
+    """Ctrl-C while training: the first lets the iteration finish and then stops; a second abandons it.
+
+    Only in the main thread (where Python delivers signals); elsewhere Ctrl-C is a KeyboardInterrupt at once.
+    """
+
+    def __init__(self, console: Any) -> None:
+        self.requested = False
+        self._console = console
+        self._previous: Any = None
+
+    def __enter__(self) -> _Interrupts:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        self._console.print("[yellow]Ctrl-C: finishing this iteration, then saving (Ctrl-C again to abandon it)[/yellow]")
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _run_experiment(exp: dict[str, Any], algo: Any, args: argparse.Namespace) -> int:
+    """Train ``algo`` until a stop criterion, Ctrl-C or an error; say why it stopped. Returns the exit status."""
     from rich.console import Console
 
     # soft_wrap: never break a long path or the evaluate command across lines (it must stay copyable)
     console = Console(stderr=False, highlight=False, soft_wrap=True)
-    algo = config.build()
     stop = exp["stop"]
+    _write_run_file(algo.logdir, exp)
     if not stop:
         console.print("[yellow]no --stop given: training until interrupted (Ctrl-C)[/yellow]")
-    last_checkpoint = None
-    live = console.is_terminal and verbose == 0
-    status = console.status("starting") if live else None
+    goal = _goal_key(stop)
     try:
-        if status:
-            status.start()
-        while True:
-            result = algo.train()
-            line = _progress_line(result)
-            if status:
-                status.update(line)
-            elif verbose >= 2:
-                console.print_json(json.dumps(result, default=str))
-            else:
-                console.print(line)
-            if algo.config.checkpoint_frequency and result["training_iteration"] % algo.config.checkpoint_frequency == 0:
-                last_checkpoint = str(algo.logdir / f"checkpoint_{algo.iteration:06d}")
-            if stop and _should_stop(result, stop):
-                break
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]")
-    finally:
-        if status:
-            status.stop()
-            if algo.iteration:
-                console.print(_progress_line(result))
-    if algo.config.checkpoint_at_end and algo.iteration:
-        last_checkpoint = algo.save()
+        reason, best, abandoned = _train_until(algo, stop, goal, console, args.verbose)
+    except BaseException:
+        algo.stop()
+        raise
+    last_checkpoint = (None if abandoned else _save_at_end(algo)) or _latest_checkpoint(algo.logdir)
     algo.stop()
+    interrupted = reason.startswith("interrupted")
+    where = f"at iteration {algo.iteration}, {algo.counters['num_env_steps_sampled']:,} env steps"
+    if reason.startswith(f"{goal} "):  # the goal was reached
+        console.print(f"stopped: {reason} {where}", markup=False)
+    else:
+        best_text = f"{best:.1f}" if best is not None else "none yet"
+        console.print(f"stopped: {reason} {where}; best {goal} {best_text}", markup=False)
     console.print(f"results: {algo.logdir}", markup=False)
     if last_checkpoint:
         console.print(f"last checkpoint: {last_checkpoint}", markup=False)
         console.print(f"evaluate it with: corral evaluate {last_checkpoint} --episodes 10", markup=False)
-    else:
+        if interrupted:
+            console.print(f"resume with: corral train --resume {last_checkpoint}", markup=False)
+    elif not algo.config.checkpoint_at_end:
         console.print("no checkpoint was saved (checkpoint_at_end is off); drop --no-checkpoint to keep one")
+    return INTERRUPTED if interrupted else _fail_below(args.fail_below, stop, goal, best, console)
+
+
+def _train_until(algo: Any, stop: dict[str, Any], goal: str, console: Any, verbose: int) -> tuple[str, float | None, bool]:
+    """Train until a stop key is reached or Ctrl-C. Returns why it stopped, the best ``goal`` value, and whether
+    the last iteration was abandoned (a second Ctrl-C)."""
+    best: float | None = None
+    result: dict[str, Any] = {}
+    checked: set[str] = set()
+    status = console.status("starting") if console.is_terminal and verbose == 0 else None
+    try:
+        with _Interrupts(console) as interrupts:
+            if status:
+                status.start()
+            while True:
+                result = algo.train()
+                _check_stop_leaves(result, stop, checked)
+                value = _number(result_value(result, goal))
+                if value is not None:
+                    best = value if best is None else max(best, value)
+                line = _progress_line(result)
+                if status:
+                    status.update(line)
+                elif verbose >= 2:
+                    console.print_json(json.dumps(result, default=str))
+                else:
+                    console.print(line)
+                reason = _stop_reason(result, stop)
+                if reason is not None:
+                    return reason, best, False
+                if interrupts.requested:
+                    return "interrupted (Ctrl-C)", best, False
+    except KeyboardInterrupt:  # a second Ctrl-C: the iteration is abandoned, and nothing of it saved
+        return "interrupted (Ctrl-C twice: the last iteration abandoned)", best, True
+    finally:
+        if status:
+            status.stop()
+            if result:
+                console.print(_progress_line(result))
+
+
+def _save_at_end(algo: Any) -> str | None:
+    """The checkpoint_at_end, unless the last iteration already saved one (checkpoint_frequency)."""
+    if not algo.config.checkpoint_at_end or not algo.iteration:
+        return None
+    existing = algo.logdir / f"checkpoint_{algo.iteration:06d}"
+    return str(existing) if existing.is_dir() else algo.save()
+
+
+def _latest_checkpoint(logdir: Path) -> str | None:
+    import re
+
+    found = sorted(p for p in logdir.iterdir() if re.fullmatch(r"checkpoint_\d+", p.name))
+    return str(found[-1]) if found else None
+
+
+def _write_run_file(logdir: Path, exp: dict[str, Any]) -> None:
+    """Keep the run's name and stop criteria beside its checkpoints (written whole or not at all)."""
+    temporary = logdir / f".{RUN_FILE}.tmp"
+    temporary.write_text(json.dumps({"name": exp["name"], "stop": exp["stop"]}, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(logdir / RUN_FILE)
+
+
+def _fail_below(fail_below: float | None, stop: dict[str, Any], goal: str, best: float | None, console: Any) -> int:
+    if fail_below is None:
+        return 0
+    threshold = stop[goal] if math.isnan(fail_below) else fail_below
+    if best is not None and best >= threshold:
+        return 0
+    shown = f"{best:.1f}" if best is not None else "never reported"
+    console.print(f"failed: best {goal} {shown} is below {threshold:g} (--fail-below): exit status 3", markup=False)
+    return FAILED_BELOW
 
 
 def _progress_line(result: dict[str, Any]) -> str:
@@ -482,6 +720,8 @@ def _export(args: argparse.Namespace) -> int:
 # list
 # ---------------------------------------------------------------------- #
 def _list(args: argparse.Namespace) -> int:
+    if args.examples:
+        return _list_examples(args.json)
     from corral import registry
 
     sections = {
@@ -511,6 +751,36 @@ def _list(args: argparse.Namespace) -> int:
         if not plugins:
             table.add_row("(none)", "", "", "", "")
         console.print(table)
+    return 0
+
+
+def _list_examples(as_json: bool) -> int:
+    """Each shipped tuned example's experiments: the name to run it by, algorithm, env, and its stop block."""
+    rows = []
+    for file in sorted(TUNED_EXAMPLES.glob("*.yaml")):
+        for exp in _experiments_from_file(str(file)):
+            stop = exp["stop"]
+            reward = {key: value for key, value in stop.items() if key not in BUDGET_KEYS}
+            budget = {key: value for key, value in stop.items() if key in BUDGET_KEYS}
+            rows.append({"name": file.stem, "algorithm": exp["run"], "env": exp["env"], "reward": reward, "budget": budget})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="tuned examples (corral train -f NAME)", title_justify="left")
+    for column in ("name", "algorithm", "env", "reaches", "within"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row["name"],
+            row["algorithm"],
+            str(row["env"]),
+            ", ".join(f"{key} {value:g}" for key, value in row["reward"].items()),
+            ", ".join(f"{key} {value:,}" for key, value in row["budget"].items()),
+        )
+    Console(width=None if sys.stdout.isatty() else 240).print(table)
     return 0
 
 

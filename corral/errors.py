@@ -17,6 +17,7 @@ __all__ = [
     "CorralError",
     "EnvError",
     "EnvRunnerError",
+    "ObservationError",
     "PluginLoadError",
     "TrainingError",
     "UnknownAlgorithmError",
@@ -54,6 +55,10 @@ class CheckpointError(CorralError):
 
 class EnvError(CorralError):
     """An environment cannot be found or created, or does not fit the config."""
+
+
+class ObservationError(CorralError, ValueError):
+    """An observation given to a policy (``compute_single_action``, ``compute_actions``) does not fit its space."""
 
 
 class TrainingError(CorralError):

@@ -39,12 +39,22 @@ def new_plugin(name: str, directory: str | Path = ".") -> Path:
         The new folder, ``<directory>/corral-<name lower-cased>``.
 
     Raises:
-        ConfigError: ``name`` is not a usable class name, or the folder exists.
+        ConfigError: ``name`` is not a usable class name, an installed algorithm has it (the new
+            plugin would shadow it, or be shadowed), or the folder exists.
     """
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name) or keyword.iskeyword(name):
         raise ConfigError(
             f"plugin name {name!r} must be a Python identifier starting with a letter "
             "(it becomes the algorithm's class and registered name), e.g. 'MyPG'"
+        )
+    from corral.registry import list_algorithms  # installed metadata only: nothing is imported
+
+    taken = {info.name.lower(): info for info in list_algorithms()}
+    if name.lower() in taken:
+        found = taken[name.lower()]
+        raise ConfigError(
+            f"an installed algorithm is named {found.name!r} (from {found.dist}); "
+            f"give the new plugin a name of its own, e.g. 'My{name}'"
         )
     dist = f"corral-{name.lower().replace('_', '-')}"
     package = f"corral_{name.lower()}"

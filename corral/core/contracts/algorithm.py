@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import os
 import re
 import time
@@ -29,6 +30,7 @@ from corral.core.contracts.config import LEGACY_KEYS, NOOP_LOGGERS, AlgorithmCon
 from corral.core.contracts.multi_agent_config import policy_config
 from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.contracts.policy_spec import PolicySpec
+from corral.core.contracts.results import corral_result_key, result_value
 from corral.core.environments.envs import env_name
 from corral.core.environments.spaces import space_to_json
 from corral.core.environments.task_settable_env import task_settable
@@ -141,6 +143,9 @@ class Algorithm:
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
         self._last_evaluation: dict[str, Any] | None = None
+        self._last_result: dict[str, Any] | None = None
+        self._stopped = False
+        """the latest train() result: its checkpoint_score_attribute scores the next checkpoint"""
         self._system_usage = SystemUsage() if self.config.log_sys_usage else None
         self._fragments_reported = False  # said at INFO: an explicit fragment needs several calls per batch
         self.iteration = 0
@@ -428,7 +433,12 @@ class Algorithm:
         return self.policy_builds[policy_id].build(policy_id)
 
     def train(self) -> dict[str, Any]:
-        """Run one training iteration and return its result dict (see README, "Results")."""
+        """Run one training iteration and return its result dict (see README, "Results").
+
+        Raises:
+            CorralError: the algorithm was stopped (:meth:`stop` released what it trains with).
+        """
+        self._check_not_stopped("train")
         start = time.perf_counter()
         sampled_before, trained_before = self.counters["num_env_steps_sampled"], self.counters["num_env_steps_trained"]
         learner: dict[str, dict[str, Any]] = {}
@@ -488,6 +498,7 @@ class Algorithm:
         elif self.config.always_attach_evaluation_results and self._last_evaluation is not None:
             result["evaluation"] = self._last_evaluation
         self.callbacks.train_result(self, result)
+        self._last_result = result
         self._result_writer().write(result)
         frequency = self.config.checkpoint_frequency
         if frequency and self.iteration % frequency == 0:
@@ -506,7 +517,9 @@ class Algorithm:
 
         Raises:
             ConfigError: the custom evaluation function returned something other than a dict.
+            CorralError: the algorithm was stopped.
         """
+        self._check_not_stopped("evaluate")
         self.callbacks.evaluate_start(self)
         function = self.config.custom_evaluation_function
         if function is None:
@@ -631,6 +644,7 @@ class Algorithm:
 
         Raises:
             ConfigError: this algorithm has no policy ``policy_id``.
+            ObservationError: the observation does not fit the policy's observation space.
         """
         return self.get_policy(policy_id).compute_single_action(observation, explore=explore)
 
@@ -650,10 +664,12 @@ class Algorithm:
 
         Raises:
             ConfigError: this algorithm has no policy ``policy_id``.
+            ObservationError: an observation does not fit the policy's observation space.
         """
         policy = self.get_policy(policy_id)
         if isinstance(observations, dict) and not _is_dict_space(policy):
             return {agent: policy.compute_single_action(obs, explore=explore) for agent, obs in observations.items()}
+        policy.check_observations(observations, batched=True)
         actions, _ = policy.compute_actions(policy.preprocess(observations), explore=explore)
         return policy.action_adapter(actions)
 
@@ -845,7 +861,12 @@ class Algorithm:
         return self._writer
 
     def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
-        """Write a checkpoint; default ``<experiment folder>/checkpoint_<iteration>``. Returns its path."""
+        """Write a checkpoint; default ``<experiment folder>/checkpoint_<iteration>``. Returns its path.
+
+        Into the experiment folder, with ``keep_checkpoints_num``, the checkpoints beyond
+        that many are then removed: the oldest, or the worst by ``checkpoint_score_attribute``
+        (never the latest).
+        """
         path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir / f"checkpoint_{self.iteration:06d}"
         saved = [
             pid for pid in self.policies if not self.config.checkpoint_trainable_policies_only or self.is_policy_to_train(pid)
@@ -858,7 +879,7 @@ class Algorithm:
     def _write_checkpoint(self, path: Path, saved: list[str]) -> str:
         """Write a checkpoint of the algorithm with the policies ``saved`` (and their native model files if asked)."""
         dist, version = _providing_distribution(type(self))
-        meta = {
+        meta: dict[str, Any] = {
             "algorithm": self.name,
             "algorithm_class": object_path(type(self)),
             "distribution": dist,
@@ -872,6 +893,11 @@ class Algorithm:
                 for pid in saved
             },
         }
+        attribute = self.config.checkpoint_score_attribute
+        if attribute is not None:  # what keep_checkpoints_num ranks the checkpoints by
+            score = result_value(self._last_result or {}, corral_result_key(attribute))
+            finite = isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score)
+            meta["score"] = {"attribute": attribute, "value": float(score) if finite else None}
         policy_states = {pid: self.policies[pid].get_state() for pid in saved}
         native: dict[str, Callable[[Path], Any]] = {}
         if self.config.export_native_model_files:  # model.pt and model.json beside each policy's state
@@ -884,9 +910,22 @@ class Algorithm:
         return str(written)
 
     def _prune_checkpoints(self, keep: int) -> None:
-        found = sorted(p for p in self.logdir.iterdir() if re.fullmatch(r"checkpoint_\d+", p.name))
-        for old in found[:-keep]:
-            checkpoints.remove_checkpoint(old)
+        """Remove all but ``keep`` checkpoints of the experiment folder: the newest, or the best scored and the latest."""
+        found = sorted(p for p in self.logdir.iterdir() if re.fullmatch(r"checkpoint_\d+", p.name))  # oldest first
+        if len(found) <= keep:
+            return
+        kept = set(found[-keep:])
+        if self.config.checkpoint_score_attribute is not None:
+            sign = 1.0 if self.config.checkpoint_score_order == "max" else -1.0
+            ranked = sorted(found, key=lambda path: sign * _checkpoint_score(path), reverse=True)  # stable: older first on ties
+            kept = {ranked[0], found[-1]}  # the best and the latest, even with keep_checkpoints_num=1
+            for path in ranked:
+                if len(kept) >= keep:
+                    break
+                kept.add(path)
+        for old in found:
+            if old not in kept:
+                checkpoints.remove_checkpoint(old)
 
     def get_state(self) -> dict[str, Any]:
         """The algorithm's JSON state: counters, generators, the episode history and where sampling stands.
@@ -1093,8 +1132,16 @@ class Algorithm:
             raise
         return algo
 
+    def _check_not_stopped(self, what: str) -> None:
+        if self._stopped:
+            raise CorralError(
+                f"{what}() on a stopped {self.name}: stop() closed its environments and result files; build a new one, "
+                "or load a checkpoint into a new one (Algorithm.from_checkpoint)"
+            )
+
     def stop(self) -> None:
-        """Release environments, close result files and stop reading input."""
+        """Release environments, close result files and stop reading input; train() and evaluate() then refuse."""
+        self._stopped = True
         if self.experience_input is not None:
             self.experience_input.close()
         self.env_runner_group.stop()
@@ -1255,6 +1302,15 @@ def _blame(file: Path) -> Iterator[None]:
         raise CheckpointError(
             f"{file} does not fit this algorithm: {type(exc).__name__}: {checkpoints._first_line(exc)}"
         ) from exc
+
+
+def _checkpoint_score(path: Path) -> float:
+    """The score a checkpoint was saved with (for pruning); -inf for one without (unscored, or saved before any result)."""
+    try:
+        value = checkpoints.read_meta(path).get("score", {}).get("value")
+    except CorralError:
+        return -math.inf
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else -math.inf
 
 
 def _providing_distribution(cls: type) -> tuple[str | None, str | None]:

@@ -549,7 +549,13 @@ class AlgorithmConfig(BaseModel):
     checkpoint_at_end: bool = option(False, "checkpointing")
     """save a checkpoint when a run driven by the CLI (or Tune) ends"""
     keep_checkpoints_num: int | None = option(None, "checkpointing", ge=1, le=2**31 - 1)
-    """keep only the newest this many checkpoints in the experiment folder; None keeps all"""
+    """keep only this many of the checkpoints save() writes into the experiment folder: the newest, or with
+    checkpoint_score_attribute the best (the latest is kept too); None keeps all"""
+    checkpoint_score_attribute: str | None = option(None, "checkpointing", min_length=1)
+    """the result key (nested keys joined by '/', RLlib's names too) that ranks checkpoints for keep_checkpoints_num;
+    a checkpoint saved before any result with it ranks last; None ranks by age"""
+    checkpoint_score_order: Literal["max", "min"] = option("max", "checkpointing")
+    """whether a higher ('max') or a lower ('min') checkpoint_score_attribute is better"""
     checkpoint_trainable_policies_only: bool = option(False, "checkpointing")
     """save only the policies that learn (``policies_to_train``); the others are built afresh on restore"""
     export_native_model_files: bool = option(False, "checkpointing")

@@ -21,7 +21,7 @@ from torch import nn
 from corral.core.contracts.actor_critic import GAEConfig
 from corral.core.contracts.config import OPTIMIZERS, SCHEDULES, AlgorithmConfig
 from corral.core.contracts.exploration import make_exploration
-from corral.core.environments.spaces import ActionAdapter, ObservationPreprocessor
+from corral.core.environments.spaces import ActionAdapter, ObservationCheck, ObservationPreprocessor
 from corral.core.learning.action_masking import LEGAL_ACTIONS, ActionMaskedModel, MaskedObservationPreprocessor
 from corral.core.learning.distributions import ActionDistribution, distribution_for
 from corral.core.learning.models import Model, build_model, torch_dtype
@@ -41,7 +41,7 @@ from corral.core.seeding import (
     set_torch_generator_state,
     torch_generator,
 )
-from corral.errors import ConfigError
+from corral.errors import ConfigError, ObservationError
 
 
 class Policy:
@@ -322,6 +322,28 @@ class Policy:
         """Value estimates for a batch of preprocessed observations (actor-critic models)."""
         return self.model.forward_inference(torch.from_numpy(obs).to(self.device))[SampleBatch.VF_PREDS].cpu().numpy()
 
+    def check_observations(self, obs: Any, batched: bool) -> None:
+        """Refuse raw observations that do not fit the observation space, before any forward pass.
+
+        The form (shape, Dict and Tuple parts, numbers) always; the bounds too unless
+        ``disable_env_checking``, as for the observations env runners step with.
+
+        Args:
+            obs: one observation, or a batch with a leading batch axis.
+            batched: whether ``obs`` is a batch.
+
+        Raises:
+            ObservationError: naming what is wrong, the space and its shape.
+        """
+        check = getattr(self, "_observation_check", None)
+        if check is None:  # made on first use: compute_single_action is for users, not the sampling loop
+            check = self._observation_check = ObservationCheck(self.observation_space)
+        found = check.problem(obs, batched, bounds=not self.config.disable_env_checking)
+        if found is not None:
+            if batched:
+                raise ObservationError(f"observation {found[0]} of the batch {found[1]}; give a batch with a leading axis")
+            raise ObservationError(f"the observation {found[1]}; give one observation, without a batch axis")
+
     def compute_single_action(self, obs: Any, explore: bool | None = None) -> Any:
         """The env action for one raw observation.
 
@@ -334,7 +356,11 @@ class Policy:
         Returns:
             The action in the env's action space: an ``int`` for Discrete spaces, a
             numpy array otherwise.
+
+        Raises:
+            ObservationError: ``obs`` does not fit the observation space (see :meth:`check_observations`).
         """
+        self.check_observations(obs, batched=False)
         batch = add_batch_dim(self.observation_space, obs)
         actions, _ = self.compute_actions(self.preprocess(batch), explore=explore)
         env_action = self.action_adapter(actions)[0]

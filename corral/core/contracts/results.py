@@ -6,6 +6,8 @@ kit (``corral.testing``) can check results, without loading anything else.
 
 from __future__ import annotations
 
+from typing import Any
+
 RESULT_KEY_TYPES: dict[str, tuple[type, ...]] = {
     "training_iteration": (int,),
     "timesteps_total": (int,),
@@ -68,3 +70,18 @@ def corral_result_key(key: str) -> str:
     if name == "num_env_steps_sampled_lifetime":
         name = "num_env_steps_sampled"
     return "/".join([*prefix, name]) if name else key
+
+
+def result_value(result: dict[str, Any], key: str) -> Any:
+    """The value at a ``/``-separated key of a (nested) result, or None where the result has none.
+
+    Args:
+        result: a result dict.
+        key: e.g. ``"episode_reward_mean"`` or ``"evaluation/episode_reward_mean"``.
+    """
+    value: Any = result
+    for part in key.split("/"):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value

@@ -122,7 +122,7 @@ class ObservationCheck:
         # NaN compares False, so it is never inside; the shapes matched, so the lists have the same length
         return all(map(operator.le, few[0], values)) and all(map(operator.le, values, few[1]))
 
-    def problem(self, obs: Any, batched: bool = False) -> tuple[int, str] | None:
+    def problem(self, obs: Any, batched: bool = False, bounds: bool = True) -> tuple[int, str] | None:
         """``(row, what is wrong)`` for the first bad observation, or None if all belong to the space.
 
         ``row`` is the index in the batch (0 when not ``batched``).
@@ -131,6 +131,7 @@ class ObservationCheck:
             obs: one observation, or a batch of them with a leading batch axis (Dict and
                 Tuple observations: a dict or tuple of such batches).
             batched: whether ``obs`` is a batch.
+            bounds: check values against the space's bounds too (False: the form only).
 
         Returns:
             ``(row, what is wrong)``, or None. A wrong shape, a missing Dict or Tuple part
@@ -145,7 +146,7 @@ class ObservationCheck:
                     part = obs[key]
                 except (KeyError, IndexError, TypeError):
                     return 0, f"has no {key!r} part, which the space {space} has"
-                found = check.problem(part, batched)
+                found = check.problem(part, batched, bounds)
                 if found is not None:
                     return found[0], f"[{key!r}] {found[1]}"
             return None
@@ -163,6 +164,11 @@ class ObservationCheck:
             return 0, f"has shape {got}, but the observation space {space} has shape {shape}"
         if arr.dtype.kind not in "biuf":
             return 0, f"holds {arr.dtype} values, not numbers"
+        return self._outside(arr, batched) if bounds else None
+
+    def _outside(self, arr: np.ndarray, batched: bool) -> tuple[int, str] | None:
+        """``(row, values)`` of the first observation with values outside the space's bounds, or None."""
+        space = self.space
         if isinstance(space, gym.spaces.Box):
             if self._bounds is None:
                 return None

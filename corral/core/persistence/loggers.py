@@ -86,6 +86,25 @@ def _json_value(value: Any) -> Any:
     return str(value)
 
 
+def tensorboard_step(result: dict[str, Any], fallback: int) -> int:
+    """The x-axis value of a result in TensorBoard: env steps sampled, so runs of different algorithms line up.
+
+    An offline run samples nothing: its env steps trained; failing both, the iteration (or ``fallback``).
+
+    Args:
+        result: a train() result.
+        fallback: the step when the result has none of those counters.
+
+    Returns:
+        The global step to write the result's scalars at.
+    """
+    for key in ("num_env_steps_sampled", "num_env_steps_trained", "training_iteration"):
+        value = result.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return fallback
+
+
 class ResultWriter:
     """Appends each iteration's result to result.json, progress.csv and TensorBoard."""
 
@@ -99,19 +118,49 @@ class ResultWriter:
 
     def write(self, result: dict[str, Any]) -> None:
         """Record one iteration's result."""
+        adopted = not self._rows and self._adopt_earlier_rows(int(result.get("training_iteration", 1)))
         with open(self.logdir / "result.json", "a", encoding="utf-8") as f:
             f.write(json.dumps(result, default=_json_value) + "\n")
         flat = flatten(result)
         self._rows.append(flat)
         new_columns = [k for k in flat if k not in self._columns]
-        if new_columns or not self._columns:
-            # A key appeared (evaluation, say): rewrite the file with the wider header.
+        if new_columns or not self._columns or adopted:
+            # A key appeared (evaluation, say), or a resumed run dropped rows: rewrite the file.
             self._columns.extend(new_columns)
             self._write_csv(self._rows, "w")
         else:
             self._write_csv([flat], "a")
         if self._tensorboard:
-            self._write_tensorboard(flat, int(result.get("training_iteration", len(self._rows))))
+            self._write_tensorboard(flat, tensorboard_step(result, len(self._rows)))
+
+    def _adopt_earlier_rows(self, iteration: int) -> bool:
+        """A run resumed in its folder (``corral train --resume``): keep the rows of the iterations before ``iteration``.
+
+        Rows from after the checkpoint it resumed from are dropped, so each iteration
+        appears once; the files are rewritten whole, by way of a temporary file.
+
+        Returns:
+            Whether there were earlier files.
+        """
+        results = self.logdir / "result.json"
+        if not results.exists():
+            return False
+        kept = []
+        for line in results.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a crash
+            if isinstance(row, dict) and isinstance(row.get("training_iteration"), int) and row["training_iteration"] < iteration:
+                kept.append(row)
+        temporary = results.with_name(".result.json.tmp")
+        temporary.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
+        temporary.replace(results)
+        for row in kept:
+            flat = flatten(row)
+            self._rows.append(flat)
+            self._columns.extend(k for k in flat if k not in self._columns)
+        return True
 
     def _write_csv(self, rows: list[dict[str, Any]], mode: str) -> None:
         with open(self.logdir / "progress.csv", mode, newline="", encoding="utf-8") as f:
