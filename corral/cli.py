@@ -103,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
         const=True,
         help="RLlib's flag for TensorFlow's eager tracing: accepted and ignored, with a warning (corral runs on torch)",
     )
+    train.add_argument(
+        "--plot", action="store_true", help="write progress.png (the reward against env steps) into the experiment folder"
+    )
     train.add_argument("-v", "--verbose", action="count", default=0, help="-v: a line per iteration; -vv: full results")
     train.add_argument("--help-config", action="store_true", help="list the algorithm's config options and exit")
     train.set_defaults(handler=_train)
@@ -143,6 +146,15 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--trust-code", action="store_true", help="as for evaluate: only for checkpoints you trust")
     export.set_defaults(handler=_export)
 
+    plot = sub.add_parser("plot", help="draw learning curves of one or several runs into a picture")
+    plot.add_argument("runs", nargs="+", metavar="RUN_DIR", help="experiment folders, or folders of them (~/corral_results)")
+    plot.add_argument("--x", choices=("env_steps", "time", "iteration"), default="env_steps", help="the x axis")
+    plot.add_argument("--y", default="episode_reward_mean", help="the result key to draw (nested keys joined by '/')")
+    plot.add_argument(
+        "--out", help="the picture: .png, .svg or .pdf (default RUN_DIR/progress.png for one run, else learning_curves.png)"
+    )
+    plot.set_defaults(handler=_plot)
+
     listing = sub.add_parser("list", help="installed algorithms, explorations, off-policy estimators and hook plugins")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.add_argument(
@@ -179,6 +191,10 @@ def _json_object(flag: str) -> Any:
 def _train(args: argparse.Namespace) -> int:
     if args.help_config:
         return _help_config(args.algo or "PPO")
+    if args.plot:
+        from corral.plot import check_matplotlib
+
+        check_matplotlib()  # before any training
     if args.resume:
         return _resume(args)
     experiments = _experiments_from_file(args.file) if args.file else [_experiment_from_flags(args)]
@@ -516,6 +532,11 @@ def _run_experiment(exp: dict[str, Any], algo: Any, args: argparse.Namespace) ->
             console.print(f"resume with: corral train --resume {last_checkpoint}", markup=False)
     elif not algo.config.checkpoint_at_end:
         console.print("no checkpoint was saved (checkpoint_at_end is off); drop --no-checkpoint to keep one")
+    if args.plot and algo.iteration and (algo.logdir / "progress.csv").is_file():
+        from corral.plot import plot_runs
+
+        plot_runs([algo.logdir], algo.logdir / "progress.png")
+        console.print(f"learning curve: {algo.logdir / 'progress.png'}", markup=False)
     return INTERRUPTED if interrupted else _fail_below(args.fail_below, stop, goal, best, console)
 
 
@@ -713,6 +734,19 @@ def _export(args: argparse.Namespace) -> int:
         algo.stop()
     also = " and model.onnx" if args.onnx is not None else ""
     print(f"Wrote {path}{also} (TorchScript: torch.jit.load it; model.json beside it says what goes in and comes out)")
+    return 0
+
+
+# ---------------------------------------------------------------------- #
+# plot
+# ---------------------------------------------------------------------- #
+def _plot(args: argparse.Namespace) -> int:
+    from corral.plot import find_runs, plot_runs
+
+    runs = find_runs(args.runs)
+    out = args.out or (runs[0] / "progress.png" if len(runs) == 1 else Path("learning_curves.png"))
+    curves = plot_runs(runs, out, x=args.x, y=args.y)
+    print(f"Wrote {out}: {args.y} against {args.x} for {len(curves)} run{'s' if len(curves) != 1 else ''}")
     return 0
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import corral
-from corral.cli import _experiments_from_file, _lookup
+from corral.cli import _experiments_from_file
+from corral.core.contracts.results import result_value
 
 EXAMPLES = sorted((Path(corral.__file__).parent / "tuned_examples").glob("*.yaml"))
 REPOSITORY = Path(__file__).parent.parent
@@ -52,12 +53,12 @@ def test_tuned_example_reaches_its_promise(path: Path, monkeypatch: pytest.Monke
     kept: dict[str, float] = {}
     while algo.counters["num_env_steps_sampled"] < budget:
         result = algo.train()
-        best = max(best, _lookup(result, key))
+        best = max(best, result_value(result, key))
         kept = result["policy_reward_mean"]
-        if _lookup(result, key) >= promise and (per_policy is None or min(kept.values()) >= per_policy):
+        if result_value(result, key) >= promise and (per_policy is None or min(kept.values()) >= per_policy):
             break
     algo.stop()
-    assert _lookup(result, key) >= promise, f"{path.name}: best {key} {best:.1f} < {promise} within {budget} env steps"
+    assert result_value(result, key) >= promise, f"{path.name}: best {key} {best:.1f} < {promise} within {budget} env steps"
     if per_policy is not None:
         assert set(kept) == set(algo.policies) and min(kept.values()) >= per_policy, (
             f"{path.name}: policy_reward_mean {kept} after {result['timesteps_total']} env steps; each must reach {per_policy}"
