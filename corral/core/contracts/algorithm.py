@@ -1141,6 +1141,8 @@ class Algorithm:
 
     def stop(self) -> None:
         """Release environments, close result files and stop reading input; train() and evaluate() then refuse."""
+        if not self._stopped:
+            self.callbacks.algorithm_stop(self)
         self._stopped = True
         if self.experience_input is not None:
             self.experience_input.close()

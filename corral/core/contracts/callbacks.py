@@ -96,6 +96,9 @@ class Callbacks:
     def on_checkpoint_loaded(self, *, algorithm: Algorithm, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_checkpoint_loaded`."""
 
+    def on_algorithm_stop(self, *, algorithm: Algorithm, **kwargs: Any) -> None:
+        """See :func:`corral.core.contracts.hookspecs.on_algorithm_stop`."""
+
 
 DefaultCallbacks = Callbacks
 """RLlib's name for :class:`Callbacks`."""
@@ -250,6 +253,10 @@ class CallbackRunner:
     def checkpoint_loaded(self, algorithm: Algorithm) -> None:
         """Call every ``on_checkpoint_loaded`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_checkpoint_loaded(algorithm=algorithm)
+
+    def algorithm_stop(self, algorithm: Algorithm) -> None:
+        """Call every ``on_algorithm_stop`` implementation, with the arguments its hookspec names."""
+        self._pm.hook.on_algorithm_stop(algorithm=algorithm)
 
 
 def _episode_arguments(

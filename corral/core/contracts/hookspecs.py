@@ -129,6 +129,11 @@ def on_checkpoint_loaded(algorithm: Algorithm) -> None:
     """The algorithm's state was restored from a checkpoint."""
 
 
+@hookspec
+def on_algorithm_stop(algorithm: Algorithm) -> None:
+    """The algorithm is stopping (``stop()``, once): close what the hook opened for the run, such as a logger's run."""
+
+
 HOOK_ARGUMENTS: dict[str, str] = {
     "algorithm": "the Algorithm being trained",
     "env_runner": "the EnvRunner (or MultiAgentEnvRunner) that is sampling",
