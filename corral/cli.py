@@ -82,6 +82,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="CHECKPOINT",
         help="continue the run a checkpoint of it was saved from, in its experiment folder (its --stop unless given)",
     )
+    train.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="with --resume: import what the checkpoint names even if it is not registered (only for checkpoints you trust)",
+    )
     at_end = train.add_mutually_exclusive_group()
     at_end.add_argument(
         "--checkpoint-at-end", action="store_true", default=None, help="save a checkpoint when training ends (the default)"
@@ -234,7 +239,7 @@ def _resume(args: argparse.Namespace) -> int:
     from corral.core.contracts.algorithm import Algorithm
 
     overrides = {**exp["config"], "logger_config": {"logdir": str(folder)}}  # results go on in the same folder
-    algo = Algorithm.from_checkpoint(args.resume, config_overrides=overrides, trust_code=False)
+    algo = Algorithm.from_checkpoint(args.resume, config_overrides=overrides, trust_code=args.trust_code)
     _check_stop(exp["stop"], evaluation=algo.config.evaluation_interval is not None)
     _check_fail_below(args.fail_below, exp["stop"])
     print(f"resuming {exp['name']} at iteration {algo.iteration} in {folder}")

@@ -22,6 +22,22 @@ USER_RESULTS = Path("~/corral_results").expanduser()
 """where corral writes when nothing says otherwise; the suite must leave it as it found it"""
 
 
+REPOSITORY = Path(__file__).resolve().parent.parent
+NOT_SOURCE = {".git", ".venv", ".venv-ci", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", "build"}
+"""folders of the repository that tools (not tests) write into"""
+
+
+def _repository_files() -> dict[str, int]:
+    """Every source file of the repository and its modification time: a test must neither add nor change one."""
+    files = {}
+    for folder, subfolders, names in os.walk(REPOSITORY):
+        subfolders[:] = [d for d in subfolders if d not in NOT_SOURCE and not d.endswith(".egg-info")]
+        for name in names:
+            path = os.path.join(folder, name)
+            files[os.path.relpath(path, REPOSITORY)] = os.stat(path).st_mtime_ns
+    return files
+
+
 def _policy_map_folders() -> set[str]:
     """The folders policy maps keep their policies on disk in (each process removes its own)."""
     return {path.name for path in Path(tempfile.gettempdir()).glob("corral-policy-map-*")}
@@ -53,21 +69,29 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["HOME"] = str(tmp.mktemp("home"))
     os.environ["CORRAL_RESULTS_DIR"] = str(tmp.mktemp("session_corral_results"))
     config.stash[_BEFORE] = _user_results()
+    config.stash[_REPOSITORY_BEFORE] = _repository_files()
     config.stash[_MAP_FOLDERS_BEFORE] = _policy_map_folders()
 
 
 _BEFORE = pytest.StashKey[tuple[set[str], int]]()
 _MAP_FOLDERS_BEFORE = pytest.StashKey[set[str]]()
+_REPOSITORY_BEFORE = pytest.StashKey[dict[str, int]]()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Fail the run if the real ~/corral_results changed while it ran (an entry added, or written and removed),
-    or if a policy map left its folder of policies on disk behind (a remote runner killed before it cleaned up)."""
+    if a file of the repository was added or changed (a test wrote into the working folder), or if a policy map
+    left its folder of policies on disk behind (a remote runner killed before it cleaned up)."""
     names, mtime = session.config.stash.get(_BEFORE, (set(), 0))
     now_names, now_mtime = _user_results()
     if now_names != names or now_mtime != mtime:
         changed = sorted(now_names ^ names) or "an entry written and removed"
         print(f"\nthe tests wrote into {USER_RESULTS}, outside their tmp folders: {changed}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    before, now = session.config.stash.get(_REPOSITORY_BEFORE, {}), _repository_files()
+    touched = sorted(path for path, mtime in now.items() if before.get(path) != mtime)
+    if before and touched:
+        print(f"\nthe tests wrote into the repository, outside their tmp folders: {touched[:20]}", file=sys.stderr)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     gc.collect()  # a policy map removes its folder when it is collected
     left = sorted(_policy_map_folders() - session.config.stash.get(_MAP_FOLDERS_BEFORE, set()))

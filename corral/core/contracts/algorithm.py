@@ -144,8 +144,8 @@ class Algorithm:
         self._eval_group: EnvRunnerGroup | None = None
         self._last_evaluation: dict[str, Any] | None = None
         self._last_result: dict[str, Any] | None = None
-        self._stopped = False
         """the latest train() result: its checkpoint_score_attribute scores the next checkpoint"""
+        self._stopped = False
         self._system_usage = SystemUsage() if self.config.log_sys_usage else None
         self._fragments_reported = False  # said at INFO: an explicit fragment needs several calls per batch
         self.iteration = 0

@@ -206,6 +206,8 @@ def make_vector_env(
             is asked of an env without a native implementation, a creator returns
             something other than a ``gymnasium.Env``, or creating it raised ``TypeError``
             (wrong ``env_config`` keys, say); what ``display`` needs is not installed.
+        ConfigError: ``is_atari=True`` for an env that is no ale-py game, or a ``display``
+            with ``vectorize_mode='native'``.
     """
     env_id, creator = resolve_creator(config.env)
     if display is not None:
