@@ -23,7 +23,6 @@ def algo(make_algo, ppo_config):
     [
         (np.zeros(3, np.float32), r"the observation has shape \(3,\), but the observation space .* has shape \(4,\)"),
         (np.zeros((1, 4), np.float32), r"has shape \(1, 4\).*without a batch axis"),
-        (np.array([9.0, 0, 0, 0], np.float32), r"holds \[9.0\], outside the observation space"),
         ("left", r"has shape \(\)"),
     ],
 )
@@ -35,18 +34,19 @@ def test_compute_single_action_refuses_an_observation_that_does_not_fit(algo, ob
 def test_compute_actions_names_the_row_of_the_batch_that_does_not_fit(algo) -> None:
     batch = np.zeros((3, 4), np.float32)
     assert algo.compute_actions(batch).shape == (3,)
-    batch[2, 0] = np.nan
-    with pytest.raises(ObservationError, match=r"observation 2 of the batch holds \[nan\]"):
-        algo.compute_actions(batch)
+    batch[2, 0] = 9.0  # outside CartPole's bounds: the caller's to judge, as an env may return it
+    assert algo.compute_actions(batch).shape == (3,)
     with pytest.raises(ObservationError, match=r"observation 0 of the batch has shape \(5,\)"):
         algo.compute_actions(np.zeros((2, 5), np.float32))
 
 
-def test_with_disable_env_checking_only_the_form_is_checked(make_algo, ppo_config) -> None:
-    algo = make_algo(ppo_config.environment(disable_env_checking=True))
-    assert algo.compute_single_action(np.array([9.0, 0, 0, 0], np.float32)) in (0, 1)
-    with pytest.raises(ObservationError, match="has shape"):
-        algo.compute_single_action(np.zeros(3, np.float32))
+def test_a_dict_observation_missing_a_part_is_refused(make_algo, ppo_config) -> None:
+    algo = make_algo(ppo_config.environment("tests.toy_envs:DictObsEnv"))
+    good = algo.get_policy().observation_space.sample()
+    assert algo.compute_single_action(good) is not None
+    part = next(iter(good))
+    with pytest.raises(ObservationError, match=rf"has no {part!r} part"):
+        algo.compute_single_action({k: v for k, v in good.items() if k != part})
 
 
 def test_a_stopped_algorithm_refuses_to_train_or_evaluate(algo) -> None:

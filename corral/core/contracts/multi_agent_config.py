@@ -60,6 +60,9 @@ def normalize_policies(value: Any) -> dict[str, PolicySpec]:
     if isinstance(value, (set, frozenset)):
         value = sorted(value, key=str)
     if isinstance(value, (list, tuple)):
+        for policy_id in value:
+            if not isinstance(policy_id, str) or not policy_id:  # checked here: dict.fromkeys needs hashable ids
+                raise ValueError(f"the policy id {policy_id!r} is not a non-empty string")
         value = dict.fromkeys(value)
     if not isinstance(value, dict):
         raise ValueError(f"policies must be a set of policy ids or a dict of ids to PolicySpec, not {type(value).__name__}")

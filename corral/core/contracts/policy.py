@@ -323,22 +323,22 @@ class Policy:
         return self.model.forward_inference(torch.from_numpy(obs).to(self.device))[SampleBatch.VF_PREDS].cpu().numpy()
 
     def check_observations(self, obs: Any, batched: bool) -> None:
-        """Refuse raw observations that do not fit the observation space, before any forward pass.
+        """Refuse raw observations whose form does not fit the observation space, before any forward pass.
 
-        The form (shape, Dict and Tuple parts, numbers) always; the bounds too unless
-        ``disable_env_checking``, as for the observations env runners step with.
+        The shape, the Dict and Tuple parts, and that they are numbers: values outside the
+        space's bounds are the caller's to judge (an env may well return them).
 
         Args:
             obs: one observation, or a batch with a leading batch axis.
             batched: whether ``obs`` is a batch.
 
         Raises:
-            ObservationError: naming what is wrong, the space and its shape.
+            ObservationError: naming what is wrong and the space's shape.
         """
         check = getattr(self, "_observation_check", None)
         if check is None:  # made on first use: compute_single_action is for users, not the sampling loop
             check = self._observation_check = ObservationCheck(self.observation_space)
-        found = check.problem(obs, batched, bounds=not self.config.disable_env_checking)
+        found = check.problem(obs, batched, bounds=False)
         if found is not None:
             if batched:
                 raise ObservationError(f"observation {found[0]} of the batch {found[1]}; give a batch with a leading axis")
