@@ -130,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--video", metavar="DIR", help="record each episode as an MP4 file in DIR (the record_env option; the render extra)"
     )
+    evaluate.add_argument("--video-format", choices=("mp4", "gif"), default="mp4", help="--video's file format")
     evaluate.add_argument("--explore", action="store_true", help="sample actions instead of taking the greedy one")
     evaluate.add_argument(
         "--out", help="write the episodes into this folder as offline data (the output option's files), for input_= to read"
@@ -672,7 +673,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("--video records evaluation episodes and --out writes sampled ones: run evaluate once for each")
     unit = "timesteps" if args.steps else "episodes"
     duration = args.steps or args.episodes or 10
-    eval_overrides: dict[str, Any] = {"explore": bool(args.explore), "render_env": args.render, "record_env": args.video or False}
+    eval_overrides: dict[str, Any] = {
+        "explore": bool(args.explore),
+        "render_env": args.render,
+        "record_env": args.video or False,
+        "record_env_format": args.video_format,
+    }
     shown = args.render or args.video
     overrides = {
         "evaluation_duration": duration,
@@ -697,7 +703,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.out:
         print(f"Wrote them to {args.out} (offline data: offline_data(input_={args.out!r}) reads it)")
     if args.video:
-        print(f"Recorded them in {args.video} (evaluation-episode-N.mp4)")
+        print(f"Recorded them in {args.video} (evaluation-episode-N.{args.video_format})")
     return 0
 
 

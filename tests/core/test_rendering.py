@@ -149,3 +149,24 @@ def test_cli_evaluate_render_draws_every_step_of_sub_environment_0(run_cli, tmp_
     result = run_cli("evaluate", str(next(tmp_path.glob("*/checkpoint_*"))), "--episodes", "1", "--render", "--env", SELF_DRAWING)
     assert result.returncode == 0, result.stderr
     assert len(frames.read_text().splitlines()) > 5
+
+
+def test_record_env_format_gif_writes_animated_gifs(make_algo, tmp_path) -> None:
+    from PIL import Image, ImageSequence
+
+    folder = tmp_path / "gifs"
+    config = ppo().evaluation(
+        evaluation_duration=2,
+        evaluation_num_envs=1,
+        evaluation_config={"record_env": str(folder), "record_env_format": "gif"},
+    )
+    algo = make_algo(config)
+    metrics = algo.evaluate()
+    algo.stop()
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["evaluation-episode-0.gif", "evaluation-episode-1.gif"]
+    with Image.open(folder / names[0]) as gif:
+        assert gif.size == (600, 400) and gif.n_frames > 5
+    # a frame at each reset and step, 1/50 s each (CartPole's render_fps); a GIF merges repeated frames into one
+    durations = [sum(frame.info["duration"] for frame in ImageSequence.Iterator(Image.open(folder / n))) for n in names]
+    assert sum(durations) / 20 - 2 == pytest.approx(2 * metrics["episode_reward_mean"], abs=2)

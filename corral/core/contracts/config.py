@@ -403,6 +403,8 @@ class AlgorithmConfig(BaseModel):
     """record that sub-environment's episodes as MP4 files (gymnasium's RecordVideo, with moviepy: the render extra):
     training episodes 0, 1, 8, 27, ..., 1000 and every 1000th after, and all its evaluation episodes; True writes them
     into <experiment folder>/videos, a string names the folder (RLlib's 'monitor': true is True)"""
+    record_env_format: Literal["mp4", "gif"] = option("mp4", "environment")
+    """the file format of record_env's videos: 'mp4' (H.264, small) or 'gif' (plays anywhere, larger)"""
 
     # --- env runners -------------------------------------------------------
     num_env_runners: int = option(0, "env_runners", ge=0, le=65_536)

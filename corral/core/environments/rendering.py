@@ -16,13 +16,15 @@ a native vectorised implementation, which cannot render.
 - **Video** (``record_env``): gymnasium's ``RecordVideo`` writes MP4 files
   (through moviepy) of the training episodes 0, 1, 8, 27, ..., 1000 and every
   1000th after (its default schedule), and of every evaluation episode, named
-  ``training-episode-N.mp4`` and ``evaluation-episode-N.mp4``. An episode's
+  ``training-episode-N.mp4`` and ``evaluation-episode-N.mp4`` (``.gif`` with
+  ``record_env_format="gif"``). An episode's
   file is written when the next episode starts, or when the runner stops.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,12 +52,14 @@ class Display:
         video_folder: record its episodes as MP4 files here; None records none.
         every_episode: record every episode (evaluation), else gymnasium's schedule (training).
         prefix: the start of each video's file name.
+        file_format: ``"mp4"`` or ``"gif"``.
     """
 
     window: bool
     video_folder: str | None
     every_episode: bool
     prefix: str
+    file_format: str = "mp4"
 
     @property
     def render_mode(self) -> str:
@@ -83,7 +87,8 @@ def display_for(config: AlgorithmConfig, worker_index: int, stream: str) -> Disp
         return None
     folder = str(record) if record and record is not True else None
     evaluation = stream == "evaluation"
-    return Display(bool(config.render_env), folder, every_episode=evaluation, prefix="evaluation" if evaluation else "training")
+    prefix = "evaluation" if evaluation else "training"
+    return Display(bool(config.render_env), folder, evaluation, prefix, config.record_env_format)
 
 
 def check_display(display: Display, env_id: str | None, label: str) -> None:
@@ -130,12 +135,26 @@ def displayed(env: gym.Env, display: Display, label: str) -> gym.Env:
         trigger = (lambda episode: True) if display.every_episode else None
         with warnings.catch_warnings():  # training and evaluation may share the folder: each names its own files
             warnings.filterwarnings("ignore", message="Overwriting existing videos", module="gymnasium")
-            env = gym.wrappers.RecordVideo(env, display.video_folder, episode_trigger=trigger, name_prefix=display.prefix)
+            recorder = RecordGif if display.file_format == "gif" else gym.wrappers.RecordVideo
+            env = recorder(env, display.video_folder, episode_trigger=trigger, name_prefix=display.prefix)
     if not display.window or mode == "human":
         return env
     if mode in ("rgb_array", "rgb_array_list"):
         return gym.wrappers.HumanRendering(env)
     return RenderEveryStep(env)
+
+
+class RecordGif(gym.wrappers.RecordVideo):
+    """gymnasium's RecordVideo, writing each episode as an animated GIF (moviepy's ``write_gif``) instead of an MP4."""
+
+    def stop_recording(self) -> None:
+        """Write the frames recorded so far as ``<name>.gif`` and stop recording."""
+        if self.recorded_frames:
+            from moviepy.video.io.ImageSequenceClip import ImageSequenceClip
+
+            clip = ImageSequenceClip(self.recorded_frames, fps=self.frames_per_sec)
+            clip.write_gif(os.path.join(self.video_folder, f"{self._video_name}.gif"), logger=None)
+        self.recorded_frames, self.recording, self._video_name = [], False, None
 
 
 class RenderEveryStep(gym.Wrapper):
