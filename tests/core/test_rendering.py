@@ -170,3 +170,17 @@ def test_record_env_format_gif_writes_animated_gifs(make_algo, tmp_path) -> None
     # a frame at each reset and step, 1/50 s each (CartPole's render_fps); a GIF merges repeated frames into one
     durations = [sum(frame.info["duration"] for frame in ImageSequence.Iterator(Image.open(folder / n))) for n in names]
     assert sum(durations) / 20 - 2 == pytest.approx(2 * metrics["episode_reward_mean"], abs=2)
+
+
+def test_an_env_that_gives_frames_is_shown_through_a_window_of_its_frames(make_algo, monkeypatch) -> None:
+    import gymnasium as gym
+
+    corral.register_env("FramesCartPole", lambda ctx: gym.make("CartPole-v1", render_mode="rgb_array"))
+    algo = make_algo(ppo("FramesCartPole", render_env=True))
+    algo.env_runner_group.local_env_runner.sample(num_steps=5)
+    shown = algo.env_runner_group.local_env_runner.env.envs[0].env  # inside the sub-environment's guard
+    assert isinstance(shown, gym.wrappers.HumanRendering) and shown.window is not None  # pygame drew the frames
+    real = rendering.importlib.util.find_spec
+    monkeypatch.setattr(rendering.importlib.util, "find_spec", lambda name: None if name == "pygame" else real(name))
+    with pytest.raises(EnvError, match=r"needs pygame to show the frames of FramesCartPole.*corral\[render\]"):
+        ppo("FramesCartPole", render_env=True).build()

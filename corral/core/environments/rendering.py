@@ -122,7 +122,8 @@ def displayed(env: gym.Env, display: Display, label: str) -> gym.Env:
         The env behind ``RecordVideo`` and a window, as asked.
 
     Raises:
-        EnvError: a video is asked of an env that gives no frames (its ``render_mode`` is not ``"rgb_array"``).
+        EnvError: a video is asked of an env that gives no frames (its ``render_mode`` is not ``"rgb_array"``),
+            or its frames are to be shown in a window without pygame.
     """
     mode = getattr(env, "render_mode", None)
     if display.video_folder is not None:
@@ -140,6 +141,8 @@ def displayed(env: gym.Env, display: Display, label: str) -> gym.Env:
     if not display.window or mode == "human":
         return env
     if mode in ("rgb_array", "rgb_array_list"):
+        if importlib.util.find_spec("pygame") is None:  # HumanRendering draws the frames with pygame
+            raise EnvError(f"render_env needs pygame to show the frames of {label} in a window: {RENDER_EXTRA}")
         return gym.wrappers.HumanRendering(env)
     return RenderEveryStep(env)
 
