@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from corral.core.contracts.results import RESULT_KEYS, corral_result_key, result_value
+from corral.core.contracts.results import RESULT_KEYS, corral_result_key, finite_number, result_value
 from corral.errors import ConfigError, CorralError, did_you_mean
 
 
@@ -207,10 +207,9 @@ def _train(args: argparse.Namespace) -> int:
     for exp in experiments:
         _override_from_flags(exp, args)
     # Validate every experiment fully before any of them starts.
-    prepared = [_prepare(exp) for exp in experiments]
+    prepared = [_prepare(exp, args.fail_below) for exp in experiments]
     status = 0
     for exp, config in prepared:
-        _check_fail_below(args.fail_below, exp["stop"])
         status = max(status, _run_experiment(exp, config.build(), args))
         if status == INTERRUPTED:  # Ctrl-C stops the whole file
             break
@@ -236,13 +235,11 @@ def _resume(args: argparse.Namespace) -> int:
     exp = {"name": saved.get("name", folder.name), "run": meta["algorithm"], "env": None, "stop": saved.get("stop", {})}
     exp["config"] = {}
     _override_from_flags(exp, args)
-    exp["stop"] = {corral_result_key(key): value for key, value in exp["stop"].items()}
     from corral.core.contracts.algorithm import Algorithm
 
     overrides = {**exp["config"], "logger_config": {"logdir": str(folder)}}  # results go on in the same folder
     algo = Algorithm.from_checkpoint(args.resume, config_overrides=overrides, trust_code=args.trust_code)
-    _check_stop(exp["stop"], evaluation=algo.config.evaluation_interval is not None)
-    _check_fail_below(args.fail_below, exp["stop"])
+    exp["stop"] = _checked_stop(exp["stop"], algo.config.evaluation_interval is not None, args.fail_below)
     print(f"resuming {exp['name']} at iteration {algo.iteration} in {folder}")
     return _run_experiment(exp, algo, args)
 
@@ -325,7 +322,6 @@ def _experiments_from_file(path: str) -> list[dict[str, Any]]:
             )
         config.update({EXPERIMENT_OPTIONS[key]: value for key, value in spec.items() if key in EXPERIMENT_OPTIONS})
         config.update({CHECKPOINT_CONFIG_OPTIONS[key]: value for key, value in checkpointing.items()})
-        _split_score_order(config)
         experiments.append(
             {
                 "name": name,
@@ -378,7 +374,7 @@ def _split_score_order(config: dict[str, Any]) -> None:
         config["checkpoint_score_attribute"], config["checkpoint_score_order"] = attribute[4:], "min"
 
 
-def _prepare(exp: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def _prepare(exp: dict[str, Any], fail_below: float | None) -> tuple[dict[str, Any], Any]:
     from corral import registry
 
     algo_class = registry.get_algorithm(str(exp["run"]))
@@ -387,15 +383,16 @@ def _prepare(exp: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     if exp["env"] is not None:
         config.environment(exp["env"])
     config.validate()
-    exp["stop"] = {corral_result_key(key): value for key, value in exp["stop"].items()}  # RLlib's 2.x keys too
-    _check_stop(exp["stop"], evaluation=config.evaluation_interval is not None)
+    exp["stop"] = _checked_stop(exp["stop"], config.evaluation_interval is not None, fail_below)
     from corral.core.environments.envs import resolve_creator
 
     resolve_creator(config.env)  # an unknown env fails here, before anything is built
     return exp, config
 
 
-def _check_stop(stop: dict[str, Any], evaluation: bool) -> None:
+def _checked_stop(given: dict[str, Any], evaluation: bool, fail_below: float | None) -> dict[str, Any]:
+    """The stop criteria under corral's keys (RLlib's 2.x keys too), checked, with ``--fail-below`` against them."""
+    stop = {corral_result_key(key): value for key, value in given.items()}
     for key, value in stop.items():
         head = key.split("/")[0]
         if head not in RESULT_KEYS:
@@ -406,6 +403,11 @@ def _check_stop(stop: dict[str, Any], evaluation: bool) -> None:
             raise ConfigError(f"--stop key {key!r} needs evaluation; set evaluation_interval in --config")
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise ConfigError(f"--stop value for {key!r} must be a number, got {value!r}")
+    if fail_below is not None and math.isnan(fail_below) and _goal_key(stop) not in stop:
+        raise ConfigError(
+            "--fail-below without a value takes the --stop reward, and --stop names none; give one: --fail-below 400"
+        )
+    return stop
 
 
 BUDGET_KEYS = (
@@ -426,24 +428,10 @@ def _goal_key(stop: dict[str, Any]) -> str:
     return next((key for key in stop if key not in BUDGET_KEYS), "episode_reward_mean")
 
 
-def _check_fail_below(fail_below: float | None, stop: dict[str, Any]) -> None:
-    if fail_below is not None and math.isnan(fail_below) and _goal_key(stop) not in stop:
-        raise ConfigError(
-            "--fail-below without a value takes the --stop reward, and --stop names none; give one: --fail-below 400"
-        )
-
-
-def _number(value: Any) -> float | None:
-    """A result value as a float, or None if it is no finite number."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def _stop_reason(result: dict[str, Any], stop: dict[str, Any]) -> str | None:
     """Why ``result`` ends the run (the first ``stop`` key reached), or None to train on."""
     for key, threshold in stop.items():
-        value = _number(result_value(result, key))
+        value = finite_number(result_value(result, key))
         if value is not None and value >= threshold:
             if key in BUDGET_KEYS:
                 return f"{key} budget {threshold:,} reached"
@@ -560,7 +548,7 @@ def _train_until(algo: Any, stop: dict[str, Any], goal: str, console: Any, verbo
             while True:
                 result = algo.train()
                 _check_stop_leaves(result, stop, checked)
-                value = _number(result_value(result, goal))
+                value = finite_number(result_value(result, goal))
                 if value is not None:
                     best = value if best is None else max(best, value)
                 line = _progress_line(result)
@@ -588,14 +576,16 @@ def _save_at_end(algo: Any) -> str | None:
     """The checkpoint_at_end, unless the last iteration already saved one (checkpoint_frequency)."""
     if not algo.config.checkpoint_at_end or not algo.iteration:
         return None
-    existing = algo.logdir / f"checkpoint_{algo.iteration:06d}"
+    from corral.core.persistence.checkpoints import experiment_checkpoint
+
+    existing = experiment_checkpoint(algo.logdir, algo.iteration)
     return str(existing) if existing.is_dir() else algo.save()
 
 
 def _latest_checkpoint(logdir: Path) -> str | None:
-    import re
+    from corral.core.persistence.checkpoints import experiment_checkpoints
 
-    found = sorted(p for p in logdir.iterdir() if re.fullmatch(r"checkpoint_\d+", p.name))
+    found = experiment_checkpoints(logdir)
     return str(found[-1]) if found else None
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from corral.core.contracts.results import finite_number
 from corral.errors import ConfigError
 
 VIZ_EXTRA = "pip install 'corral[viz]'"
@@ -150,7 +150,6 @@ def plot_runs(
 def _number(text: str | None) -> float | None:
     """A progress.csv cell as a finite float, or None (empty, NaN, or not a number)."""
     try:
-        value = float(text) if text not in (None, "") else math.nan
+        return finite_number(float(text)) if text else None
     except ValueError:
         return None
-    return value if math.isfinite(value) else None

@@ -26,6 +26,16 @@ from .resume_worker import deterministic
 
 WORKER = Path(__file__).with_name("resume_worker.py")
 
+COMPLETE_EPISODES = {
+    "batch_mode": "complete_episodes",
+    "num_envs_per_env_runner": 3,
+    "rollout_fragment_length": 7,
+    "train_batch_size": 60,
+    "minibatch_size": 30,
+    "num_epochs": 2,
+}
+"""PPO on whole episodes, with a fragment (3 x 7) that cuts most of them"""
+
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "PPO": (
         "PPO",
@@ -65,31 +75,11 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     # whole episodes only: sub-environments whose episode a fragment cut are skipped into the next call
-    "PPO-complete-episodes": (
-        "PPO",
-        {
-            "env": "corral.testing.envs:CountingEnv",
-            "batch_mode": "complete_episodes",
-            "num_envs_per_env_runner": 3,
-            "rollout_fragment_length": 7,
-            "train_batch_size": 60,
-            "minibatch_size": 30,
-            "num_epochs": 2,
-        },
-    ),
+    "PPO-complete-episodes": ("PPO", {"env": "corral.testing.envs:CountingEnv", **COMPLETE_EPISODES}),
     # whole episodes of agents that leave at different steps: each sub-environment's skipping carries over
     "PPO-multi-agent-complete-episodes": (
         "PPO",
-        {
-            "env": "corral.testing.envs:MultiAgentCountingEnv",
-            "env_config": {"num_agents": 2},
-            "batch_mode": "complete_episodes",
-            "num_envs_per_env_runner": 3,
-            "rollout_fragment_length": 7,
-            "train_batch_size": 60,
-            "minibatch_size": 30,
-            "num_epochs": 2,
-        },
+        {"env": "corral.testing.envs:MultiAgentCountingEnv", "env_config": {"num_agents": 2}, **COMPLETE_EPISODES},
     ),
     # turn-based, masked, one policy per player: rows stay open across sample calls and the checkpoint
     "PPO-multi-agent": (

@@ -13,7 +13,6 @@ import functools
 import logging
 import math
 import os
-import re
 import time
 from collections.abc import Callable, Collection, Container, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -30,7 +29,7 @@ from corral.core.contracts.config import LEGACY_KEYS, NOOP_LOGGERS, AlgorithmCon
 from corral.core.contracts.multi_agent_config import policy_config
 from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.contracts.policy_spec import PolicySpec
-from corral.core.contracts.results import corral_result_key, result_value
+from corral.core.contracts.results import corral_result_key, finite_number, result_value
 from corral.core.environments.envs import env_name
 from corral.core.environments.spaces import space_to_json
 from corral.core.environments.task_settable_env import task_settable
@@ -867,7 +866,9 @@ class Algorithm:
         that many are then removed: the oldest, or the worst by ``checkpoint_score_attribute``
         (never the latest).
         """
-        path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir / f"checkpoint_{self.iteration:06d}"
+        path = (
+            Path(checkpoint_dir) if checkpoint_dir is not None else checkpoints.experiment_checkpoint(self.logdir, self.iteration)
+        )
         saved = [
             pid for pid in self.policies if not self.config.checkpoint_trainable_policies_only or self.is_policy_to_train(pid)
         ]
@@ -895,9 +896,8 @@ class Algorithm:
         }
         attribute = self.config.checkpoint_score_attribute
         if attribute is not None:  # what keep_checkpoints_num ranks the checkpoints by
-            score = result_value(self._last_result or {}, corral_result_key(attribute))
-            finite = isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score)
-            meta["score"] = {"attribute": attribute, "value": float(score) if finite else None}
+            score = finite_number(result_value(self._last_result or {}, corral_result_key(attribute)))
+            meta["score"] = {"attribute": attribute, "value": score}
         policy_states = {pid: self.policies[pid].get_state() for pid in saved}
         native: dict[str, Callable[[Path], Any]] = {}
         if self.config.export_native_model_files:  # model.pt and model.json beside each policy's state
@@ -911,7 +911,7 @@ class Algorithm:
 
     def _prune_checkpoints(self, keep: int) -> None:
         """Remove all but ``keep`` checkpoints of the experiment folder: the newest, or the best scored and the latest."""
-        found = sorted(p for p in self.logdir.iterdir() if re.fullmatch(r"checkpoint_\d+", p.name))  # oldest first
+        found = checkpoints.experiment_checkpoints(self.logdir)  # oldest first
         if len(found) <= keep:
             return
         kept = set(found[-keep:])
@@ -1312,7 +1312,8 @@ def _checkpoint_score(path: Path) -> float:
         value = checkpoints.read_meta(path).get("score", {}).get("value")
     except CorralError:
         return -math.inf
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else -math.inf
+    score = finite_number(value)
+    return -math.inf if score is None else score
 
 
 def _providing_distribution(cls: type) -> tuple[str | None, str | None]:

@@ -6,6 +6,7 @@ kit (``corral.testing``) can check results, without loading anything else.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 RESULT_KEY_TYPES: dict[str, tuple[type, ...]] = {
@@ -70,6 +71,17 @@ def corral_result_key(key: str) -> str:
     if name == "num_env_steps_sampled_lifetime":
         name = "num_env_steps_sampled"
     return "/".join([*prefix, name]) if name else key
+
+
+def finite_number(value: Any) -> float | None:
+    """A result value as a float if it is a finite number (not a bool, NaN or inf), else None.
+
+    Args:
+        value: any value of a result.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def result_value(result: dict[str, Any], key: str) -> Any:

@@ -104,9 +104,9 @@ def check_display(display: Display, env_id: str | None, label: str) -> None:
     """
     if display.video_folder is not None and importlib.util.find_spec("moviepy") is None:
         raise EnvError(f"record_env needs moviepy to write the videos of {label}: {RENDER_EXTRA}")
+    # (frames shown in a window, from any env, are checked where HumanRendering is put around it)
     entry = str(gym.spec(env_id).entry_point) if env_id is not None else ""
-    pygame_drawn = entry.startswith(PYGAME_ENVS) or display.video_folder is not None  # HumanRendering draws with pygame
-    if display.window and pygame_drawn and importlib.util.find_spec("pygame") is None:
+    if display.window and entry.startswith(PYGAME_ENVS) and importlib.util.find_spec("pygame") is None:
         raise EnvError(f"render_env needs pygame to draw {label} in a window: {RENDER_EXTRA}")
 
 

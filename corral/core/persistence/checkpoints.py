@@ -138,6 +138,21 @@ def write_checkpoint(
     return target
 
 
+def experiment_checkpoint(folder: Path, iteration: int) -> Path:
+    """Where ``save()`` puts the checkpoint of ``iteration`` in an experiment folder: ``checkpoint_<iteration>``.
+
+    Args:
+        folder: the experiment folder.
+        iteration: the training iteration the checkpoint is saved at.
+    """
+    return folder / f"checkpoint_{iteration:06d}"
+
+
+def experiment_checkpoints(folder: Path) -> list[Path]:
+    """The checkpoints ``save()`` wrote into an experiment folder, oldest first (their names sort by iteration)."""
+    return sorted(path for path in folder.iterdir() if re.fullmatch(r"checkpoint_\d+", path.name))
+
+
 def remove_checkpoint(path: str | os.PathLike[str]) -> None:
     """Delete a checkpoint so that no incomplete folder is ever left under its name.
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from corral.core.contracts.results import finite_number
 
 
 def default_storage_path(storage_path: str | None) -> Path:
@@ -84,6 +85,18 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, np.generic) and value.dtype.kind in "biuf":
         return value.item()
     return str(value)
+
+
+def finite_metrics(flat: dict[str, Any]) -> dict[str, float]:
+    """What a tracker can plot of a flattened result: its finite numbers by key (NaN, inf, bools and text left out).
+
+    Args:
+        flat: a result as :func:`flatten` gives it.
+
+    Returns:
+        The numbers as floats, by key.
+    """
+    return {key: number for key, value in flat.items() if (number := finite_number(value)) is not None}
 
 
 def tensorboard_step(result: dict[str, Any], fallback: int) -> int:
@@ -174,9 +187,8 @@ class ResultWriter:
             from tensorboardX import SummaryWriter
 
             self._tb = SummaryWriter(str(self.logdir), flush_secs=30)
-        for key, value in flat.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                self._tb.add_scalar(f"corral/{key}", value, step)
+        for key, value in finite_metrics(flat).items():
+            self._tb.add_scalar(f"corral/{key}", value, step)
         self._tb.flush()
 
     def close(self) -> None:

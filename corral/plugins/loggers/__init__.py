@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from corral.core.persistence.loggers import flatten
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -63,12 +62,3 @@ def import_tracker(module: str, extra: str) -> Any:
         return importlib.import_module(module)
     except ImportError:
         raise ConfigError(f"logger_config asks for {module}, which is not installed: pip install 'corral[{extra}]'") from None
-
-
-def numeric_metrics(result: dict[str, Any]) -> dict[str, float]:
-    """The result's numbers by flattened key (``info/learner/default_policy/kl``), NaN and inf left out."""
-    return {
-        key: float(value)
-        for key, value in flatten(result).items()
-        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < float("inf")
-    }

@@ -14,8 +14,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from corral.core.contracts.hookspecs import hookimpl
-from corral.core.persistence.loggers import tensorboard_step
-from corral.plugins.loggers import import_tracker, numeric_metrics, tracker_settings
+from corral.core.persistence.loggers import finite_metrics, flatten, tensorboard_step
+from corral.plugins.loggers import import_tracker, tracker_settings
 
 if TYPE_CHECKING:
     from corral.core.contracts.algorithm import Algorithm
@@ -62,7 +62,7 @@ def on_train_result(algorithm: Algorithm, result: dict[str, Any]) -> None:
     """
     run = _runs.get(id(algorithm))
     if run is not None:
-        run.log(numeric_metrics(result), step=tensorboard_step(result, algorithm.iteration))
+        run.log(finite_metrics(flatten(result)), step=tensorboard_step(result, algorithm.iteration))
 
 
 @hookimpl
