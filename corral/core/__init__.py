@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         MultiCategorical as MultiCategorical,
         SquashedGaussian as SquashedGaussian,
     )
+    from corral.core.learning.fused_adam import FusedAdam as FusedAdam, Optimizer as Optimizer
     from corral.core.learning.models import (
         ActorCriticModel as ActorCriticModel,
         Model as Model,
@@ -116,6 +117,8 @@ _EXPORTS = {
     "ActorCriticPolicy": "corral.core.contracts.policy",
     "adam": "corral.core.contracts.policy",
     "build_optimizer": "corral.core.contracts.policy",
+    "FusedAdam": "corral.core.learning.fused_adam",
+    "Optimizer": "corral.core.learning.fused_adam",
     "standardize": "corral.core.contracts.policy",
     "to_floats": "corral.core.contracts.policy",
     "POLICY_GRADIENT_COLUMNS": "corral.core.contracts.policy",

@@ -335,7 +335,8 @@ def test_an_exploration_given_by_its_class_path_is_built(make_algo) -> None:
     [
         ({"type": "sgd", "momentum": 0.9}, "SGD", {"momentum": 0.9}),
         ({"type": "AdamW", "weight_decay": 0.1, "betas": [0.8, 0.9]}, "AdamW", {"weight_decay": 0.1, "betas": (0.8, 0.9)}),
-        ({"eps": 1e-3}, "Adam", {"eps": 1e-3}),  # no type: PPO's Adam with another eps
+        ({"eps": 1e-3}, "FusedAdam", {"eps": 1e-3}),  # no type: PPO's Adam with another eps
+        ({"foreach": True}, "Adam", {"foreach": True, "eps": 1e-5}),  # an option only torch.optim.Adam has
     ],
 )
 def test_the_optimizer_option_builds_the_torch_optimizer_it_names(make_algo, given, expected_class, expected) -> None:

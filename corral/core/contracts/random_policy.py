@@ -12,6 +12,7 @@ from torch import nn
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.exploration import Random
 from corral.core.contracts.policy import Policy
+from corral.core.learning.fused_adam import FusedAdam, Optimizer
 from corral.core.learning.models import Model
 from corral.core.sampling.sample_batch import SampleBatch
 
@@ -52,9 +53,9 @@ class RandomPolicy(Policy):
         """A model without trainable weights whose distribution is uniform."""
         return _UniformLogits(self.num_outputs)
 
-    def make_optimizer(self) -> torch.optim.Optimizer:
-        """Plain SGD over nothing trainable: the state a checkpoint expects, and no step ever taken."""
-        return torch.optim.SGD(self.model.parameters(), lr=0.0)
+    def make_optimizer(self) -> Optimizer:
+        """Adam with a learning rate of 0 over nothing trainable: the state a checkpoint expects, and no step ever taken."""
+        return FusedAdam(self.model.parameters(), lr=0.0)
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool | None = None, timestep: int | None = None

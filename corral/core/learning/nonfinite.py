@@ -26,6 +26,7 @@ import logging
 
 import torch
 
+from corral.core.learning.fused_adam import Optimizer
 from corral.errors import TrainingError
 
 logger = logging.getLogger("corral")
@@ -40,7 +41,7 @@ class UpdateGuard:
         mode: ``"raise"`` (a :class:`TrainingError`) or ``"skip"`` (the update is dropped and counted).
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, mode: str) -> None:
+    def __init__(self, optimizer: Optimizer, mode: str) -> None:
         self.optimizer = optimizer
         self.mode = mode
         self.skipped = 0

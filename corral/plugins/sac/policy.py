@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from corral.core import SampleBatch, SquashedGaussian, build_optimizer
+from corral.core import Optimizer, SampleBatch, SquashedGaussian, build_optimizer
 from corral.core.learning.action_masking import mask_logits
 from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.plugins.sac.config import SACConfig
@@ -57,7 +57,7 @@ class SACPolicy(OffPolicyPolicy):
             critic_config=cfg.network_config("critic"),
         )
 
-    def make_optimizer(self) -> torch.optim.Optimizer:
+    def make_optimizer(self) -> Optimizer:
         """One optimizer (Adam by default) over three param groups: critics, actor, temperature, each with its learning rate."""
         cfg = self.config
         groups = [
