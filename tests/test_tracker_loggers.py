@@ -38,7 +38,7 @@ def test_mlflow_records_the_config_and_each_iterations_results_at_its_env_steps(
     client = MlflowClient(store.as_uri())
     (run,) = client.search_runs([client.get_experiment_by_name("cartpole").experiment_id])
     assert run.info.run_name == algo.logdir.name and run.info.status == "FINISHED"
-    assert run.data.params["lr"] == "0.0003" and run.data.params["env"] == "CartPole-v1"
+    assert run.data.params["lr"] == "0.002" and run.data.params["env"] == "CartPole-v1"
     assert run.data.tags["who"] == "test" and run.data.tags["corral.algorithm"] == "PPO"
     history = [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "episode_reward_mean")]
     assert history == [(r["num_env_steps_sampled"], pytest.approx(r["episode_reward_mean"])) for r in results]
@@ -61,7 +61,7 @@ def test_wandb_runs_offline_without_a_key_into_the_experiment_folder(make_algo, 
     results = [algo.train() for _ in range(2)]
     run = wandb_logger._runs[id(algo)]
     assert run.settings.mode == "offline" and run.project == "cartpole" and run.group == "seeds"
-    assert run.name == algo.logdir.name and run.config["lr"] == 0.0003
+    assert run.name == algo.logdir.name and run.config["lr"] == 0.002
     assert run.step == results[-1]["num_env_steps_sampled"]  # W&B's step is the env steps logged last
     algo.stop()
     assert id(algo) not in wandb_logger._runs

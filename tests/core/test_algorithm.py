@@ -341,7 +341,7 @@ def test_built_config_is_frozen_and_the_original_is_not(make_algo, ppo_config) -
     with pytest.raises(ConfigError, match="frozen"):
         algo.config.lr = 0.1
     ppo_config.training(lr=0.1)  # the user's config stays editable
-    assert algo.config.lr == 3e-4
+    assert algo.config.lr == 2e-3
 
 
 @pytest.mark.parametrize("name", ["ppo", "PPO", "Ppo"])

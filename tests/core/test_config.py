@@ -286,7 +286,7 @@ def test_freeze_makes_assignment_raise():
         config.training(lr=0.1)
     with pytest.raises(ConfigError, match="frozen"):
         config.update_from_dict({"gamma": 0.5})
-    assert config.lr == 3e-4 and config.gamma == 0.99
+    assert config.lr == 2e-3 and config.gamma == 0.99
 
 
 def test_list_and_dict_defaults_are_not_shared():
@@ -301,7 +301,7 @@ def test_list_and_dict_defaults_are_not_shared():
 # subclass defaults
 # ---------------------------------------------------------------------- #
 def test_subclass_defaults_override_without_touching_base():
-    assert PPOConfig().lr == 3e-4
+    assert PPOConfig().lr == 2e-3
     assert AlgorithmConfig().lr == 1e-3
     assert PPOConfig().grad_clip is None  # RLlib's
     assert AlgorithmConfig().grad_clip is None
@@ -387,6 +387,17 @@ def test_validate_ppo_minibatch_larger_than_train_batch():
         config.validate()
     assert "minibatch_size=512" in str(info.value)
     assert "train_batch_size=256" in str(info.value)
+    assert "or 'auto'" in str(info.value)
+
+
+def test_ppo_s_auto_minibatch_is_512_rows_or_the_whole_smaller_train_batch(make_algo):
+    small = make_algo(PPOConfig().environment("CartPole-v1").training(train_batch_size=256, num_epochs=2))
+    assert small.config.minibatch_size == "auto"
+    stats = small.train()["info"]["learner"]["default_policy"]
+    assert stats["num_sgd_updates"] == 2  # one minibatch of the whole batch per epoch, no error about a default
+    large = make_algo(PPOConfig().environment("CartPole-v1").training(train_batch_size=1100, num_epochs=1))
+    result = large.train()
+    assert result["info"]["learner"]["default_policy"]["num_sgd_updates"] == -(-result["num_env_steps_trained"] // 512)
 
 
 def test_validate_accepts_a_good_config():
@@ -442,7 +453,7 @@ def test_base_config_belongs_to_no_algorithm():
 def test_get_config_from_registry_is_ppo_config():
     config = corral.get_config("ppo")
     assert isinstance(config, PPOConfig)
-    assert config.lr == 3e-4
+    assert config.lr == 2e-3
 
 
 # ---------------------------------------------------------------------- #

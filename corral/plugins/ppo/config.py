@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import Field
+
 from corral.core import ConfigError, GAEConfig, option
+
+AUTO_MINIBATCH_SIZE = 512
+"""the rows of a minibatch with ``minibatch_size="auto"`` (fewer if the train batch has fewer)"""
 
 
 class PPOConfig(
@@ -15,7 +22,8 @@ class PPOConfig(
     RLlib's: RLlib's tuned files leave them out and learn with them (its
     CartPole file, a 32-unit linear network with a shared value head, stalled
     below its 150 with 0.2 and 0.5). ``lambda_`` (0.95) is Stable-Baselines3's.
-    Minibatches of 512 at ``lr`` 2e-3 make a quarter of the updates that 128 at
+    Minibatches of 512 (``minibatch_size="auto"``: 512 rows, or the whole
+    train batch where it holds fewer) at ``lr`` 2e-3 make a quarter of the updates that 128 at
     3e-4 make, each barely dearer, for as many env steps to a goal: on
     CartPole-v1, 68k-72k env steps to 475 in 3.8 s against 76k-92k in 8-9 s
     (seeds 0-2), and no worse on Acrobot-v1 and Pendulum-v1 (see
@@ -32,14 +40,14 @@ class PPOConfig(
     """the KL divergence per update that the adaptive penalty aims for"""
     num_epochs: int = option(10, "training", ge=1, le=10_000)
     """passes of minibatch SGD over each train batch (RLlib's num_sgd_iter)"""
-    minibatch_size: int = option(512, "training", ge=1, le=2**31 - 1)
-    """rows per SGD minibatch (RLlib's sgd_minibatch_size)"""
+    minibatch_size: Annotated[int, Field(ge=1, le=2**31 - 1)] | Literal["auto"] = option("auto", "training")
+    """rows per SGD minibatch (RLlib's sgd_minibatch_size); 'auto': 512, or the whole train batch if it holds fewer"""
 
     def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
         """PPO's own checks on top of the shared ones."""
         super().validate()
-        if self.minibatch_size > self.train_batch_size:
+        if self.minibatch_size != "auto" and self.minibatch_size > self.train_batch_size:
             raise ConfigError(
                 f"minibatch_size={self.minibatch_size} is larger than train_batch_size={self.train_batch_size}; "
-                "make the minibatch at most the train batch"
+                "make the minibatch at most the train batch, or 'auto'"
             )

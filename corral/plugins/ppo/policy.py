@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from corral.core import ActorCriticPolicy, SampleBatch, restored_float, saturate, standardize
-from corral.plugins.ppo.config import PPOConfig
+from corral.plugins.ppo.config import AUTO_MINIBATCH_SIZE, PPOConfig
 
 _TRAIN_COLUMNS = [
     SampleBatch.OBS,
@@ -89,12 +89,13 @@ class PPOPolicy(ActorCriticPolicy):
         if cfg.normalize_advantages:
             t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES])
         n = batch.count
+        size = AUTO_MINIBATCH_SIZE if cfg.minibatch_size == "auto" else cfg.minibatch_size
         grad_norms = []
         for _ in range(cfg.num_epochs):
             order = torch.randperm(n, device=self.device, generator=self.torch_rng)
             shuffled = {k: v[order] for k, v in t.items()}  # one gather per epoch; minibatches are then views
-            for start in range(0, n, cfg.minibatch_size):
-                minibatch = {k: v[start : start + cfg.minibatch_size] for k, v in shuffled.items()}
+            for start in range(0, n, size):
+                minibatch = {k: v[start : start + size] for k, v in shuffled.items()}
                 (grad_norm,) = self.apply_gradients(*self.loss(minibatch))
                 grad_norms.append(grad_norm)
         stats = self._batch_stats(t)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import corral
+from corral.core import FusedAdam
 from corral.plugins.a2c import A2C, A2CConfig
 
 from ...toy_envs import DictObsEnv, ImageEnv
@@ -42,7 +43,7 @@ def test_iterations_group_updates_up_to_the_minimum_sample_count() -> None:
     assert algo.train()["num_env_steps_sampled"] >= 200
 
 
-@pytest.mark.parametrize("name, cls", [("rmsprop", torch.optim.RMSprop), ("adam", torch.optim.Adam)])
+@pytest.mark.parametrize("name, cls", [("rmsprop", torch.optim.RMSprop), ("adam", FusedAdam)])
 def test_optimizer_choice(name, cls) -> None:
     assert isinstance(tiny("CartPole-v1", optimizer=name).build().get_policy().optimizer, cls)
 
