@@ -12,6 +12,7 @@ only bounds of fractions (``gamma=1``) are trained at.
 from __future__ import annotations
 
 import math
+import typing
 from typing import Any
 
 import annotated_types
@@ -57,6 +58,18 @@ def numeric_kind(annotation: Any) -> type | None:
     return None
 
 
+def numeric_field(info: Any) -> tuple[type, list[Any]] | None:
+    """The number type of a field and its constraints; for ``Annotated[int, Field(...)] | Literal["auto"]``, the int's."""
+    kind = numeric_kind(info.annotation)
+    if kind is not None:
+        return kind, info.metadata
+    for member in typing.get_args(info.annotation):
+        args = typing.get_args(member)
+        if typing.get_origin(member) is typing.Annotated and args[0] in (int, float):
+            return args[0], [item for extra in args[1:] for item in getattr(extra, "metadata", [extra])]
+    return None
+
+
 def boundary_values(kind: type, limits: dict[str, float]) -> list[Any]:
     """Values at and just past each bound, plus the extremes of the type."""
     values: list[Any] = []
@@ -82,10 +95,10 @@ def cases() -> list[Any]:
     for algorithm in BASES:
         config_class = type(get_config(algorithm))
         for name, info in config_class.model_fields.items():
-            kind = numeric_kind(info.annotation)
-            if kind is None:
+            field = numeric_field(info)
+            if field is None:
                 continue
-            for value in boundary_values(kind, bounds(info.metadata)):
+            for value in boundary_values(field[0], bounds(field[1])):
                 found.append(pytest.param(algorithm, {name: value}, id=f"{algorithm}-{name}={value!r}"))
     return found
 
@@ -151,8 +164,9 @@ def test_every_integer_option_is_bounded_above() -> None:
         f"{algorithm}.{name}"
         for algorithm in ("PPO", "A2C", "DQN", "SAC", "IMPALA")
         for name, info in type(get_config(algorithm)).model_fields.items()
-        if numeric_kind(info.annotation) is int
-        and not {"le", "lt"} & set(bounds(info.metadata))
+        if (field := numeric_field(info)) is not None
+        and field[0] is int
+        and not {"le", "lt"} & set(bounds(field[1]))
         # a list of integers bounds each of them
         and not (str(info.annotation).startswith("list[") and "le=" in str(info.annotation))
     ]

@@ -136,3 +136,12 @@ def test_building_and_training_default_ppo_does_not_import_torch_dynamo(tmp_path
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_adam_takes_groups_of_generators_or_single_tensors() -> None:
+    net, _ = _nets()
+    groups = [{"params": net[0].parameters(), "name": "first"}, {"params": net[2].weight}, {"params": [net[2].bias]}]
+    optimizer = adam(groups, lr=0.01)
+    assert [len(group["params"]) for group in optimizer.param_groups] == [2, 1, 1]
+    _step(net, optimizer, 0)
+    assert len(optimizer.state) == 4

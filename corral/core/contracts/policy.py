@@ -692,7 +692,8 @@ def adam(params: Any, lr: float, **kwargs: Any) -> Optimizer:
         A :class:`FusedAdam`, else ``torch.optim.Adam``: fused if torch accepts ``fused=True`` for
         these parameters, the default implementation if not.
     """
-    params = list(params)
+    # groups' parameters as lists, so that looking at them here does not use up a generator
+    params = [{**p, "params": _tensor_list(p["params"])} if isinstance(p, dict) else p for p in params]
     tensors = [t for group in params for t in (group["params"] if isinstance(group, dict) else [group])]
     if set(kwargs) <= FUSED_ADAM_OPTIONS and all(fused_adam_runs(t.device, t.dtype) for t in tensors):
         return FusedAdam(params, lr=lr, **kwargs)
@@ -700,6 +701,10 @@ def adam(params: Any, lr: float, **kwargs: Any) -> Optimizer:
         return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
     except (RuntimeError, TypeError, ValueError):
         return torch.optim.Adam(params, lr=lr, **kwargs)
+
+
+def _tensor_list(params: Any) -> list[torch.Tensor]:
+    return [params] if isinstance(params, torch.Tensor) else list(params)
 
 
 def build_optimizer(params: Any, spec: dict[str, Any], lr: float) -> Optimizer:

@@ -23,11 +23,12 @@ class PPOConfig(
     CartPole file, a 32-unit linear network with a shared value head, stalled
     below its 150 with 0.2 and 0.5). ``lambda_`` (0.95) is Stable-Baselines3's.
     Minibatches of 512 (``minibatch_size="auto"``: 512 rows, or the whole
-    train batch where it holds fewer) at ``lr`` 2e-3 make a quarter of the updates that 128 at
-    3e-4 make, each barely dearer, for as many env steps to a goal: on
-    CartPole-v1, 68k-72k env steps to 475 in 3.8 s against 76k-92k in 8-9 s
-    (seeds 0-2), and no worse on Acrobot-v1 and Pendulum-v1 (see
-    ``benchmarks/README.md``). The adaptive KL penalty holds the larger steps back.
+    train batch where it holds fewer) at ``lr`` 2e-3 make a quarter of the
+    updates that 128 at 3e-4 make, each barely dearer, for as many env steps
+    to a goal: on CartPole-v1 (seeds 0-2), 68k-72k env steps to 475 in 2.6-2.7 s
+    of training against 76k-92k in 5.3-6.4 s; no worse on Acrobot-v1 and
+    Pendulum-v1 (``benchmarks/ppo_defaults_sweep.py``). The adaptive KL penalty
+    holds the larger steps back.
     """
 
     clip_param: float = option(0.3, "training", gt=0)
