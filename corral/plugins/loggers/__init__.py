@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from corral.core.persistence.loggers import finite_metrics, flatten, tensorboard_step
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -43,6 +44,19 @@ def tracker_settings(algorithm: Algorithm, name: str, allowed: tuple[str, ...]) 
     if unknown:
         raise ConfigError(f"logger_config {name!r} has no setting {unknown[0]!r}; its settings are {', '.join(allowed)}")
     return settings
+
+
+def tracker_metrics(algorithm: Algorithm, result: dict[str, Any]) -> tuple[dict[str, float], int]:
+    """What a tracker logs of an iteration: its finite numbers, nested keys joined by ``/``, and the step (env steps).
+
+    Args:
+        algorithm: the run.
+        result: the iteration's result.
+
+    Returns:
+        The metrics by key, and the step to log them at (TensorBoard's).
+    """
+    return finite_metrics(flatten(result)), tensorboard_step(result, algorithm.iteration)
 
 
 def import_tracker(module: str, extra: str) -> Any:

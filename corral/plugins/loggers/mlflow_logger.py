@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from corral.core.contracts.hookspecs import hookimpl
 from corral.core.environments.envs import env_name
-from corral.core.persistence.loggers import finite_metrics, flatten, tensorboard_step
-from corral.plugins.loggers import import_tracker, tracker_settings
+from corral.core.persistence.loggers import flatten
+from corral.plugins.loggers import import_tracker, tracker_metrics, tracker_settings
 
 if TYPE_CHECKING:
     from corral.core.contracts.algorithm import Algorithm
@@ -90,8 +90,9 @@ def on_train_result(algorithm: Algorithm, result: dict[str, Any]) -> None:
     from mlflow.entities import Metric
 
     client, run_id = found
-    step, now = tensorboard_step(result, algorithm.iteration), int(time.time() * 1000)
-    metrics = [Metric(_key(key), value, now, step) for key, value in finite_metrics(flatten(result)).items()]
+    values, step = tracker_metrics(algorithm, result)
+    now = int(time.time() * 1000)
+    metrics = [Metric(_key(key), value, now, step) for key, value in values.items()]
     for start in range(0, len(metrics), BATCH):
         client.log_batch(run_id, metrics=metrics[start : start + BATCH])
 

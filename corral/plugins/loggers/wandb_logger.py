@@ -14,8 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from corral.core.contracts.hookspecs import hookimpl
-from corral.core.persistence.loggers import finite_metrics, flatten, tensorboard_step
-from corral.plugins.loggers import import_tracker, tracker_settings
+from corral.plugins.loggers import import_tracker, tracker_metrics, tracker_settings
 
 if TYPE_CHECKING:
     from corral.core.contracts.algorithm import Algorithm
@@ -62,7 +61,8 @@ def on_train_result(algorithm: Algorithm, result: dict[str, Any]) -> None:
     """
     run = _runs.get(id(algorithm))
     if run is not None:
-        run.log(finite_metrics(flatten(result)), step=tensorboard_step(result, algorithm.iteration))
+        values, step = tracker_metrics(algorithm, result)
+        run.log(values, step=step)
 
 
 @hookimpl
