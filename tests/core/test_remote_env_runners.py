@@ -483,3 +483,11 @@ def test_a_restarted_runner_that_does_not_answer_the_health_probe_in_time_has_fa
         group.replace_failed()
     assert "env runner 1 (SlowCartPole) failed and will be replaced: no answer to a health probe within" in caplog.text
     assert group.healthy_remote_ids() == [2]
+
+
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_auto_torch_threads_in_a_runner_are_the_cpus_it_reserved(build, cpus) -> None:
+    algo = build(ppo(runners=1, num_torch_threads="auto", num_cpus_per_env_runner=cpus))
+    import torch
+
+    assert algo.env_runner_group.foreach_env_runner(lambda r: torch.get_num_threads(), local_env_runner=False) == [cpus]

@@ -55,6 +55,7 @@ from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, mak
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.sampling.system_usage import SystemUsage
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
+from corral.core.threads import TorchThreads
 from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
 
 logger = logging.getLogger("corral")
@@ -109,8 +110,7 @@ class Algorithm:
         logger.setLevel(self.config.log_level)
         if self.config.num_gpus > 0 and not torch.cuda.is_available():
             raise ConfigError(f"num_gpus={self.config.num_gpus} but torch sees no GPU; set resources(num_gpus=0)")
-        if self.config.num_torch_threads is not None:
-            torch.set_num_threads(self.config.num_torch_threads)
+        self._torch_threads = TorchThreads(self.config.num_torch_threads)
         # Every generator this algorithm draws from is its own, derived from the seed (corral.core.seeding).
         seed = self.config.seed
         self.rng = numpy_generator(seed, "algorithm")
@@ -438,6 +438,7 @@ class Algorithm:
             CorralError: the algorithm was stopped (:meth:`stop` released what it trains with).
         """
         self._check_not_stopped("train")
+        self._torch_threads.update()
         start = time.perf_counter()
         sampled_before, trained_before = self.counters["num_env_steps_sampled"], self.counters["num_env_steps_trained"]
         learner: dict[str, dict[str, Any]] = {}

@@ -523,8 +523,9 @@ class AlgorithmConfig(BaseModel):
     # --- resources ---------------------------------------------------------
     num_gpus: float = option(0, "resources", ge=0, le=1024)
     """GPUs for the learner; 0 trains on the CPU"""
-    num_torch_threads: int | None = option(1, "resources", ge=1, le=1024)
-    """torch intra-op threads; small MLPs are fastest on 1, None keeps torch's default"""
+    num_torch_threads: Annotated[int, Field(ge=1, le=1024)] | Literal["auto"] | None = option(1, "resources")
+    """torch intra-op threads; small MLPs are fastest on 1; 'auto': the cores other processes leave free, re-read every
+    iteration (in a Ray actor, the CPUs it reserved); None keeps torch's default (one per core, even on a busy machine)"""
     num_cpus_for_main_process: float = option(1, "resources", ge=0, le=1024)
     """CPUs a Tune trial reserves for the learner's process (RLlib's num_cpus_for_local_worker, num_cpus_for_driver)"""
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = option("PACK", "resources")

@@ -53,18 +53,16 @@ class EnvRunnerActor:
         stream: str,
         env_creators: dict[str, Any] | None = None,
     ) -> None:
-        import torch
-
         from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
         from corral.core.environments.envs import register_env
         from corral.core.learning.policy_map import PolicyMap
         from corral.core.sampling.multi_agent_env_runner import make_env_runner
+        from corral.core.threads import TorchThreads
 
         for name, creator in (env_creators or {}).items():  # this process's registry starts empty
             register_env(name, creator)
 
-        if config.num_torch_threads is not None:
-            torch.set_num_threads(config.num_torch_threads)
+        TorchThreads(config.num_torch_threads)  # "auto": the CPUs this actor reserved
         self._builds: dict[str, PolicyBuild] = {}
         self._stream = stream
         self.policies = PolicyMap(config.policy_map_capacity, self._rebuild, on_load=self._loaded, on_evict=self._evicted)

@@ -7,15 +7,15 @@ from corral.core import AlgorithmConfig, ConfigError, option
 
 class MARWILConfig(
     AlgorithmConfig,
-    defaults={"lr": 1e-4, "train_batch_size": 2000, "postprocess_inputs": True, "num_torch_threads": None},
+    defaults={"lr": 1e-4, "train_batch_size": 2000, "postprocess_inputs": True, "num_torch_threads": "auto"},
 ):
     """Config of :class:`~corral.plugins.marwil.MARWIL`: imitation weighted by exp(beta * advantage / its scale).
 
     The input is usually recorded experiences (``offline_data(input_=...)``);
     returns are computed over each episode in postprocessing, so
     ``postprocess_inputs`` is on. Updates on batches of thousands of rows use
-    every core (``num_torch_threads=None``: torch's own count), where the
-    samplers' small forward passes are fastest on one.
+    the cores other processes leave free (``num_torch_threads="auto"``), where
+    the samplers' small forward passes are fastest on one.
     """
 
     beta: float = option(1.0, "training", ge=0)

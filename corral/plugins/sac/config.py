@@ -18,7 +18,7 @@ class SACConfig(
         "tau": 0.005,
         "learning_starts": 1000,
         "num_envs_per_env_runner": 1,
-        "num_torch_threads": None,
+        "num_torch_threads": "auto",
         "optimizer": {"type": "adam", "eps": 1e-8},
         "replay_buffer_config": {"type": "ReplayBuffer", "capacity": 1_000_000},
         "model": ModelConfig(fcnet_hiddens=[256, 256], fcnet_activation="relu"),
@@ -30,8 +30,10 @@ class SACConfig(
     is one gradient step per env step on one sub-environment, as in the paper
     and RLlib, whatever ``train_batch_size``. ``lr`` is not used: SAC has a
     learning rate per network. An update of batch 256 on 256x256 networks per
-    env step bounds the run, so it uses every core (``num_torch_threads=None``:
-    torch's own count); on 2 cores that is 1.7x one thread's speed.
+    env step bounds the run, so it uses the cores other processes leave free
+    (``num_torch_threads="auto"``, re-read every iteration): on 2 quiet cores
+    that is 1.7x one thread's speed, and on a busy machine it falls back to one
+    thread rather than wait for cores it does not get.
     """
 
     actor_lr: float = option(3e-4, "training", gt=0)
