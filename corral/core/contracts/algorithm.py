@@ -130,6 +130,7 @@ class Algorithm(ActionComputation):
             raise
         for pid, build in self.policy_builds.items():
             self.policies[pid] = build.build(pid)
+            self.callbacks.create_policy(pid, self.policies[pid])
         self._check_storage_path()
         self._check_evaluation_env()
         if self.config.env_task_fn is not None:
@@ -139,7 +140,10 @@ class Algorithm(ActionComputation):
         """where :meth:`sample` takes rows from besides the env runners (``offline_data(input_=...)``), or None"""
         self.off_policy_evaluation = build_off_policy_evaluation(self.config, self.policies)
         """the estimators that :meth:`evaluate` runs on recorded episodes (``off_policy_estimation_methods``), or None"""
-        self.env_runner_group = EnvRunnerGroup(local, self._runner_config(self.config), self.policy_builds)
+        recreated = functools.partial(self.callbacks.env_runners_recreated, self, is_evaluation=False)
+        self.env_runner_group = EnvRunnerGroup(
+            local, self._runner_config(self.config), self.policy_builds, on_recreated=recreated
+        )
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
         self._last_evaluation: dict[str, Any] | None = None
@@ -543,7 +547,10 @@ class Algorithm(ActionComputation):
                 eval_config, self.policies, 0, self.callbacks, num_envs=num_envs, seed=self.config.seed, stream="evaluation"
             )
             remote = self.config.evaluation_num_env_runners
-            self._eval_group = EnvRunnerGroup(local, eval_config, self.policy_builds, "evaluation", num_remote=remote)
+            recreated = functools.partial(self.callbacks.env_runners_recreated, self, is_evaluation=True)
+            self._eval_group = EnvRunnerGroup(
+                local, eval_config, self.policy_builds, "evaluation", num_remote=remote, on_recreated=recreated
+            )
         return self._eval_group
 
     def _start_evaluation(self) -> EvaluationRound | None:
@@ -703,6 +710,7 @@ class Algorithm(ActionComputation):
             raise
         self.policy_builds[policy_id] = build
         self.policies[policy_id] = policy
+        self.callbacks.create_policy(policy_id, policy)
         self._update_runners({policy_id: build}, [])
         self.policy_added(policy_id)
         return policy
