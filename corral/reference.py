@@ -90,6 +90,13 @@ def hooks_reference() -> str:
         parts.append(f"## `{name}({', '.join(arguments)})`\n\n{inspect.cleandoc(hook.__doc__ or '')}\n\n")
         parts += [f"- `{a}`: {hookspecs.HOOK_ARGUMENTS.get(a, '')}\n" for a in arguments]
         parts.append("\n")
+    parts.append(
+        "## What RLlib has and corral does not\n\n"
+        "A callback class written for RLlib gets every argument RLlib documents for a hook, except these;\n"
+        "one that requires them, or defines a hook corral never calls, is refused at build with what to use instead.\n\n"
+    )
+    parts += [f"- argument `{name}`: {instead}\n" for name, instead in hookspecs.NOT_PASSED.items()]
+    parts += [f"- hook `{name}`: use {instead}\n" for name, instead in hookspecs.NOT_CALLED.items()]
     return "".join(parts).rstrip() + "\n"
 
 

@@ -103,7 +103,7 @@ def win_rate_against_random(policy: corral.Policy, games: int = 200, seed: int =
         observations, _ = env.reset(seed=seed + game)
         while True:
             actions = {
-                agent: policy.compute_single_action(obs, explore=False)
+                agent: policy.compute_single_action(obs, explore=False)[0]
                 if agent == side
                 else int(rng.choice(np.flatnonzero(obs["action_mask"])))
                 for agent, obs in observations.items()

@@ -196,9 +196,10 @@ def test_old_gym_envs_are_wrapped_to_gymnasium_s_api_and_train(make_algo, env) -
     algo = make_algo(config.debugging(seed=3))
     result = algo.train()
     assert result["episodes_this_iter"] > 0
-    sub_environment = algo.env_runner_group.local_env_runner.sub_environments[0]
-    assert isinstance(sub_environment.action_space, gym.spaces.Discrete)
-    assert isinstance(sub_environment.observation_space, gym.spaces.Box)
+    runner = algo.env_runner_group.local_env_runner
+    assert isinstance(runner.env.single_action_space, gym.spaces.Discrete)  # what corral steps speaks gymnasium
+    assert isinstance(runner.env.single_observation_space, gym.spaces.Box)
+    assert set(runner.foreach_env(type)) == {env}  # foreach_env reaches the user's env itself, not corral's adapter
 
 
 def test_an_old_api_env_is_seeded_through_its_seed_method_and_truncation_is_read_from_info() -> None:

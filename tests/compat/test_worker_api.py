@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
 import corral
@@ -29,6 +31,63 @@ def test_foreach_worker_with_index_calls_every_worker_with_its_index(make_algo) 
     algo.train()
     steps = algo.workers.foreach_worker_with_index(lambda worker, index: (index, worker.get_policy().global_timestep))
     assert steps == [(0, algo.get_policy().global_timestep)] and steps[0][1] > 0
+
+
+def test_foreach_worker_with_id_gives_rllib_s_order_the_id_first(make_algo) -> None:
+    algo = make_algo(small())
+    assert algo.workers.foreach_worker_with_id(lambda index, worker: (index, worker.worker_index)) == [(0, 0)]
+    assert algo.env_runner_group.foreach_env_runner_with_id(lambda index, worker: worker.get_policy()) == [algo.get_policy()]
+
+
+@pytest.mark.parametrize(
+    ("method", "fn", "right"),
+    [
+        ("foreach_worker_with_index", lambda index, worker: worker.get_policy(), "foreach_worker_with_id"),
+        ("foreach_worker_with_id", lambda worker, index: worker.get_policy(), "foreach_worker_with_index"),
+    ],
+)
+def test_a_function_written_for_the_other_order_is_told_the_method_to_use(make_algo, method: str, fn: Any, right: str) -> None:
+    algo = make_algo(small())
+    with pytest.raises(corral.ConfigError, match=rf"{method} calls fn.*looked up 'get_policy' on the index.*Use {right}\(fn\)"):
+        getattr(algo.workers, method)(fn)
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):  # any other mistake is the function's own
+        getattr(algo.workers, method)(lambda a, b: (a if method.endswith("index") else b).nope)
+
+
+class Level(gym.Env):
+    """An env of the user's with a method of its own (RLlib's TaskSettableEnv idiom): a reward of ``task`` a step."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config: Any = None) -> None:
+        self.task = 0
+
+    def set_task(self, task: int) -> None:
+        self.task = task
+
+    def get_task(self) -> int:
+        return self.task
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        return np.zeros(2, np.float32), float(self.task), False, False, {}
+
+
+def test_foreach_env_reaches_the_user_s_env_through_corral_s_wrappers(make_algo) -> None:
+    """gymnasium's env checker and TimeLimit (``horizon``) forward no attributes: the function gets the env itself."""
+    algo = make_algo(small(Level, horizon=5))
+    algo.workers.foreach_worker(lambda worker: worker.foreach_env(lambda env: env.set_task(5)))
+    assert algo.workers.foreach_env(lambda env: (type(env).__name__, env.get_task())) == [[("Level", 5), ("Level", 5)]]
+    assert algo.train()["episode_reward_max"] == 25  # five steps at the task set
+
+
+def test_foreach_env_on_a_gymnasium_id_gets_the_env_its_entry_point_made(make_algo) -> None:
+    worker = make_algo(small("Pendulum-v1", vectorize_mode="sync")).workers.local_worker()
+    assert worker.foreach_env(lambda env: env.max_speed) == [8, 8]
 
 
 @pytest.mark.parametrize(("mode", "count"), [("sync", 2), ("native", 1)])

@@ -127,8 +127,10 @@ def test_every_hook_is_called_with_its_arguments(tmp_path):
         assert rec.num_envs == NUM_ENVS
 
         results = [algo.train() for _ in range(2)]
-        # each batch of 256 steps is one sample call, topped up by a second for the reset rows
-        assert rec.calls["on_sample_end"] == rec.calls["on_postprocess_trajectory"] == 4
+        # each batch of 256 steps is one sample call, topped up by a second for the reset rows;
+        # each call postprocesses every sub-environment's trajectory on its own, as RLlib's hook sees them
+        assert rec.calls["on_sample_end"] == 4
+        assert rec.calls["on_postprocess_trajectory"] == 4 * NUM_ENVS
         assert rec.calls["on_learn_on_batch"] == 2
         assert rec.calls["on_train_result"] == 2
         assert rec.sampled_env_steps == results[-1]["num_env_steps_sampled"]

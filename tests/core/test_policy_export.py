@@ -146,7 +146,7 @@ def test_a_policy_checkpoint_holds_one_policy_that_loads_alone(tmp_path: Path) -
     weights = algo.get_weights(["p1"])["p1"]
     algo.stop()
     policy = Policy.from_checkpoint(checkpoint, "p1")
-    assert policy.compute_single_action(obs, explore=False) == expected
+    assert policy.compute_single_action(obs, explore=False)[0] == expected
     assert all(np.array_equal(policy.get_weights()[k], weights[k]) for k in weights)
     with pytest.raises(CheckpointError, match="'p0'"):
         Policy.from_checkpoint(checkpoint, "p0")

@@ -39,7 +39,7 @@ def test_a_policy_loads_alone_and_acts_as_in_the_algorithm(ppo) -> None:
     assert policy.global_timestep == algo.get_policy().global_timestep
     for _ in range(5):
         obs = algo.get_policy().observation_space.sample()
-        assert np.array_equal(policy.compute_single_action(obs, explore=False), algo.compute_single_action(obs, explore=False))
+        assert np.array_equal(policy.compute_single_action(obs, explore=False)[0], algo.compute_single_action(obs, explore=False))
     stats = policy.observation_filter.get_state()
     assert json.dumps(stats, default=str) == json.dumps(algo.get_policy().observation_filter.get_state(), default=str)
 
@@ -51,7 +51,7 @@ def test_box_bounds_come_back_exactly_so_actions_are_scaled_alike(tmp_path: Path
     policy = Policy.from_checkpoint(path)
     assert type(policy) is SACPolicy and policy.action_space == algo.get_policy().action_space
     obs = np.array([1.0, 0.0, 0.5], np.float32)
-    assert np.array_equal(policy.compute_single_action(obs, explore=False), algo.compute_single_action(obs, explore=False))
+    assert np.array_equal(policy.compute_single_action(obs, explore=False)[0], algo.compute_single_action(obs, explore=False))
     algo.stop()
 
 

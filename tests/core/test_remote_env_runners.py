@@ -6,11 +6,12 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any, ClassVar
 
 import pytest
 import ray
 
-from corral import get_config
+from corral import DefaultCallbacks, get_config
 from corral.errors import ConfigError, EnvRunnerError
 
 FLAKY = "tests.toy_envs:FlakyCartPole"
@@ -136,8 +137,21 @@ def test_a_runner_failing_more_times_in_a_row_than_tolerated_stops_the_run(build
         crash_runner_1()
 
 
+class Recreated(DefaultCallbacks):
+    """RLlib's hooks on replaced runners, under both of its names."""
+
+    calls: ClassVar[list[tuple[Any, ...]]] = []
+
+    def on_env_runners_recreated(self, *, algorithm, env_runner_group, env_runner_indices, is_evaluation, **kwargs):
+        Recreated.calls.append(("env_runners", algorithm, env_runner_group, env_runner_indices, is_evaluation))
+
+    def on_workers_recreated(self, *, algorithm, worker_set, worker_ids, is_evaluation, **kwargs):
+        Recreated.calls.append(("workers", algorithm, worker_set, worker_ids, is_evaluation))
+
+
 def test_a_killed_runner_is_recreated_and_training_goes_on(build) -> None:
-    algo = build(ppo(recreate_failed_env_runners=True))
+    Recreated.calls = []
+    algo = build(ppo(recreate_failed_env_runners=True).callbacks(Recreated))
     algo.train()
     group = algo.env_runner_group
     before = group.foreach_env_runner(lambda r: os.getpid(), local_env_runner=False)
@@ -147,6 +161,7 @@ def test_a_killed_runner_is_recreated_and_training_goes_on(build) -> None:
     after = group.foreach_env_runner(lambda r: (r.worker_index, os.getpid()), local_env_runner=False)
     assert [index for index, _ in after] == [1, 2]
     assert after[0][1] != before[0] and after[1][1] == before[1]
+    assert Recreated.calls == [(name, algo, group, [1], False) for name in ("env_runners", "workers")]
 
 
 def test_with_ignore_failures_training_goes_on_with_fewer_runners(build) -> None:
@@ -434,6 +449,8 @@ def test_foreach_worker_with_index_reaches_each_remote_runner_by_its_index(build
     seen = algo.workers.foreach_worker_with_index(lambda worker, index: (index, worker.worker_index, type(worker.get_policy())))
     assert [(index, worker_index) for index, worker_index, _ in seen] == [(0, 0), (1, 1), (2, 2)]
     assert {policy_class.__name__ for _, _, policy_class in seen} == {"PPOPolicy"}
+    assert algo.workers.foreach_worker_with_id(lambda index, worker: (index, worker.worker_index)) == [(0, 0), (1, 1), (2, 2)]
+    assert algo.workers.foreach_env(lambda env: env.num_envs) == [[2], [2], [2]]  # CartPole's native vector env, whole
 
 
 def test_auto_evaluation_duration_evaluates_episode_after_episode_while_the_iteration_trains(build) -> None:

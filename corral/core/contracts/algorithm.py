@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from corral._version import __version__
+from corral.core.contracts.acting import ActionComputation
 from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
 from corral.core.contracts.config import LEGACY_KEYS, NOOP_LOGGERS, AlgorithmConfig, import_object, object_path
 from corral.core.contracts.multi_agent_config import policy_config
@@ -61,7 +62,7 @@ from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, P
 logger = logging.getLogger("corral")
 
 
-class Algorithm:
+class Algorithm(ActionComputation):
     """Base class of every corral algorithm.
 
     A plugin subclass sets ``config_class`` and ``policy_class``, and overrides
@@ -129,6 +130,7 @@ class Algorithm:
             raise
         for pid, build in self.policy_builds.items():
             self.policies[pid] = build.build(pid)
+            self.callbacks.create_policy(pid, self.policies[pid])
         self._check_storage_path()
         self._check_evaluation_env()
         if self.config.env_task_fn is not None:
@@ -138,7 +140,10 @@ class Algorithm:
         """where :meth:`sample` takes rows from besides the env runners (``offline_data(input_=...)``), or None"""
         self.off_policy_evaluation = build_off_policy_evaluation(self.config, self.policies)
         """the estimators that :meth:`evaluate` runs on recorded episodes (``off_policy_estimation_methods``), or None"""
-        self.env_runner_group = EnvRunnerGroup(local, self._runner_config(self.config), self.policy_builds)
+        recreated = functools.partial(self.callbacks.env_runners_recreated, self, is_evaluation=False)
+        self.env_runner_group = EnvRunnerGroup(
+            local, self._runner_config(self.config), self.policy_builds, on_recreated=recreated
+        )
         self.workers = self.env_runner_group
         self._eval_group: EnvRunnerGroup | None = None
         self._last_evaluation: dict[str, Any] | None = None
@@ -543,7 +548,10 @@ class Algorithm:
                 eval_config, self.policies, 0, self.callbacks, num_envs=num_envs, seed=self.config.seed, stream="evaluation"
             )
             remote = self.config.evaluation_num_env_runners
-            self._eval_group = EnvRunnerGroup(local, eval_config, self.policy_builds, "evaluation", num_remote=remote)
+            recreated = functools.partial(self.callbacks.env_runners_recreated, self, is_evaluation=True)
+            self._eval_group = EnvRunnerGroup(
+                local, eval_config, self.policy_builds, "evaluation", num_remote=remote, on_recreated=recreated
+            )
         return self._eval_group
 
     def _start_evaluation(self) -> EvaluationRound | None:
@@ -631,48 +639,6 @@ class Algorithm:
         except KeyError:
             raise ConfigError(f"no policy {policy_id!r}; this algorithm has {sorted(self.policies)}") from None
 
-    def compute_single_action(self, observation: Any, explore: bool | None = None, policy_id: str = DEFAULT_POLICY_ID) -> Any:
-        """The env action for one raw observation (``explore`` defaults to ``config.explore``).
-
-        Args:
-            observation: one observation as the env returns it, without a batch axis.
-            explore: explore or act deterministically; None means ``config.explore``.
-            policy_id: the policy that acts.
-
-        Returns:
-            The action in the env's action space (an ``int`` for Discrete spaces).
-
-        Raises:
-            ConfigError: this algorithm has no policy ``policy_id``.
-            ObservationError: the observation does not fit the policy's observation space.
-        """
-        return self.get_policy(policy_id).compute_single_action(observation, explore=explore)
-
-    def compute_actions(self, observations: Any, explore: bool | None = None, policy_id: str = DEFAULT_POLICY_ID) -> Any:
-        """Env actions for several observations: a dict ``{agent_id: obs}`` gives a dict back, a batch gives a batch.
-
-        Args:
-            observations: ``{agent_id: observation}``, or a batch of observations with a
-                leading batch axis, as a vector env returns them. With a Dict observation
-                space a dict is taken as a batch, not as agents.
-            explore: explore or act deterministically; None means ``config.explore``.
-            policy_id: the policy that acts, for every observation.
-
-        Returns:
-            ``{agent_id: action}`` for a dict of agents, else a numpy array of env actions
-            with the batch's leading axis.
-
-        Raises:
-            ConfigError: this algorithm has no policy ``policy_id``.
-            ObservationError: an observation does not fit the policy's observation space.
-        """
-        policy = self.get_policy(policy_id)
-        if isinstance(observations, dict) and not _is_dict_space(policy):
-            return {agent: policy.compute_single_action(obs, explore=explore) for agent, obs in observations.items()}
-        policy.check_observations(observations, batched=True)
-        actions, _ = policy.compute_actions(policy.preprocess(observations), explore=explore)
-        return policy.action_adapter(actions)
-
     def get_weights(self, policies: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
         """Model weights by policy id (all policies unless ``policies`` names some)."""
         return {pid: self.get_policy(pid).get_weights() for pid in (policies or self.policies)}
@@ -745,6 +711,7 @@ class Algorithm:
             raise
         self.policy_builds[policy_id] = build
         self.policies[policy_id] = policy
+        self.callbacks.create_policy(policy_id, policy)
         self._update_runners({policy_id: build}, [])
         self.policy_added(policy_id)
         return policy
@@ -1158,12 +1125,6 @@ class Algorithm:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(env={env_name(self.config.env)!r}, iteration={self.iteration})"
-
-
-def _is_dict_space(policy: Policy) -> bool:
-    import gymnasium as gym
-
-    return isinstance(policy.observation_space, gym.spaces.Dict)
 
 
 def _checkpoint_config(

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the types the hooks receive; at run time nothing is importe
     from corral.core.environments.envs import EnvContext
     from corral.core.environments.multi_agent_env import MultiAgentEnv
     from corral.core.sampling.env_runner import EnvRunner, Episode
+    from corral.core.sampling.env_runner_group import EnvRunnerGroup
     from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, MultiAgentEpisode
     from corral.core.sampling.sample_batch import MultiAgentBatch, SampleBatch
 
@@ -58,6 +59,20 @@ class Callbacks:
     ) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_environment_created`."""
 
+    def on_sub_environment_created(
+        self,
+        *,
+        env_runner: EnvRunner | MultiAgentEnvRunner,
+        sub_environment: Any,
+        env_context: EnvContext,
+        env_index: int,
+        **kwargs: Any,
+    ) -> None:
+        """See :func:`corral.core.contracts.hookspecs.on_sub_environment_created`."""
+
+    def on_create_policy(self, *, policy_id: str, policy: Policy, **kwargs: Any) -> None:
+        """See :func:`corral.core.contracts.hookspecs.on_create_policy`."""
+
     def on_episode_start(
         self, *, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int, **kwargs: Any
     ) -> None:
@@ -77,7 +92,15 @@ class Callbacks:
         """See :func:`corral.core.contracts.hookspecs.on_sample_end`."""
 
     def on_postprocess_trajectory(
-        self, *, policy_id: str, policy: Policy, postprocessed_batch: SampleBatch, **kwargs: Any
+        self,
+        *,
+        episode: Episode | MultiAgentEpisode,
+        agent_id: Any,
+        policy_id: str,
+        policies: Mapping[str, Policy],
+        postprocessed_batch: SampleBatch,
+        original_batches: dict[Any, tuple[str, Policy, SampleBatch]],
+        **kwargs: Any,
     ) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_postprocess_trajectory`."""
 
@@ -92,6 +115,22 @@ class Callbacks:
 
     def on_evaluate_end(self, *, algorithm: Algorithm, evaluation_metrics: dict[str, Any], **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_evaluate_end`."""
+
+    def on_env_runners_recreated(
+        self,
+        *,
+        algorithm: Algorithm,
+        env_runner_group: EnvRunnerGroup,
+        env_runner_indices: list[int],
+        is_evaluation: bool,
+        **kwargs: Any,
+    ) -> None:
+        """See :func:`corral.core.contracts.hookspecs.on_env_runners_recreated`."""
+
+    def on_workers_recreated(
+        self, *, algorithm: Algorithm, worker_set: EnvRunnerGroup, worker_ids: list[int], is_evaluation: bool, **kwargs: Any
+    ) -> None:
+        """See :func:`corral.core.contracts.hookspecs.on_workers_recreated`."""
 
     def on_checkpoint_loaded(self, *, algorithm: Algorithm, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_checkpoint_loaded`."""
@@ -123,7 +162,15 @@ def _hook_adapters(callbacks: Callbacks) -> SimpleNamespace:
     it declares, but RLlib-style callbacks take keyword-only arguments and
     ``**kwargs``. Each adapter declares the hookspec's argument names and calls
     the method with those it accepts (all of them if it takes ``**kwargs``).
+
+    Raises:
+        ConfigError: the class defines an RLlib hook corral never calls, or a method
+            requires an argument its hook does not pass (both say what to use instead).
     """
+    owner = type(callbacks).__qualname__
+    for name, instead in hookspecs.NOT_CALLED.items():
+        if callable(getattr(callbacks, name, None)):
+            raise ConfigError(f"{owner}.{name} is RLlib's hook, which corral never calls; use {instead}")
     adapters = SimpleNamespace()
     for name in hookspecs.HOOK_NAMES:
         method = getattr(callbacks, name)
@@ -140,9 +187,10 @@ def _hook_adapters(callbacks: Callbacks) -> SimpleNamespace:
             and p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
         ]
         if unknown:
+            advice = "".join(f"; {hookspecs.NOT_PASSED[a]}" for a in unknown if a in hookspecs.NOT_PASSED)
             raise ConfigError(
-                f"{type(callbacks).__qualname__}.{name} requires {', '.join(map(repr, unknown))}, "
-                f"which the hook does not pass; it passes {', '.join(spec_args)}"
+                f"{owner}.{name} requires {', '.join(map(repr, unknown))}, "
+                f"which the hook does not pass; it passes {', '.join(spec_args)}{advice}"
             )
         wanted = spec_args if takes_any else [a for a in spec_args if a in params]
         namespace: dict[str, Any] = {"method": method, "wanted": wanted}
@@ -182,6 +230,7 @@ class CallbackRunner:
         self.has_episode_end = bool(hook.on_episode_end.get_hookimpls())
         self.needs_episodes = self.has_episode_start or self.has_episode_step or self.has_episode_end
         self.has_postprocess_trajectory = bool(hook.on_postprocess_trajectory.get_hookimpls())
+        self.needs_episodes |= self.has_postprocess_trajectory  # the hook gets each trajectory's episode
 
     @property
     def hook(self) -> Any:
@@ -197,6 +246,19 @@ class CallbackRunner:
     ) -> None:
         """Call every ``on_environment_created`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_environment_created(env_runner=env_runner, worker=env_runner, env=env, env_context=env_context)
+
+    def sub_environment_created(
+        self, env_runner: EnvRunner | MultiAgentEnvRunner, sub_environment: Any, env_context: EnvContext
+    ) -> None:
+        """Call every ``on_sub_environment_created`` implementation, with the arguments its hookspec names."""
+        self._pm.hook.on_sub_environment_created(
+            env_runner=env_runner, worker=env_runner, sub_environment=sub_environment, env_context=env_context,
+            env_index=env_context.vector_index,
+        )  # fmt: skip
+
+    def create_policy(self, policy_id: str, policy: Policy) -> None:
+        """Call every ``on_create_policy`` implementation, with the arguments its hookspec names."""
+        self._pm.hook.on_create_policy(policy_id=policy_id, policy=policy)
 
     def episode_start(
         self, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int
@@ -226,12 +288,25 @@ class CallbackRunner:
         policy_id: str,
         policy: Policy,
         batch: SampleBatch,
-        agent_id: Any = None,
+        *,
+        agent_id: Any,
+        episode: Episode | MultiAgentEpisode,
+        original_batches: dict[Any, tuple[str, Policy, SampleBatch]],
     ) -> None:
-        """Call every ``on_postprocess_trajectory`` implementation, with the arguments its hookspec names."""
+        """Call every ``on_postprocess_trajectory`` implementation, with the arguments its hookspec names.
+
+        Args:
+            env_runner: the runner that sampled the trajectory.
+            policy_id: the id of the policy that postprocessed it.
+            policy: that policy.
+            batch: the postprocessed trajectory.
+            agent_id: the agent whose trajectory it is (None in a single-agent run).
+            episode: the episode its last row belongs to.
+            original_batches: every agent's trajectory of the sub-environment, before postprocessing.
+        """
         self._pm.hook.on_postprocess_trajectory(
-            env_runner=env_runner, worker=env_runner, agent_id=agent_id, policy_id=policy_id, policy=policy,
-            postprocessed_batch=batch,
+            env_runner=env_runner, worker=env_runner, episode=episode, agent_id=agent_id, policy_id=policy_id,
+            policy=policy, policies=env_runner.policies, postprocessed_batch=batch, original_batches=original_batches,
         )  # fmt: skip
 
     def learn_on_batch(self, policy: Policy, train_batch: SampleBatch, result: dict[str, Any]) -> None:
@@ -250,6 +325,15 @@ class CallbackRunner:
         """Call every ``on_evaluate_end`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_evaluate_end(algorithm=algorithm, evaluation_metrics=evaluation_metrics)
 
+    def env_runners_recreated(
+        self, algorithm: Algorithm, group: EnvRunnerGroup, indices: list[int], *, is_evaluation: bool
+    ) -> None:
+        """Call every ``on_env_runners_recreated`` and ``on_workers_recreated`` (RLlib's older name) implementation."""
+        self._pm.hook.on_env_runners_recreated(
+            algorithm=algorithm, env_runner_group=group, env_runner_indices=indices, is_evaluation=is_evaluation
+        )
+        self._pm.hook.on_workers_recreated(algorithm=algorithm, worker_set=group, worker_ids=indices, is_evaluation=is_evaluation)
+
     def checkpoint_loaded(self, algorithm: Algorithm) -> None:
         """Call every ``on_checkpoint_loaded`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_checkpoint_loaded(algorithm=algorithm)
@@ -262,14 +346,17 @@ class CallbackRunner:
 def _episode_arguments(
     episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int
 ) -> dict[str, Any]:
-    """What the episode hooks are given: the runner twice (``worker`` is RLlib's older name), its env and policies."""
+    """What the episode hooks are given: the runner twice (``worker`` is RLlib's older name), its env, policies and model."""
+    base_env = env_runner.env
     return {
         "episode": episode,
         "env_runner": env_runner,
         "worker": env_runner,
-        "base_env": env_runner.env,
+        "base_env": base_env,
+        "env": base_env[env_index] if isinstance(base_env, list) else base_env,  # a multi-agent runner's: the episode's
         "env_index": env_index,
         "policies": env_runner.policies,
+        "rl_module": env_runner.module,
     }
 
 

@@ -345,27 +345,53 @@ class Policy:
                 raise ObservationError(f"observation {found[0]} of the batch {found[1]}; give a batch with a leading axis")
             raise ObservationError(f"the observation {found[1]}; give one observation, without a batch axis")
 
-    def compute_single_action(self, obs: Any, explore: bool | None = None) -> Any:
-        """The env action for one raw observation.
+    def compute_single_action(
+        self,
+        obs: Any = None,
+        state: list[Any] | None = None,
+        *,
+        prev_action: Any = None,
+        prev_reward: Any = None,
+        info: Any = None,
+        input_dict: dict[str, Any] | None = None,
+        episode: Any = None,
+        explore: bool | None = None,
+        timestep: int | None = None,
+    ) -> tuple[Any, list[Any], dict[str, Any]]:
+        """The env action for one raw observation, with RLlib's signature and its ``(action, state_outs, extras)``.
 
-        The observation filter is applied but not updated.
+        The observation filter is applied but not updated. The action is the env's:
+        unsquashed or clipped as the config's ``normalize_actions`` and ``clip_actions``
+        say (RLlib's policy leaves that to ``Algorithm.compute_single_action``; corral's
+        policy holds the mapping, so what it returns can go to ``env.step`` as it is).
 
         Args:
             obs: one observation of ``observation_space``, without a batch axis.
+            state: RNN state; corral's models are stateless, so only None or ``[]``.
+            prev_action: the previous action (RLlib's; corral's models do not read it).
+            prev_reward: the previous reward (RLlib's; corral's models do not read it).
+            info: the env's info dict (RLlib's; corral's models do not read it).
+            input_dict: instead of ``obs`` and ``state``: ``{"obs": ..., "state_in_0": ...}``.
+            episode: the episode acted in (RLlib's; corral's explorations do not read it).
             explore: explore or act deterministically; None means ``config.explore``.
+            timestep: the timestep exploration schedules read; None means :attr:`global_timestep`.
 
         Returns:
-            The action in the env's action space: an ``int`` for Discrete spaces, a
-            numpy array otherwise.
+            ``(action, [], extras)``: the env action (an ``int`` for Discrete spaces, a numpy
+            array otherwise), no RNN state, and the extra outputs for it
+            (``action_dist_inputs``, ``action_logp``, ``action_prob``, ``vf_preds`` as the policy has them).
 
         Raises:
+            ConfigError: ``state`` is not empty, or ``input_dict`` comes with ``obs`` or without ``"obs"``.
             ObservationError: ``obs`` does not fit the observation space (see :meth:`check_observations`).
         """
-        self.check_observations(obs, batched=False)
-        batch = add_batch_dim(self.observation_space, obs)
-        actions, _ = self.compute_actions(self.preprocess(batch), explore=explore)
-        env_action = self.action_adapter(actions)[0]
-        return int(env_action) if isinstance(self.action_space, gym.spaces.Discrete) else env_action
+        from corral.core.contracts.acting import single_action  # it imports this module
+
+        action, extras = single_action(
+            self, obs, state, prev_action=prev_action, prev_reward=prev_reward, input_dict=input_dict, explore=explore,
+            timestep=timestep, adapter=self.action_adapter, policy_id=None, caller="Policy.compute_single_action",
+        )  # fmt: skip
+        return action, [], extras
 
     # ------------------------------------------------------------------ #
     # learning helpers

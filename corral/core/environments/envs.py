@@ -179,7 +179,12 @@ def _class_creator(cls: type, label: str) -> Callable[[EnvContext], gym.Env]:
 
 
 def make_vector_env(
-    config: AlgorithmConfig, num_envs: int, worker_index: int = 0, first_env: Any = None, display: Display | None = None
+    config: AlgorithmConfig,
+    num_envs: int,
+    worker_index: int = 0,
+    first_env: Any = None,
+    display: Display | None = None,
+    on_sub_environment: Callable[[Any, EnvContext], None] | None = None,
 ) -> gym.vector.VectorEnv:
     """The vector env an env runner steps: native vectorisation where the env offers it.
 
@@ -197,6 +202,10 @@ def make_vector_env(
             None: make it. A restart makes it anew.
         display: how sub-environment 0 is shown or recorded (:mod:`corral.core.environments.rendering`);
             it is then made in the render mode that needs, and no native vector env is used.
+        on_sub_environment: called with each sub-environment as the user made it (see
+            :attr:`SubEnvironmentGuard.user_env`) and its EnvContext, when it is made and
+            whenever a restart makes it anew; a native vector env, which has no sub-environment
+            objects, is given whole, once, as RLlib does.
 
     Returns:
         The vector env, not yet reset.
@@ -246,7 +255,7 @@ def make_vector_env(
                 and not ale  # ale-py's vector env preprocesses by itself, channels first
                 and display is None  # a native vector env does not render
             ):
-                return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **config.env_config)
+                return _native_vector_env(env_id, num_envs, config, context, on_sub_environment)
             checker_off = config.disable_env_checking  # gym.make wraps every env in gymnasium's checker by default
             creator = lambda ctx: gym.make(env_id, disable_env_checker=checker_off, **make_kwargs(ctx))  # noqa: E731
         elif config.vectorize_mode == "native":
@@ -256,10 +265,15 @@ def make_vector_env(
         made = [first_env] if first_env is not None else []
 
         def guarded(i: int) -> SubEnvironmentGuard:
-            def make() -> gym.Env:  # called again to remake the sub-environment on restart
-                env = made.pop() if i == 0 and made else creator(context.copy_with(vector_index=i))
-                env = _adapted(_checked(env, config), config)
-                return displayed(env, display, env_name(config.env)) if i == 0 and display is not None else env
+            def make() -> tuple[gym.Env, Any]:  # called again to remake the sub-environment on restart
+                sub_context = context.copy_with(vector_index=i)
+                created = made.pop() if i == 0 and made else creator(sub_context)
+                # a gymnasium id's env is what its entry point made: gym.make's wrappers forward no attributes
+                user_env = created.unwrapped if env_id is not None else created
+                env = _adapted(_checked(created, config), config)
+                if on_sub_environment is not None:
+                    on_sub_environment(user_env, sub_context)
+                return (displayed(env, display, env_name(config.env)) if i == 0 and display is not None else env), user_env
 
             return SubEnvironmentGuard(
                 make, i, worker_index, config.restart_failed_sub_environments, check_observations=not config.disable_env_checking
@@ -274,6 +288,20 @@ def make_vector_env(
         ) from exc
 
 
+def _native_vector_env(
+    env_id: str,
+    num_envs: int,
+    config: AlgorithmConfig,
+    context: EnvContext,
+    on_sub_environment: Callable[[Any, EnvContext], None] | None,
+) -> gym.vector.VectorEnv:
+    """gymnasium's own vector implementation of ``env_id``; it has no sub-environment objects, so it is shown whole."""
+    vector_env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **config.env_config)
+    if on_sub_environment is not None:
+        on_sub_environment(vector_env, context.copy_with(vector_index=0))
+    return vector_env
+
+
 class SubEnvironmentGuard(gym.Wrapper):
     """One sub-environment of a runner's vector env: checks what it returns, names it when it fails, or restarts it.
 
@@ -286,12 +314,29 @@ class SubEnvironmentGuard(gym.Wrapper):
     Without ``restart`` a broken value raises :class:`~corral.errors.EnvError`
     and an exception :class:`~corral.errors.EnvRunnerError`, both naming
     the runner, the sub-environment and the step.
+
+    Args:
+        make: makes the sub-environment (again, on a restart): ``(env, user_env)``, the env
+            with corral's wrappers and the env as the user made it.
+        index: the sub-environment's index in its runner.
+        worker_index: the runner's index.
+        restart: make the env anew when it fails, instead of raising.
+        check_observations: check each observation against the observation space.
     """
 
     def __init__(
-        self, make: Callable[[], gym.Env], index: int, worker_index: int, restart: bool, check_observations: bool = True
+        self,
+        make: Callable[[], tuple[gym.Env, Any]],
+        index: int,
+        worker_index: int,
+        restart: bool,
+        check_observations: bool = True,
     ) -> None:
-        super().__init__(make())
+        env, user_env = make()
+        self.user_env = user_env
+        """the env as the user made it, without corral's wrappers (checker, horizon, spaces, old-gym adapter): what
+        ``foreach_env`` and the callbacks see. For a gymnasium id, the env its entry point made (``env.unwrapped``)."""
+        super().__init__(env)
         self._make = make
         self.index = index
         self.worker_index = worker_index
@@ -385,7 +430,7 @@ class SubEnvironmentGuard(gym.Wrapper):
         logger.warning("%s %s at step %d of its episode; restarting it", self.where, problem, self._t)
         with contextlib.suppress(Exception):  # the broken env may fail to close too; it is dropped either way
             self.env.close()
-        self.env = self._make()
+        self.env, self.user_env = self._make()
         self.restarts += 1
         return self._last_obs, 0.0, False, True, {"corral_env_restarted": True}
 

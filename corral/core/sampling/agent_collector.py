@@ -85,6 +85,8 @@ class _Chunk:
     after: Any = None
     """the raw observation that follows the last row (the final one if ``done``)"""
     done: bool = False
+    episode: Any = None
+    """the episode the last row belongs to (for ``on_postprocess_trajectory``)"""
 
 
 @dataclass
@@ -97,6 +99,8 @@ class PolicyFragment:
     """``[K, ...]`` preprocessed observations after each column's last row"""
     agents: list[AgentKey]
     """the (sub-environment, agent) of each column"""
+    episodes: list[Any] = field(default_factory=list)
+    """the episode each column's last row belongs to, as given to :meth:`AgentCollector.close`"""
 
 
 class AgentCollector:
@@ -143,7 +147,9 @@ class AgentCollector:
         """Whether the agent acted and its row is still open."""
         return key in self._pending
 
-    def close(self, key: AgentKey, next_raw_obs: Any, terminated: bool, truncated: bool, info: Any = None) -> None:
+    def close(
+        self, key: AgentKey, next_raw_obs: Any, terminated: bool, truncated: bool, info: Any = None, episode: Any = None
+    ) -> None:
         """Close the agent's open row: it got ``next_raw_obs`` (or left the episode with it as its final observation).
 
         Args:
@@ -152,6 +158,7 @@ class AgentCollector:
             terminated: the agent's episode ended for good.
             truncated: the agent's episode was cut short (bootstrapped from ``next_raw_obs``).
             info: the env's info for the agent at this step (kept with ``keep_infos``).
+            episode: the episode the row belongs to (kept for the fragment's ``episodes``).
         """
         pending = self._pending.pop(key)
         chunk = self._chunks.setdefault((*key, pending.policy_id), _Chunk())
@@ -172,6 +179,7 @@ class AgentCollector:
         chunk.infos.append(info)
         chunk.after = pending.raw_obs if next_raw_obs is None else next_raw_obs
         chunk.done = terminated or truncated
+        chunk.episode = episode
 
     def build(self, policies: Mapping[str, Policy], horizon: int) -> dict[str, PolicyFragment]:
         """Each policy's closed rows as a right-aligned ``[horizon, K]`` fragment; open rows carry over to the next.
@@ -249,7 +257,7 @@ class AgentCollector:
             }
         )
         bootstrap = policy.preprocess(stack_observations([chunk.after for _, chunk in chunks]))
-        return PolicyFragment(fragment, bootstrap, [key for key, _ in chunks])
+        return PolicyFragment(fragment, bootstrap, [key for key, _ in chunks], [chunk.episode for _, chunk in chunks])
 
     def _carry_over_open_rows(self) -> None:
         """Move the open rows' records into fresh stores: they close in the next sample call."""

@@ -13,11 +13,12 @@ bootstrap truncated episodes (see :mod:`corral.core.learning.postprocessing`).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -27,7 +28,14 @@ from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.policy import Policy
 from corral.core.environments.atari import atari_wanted
 from corral.core.environments.env_state import get_env_state, set_env_state
-from corral.core.environments.envs import EnvContext, check_vector_step, env_name, is_guarded, make_vector_env
+from corral.core.environments.envs import (
+    EnvContext,
+    SubEnvironmentGuard,
+    check_vector_step,
+    env_name,
+    is_guarded,
+    make_vector_env,
+)
 from corral.core.environments.rendering import display_for
 from corral.core.environments.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.environments.task_settable_env import set_tasks
@@ -35,6 +43,7 @@ from corral.core.memory import check_fits
 from corral.core.persistence import state_codec
 from corral.core.persistence.experience_output import OUTPUT_CONTEXT_COLUMNS, ExperienceWriter, transitions
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.sampling.trajectories import postprocess_columns
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import EnvError
 
@@ -181,7 +190,13 @@ class BaseEnvRunner:
 
     @property
     def sub_environments(self) -> list[Any]:
-        """The environments this runner steps, one per sub-environment (a natively vectorised env is one)."""
+        """The environments this runner steps as the user made them, one per sub-environment (a natively vectorised env is one).
+
+        corral's own wrappers (the env checker, ``horizon``, the spaces of
+        ``environment(observation_space=...)``, the old-gym adapter, the guards)
+        are not there, so an env's own methods and attributes can be reached:
+        ``env.set_task(5)``. For a gymnasium id, the env its entry point made.
+        """
         raise NotImplementedError
 
     def set_tasks(self, function: Any, result: dict[str, Any]) -> list[Any]:
@@ -202,7 +217,8 @@ class BaseEnvRunner:
         """``fn(env)`` on each sub-environment, as RLlib's ``worker.foreach_env`` (to read or set env state).
 
         Args:
-            fn: called with each of :attr:`sub_environments`.
+            fn: called with each of :attr:`sub_environments`: the env as the user made it, or a
+                natively vectorised env whole (it has no sub-environment objects), as in RLlib.
 
         Returns:
             What ``fn`` returned, one per sub-environment.
@@ -257,7 +273,10 @@ class EnvRunner(BaseEnvRunner):
 
     def _make_envs(self, first_env: Any) -> None:
         config = self.config
-        self.env = make_vector_env(config, self.num_envs, self.worker_index, first_env, self.display)
+        self.env = make_vector_env(
+            config, self.num_envs, self.worker_index, first_env, self.display,
+            on_sub_environment=functools.partial(self.callbacks.sub_environment_created, self),
+        )  # fmt: skip
         self._check_buffer_memory()
         # Sub-environments stepped in a loop check themselves (SubEnvironmentGuard); a native vector env is checked here.
         self._native = not is_guarded(self.env)
@@ -271,6 +290,8 @@ class EnvRunner(BaseEnvRunner):
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._episodes: list[Episode | None] = [None] * self.num_envs
+        self._last_episodes: list[Episode | None] = [None] * self.num_envs
+        """with an ``on_postprocess_trajectory`` hook: the episode of each sub-environment's last row in the fragment"""
         self._episode_ids = np.full(self.num_envs, -1, dtype=np.int64)
         """each sub-environment's episode id, kept while output is written (its rows name their episode)"""
         self._buffers: dict[str, np.ndarray] = {}
@@ -289,8 +310,15 @@ class EnvRunner(BaseEnvRunner):
 
     @property
     def sub_environments(self) -> list[Any]:
-        """The sub-environments stepped in a loop (each inside its guard), or the native vector env itself."""
-        return [getattr(guard, "env", guard) for guard in self.env.envs] if is_guarded(self.env) else [self.env]
+        """The sub-environments stepped in a loop, as the user made them, or the native vector env itself."""
+        if not is_guarded(self.env):
+            return [self.env]
+        return [cast(SubEnvironmentGuard, guard).user_env for guard in self.env.envs]
+
+    @property
+    def module(self) -> Any:
+        """The model that acts (RLlib's ``env_runner.module``): the policy's."""
+        return self.policy.model
 
     @property
     def observation_space(self) -> gym.Space:
@@ -326,6 +354,7 @@ class EnvRunner(BaseEnvRunner):
         if self._obs is None:
             self._reset()
         policy = self.policy
+        self._last_episodes = [None] * self.num_envs
         if self.config.batch_mode == "complete_episodes":
             valid_steps, horizon = self._sample_complete_episodes(policy, explore, steps)
         else:
@@ -333,11 +362,25 @@ class EnvRunner(BaseEnvRunner):
         fragment = SampleBatch({key: column[:horizon] for key, column in self._buffers.items()})
         bootstrap_obs = policy.preprocess(self._obs)
         self._write_output({DEFAULT_POLICY_ID: (fragment, bootstrap_obs)})
-        batch = policy.postprocess_trajectory(fragment, bootstrap_obs)
-        self.callbacks.postprocess_trajectory(self, DEFAULT_POLICY_ID, policy, batch)
+        if self.callbacks.has_postprocess_trajectory:
+            batch = self._postprocess_each_sub_environment(policy, fragment, bootstrap_obs)
+        else:
+            batch = policy.postprocess_trajectory(fragment, bootstrap_obs)
         samples = MultiAgentBatch({DEFAULT_POLICY_ID: batch}, valid_steps, valid_steps)
         self.callbacks.sample_end(self, samples)
         return samples
+
+    def _postprocess_each_sub_environment(self, policy: Policy, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
+        """Postprocess each sub-environment's trajectory on its own and show it to ``on_postprocess_trajectory``."""
+        trajectories = postprocess_columns(policy, fragment, bootstrap_obs)
+        for trajectory in trajectories:
+            episode = self._last_episodes[trajectory.column]
+            if trajectory.has_transitions and episode is not None:
+                self.callbacks.postprocess_trajectory(
+                    self, DEFAULT_POLICY_ID, policy, trajectory.postprocessed, agent_id=None, episode=episode,
+                    original_batches={None: (DEFAULT_POLICY_ID, policy, trajectory.original)},
+                )  # fmt: skip
+        return SampleBatch.concat([trajectory.postprocessed for trajectory in trajectories])
 
     def _sample_complete_episodes(self, policy: Policy, explore: bool, steps: int) -> tuple[int, int]:
         """Step at least ``steps`` times, then on until no sub-environment is inside an episode it trains on.
@@ -434,6 +477,9 @@ class EnvRunner(BaseEnvRunner):
                     for k in range(self.num_envs):
                         buf[SampleBatch.INFOS][t, k] = _info_row(infos, k)
             policy.global_timestep += n_valid
+            if self.callbacks.has_postprocess_trajectory:  # the episode each sub-environment's trajectory ends in
+                for i in np.flatnonzero(recorded):
+                    self._last_episodes[i] = self._episodes[i]
         self._track_episodes(rewards, terminateds, truncateds, valid, next_obs, actions, infos)
         self._obs = next_obs
         return n_valid

@@ -11,6 +11,7 @@ as the fault-tolerance options say.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ from corral.core.sampling.env_runner import EpisodeSummary, evaluation_span
 from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner
 from corral.core.sampling.remote_env_runner import RemoteSample
 from corral.core.sampling.sample_batch import MultiAgentBatch
-from corral.errors import EnvRunnerError
+from corral.errors import ConfigError, EnvRunnerError
 
 logger = logging.getLogger("corral")
 
@@ -61,6 +62,8 @@ class EnvRunnerGroup:
             (the algorithm's dict: a policy added to it later is built by runners started later).
         stream: ``"sampling"`` or ``"evaluation"``: with each runner's index, where its generators derive from.
         num_remote: how many remote runners; default ``config.num_env_runners``.
+        on_recreated: called with the group and the indexes of the runners it started anew
+            in place of failed ones (the algorithm's ``on_env_runners_recreated`` hook).
     """
 
     def __init__(
@@ -70,8 +73,10 @@ class EnvRunnerGroup:
         policy_builds: dict[str, PolicyBuild] | None = None,
         stream: str = "sampling",
         num_remote: int | None = None,
+        on_recreated: Callable[[EnvRunnerGroup, list[int]], None] | None = None,
     ) -> None:
         self.local_env_runner = local_env_runner
+        self._on_recreated = on_recreated
         self._config = config
         self._policy_builds = policy_builds
         self._stream = stream
@@ -256,6 +261,29 @@ class EnvRunnerGroup:
     foreach_worker = foreach_env_runner
     """RLlib's older name."""
 
+    def foreach_env_runner_with_id(
+        self,
+        fn: Callable[[int, AnyEnvRunner], Any],
+        *,
+        local_env_runner: bool = True,
+        remote_worker_ids: Sequence[int] | None = None,
+    ) -> list[Any]:
+        """``fn(index, runner)`` on every runner, as :meth:`foreach_env_runner` (RLlib's order, the id first; the local one is 0).
+
+        Args:
+            fn: called with each runner's worker index and the runner.
+            local_env_runner: include the local runner.
+            remote_worker_ids: only these remote runners (1..num_env_runners).
+
+        Raises:
+            ConfigError: ``fn`` takes ``(runner, index)``: it looked up a runner's attribute on the index.
+        """
+        call = functools.partial(_call_with_index, fn, True)
+        return self.foreach_env_runner(call, local_env_runner=local_env_runner, remote_worker_ids=remote_worker_ids)
+
+    foreach_worker_with_id = foreach_env_runner_with_id
+    """RLlib's older name."""
+
     def foreach_env_runner_with_index(
         self, fn: Callable[[AnyEnvRunner, int], Any], *, local_env_runner: bool = True
     ) -> list[Any]:
@@ -264,11 +292,25 @@ class EnvRunnerGroup:
         Args:
             fn: called with each runner and its worker index.
             local_env_runner: include the local runner.
+
+        Raises:
+            ConfigError: ``fn`` takes ``(index, runner)``: it looked up a runner's attribute on the index.
         """
-        return self.foreach_env_runner(lambda runner: fn(runner, runner.worker_index), local_env_runner=local_env_runner)
+        return self.foreach_env_runner(functools.partial(_call_with_index, fn, False), local_env_runner=local_env_runner)
 
     foreach_worker_with_index = foreach_env_runner_with_index
     """RLlib's older name."""
+
+    def foreach_env(self, fn: Callable[[Any], Any]) -> list[list[Any]]:
+        """``fn(env)`` on every sub-environment of every runner, as RLlib's ``workers.foreach_env``.
+
+        Args:
+            fn: called with each sub-environment as the user made it (see ``EnvRunner.foreach_env``).
+
+        Returns:
+            A list per runner (the local one first), of what ``fn`` returned for each of its sub-environments.
+        """
+        return self.foreach_env_runner(functools.partial(_foreach_env, fn))
 
     def local_worker(self) -> AnyEnvRunner:
         """The runner in this process (RLlib's older ``workers.local_worker()``; corral's ``local_env_runner``)."""
@@ -413,6 +455,8 @@ class EnvRunnerGroup:
             self.num_restarts += 1
         self._failed.clear()
         self._probe(restarted)
+        if restarted and self._on_recreated is not None:
+            self._on_recreated(self, restarted)
 
     def _probe(self, indices: list[int]) -> None:
         """Ping restarted runners; one that does not answer within ``worker_health_probe_timeout_s`` has failed again."""
@@ -487,6 +531,34 @@ class EnvRunnerGroup:
     def succeeded(self, index: int) -> None:
         """A call on runner ``index`` succeeded: its failures are no longer in a row."""
         self._failures_in_a_row.pop(index, None)
+
+
+def _foreach_env(fn: Callable[[Any], Any], runner: AnyEnvRunner) -> list[Any]:
+    return runner.foreach_env(fn)
+
+
+def _call_with_index(fn: Callable[..., Any], index_first: bool, runner: AnyEnvRunner) -> Any:
+    """``fn(index, runner)`` or ``fn(runner, index)``; a function written for the other order is told which method it needs.
+
+    Such a function looks up a runner's attribute (``get_policy``, ``foreach_env``) on the
+    index, an int: that AttributeError becomes a ConfigError naming the right method.
+    """
+    index = runner.worker_index
+    try:
+        return fn(index, runner) if index_first else fn(runner, index)
+    except AttributeError as exc:
+        name = exc.name
+        if not (type(exc.obj) is int and exc.obj == index and name is not None and hasattr(runner, name)):
+            raise
+        called, other = ("with_id", "with_index") if index_first else ("with_index", "with_id")
+        raise ConfigError(
+            f"foreach_worker_{called} calls fn{_ORDERS[called]}, but fn looked up {name!r} on the index: it takes "
+            f"{_ORDERS[other]}. Use foreach_worker_{other}(fn) (or foreach_env_runner_{other}), or swap fn's arguments"
+        ) from exc
+
+
+_ORDERS = {"with_id": "(index, worker)", "with_index": "(worker, index)"}
+"""the arguments each of the two methods gives, in order (RLlib's foreach_worker_with_id gives the index first)"""
 
 
 def _plain(exc: BaseException) -> str:

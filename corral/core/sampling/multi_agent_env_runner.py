@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Collection, Hashable, MutableMapping
+from collections.abc import Collection, Hashable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 import gymnasium as gym
@@ -31,9 +31,10 @@ from corral.core.environments.multi_agent_env import ALL_AGENTS, multi_agent_env
 from corral.core.environments.multi_agent_guard import MultiAgentEnvGuard, plain_agent_id
 from corral.core.environments.spaces import space_to_json
 from corral.core.persistence import state_codec
-from corral.core.sampling.agent_collector import AgentCollector, stack_observations
+from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment, stack_observations
 from corral.core.sampling.env_runner import BaseEnvRunner, EnvRunner, EpisodeSummary, hist_lists, saved_episode_id
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.sampling.trajectories import postprocess_columns
 from corral.core.seeding import generator_state, set_generator_state
 from corral.errors import ConfigError
 
@@ -136,12 +137,18 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             )
         context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
         make = multi_agent_env_maker(config, worker_index)
+
+        def made(i: int, given: Any = None) -> Any:  # called again to remake sub-environment i on restart
+            env = make(i) if given is None else given
+            self.callbacks.sub_environment_created(self, env, context.copy_with(vector_index=i))
+            return env
+
         self.envs = [
             MultiAgentEnvGuard(
-                first_env if i == 0 and first_env is not None else make(i),
+                made(i, first_env if i == 0 else None),
                 f"sub-environment {i} of env runner {worker_index} ({env_name(config.env)})",
                 check_observations=not config.disable_env_checking,
-                make=functools.partial(make, i),
+                make=functools.partial(made, i),
                 restart=config.restart_failed_sub_environments,
             )
             for i in range(self.num_envs)
@@ -159,6 +166,11 @@ class MultiAgentEnvRunner(BaseEnvRunner):
     def env(self) -> list[Any]:
         """The sub-environments, as the episode hooks get them (``base_env``); a restarted one is its new env."""
         return [guard.env for guard in self.envs]
+
+    @property
+    def module(self) -> Mapping[str, Any]:
+        """The models that act (RLlib's ``env_runner.module``, a MultiRLModule): each policy's model by policy id."""
+        return PolicyModels(self.policies)
 
     def _forget_open_rows(self) -> None:
         """Drop every row not yet closed: episodes start anew (an evaluation, a restore)."""
@@ -296,24 +308,35 @@ class MultiAgentEnvRunner(BaseEnvRunner):
                 if agent_target is not None and agent_steps >= agent_target:
                     break
             horizon = steps
-        batches = {}
         parts = self._collector.build(self.policies, horizon)
         self._write_output({pid: (part.fragment, part.bootstrap_obs) for pid, part in parts.items()})
-        for policy_id, part in parts.items():
-            policy = self.policies[policy_id]
-            if not self.callbacks.has_postprocess_trajectory:
-                batches[policy_id] = policy.postprocess_trajectory(part.fragment, part.bootstrap_obs)
-                continue
-            per_agent = []  # RLlib's hook sees one agent's trajectory at a time
-            for k, (_, agent_id) in enumerate(part.agents):
-                column = SampleBatch({key: value[:, k : k + 1] for key, value in part.fragment.items()})
-                batch = policy.postprocess_trajectory(column, part.bootstrap_obs[k : k + 1])
-                self.callbacks.postprocess_trajectory(self, policy_id, policy, batch, agent_id)
-                per_agent.append(batch)
-            batches[policy_id] = SampleBatch.concat(per_agent)
+        if self.callbacks.has_postprocess_trajectory:
+            batches = self._postprocess_each_agent(parts)
+        else:
+            batches = {pid: self.policies[pid].postprocess_trajectory(p.fragment, p.bootstrap_obs) for pid, p in parts.items()}
         samples = MultiAgentBatch(batches, env_steps, agent_steps)
         self.callbacks.sample_end(self, samples)
         return samples
+
+    def _postprocess_each_agent(self, parts: dict[str, PolicyFragment]) -> dict[str, SampleBatch]:
+        """Postprocess each agent's trajectory on its own and show it to ``on_postprocess_trajectory``, as RLlib does.
+
+        Each call also gets every agent's trajectory of the same sub-environment
+        before postprocessing (``original_batches``), whatever policy acts for it.
+        """
+        policies = self.policies
+        trajectories = {pid: postprocess_columns(policies[pid], part.fragment, part.bootstrap_obs) for pid, part in parts.items()}
+        originals: dict[int, dict[Hashable, tuple[str, Policy, SampleBatch]]] = {}
+        for pid, part in parts.items():
+            for (env_index, agent_id), trajectory in zip(part.agents, trajectories[pid], strict=True):
+                originals.setdefault(env_index, {})[agent_id] = (pid, policies[pid], trajectory.original)
+        for pid, part in parts.items():
+            for (env_index, agent_id), episode, trajectory in zip(part.agents, part.episodes, trajectories[pid], strict=True):
+                self.callbacks.postprocess_trajectory(
+                    self, pid, policies[pid], trajectory.postprocessed, agent_id=agent_id, episode=episode,
+                    original_batches=originals[env_index],
+                )  # fmt: skip
+        return {pid: SampleBatch.concat([t.postprocessed for t in columns]) for pid, columns in trajectories.items()}
 
     def _sample_complete_episodes(self, explore: bool, steps: int, agent_target: int | None) -> tuple[int, int, int]:
         """Step at least ``steps`` times (or until ``agent_target`` agent steps), then until every recorded episode ended.
@@ -463,7 +486,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             if terminated or truncated or agent in observations:
                 if record:
                     info = infos.get(agent) if self.output is not None else None
-                    self._collector.close((i, agent), observations.get(agent), terminated, truncated, info)
+                    self._collector.close((i, agent), observations.get(agent), terminated, truncated, info, episode)
                 del open_agents[agent]
         if i == 0 and self.display is not None:
             self.envs[0].env.render()
@@ -686,3 +709,23 @@ def make_env_runner(
             "env; give a corral.MultiAgentEnv (corral.make_multi_agent(env) makes one agent per copy of a single-agent env)"
         )
     return EnvRunner(config, policies, worker_index, callbacks, num_envs, seed, stream, first_env)
+
+
+class PolicyModels(Mapping[str, Any]):
+    """Each policy's model by policy id, read when asked (a policy a policy map keeps on disk loads only then).
+
+    Args:
+        policies: the runner's policies by id.
+    """
+
+    def __init__(self, policies: Mapping[str, Policy]) -> None:
+        self._policies = policies
+
+    def __getitem__(self, policy_id: str) -> Any:
+        return self._policies[policy_id].model
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._policies)
+
+    def __len__(self) -> int:
+        return len(self._policies)

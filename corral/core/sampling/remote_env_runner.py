@@ -84,7 +84,8 @@ class EnvRunnerActor:
             build: how the learner's copy was built.
         """
         self._builds[policy_id] = build
-        self.policies[policy_id] = self._rebuild(policy_id)
+        policy = self.policies[policy_id] = self._rebuild(policy_id)
+        self.runner.callbacks.create_policy(policy_id, policy)
 
     def _rebuild(self, policy_id: str) -> Policy:
         return self._builds[policy_id].build(policy_id, self._stream, self.runner.worker_index)
