@@ -167,7 +167,7 @@ def test_estimation_needs_recorded_episodes_with_the_behaviour_s_likelihoods(tmp
 
 def test_model_based_estimators_need_discrete_actions_and_estimation_one_policy(behaviour_episodes: Path) -> None:
     pendulum = corral.get_config("SAC").environment("Pendulum-v1").debugging(seed=0)
-    data = Path(__file__).parent.parent / "data" / "offline" / "pendulum_sac.parquet"
+    data = Path(corral.__file__).parent / "tuned_examples" / "data" / "pendulum_sac.parquet"
     with pytest.raises(ConfigError, match="DirectMethod fits a Q model over every action and needs a Discrete"):
         pendulum.offline_data(input_=str(data), actions_in_input_normalized=True).evaluation(
             off_policy_estimation_methods={"dm": METHODS["dm"]}

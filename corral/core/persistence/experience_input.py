@@ -86,6 +86,41 @@ def input_files(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     return files
 
 
+def input_beside(spec: Any, folder: Path) -> Any:
+    """An experiment file's ``input`` with its relative paths read beside the file where the working folder lacks them.
+
+    A tuned example names its data relative to itself, so it trains from any
+    working folder (RLlib's reader likewise tries its package's folder for a
+    path the working folder lacks); a path that names something in the working
+    folder keeps its meaning, and one that names nothing in either stays as
+    given, to be refused by name at build.
+
+    Args:
+        spec: the ``input`` value: a path or glob, a list of them, or a dict of them (and ``"sampler"``) to proportions.
+        folder: the experiment file's folder.
+
+    Returns:
+        ``spec`` with such paths joined to ``folder``; anything else as it was.
+    """
+
+    def names_something(text: str) -> bool:
+        return bool(glob.glob(text)) if glob.has_magic(text) else os.path.exists(text)
+
+    def beside(item: Any) -> Any:
+        if not isinstance(item, (str, os.PathLike)) or item == SAMPLER:
+            return item
+        text = os.path.expanduser(os.fspath(item))
+        if os.path.isabs(text) or names_something(text) or not names_something(str(folder / text)):
+            return item
+        return str(folder / text)
+
+    if isinstance(spec, Mapping):
+        return {beside(key): share for key, share in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return [beside(item) for item in spec]
+    return beside(spec)
+
+
 def file_format_of(path: Path, file_format: str | None) -> str:
     """The format a file is read in: the configured one, else by its suffix.
 

@@ -14,7 +14,7 @@ import corral
 from corral import ConfigError
 from corral.plugins.sac import CQL, SACPolicy
 
-DATA = Path(__file__).parent.parent.parent / "data" / "offline"
+DATA = Path(corral.__file__).parent / "tuned_examples" / "data"
 EXPERT, RANDOM, PENDULUM = (DATA / f"{name}.parquet" for name in ("cartpole_expert", "cartpole_random", "pendulum_sac"))
 
 
