@@ -51,8 +51,8 @@ def test_estimates_of_a_target_policy_s_value_fall_within_10_percent_of_its_onli
     for _ in range(3):
         target.train()
     config = (
-        sign_guess()
-        .offline_data(input_=str(behaviour_episodes))
+        sign_guess()  # PPO: reading files to train from, it needs them postprocessed
+        .offline_data(input_=str(behaviour_episodes), postprocess_inputs=True)
         .evaluation(evaluation_duration=2000, evaluation_config={"explore": True}, off_policy_estimation_methods=METHODS)
     )
     algo = make_algo(config)
@@ -132,8 +132,8 @@ def test_an_estimator_is_a_plugin_found_by_name(behaviour_episodes: Path, make_a
     assert "FirstReward" in {p.name for p in corral.list_estimators()}
     assert {"ImportanceSampling", "DoublyRobust"} <= {p.name for p in corral.list_estimators()}
     config = (
-        sign_guess()
-        .offline_data(input_=str(behaviour_episodes))
+        sign_guess()  # PPO: reading files to train from, it needs them postprocessed
+        .offline_data(input_=str(behaviour_episodes), postprocess_inputs=True)
         .evaluation(evaluation_duration=50, off_policy_estimation_methods={"first": {"type": "firstreward"}})
     )
     estimate = make_algo(config).evaluate()["off_policy_estimator"]["first"]
