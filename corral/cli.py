@@ -314,6 +314,11 @@ def _experiments_from_file(path: str) -> list[dict[str, Any]]:
         if "run" not in spec:
             raise ConfigError(f"{path}: experiment {name!r} needs 'run: <algorithm name>'")
         config = dict(spec.get("config") or {})
+        for key in ("input", "input_"):  # a tuned example's data ships beside it
+            if key in config:
+                from corral.core.persistence.experience_input import input_beside
+
+                config[key] = input_beside(config[key], file.absolute().parent)
         checkpointing = spec.get("checkpoint_config") or {}
         if not isinstance(checkpointing, dict) or set(checkpointing) - set(CHECKPOINT_CONFIG_OPTIONS):
             raise ConfigError(

@@ -8,7 +8,14 @@ N-agent CartPole promises its total to be shared: every policy's
 
 from __future__ import annotations
 
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +24,6 @@ from corral.cli import _experiments_from_file
 from corral.core.contracts.results import result_value
 
 EXAMPLES = sorted((Path(corral.__file__).parent / "tuned_examples").glob("*.yaml"))
-REPOSITORY = Path(__file__).parent.parent
 
 
 def test_tuned_examples_are_packaged() -> None:
@@ -35,10 +41,70 @@ def test_tuned_examples_are_packaged() -> None:
     } <= names
 
 
+def test_the_data_the_tuned_examples_read_is_package_data() -> None:
+    package = Path(corral.__file__).parent
+    # pyproject's [tool.setuptools.package-data] line for corral (a TOML list of strings reads as JSON; no tomllib on 3.10)
+    pyproject = (package.parent / "pyproject.toml").read_text().split("[tool.setuptools.package-data]")[1]
+    shipped = json.loads(pyproject.split("corral = ", 1)[1].split("\n", 1)[0])
+    read = {Path(path) for example in EXAMPLES for path in _input_paths(example)}
+    assert read, "the offline tuned examples name their data"
+    for path in read:
+        relative = path.relative_to(package).as_posix()
+        assert path.is_file() and any(fnmatch.fnmatch(relative, pattern) for pattern in shipped), relative
+
+
+def _input_paths(example: Path) -> list[str]:
+    (experiment,) = _experiments_from_file(str(example))
+    given = experiment["config"].get("input", [])
+    return [given] if isinstance(given, str) else list(given)
+
+
+def test_an_offline_tuned_example_trains_from_any_working_folder(tmp_path: Path, results_dir: Path) -> None:
+    small = {"min_sample_timesteps_per_iteration": 500, "evaluation_duration": 1}
+    command = ["train", "-f", "bc_cartpole", "--stop", '{"training_iteration": 1}', "--config", json.dumps(small)]
+    done = subprocess.run(
+        [sys.executable, "-m", "corral.cli", *command],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # its data ships beside the example, not in the working folder
+        env={**os.environ, "CORRAL_RESULTS_DIR": str(results_dir)},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "iter    1" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["marwil_cartpole", "cql_pendulum"])
+def test_the_other_offline_tuned_examples_find_their_data_from_any_working_folder(
+    name: str, tmp_path: Path, make_algo: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (experiment,) = _experiments_from_file(name)
+    config = corral.get_config(experiment["run"]).environment(experiment["env"]).update_from_dict(experiment["config"])
+    make_algo(config)  # every input file is found and checked at build
+
+
+def test_a_relative_input_in_an_experiment_file_means_the_working_folder_where_it_names_something(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    experiment = tmp_path / "experiment"
+    experiment.mkdir()
+    (experiment / "rows.parquet").write_bytes(b"")
+    yaml = "bc:\n  run: BC\n  env: CartPole-v1\n  config:\n    input: [rows.parquet, other.parquet]\n"
+    (experiment / "bc.yaml").write_text(yaml)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    (beside,) = _experiments_from_file(str(experiment / "bc.yaml"))
+    assert beside["config"]["input"] == [str(experiment / "rows.parquet"), "other.parquet"]  # found beside; found nowhere
+    (work / "rows.parquet").write_bytes(b"")
+    (here,) = _experiments_from_file(str(experiment / "bc.yaml"))
+    assert here["config"]["input"] == ["rows.parquet", "other.parquet"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_tuned_example_reaches_its_promise(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPOSITORY)  # offline examples name their data relative to the repository root
+def test_tuned_example_reaches_its_promise(path: Path) -> None:
     (experiment,) = _experiments_from_file(str(path))
     budget = experiment["stop"]["timesteps_total"]
     # offline examples promise an evaluation return (their training rows come from files, not episodes)

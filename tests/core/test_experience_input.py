@@ -18,7 +18,7 @@ from corral import ConfigError, make_multi_agent
 from corral.core.persistence.experience_input import as_fragment
 from tests.conftest import small_ppo_config
 
-DATA = Path(__file__).parent.parent / "data" / "offline"
+DATA = Path(corral.__file__).parent / "tuned_examples" / "data"
 EXPERT = DATA / "cartpole_expert.parquet"
 
 

@@ -15,7 +15,7 @@ from corral.core.persistence.ray_data_input import RAY_DATA_BLOCK_ROWS
 
 pytestmark = pytest.mark.usefixtures("ray_on_two_cpus")
 
-DATA = Path(__file__).parent.parent / "data" / "offline"
+DATA = Path(corral.__file__).parent / "tuned_examples" / "data"
 FILES = [str(DATA / "cartpole_expert.parquet"), str(DATA / "cartpole_random.parquet")]
 
 

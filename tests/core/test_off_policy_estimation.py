@@ -51,8 +51,8 @@ def test_estimates_of_a_target_policy_s_value_fall_within_10_percent_of_its_onli
     for _ in range(3):
         target.train()
     config = (
-        sign_guess()
-        .offline_data(input_=str(behaviour_episodes))
+        sign_guess()  # PPO: reading files to train from, it needs them postprocessed
+        .offline_data(input_=str(behaviour_episodes), postprocess_inputs=True)
         .evaluation(evaluation_duration=2000, evaluation_config={"explore": True}, off_policy_estimation_methods=METHODS)
     )
     algo = make_algo(config)
@@ -132,8 +132,8 @@ def test_an_estimator_is_a_plugin_found_by_name(behaviour_episodes: Path, make_a
     assert "FirstReward" in {p.name for p in corral.list_estimators()}
     assert {"ImportanceSampling", "DoublyRobust"} <= {p.name for p in corral.list_estimators()}
     config = (
-        sign_guess()
-        .offline_data(input_=str(behaviour_episodes))
+        sign_guess()  # PPO: reading files to train from, it needs them postprocessed
+        .offline_data(input_=str(behaviour_episodes), postprocess_inputs=True)
         .evaluation(evaluation_duration=50, off_policy_estimation_methods={"first": {"type": "firstreward"}})
     )
     estimate = make_algo(config).evaluate()["off_policy_estimator"]["first"]
@@ -167,7 +167,7 @@ def test_estimation_needs_recorded_episodes_with_the_behaviour_s_likelihoods(tmp
 
 def test_model_based_estimators_need_discrete_actions_and_estimation_one_policy(behaviour_episodes: Path) -> None:
     pendulum = corral.get_config("SAC").environment("Pendulum-v1").debugging(seed=0)
-    data = Path(__file__).parent.parent / "data" / "offline" / "pendulum_sac.parquet"
+    data = Path(corral.__file__).parent / "tuned_examples" / "data" / "pendulum_sac.parquet"
     with pytest.raises(ConfigError, match="DirectMethod fits a Q model over every action and needs a Discrete"):
         pendulum.offline_data(input_=str(data), actions_in_input_normalized=True).evaluation(
             off_policy_estimation_methods={"dm": METHODS["dm"]}

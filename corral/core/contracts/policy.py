@@ -68,6 +68,10 @@ class Policy:
     )
     """the columns :meth:`learn_on_batch` needs of rows read from files (``offline_data(input_=...)``): every file
     is checked for them before training starts; the default is a whole transition"""
+    postprocessing_columns: ClassVar[tuple[str, ...]] = ()
+    """the columns of :attr:`input_columns` that :meth:`postprocess_trajectory` computes (``advantages``,
+    ``value_targets``): with ``postprocess_inputs`` a file needs a whole transition instead of them; without it
+    a file must hold them itself, and one that does not is refused with the advice to turn postprocessing on"""
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: AlgorithmConfig) -> None:
         self.observation_space = observation_space
@@ -220,6 +224,22 @@ class Policy:
             bootstrap_obs: ``[N, ...]`` preprocessed observations after the last row.
         """
         return self.flatten_fragment(fragment)
+
+    def input_rows(self, rows: SampleBatch, postprocessed: bool) -> SampleBatch:
+        """Rows read from files, checked (and postprocessed with ``postprocess_inputs``), as this policy learns from them.
+
+        The default takes them as they are; a policy whose sampled rows gain
+        columns that a file's transitions imply (a replay-based one's discounts)
+        adds them here.
+
+        Args:
+            rows: flat rows of one block of a file, in the policy's dtypes.
+            postprocessed: whether :meth:`postprocess_trajectory` made them.
+
+        Returns:
+            The rows to learn from.
+        """
+        return rows
 
     @staticmethod
     def flatten_fragment(fragment: SampleBatch) -> SampleBatch:
@@ -767,6 +787,8 @@ class ActorCriticPolicy(Policy):
 
     required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
     config: GAEConfig
+    input_columns = (*POLICY_GRADIENT_COLUMNS, SampleBatch.VF_PREDS)  # vf_preds: what GAE starts from
+    postprocessing_columns = (SampleBatch.ADVANTAGES, SampleBatch.VALUE_TARGETS)
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
         """Add ``advantages`` and ``value_targets``, then flatten."""

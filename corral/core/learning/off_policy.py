@@ -67,6 +67,12 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
                 f"{self.training_intensity / self.train_batch_size:.0f} gradient updates per sampled env step; "
                 f"at most {MAX_UPDATES_PER_ENV_STEP} are allowed (raise train_batch_size or lower training_intensity)"
             )
+        if self.n_step > 1 and self.input_ != "sampler" and not self.postprocess_inputs:
+            raise ConfigError(
+                f"n_step={self.n_step} sums the rewards of each row's next steps, which postprocessing gathers from the "
+                "input's episodes; set offline_data(postprocess_inputs=True), or n_step=1 (a file's rows are one-step "
+                "transitions as they are)"
+            )
 
 
 def update_target(target: nn.Module, source: nn.Module, tau: float) -> None:
@@ -113,6 +119,17 @@ class OffPolicyPolicy(Policy):
         SampleBatch.WEIGHTS,
     )
     """the columns of a replayed n-step batch that a TD loss reads"""
+    STORED_COLUMNS = (
+        SampleBatch.OBS,
+        SampleBatch.ACTIONS,
+        SampleBatch.REWARDS,
+        SampleBatch.NEXT_OBS,
+        SampleBatch.TERMINATEDS,
+        SampleBatch.TRUNCATEDS,
+        SampleBatch.DISCOUNTS,
+    )
+    """the columns of a row in the replay buffer (what :func:`compute_nstep` makes of a sampled fragment): rows read
+    from files keep these, so they share a buffer with sampled ones; a subclass whose sampled rows carry more says so here"""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -136,6 +153,20 @@ class OffPolicyPolicy(Policy):
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
         """n-step transitions (``rewards``, ``new_obs``, ``discounts``) of the valid rows."""
         return compute_nstep(fragment, bootstrap_obs, self.config.n_step, self.config.gamma)
+
+    def input_rows(self, rows: SampleBatch, postprocessed: bool) -> SampleBatch:
+        """Rows read from files as replayed transitions: their :attr:`STORED_COLUMNS`, one-step ones as they are.
+
+        A file's row is a one-step transition (``obs``, ``actions``, ``rewards``,
+        ``new_obs``): without postprocessing its discount is ``gamma``, or 0 where
+        the episode terminated (a truncated one is bootstrapped from ``new_obs``),
+        exactly what :func:`compute_nstep` gives with ``n_step=1``; a larger
+        ``n_step`` needs postprocessing (the config refuses it otherwise).
+        """
+        if not postprocessed:
+            discounts = np.where(rows[SampleBatch.TERMINATEDS], 0.0, self.config.gamma).astype(np.float32)
+            rows = SampleBatch({**rows, SampleBatch.DISCOUNTS: discounts})
+        return SampleBatch({k: rows[k] for k in self.STORED_COLUMNS})
 
     def get_state(self) -> dict[str, Any]:
         """The base state plus the target network's weights."""

@@ -12,7 +12,8 @@ that is to learn from them: a missing path, a missing column, or a column
 whose shape or type does not fit the policy's observation or action space is
 a :class:`~corral.errors.ConfigError` naming the file and the column. Values
 (an action outside the space, a non-finite observation) are checked as each
-file is read.
+file is read, and every column is read under corral's name and in the
+policy's dtype, whatever wrote the file (:mod:`~corral.core.persistence.input_columns`).
 
 Files are read one at a time, in a seeded order that changes every epoch, so
 a dataset larger than memory trains as long as each file fits;
@@ -36,11 +37,11 @@ from corral.core.contracts.policy import add_batch_dim
 from corral.core.persistence import state_codec
 from corral.core.persistence.checkpoints import restored_count
 from corral.core.persistence.experience_output import OUTPUT_FORMATS, require_pyarrow
+from corral.core.persistence.input_columns import Columns, standard_names, typed_columns
 from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import ConfigError
 
-Columns = dict[str, np.ndarray]
 SAMPLER = "sampler"
 INPUT_SUFFIXES = {".parquet": "parquet", ".json": "json", ".jsonl": "json"}
 TRANSITION_COLUMNS = (SampleBatch.REWARDS, SampleBatch.NEXT_OBS, SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS)
@@ -84,6 +85,41 @@ def input_files(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     for path in files:
         file_format_of(path, file_format)
     return files
+
+
+def input_beside(spec: Any, folder: Path) -> Any:
+    """An experiment file's ``input`` with its relative paths read beside the file where the working folder lacks them.
+
+    A tuned example names its data relative to itself, so it trains from any
+    working folder (RLlib's reader likewise tries its package's folder for a
+    path the working folder lacks); a path that names something in the working
+    folder keeps its meaning, and one that names nothing in either stays as
+    given, to be refused by name at build.
+
+    Args:
+        spec: the ``input`` value: a path or glob, a list of them, or a dict of them (and ``"sampler"``) to proportions.
+        folder: the experiment file's folder.
+
+    Returns:
+        ``spec`` with such paths joined to ``folder``; anything else as it was.
+    """
+
+    def names_something(text: str) -> bool:
+        return bool(glob.glob(text)) if glob.has_magic(text) else os.path.exists(text)
+
+    def beside(item: Any) -> Any:
+        if not isinstance(item, (str, os.PathLike)) or item == SAMPLER:
+            return item
+        text = os.path.expanduser(os.fspath(item))
+        if os.path.isabs(text) or names_something(text) or not names_something(str(folder / text)):
+            return item
+        return str(folder / text)
+
+    if isinstance(spec, Mapping):
+        return {beside(key): share for key, share in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return [beside(item) for item in spec]
+    return beside(spec)
 
 
 def file_format_of(path: Path, file_format: str | None) -> str:
@@ -208,6 +244,12 @@ def _read_json(path: Path, head: bool) -> dict[str, Columns]:
                 for name, value in batch.items():
                     if name in ("type", SampleBatch.INFOS):
                         continue
+                    if isinstance(value, str):  # RLlib's JsonWriter writes a compressed column as one string
+                        raise ConfigError(
+                            f"input file {str(path)!r} line {number} column {name!r}: one string, as RLlib packs a "
+                            "compressed column (LZ4 over a pickle), which corral never opens; write the file with "
+                            "output_compress_columns=[]"
+                        )
                     array = state_codec.decode(value) if isinstance(value, dict) else _stacked(path, name, value)
                     into.setdefault(name, []).append(np.asarray(array))
             if head:
@@ -245,20 +287,23 @@ class InputCheck:
     """What a policy needs of its input rows, and whether a file's rows have it.
 
     Args:
-        policy: the policy that learns from the rows (its preprocessed observation
-            shape and its action space).
+        policy: the policy that learns from the rows (its preprocessed observations'
+            shape and dtype, and its action space).
         required: the columns the algorithm reads.
         actions_normalized: whether Box actions in the files are already in [-1, 1].
+        computed: the required columns that postprocessing would compute (``postprocess_inputs``
+            is off): a file without one is told to turn it on.
     """
 
-    def __init__(self, policy: Any, required: Sequence[str], actions_normalized: bool) -> None:
+    def __init__(self, policy: Any, required: Sequence[str], actions_normalized: bool, computed: Sequence[str] = ()) -> None:
         space = self.observation_space = policy.observation_space
-        sample = policy.preprocess(add_batch_dim(space, space.sample()))
-        self.obs_shape = tuple(np.asarray(sample).shape[1:])
+        sample = np.asarray(policy.preprocess(add_batch_dim(space, space.sample())))
+        self.obs_shape, self.obs_dtype = tuple(sample.shape[1:]), sample.dtype
         self.adapter = policy.action_adapter
         self.action_space = self.adapter.space
         self.policy_space = self.adapter.policy_space
         self.required = tuple(required)
+        self.computed = tuple(computed)
         self.normalize = self.adapter.normalize and not actions_normalized
 
     def check(self, path: Path, policy_id: str, batch: Columns) -> Columns:
@@ -270,8 +315,9 @@ class InputCheck:
             batch: the rows, by column.
 
         Returns:
-            The rows, actions as the policy takes them (integers, or float32 rows
-            in its space), booleans as booleans and rewards as float32.
+            The rows under corral's column names and in the policy's dtypes
+            (:mod:`~corral.core.persistence.input_columns`), actions as the policy
+            takes them (integers, or float32 rows in its space).
 
         Raises:
             ConfigError: a required column is missing, or a column's shape, type or values do not fit.
@@ -281,9 +327,13 @@ class InputCheck:
             where = "" if policy_id == DEFAULT_POLICY_ID else f" (policy {policy_id!r})"
             return ConfigError(f"input file {str(path)!r}{where} column {column!r}: {problem}")
 
+        batch = standard_names(batch)
         missing = [c for c in self.required if c not in batch]
         if missing:
-            raise refuse(missing[0], f"missing; the file has {sorted(batch)}, the algorithm reads {list(self.required)}")
+            problem = f"missing; the file has {sorted(batch)}, the algorithm reads {list(self.required)}"
+            if missing[0] in self.computed:
+                problem += "; postprocessing computes it from the file's episodes: set offline_data(postprocess_inputs=True)"
+            raise refuse(missing[0], problem)
         for column in (SampleBatch.OBS, SampleBatch.NEXT_OBS):
             if column not in batch:
                 continue
@@ -297,15 +347,10 @@ class InputCheck:
                 raise refuse(column, f"{batch[column].dtype} rows; observations are numbers")
             if batch[column].dtype.kind == "f" and not np.all(np.isfinite(batch[column])):
                 raise refuse(column, "holds NaN or infinite values")
-        out = dict(batch)
+        out = typed_columns(batch, self.obs_dtype, refuse)
         out[SampleBatch.ACTIONS] = self._actions(batch[SampleBatch.ACTIONS], refuse)
-        for column in (SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS):
-            if column in out:
-                out[column] = out[column].astype(bool)
-        if SampleBatch.REWARDS in out:
-            out[SampleBatch.REWARDS] = out[SampleBatch.REWARDS].astype(np.float32)
-            if not np.all(np.isfinite(out[SampleBatch.REWARDS])):
-                raise refuse(SampleBatch.REWARDS, "holds NaN or infinite values")
+        if SampleBatch.REWARDS in out and not np.all(np.isfinite(out[SampleBatch.REWARDS])):
+            raise refuse(SampleBatch.REWARDS, "holds NaN or infinite values")
         return out
 
     def _actions(self, actions: np.ndarray, refuse: Callable[[str, str], ConfigError]) -> np.ndarray:
@@ -664,16 +709,23 @@ def build_experience_input(config: Any, policies: Mapping[str, Any]) -> Experien
             )
         if policy_id not in checks:
             policy = policies[policy_id]
-            required = tuple(type(policy).input_columns) + (TRANSITION_COLUMNS if config.postprocess_inputs else ())
-            checks[policy_id] = InputCheck(policy, tuple(dict.fromkeys(required)), config.actions_in_input_normalized)
+            reads, computed = type(policy).input_columns, type(policy).postprocessing_columns
+            if config.postprocess_inputs:  # the transitions postprocessing reads, instead of what it computes
+                required, computed = (*(c for c in reads if c not in computed), *TRANSITION_COLUMNS), ()
+            else:
+                required = reads
+            checks[policy_id] = InputCheck(policy, tuple(dict.fromkeys(required)), config.actions_in_input_normalized, computed)
         return checks[policy_id]
 
     def prepare(path: Path, read: dict[str, Columns]) -> dict[str, Columns]:
         out = {}
         for pid, batch in read.items():
             rows = check_for(path, pid).check(path, pid, batch)
-            if config.postprocess_inputs and len(rows[SampleBatch.OBS]):
-                rows = dict(policies[pid].postprocess_trajectory(*as_fragment(rows)))
+            if len(rows[SampleBatch.OBS]):
+                policy = policies[pid]
+                if config.postprocess_inputs:
+                    rows = dict(policy.postprocess_trajectory(*as_fragment(rows)))
+                rows = dict(policy.input_rows(SampleBatch(rows), config.postprocess_inputs))
             out[pid] = rows
         return out
 

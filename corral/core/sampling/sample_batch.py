@@ -85,10 +85,10 @@ class SampleBatch(dict):
 
     @staticmethod
     def concat(batches: list[SampleBatch]) -> SampleBatch:
-        """Join batches with the same columns, rows in order."""
+        """Join batches, rows in order; the columns are those every batch has (files and the sampler may differ in extras)."""
         if len(batches) == 1:
             return batches[0]
-        keys = batches[0].keys()
+        keys = [k for k in batches[0] if all(k in b for b in batches[1:])]
         return SampleBatch({k: np.concatenate([b[k] for b in batches]) for k in keys})
 
 

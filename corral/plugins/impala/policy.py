@@ -32,6 +32,8 @@ class IMPALAPolicy(Policy):
     config: IMPALAConfig
     thread_safe_learning = True
     required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
+    input_columns = (*_SEQUENCE_COLUMNS, SampleBatch.BOOTSTRAP_OBS)
+    postprocessing_columns = (SampleBatch.VALID, SampleBatch.BOOTSTRAP_OBS)  # sequences: only postprocessing cuts them
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
         """One row per sub-environment: its ``[T, ...]`` sequence and its bootstrap observation."""

@@ -25,6 +25,7 @@ class PPOPolicy(ActorCriticPolicy):
 
     config: PPOConfig
     thread_safe_learning = True
+    input_columns = tuple(_TRAIN_COLUMNS)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from corral.core import ConfigError, SampleBatch, SquashedGaussian, option, restored_count
+from corral.core import SampleBatch, SquashedGaussian, option, restored_count
 from corral.core.learning.action_masking import mask_logits
 from corral.plugins.sac.algorithm import SAC
 from corral.plugins.sac.config import SACConfig
@@ -30,7 +30,8 @@ class CQLConfig(SACConfig, defaults={"postprocess_inputs": True}):
     Its input is usually recorded experiences (``offline_data(input_=...)``):
     the rows read go into the replay buffer as sampled ones would, and are
     replayed at ``training_intensity``; ``postprocess_inputs`` turns them into
-    n-step transitions.
+    n-step transitions (without it, a file's rows are one-step transitions as
+    they are, and ``n_step`` must be 1).
     """
 
     bc_iters: int = option(20_000, "training", ge=0, le=2**53)
@@ -41,15 +42,6 @@ class CQLConfig(SACConfig, defaults={"postprocess_inputs": True}):
     """for Box actions: actions sampled per observation from each of the uniform, current and next policies"""
     min_q_weight: float = option(5.0, "training", ge=0)
     """the weight of the conservative penalty (soft maximum of Q minus Q of the data's actions)"""
-
-    def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
-        """CQL's own check on top of SAC's."""
-        super().validate()
-        if not self.postprocess_inputs and self.input_ != "sampler":
-            raise ConfigError(
-                "CQL replays n-step transitions, which postprocessing makes of the input's rows; "
-                "set offline_data(postprocess_inputs=True)"
-            )
 
 
 class CQLPolicy(SACPolicy):

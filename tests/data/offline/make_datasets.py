@@ -1,6 +1,9 @@
-"""Writes the small offline datasets the offline learning tests read (run from the repository root).
+"""Writes the small offline datasets that the offline tuned examples and tests read, into the package.
 
     python tests/data/offline/make_datasets.py
+
+They ship with corral (``corral/tuned_examples/data/``), so ``corral train -f
+bc_cartpole`` finds them from any working folder:
 
 - ``cartpole_expert.parquet``: 10,000 rows of a PPO policy trained to a mean
   return of 475 on CartPole-v1, acting greedily (20 episodes of 500 steps).
@@ -22,7 +25,7 @@ from pathlib import Path
 
 import corral
 
-HERE = Path(__file__).parent
+DATA = Path(__file__).parent.parent.parent.parent / "corral" / "tuned_examples" / "data"
 
 
 def record(config: corral.AlgorithmConfig, rows: int, name: str, weights: dict | None = None) -> None:
@@ -35,8 +38,8 @@ def record(config: corral.AlgorithmConfig, rows: int, name: str, weights: dict |
             recorded += algo.sample().env_steps
         algo.stop()
         (written,) = Path(folder).glob("*.parquet")
-        shutil.copy(written, HERE / name)
-        print(f"{name}: {recorded} rows, {os.path.getsize(HERE / name):,} bytes")
+        shutil.copy(written, DATA / name)
+        print(f"{name}: {recorded} rows, {os.path.getsize(DATA / name):,} bytes")
 
 
 def main() -> None:
@@ -68,8 +71,8 @@ def main() -> None:
         print("SAC's last mean return:", result["episode_reward_mean"])
         algo.stop()
         (written,) = Path(folder).glob("*.parquet")
-        shutil.copy(written, HERE / "pendulum_sac.parquet")
-        print(f"pendulum_sac.parquet: {os.path.getsize(HERE / 'pendulum_sac.parquet'):,} bytes")
+        shutil.copy(written, DATA / "pendulum_sac.parquet")
+        print(f"pendulum_sac.parquet: {os.path.getsize(DATA / 'pendulum_sac.parquet'):,} bytes")
 
 
 if __name__ == "__main__":

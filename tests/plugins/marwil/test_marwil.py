@@ -13,7 +13,7 @@ import torch
 import corral
 from corral.plugins.marwil import BC, MARWIL
 
-DATA = Path(__file__).parent.parent.parent / "data" / "offline"
+DATA = Path(corral.__file__).parent / "tuned_examples" / "data"
 EXPERT, RANDOM, PENDULUM = (DATA / f"{name}.parquet" for name in ("cartpole_expert", "cartpole_random", "pendulum_sac"))
 
 

@@ -14,7 +14,7 @@ import corral
 from corral import ConfigError
 from corral.plugins.sac import CQL, SACPolicy
 
-DATA = Path(__file__).parent.parent.parent / "data" / "offline"
+DATA = Path(corral.__file__).parent / "tuned_examples" / "data"
 EXPERT, RANDOM, PENDULUM = (DATA / f"{name}.parquet" for name in ("cartpole_expert", "cartpole_random", "pendulum_sac"))
 
 
@@ -83,9 +83,10 @@ def test_a_restored_cql_goes_on_exactly(tmp_path: Path, make_algo: Callable[...,
     assert restored.train()["info"]["learner"] == algo.train()["info"]["learner"]
 
 
-def test_cql_needs_n_step_transitions_from_its_input() -> None:
-    with pytest.raises(ConfigError, match="postprocess_inputs=True"):
-        pendulum().offline_data(postprocess_inputs=False).validate()
+def test_cql_needs_postprocessing_for_n_step_transitions_only() -> None:
+    with pytest.raises(ConfigError, match=r"n_step=3 .*postprocess_inputs=True"):
+        pendulum(n_step=3).offline_data(postprocess_inputs=False).validate()
+    pendulum().offline_data(postprocess_inputs=False).validate()  # one-step transitions are a file's rows as they are
 
 
 @pytest.mark.slow
