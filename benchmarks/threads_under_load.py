@@ -1,7 +1,7 @@
 """torch's thread count on a quiet and on a busy machine: env steps per second of PPO, SAC, DQN and MARWIL.
 
 Each algorithm trains with its plain defaults (``get_config(ALGO).environment(ENV)``,
-MARWIL on the recorded CartPole rows in tests/data/offline) for a fixed number of
+MARWIL on the recorded CartPole rows in corral/tuned_examples/data) for a fixed number of
 iterations, in a fresh process per run, with ``num_torch_threads`` set to 1, None
 (torch's own count: one per core) and "auto" (corral's choice, see
 ``corral.core.threads``), under two conditions:
@@ -37,7 +37,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DATA = ROOT / "tests" / "data" / "offline"
+DATA = ROOT / "corral" / "tuned_examples" / "data"
 
 CASES: dict[str, dict[str, object]] = {
     "PPO": {"env": "CartPole-v1", "iterations": 4, "options": {}},
