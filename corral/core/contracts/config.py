@@ -76,6 +76,7 @@ LEGACY_KEYS = {
     "Q_model": "q_model_config",
     "policy_model": "policy_model_config",
     "monitor": "record_env",
+    "_fake_gpus": "fake_gpus",  # RLlib's name: pydantic keeps names with a leading underscore for private attributes
 }
 
 MERGED_GROUPS = ("model", "replay_buffer_config", "q_model_config", "policy_model_config", "optimizer")
@@ -426,7 +427,8 @@ class AlgorithmConfig(BaseModel):
     num_cpus_per_env_runner: float = option(1, "env_runners", ge=0, le=1024)
     """CPUs Ray reserves for each remote env runner"""
     num_gpus_per_env_runner: float = option(0, "env_runners", ge=0, le=1024)
-    """GPUs Ray reserves for each remote env runner (for acting with a large network)"""
+    """GPUs Ray reserves for each remote env runner, whose policies act on them (for a large network); with 0 they act
+    on the CPU, whatever num_gpus gives the learner"""
     custom_resources_per_env_runner: dict[str, float] = option({}, "env_runners")
     """other Ray resources each remote env runner needs, e.g. {'sim_license': 1}"""
 
@@ -522,7 +524,11 @@ class AlgorithmConfig(BaseModel):
 
     # --- resources ---------------------------------------------------------
     num_gpus: float = option(0, "resources", ge=0, le=1024)
-    """GPUs for the learner; 0 trains on the CPU"""
+    """GPUs for the learner (the algorithm's process, whose policies the local env runners share); 0 trains on the
+    CPU; the learner trains on one device, so a number above 1 leaves the others idle (said at WARNING)"""
+    fake_gpus: bool = option(False, "resources")
+    """RLlib's _fake_gpus: run a num_gpus / num_gpus_per_env_runner configuration on the CPU, Ray reserving no GPU
+    (to test it where there is none)"""
     num_torch_threads: int | None = option(1, "resources", ge=1, le=1024)
     """torch intra-op threads; small MLPs are fastest on 1, None keeps torch's default"""
     num_cpus_for_main_process: float = option(1, "resources", ge=0, le=1024)
@@ -752,7 +758,7 @@ class AlgorithmConfig(BaseModel):
         return self._set_group("reporting", kwargs)
 
     def resources(self, **kwargs: Any) -> AlgorithmConfig:
-        """Set ``num_gpus`` and ``num_torch_threads``."""
+        """Set ``num_gpus``, ``_fake_gpus`` (``fake_gpus``), threads and how a Tune trial's resources are placed."""
         return self._set_group("resources", kwargs)
 
     def fault_tolerance(self, **kwargs: Any) -> AlgorithmConfig:
