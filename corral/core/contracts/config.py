@@ -117,7 +117,6 @@ logger = logging.getLogger("corral")
 
 BEHAVIOUR_KEYS: dict[str, tuple[tuple[bool, ...], str]] = {
     "soft_horizon": ((False,), "episodes end when the env (or horizon) ends them; none goes on after a reset"),
-    "no_done_at_end": ((True,), "a truncated episode is bootstrapped, never taken as terminal (gymnasium's API)"),
     "vtrace_drop_last_ts": ((False,), "V-trace uses every step of a sequence and bootstraps from the value after it"),
     "enable_connectors": ((True, False), "env runners always preprocess observations and actions in one place"),
 }
@@ -415,8 +414,12 @@ class AlgorithmConfig(BaseModel):
     rollout_fragment_length: Annotated[int, Field(ge=1, le=2**31 - 1)] | Literal["auto"] = option("auto", "env_runners")
     """steps per sub-environment in one sample call; 'auto' divides train_batch_size evenly"""
     horizon: int | None = option(None, "env_runners", ge=1, le=2**31 - 1)
-    """cut every episode after this many steps (a truncation, so bootstrapped), as gymnasium's TimeLimit does;
-    None: episodes end when the env ends them"""
+    """cut every episode after this many steps (a truncation, so bootstrapped unless no_done_at_end=False), as
+    gymnasium's TimeLimit does; None: episodes end when the env ends them"""
+    no_done_at_end: bool = option(True, "env_runners")
+    """True: an episode cut short (truncated: a time limit, horizon) bootstraps its last step from the value of its
+    final observation, as gymnasium's truncated flag means; False: it is learned from as if it had terminated, with no
+    value after its last step (RLlib's default before gymnasium's truncated flag replaced this option)"""
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = option("truncate_episodes", "env_runners")
     """'truncate_episodes': a sample call steps each sub-environment rollout_fragment_length times, cutting episodes
     (the cut is bootstrapped); 'complete_episodes': it steps on until each fragment holds whole episodes only"""

@@ -31,6 +31,7 @@ from corral.core.environments.envs import EnvContext, check_vector_step, env_nam
 from corral.core.environments.rendering import display_for
 from corral.core.environments.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.environments.task_settable_env import set_tasks
+from corral.core.learning.postprocessing import episode_ends
 from corral.core.memory import check_fits
 from corral.core.persistence import state_codec
 from corral.core.persistence.experience_output import OUTPUT_CONTEXT_COLUMNS, ExperienceWriter, transitions
@@ -333,7 +334,7 @@ class EnvRunner(BaseEnvRunner):
         fragment = SampleBatch({key: column[:horizon] for key, column in self._buffers.items()})
         bootstrap_obs = policy.preprocess(self._obs)
         self._write_output({DEFAULT_POLICY_ID: (fragment, bootstrap_obs)})
-        batch = policy.postprocess_trajectory(fragment, bootstrap_obs)
+        batch = policy.postprocess_trajectory(episode_ends(fragment, policy.config.no_done_at_end), bootstrap_obs)
         self.callbacks.postprocess_trajectory(self, DEFAULT_POLICY_ID, policy, batch)
         samples = MultiAgentBatch({DEFAULT_POLICY_ID: batch}, valid_steps, valid_steps)
         self.callbacks.sample_end(self, samples)

@@ -30,6 +30,7 @@ from corral.core.environments.envs import EnvContext, env_name
 from corral.core.environments.multi_agent_env import ALL_AGENTS, multi_agent_env_maker, probe_env
 from corral.core.environments.multi_agent_guard import MultiAgentEnvGuard, plain_agent_id
 from corral.core.environments.spaces import space_to_json
+from corral.core.learning.postprocessing import episode_ends
 from corral.core.persistence import state_codec
 from corral.core.sampling.agent_collector import AgentCollector, stack_observations
 from corral.core.sampling.env_runner import BaseEnvRunner, EnvRunner, EpisodeSummary, hist_lists, saved_episode_id
@@ -301,12 +302,13 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         self._write_output({pid: (part.fragment, part.bootstrap_obs) for pid, part in parts.items()})
         for policy_id, part in parts.items():
             policy = self.policies[policy_id]
+            fragment = episode_ends(part.fragment, policy.config.no_done_at_end)
             if not self.callbacks.has_postprocess_trajectory:
-                batches[policy_id] = policy.postprocess_trajectory(part.fragment, part.bootstrap_obs)
+                batches[policy_id] = policy.postprocess_trajectory(fragment, part.bootstrap_obs)
                 continue
             per_agent = []  # RLlib's hook sees one agent's trajectory at a time
             for k, (_, agent_id) in enumerate(part.agents):
-                column = SampleBatch({key: value[:, k : k + 1] for key, value in part.fragment.items()})
+                column = SampleBatch({key: value[:, k : k + 1] for key, value in fragment.items()})
                 batch = policy.postprocess_trajectory(column, part.bootstrap_obs[k : k + 1])
                 self.callbacks.postprocess_trajectory(self, policy_id, policy, batch, agent_id)
                 per_agent.append(batch)
