@@ -150,8 +150,10 @@ def test_every_algorithm_learns_on_cuda_and_its_checkpoint_restores_on_the_cpu(n
 @pytest.mark.parametrize(("runner_gpus", "runner_device"), [(0, "cpu"), (0.5, "cuda")])
 def test_remote_runners_act_on_the_device_their_own_actor_reserved(runner_gpus, runner_device, make_algo) -> None:
     config = small(num_env_runners=1, num_gpus_per_env_runner=runner_gpus).resources(num_gpus=1)
+    config.evaluation(evaluation_num_env_runners=1, evaluation_duration=2)  # an evaluation actor alike
     algo = make_algo(config)
     assert devices_of(algo) == ["cuda", runner_device]
     algo.train()
     algo.env_runner_group.sample()
     assert weights_everywhere_match(algo)
+    assert algo.evaluate()["episodes_this_iter"] == 2

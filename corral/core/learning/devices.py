@@ -165,7 +165,7 @@ def restorable_here(config: AlgorithmConfig, chosen: Collection[str]) -> Algorit
         return config
     logger.warning(
         "the checkpoint was trained with num_gpus=%g; torch sees no CUDA device here, so it is restored on the CPU "
-        "(num_gpus=0); pass config_overrides={'num_gpus': ...} to choose",
+        "(num_gpus=0); Algorithm.from_checkpoint(..., config_overrides={'num_gpus': ...}) chooses",
         config.num_gpus,
     )
     return config.resources(num_gpus=0)
