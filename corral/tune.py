@@ -37,6 +37,7 @@ from ray.tune.result import AUTO_RESULT_KEYS
 from corral import registry
 from corral.core.contracts.algorithm import Algorithm
 from corral.core.contracts.results import RESULT_KEYS
+from corral.core.learning.devices import ray_gpus
 from corral.errors import ConfigError, did_you_mean
 
 __all__ = ["CorralTrainable", "Tuner", "check_stop", "register_trainables", "trainable"]
@@ -48,6 +49,7 @@ RESOURCE_OPTIONS = (
     "num_gpus_per_env_runner",
     "custom_resources_per_env_runner",
     "num_gpus",
+    "fake_gpus",
     "num_cpus_for_main_process",
     "placement_strategy",
 )
@@ -109,9 +111,10 @@ class CorralTrainable(tune.Trainable):
         defaults = cls.algorithm_class().get_default_config()
         given = defaults._canonical_keys(dict(config))
         cfg = defaults.update_from_dict({key: given[key] for key in RESOURCE_OPTIONS if key in given})
-        runner = {"CPU": cfg.num_cpus_per_env_runner, "GPU": cfg.num_gpus_per_env_runner, **cfg.custom_resources_per_env_runner}
+        runner_gpus = ray_gpus(cfg.num_gpus_per_env_runner, cfg)
+        runner = {"CPU": cfg.num_cpus_per_env_runner, "GPU": runner_gpus, **cfg.custom_resources_per_env_runner}
         runners = [dict(runner) for _ in range(cfg.num_env_runners + cfg.evaluation_num_env_runners)]
-        learner = {"CPU": cfg.num_cpus_for_main_process, "GPU": cfg.num_gpus}
+        learner = {"CPU": cfg.num_cpus_for_main_process, "GPU": ray_gpus(cfg.num_gpus, cfg)}
         return PlacementGroupFactory([learner, *runners], strategy=cfg.placement_strategy)
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.gpu_mark import pytest_collection_modifyitems, pytest_runtest_call  # noqa: F401  (the gpu mark's hooks)
+
 # A budget small enough that one train() call takes a fraction of a second.
 SMALL_PPO = {"train_batch_size": 256, "minibatch_size": 64, "num_epochs": 1}
 

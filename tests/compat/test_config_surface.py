@@ -489,12 +489,12 @@ def test_rllib_s_logger_creator_makes_the_logger_and_names_the_folder(make_algo,
 def test_rllib_options_whose_value_corral_always_has_are_accepted_and_any_other_value_says_why(caplog) -> None:
     with caplog.at_level("INFO", logger="corral"):
         config = corral.get_config("IMPALA").update_from_dict(
-            {"soft_horizon": False, "no_done_at_end": True, "vtrace_drop_last_ts": False, "enable_connectors": True}
+            {"soft_horizon": False, "vtrace_drop_last_ts": False, "enable_connectors": True}
         )
-    assert "no_done_at_end=True: corral always does this (a truncated episode is bootstrapped" in caplog.text
+    assert "soft_horizon=False: corral always does this (episodes end when the env" in caplog.text
     assert config.to_dict() == corral.get_config("IMPALA").to_dict()
-    with pytest.raises(ConfigError, match=r"no_done_at_end=False is not what corral does: .*set no_done_at_end=True"):
-        corral.get_config("PPO").update_from_dict({"no_done_at_end": False})
+    with pytest.raises(ConfigError, match=r"soft_horizon=True is not what corral does: .*set soft_horizon=False"):
+        corral.get_config("PPO").update_from_dict({"soft_horizon": True})
     with pytest.raises(ConfigError, match="vtrace_drop_last_ts=1 is not what corral does"):
         corral.get_config("IMPALA").update_from_dict({"vtrace_drop_last_ts": 1})
 

@@ -35,6 +35,7 @@ from corral.core.environments.envs import env_name
 from corral.core.environments.spaces import space_to_json
 from corral.core.environments.task_settable_env import task_settable
 from corral.core.estimation.offline_evaluation import build_off_policy_evaluation
+from corral.core.learning.devices import check_learner_device, restorable_here
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence import checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
@@ -109,8 +110,7 @@ class Algorithm(ActionComputation):
         self._custom_logger = logger_creator(self.config.to_dict()) if logger_creator is not None else None
         """RLlib's ``logger_creator(config_dict)``: the object given each result in place of corral's files, or None"""
         logger.setLevel(self.config.log_level)
-        if self.config.num_gpus > 0 and not torch.cuda.is_available():
-            raise ConfigError(f"num_gpus={self.config.num_gpus} but torch sees no GPU; set resources(num_gpus=0)")
+        check_learner_device(self.config)
         self._torch_threads = TorchThreads(self.config.num_torch_threads)
         # Every generator this algorithm draws from is its own, derived from the seed (corral.core.seeding).
         seed = self.config.seed
@@ -1138,7 +1138,7 @@ def _checkpoint_config(
         config = algo_class.config_class.from_dict(saved)
     except ConfigError as exc:
         raise CheckpointError(f"{ckpt.folder / checkpoints.CONFIG_FILE} is not a valid {algo_class.name} config: {exc}") from None
-    return config.update_from_dict(overrides)
+    return restorable_here(config.update_from_dict(overrides), supplied)
 
 
 def _class_and_config(

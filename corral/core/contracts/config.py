@@ -76,6 +76,7 @@ LEGACY_KEYS = {
     "Q_model": "q_model_config",
     "policy_model": "policy_model_config",
     "monitor": "record_env",
+    "_fake_gpus": "fake_gpus",  # RLlib's name: pydantic keeps names with a leading underscore for private attributes
 }
 
 MERGED_GROUPS = ("model", "replay_buffer_config", "q_model_config", "policy_model_config", "optimizer")
@@ -116,7 +117,6 @@ logger = logging.getLogger("corral")
 
 BEHAVIOUR_KEYS: dict[str, tuple[tuple[bool, ...], str]] = {
     "soft_horizon": ((False,), "episodes end when the env (or horizon) ends them; none goes on after a reset"),
-    "no_done_at_end": ((True,), "a truncated episode is bootstrapped, never taken as terminal (gymnasium's API)"),
     "vtrace_drop_last_ts": ((False,), "V-trace uses every step of a sequence and bootstraps from the value after it"),
     "enable_connectors": ((True, False), "env runners always preprocess observations and actions in one place"),
 }
@@ -414,8 +414,12 @@ class AlgorithmConfig(BaseModel):
     rollout_fragment_length: Annotated[int, Field(ge=1, le=2**31 - 1)] | Literal["auto"] = option("auto", "env_runners")
     """steps per sub-environment in one sample call; 'auto' divides train_batch_size evenly"""
     horizon: int | None = option(None, "env_runners", ge=1, le=2**31 - 1)
-    """cut every episode after this many steps (a truncation, so bootstrapped), as gymnasium's TimeLimit does;
-    None: episodes end when the env ends them"""
+    """cut every episode after this many steps (a truncation, so bootstrapped unless no_done_at_end=False), as
+    gymnasium's TimeLimit does; None: episodes end when the env ends them"""
+    no_done_at_end: bool = option(True, "env_runners")
+    """True: an episode cut short (truncated: a time limit, horizon) bootstraps its last step from the value of its
+    final observation, as gymnasium's truncated flag means; False: it is learned from as if it had terminated, with no
+    value after its last step (RLlib's default before gymnasium's truncated flag replaced this option)"""
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = option("truncate_episodes", "env_runners")
     """'truncate_episodes': a sample call steps each sub-environment rollout_fragment_length times, cutting episodes
     (the cut is bootstrapped); 'complete_episodes': it steps on until each fragment holds whole episodes only"""
@@ -426,7 +430,8 @@ class AlgorithmConfig(BaseModel):
     num_cpus_per_env_runner: float = option(1, "env_runners", ge=0, le=1024)
     """CPUs Ray reserves for each remote env runner"""
     num_gpus_per_env_runner: float = option(0, "env_runners", ge=0, le=1024)
-    """GPUs Ray reserves for each remote env runner (for acting with a large network)"""
+    """GPUs Ray reserves for each remote env runner, whose policies act on them (for a large network); with 0 they act
+    on the CPU, whatever num_gpus gives the learner"""
     custom_resources_per_env_runner: dict[str, float] = option({}, "env_runners")
     """other Ray resources each remote env runner needs, e.g. {'sim_license': 1}"""
 
@@ -522,7 +527,11 @@ class AlgorithmConfig(BaseModel):
 
     # --- resources ---------------------------------------------------------
     num_gpus: float = option(0, "resources", ge=0, le=1024)
-    """GPUs for the learner; 0 trains on the CPU"""
+    """GPUs for the learner (the algorithm's process, whose policies the local env runners share); 0 trains on the
+    CPU; the learner trains on one device, so a number above 1 leaves the others idle (said at WARNING)"""
+    fake_gpus: bool = option(False, "resources")
+    """RLlib's _fake_gpus: run a num_gpus / num_gpus_per_env_runner configuration on the CPU, Ray reserving no GPU
+    (to test it where there is none)"""
     num_torch_threads: Annotated[int, Field(ge=1, le=1024)] | Literal["auto"] | None = option(1, "resources")
     """torch intra-op threads; small MLPs are fastest on 1; 'auto': the cores other processes leave free, re-read every
     iteration (in a Ray actor, the CPUs it reserved); None keeps torch's default (one per core, even on a busy machine)"""
@@ -753,7 +762,7 @@ class AlgorithmConfig(BaseModel):
         return self._set_group("reporting", kwargs)
 
     def resources(self, **kwargs: Any) -> AlgorithmConfig:
-        """Set ``num_gpus`` and ``num_torch_threads``."""
+        """Set ``num_gpus``, ``_fake_gpus`` (``fake_gpus``), threads and how a Tune trial's resources are placed."""
         return self._set_group("resources", kwargs)
 
     def fault_tolerance(self, **kwargs: Any) -> AlgorithmConfig:

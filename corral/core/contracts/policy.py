@@ -23,6 +23,7 @@ from corral.core.contracts.config import OPTIMIZERS, SCHEDULES, AlgorithmConfig
 from corral.core.contracts.exploration import make_exploration
 from corral.core.environments.spaces import ActionAdapter, ObservationCheck, ObservationPreprocessor
 from corral.core.learning.action_masking import LEGAL_ACTIONS, ActionMaskedModel, MaskedObservationPreprocessor
+from corral.core.learning.devices import policies_on, policy_device
 from corral.core.learning.distributions import ActionDistribution, distribution_for
 from corral.core.learning.fused_adam import FUSED_ADAM_OPTIONS, FusedAdam, Optimizer, fused_adam_runs
 from corral.core.learning.models import Model, build_model, torch_dtype
@@ -77,7 +78,9 @@ class Policy:
         self.observation_space = observation_space
         self.action_space = action_space
         self.config = config
-        self.device = torch.device("cuda" if config.num_gpus > 0 else "cpu")
+        self.device = policy_device(config)
+        """where the policy's networks and tensors live: the learner's device (``num_gpus``), or a remote env
+        runner's own (``num_gpus_per_env_runner``); see :mod:`corral.core.learning.devices`"""
         self.action_mask = MaskedObservationPreprocessor.detect(observation_space, action_space, config.action_mask_key)
         """the preprocessor of a masked observation space (a Dict holding ``config.action_mask_key``), else None"""
         self.preprocessor = self.action_mask or ObservationPreprocessor(observation_space)
@@ -625,7 +628,12 @@ class Policy:
 
 
 def build_policy(
-    policy_class: type[Policy], observation_space: gym.Space, action_space: gym.Space, config: AlgorithmConfig, *path: str | int
+    policy_class: type[Policy],
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    config: AlgorithmConfig,
+    *path: str | int,
+    device: torch.device | None = None,
 ) -> Policy:
     """Build a policy copy whose initial weights and generators all come from ``config.seed`` and ``path``.
 
@@ -640,11 +648,12 @@ def build_policy(
         action_space: one agent's action space.
         config: the algorithm's config (its ``seed``).
         path: names the copy: ``("policy", policy_id, stream, worker_index)``.
+        device: where the policy lives (a remote env runner's device); None: the learner's (``num_gpus``).
 
     Returns:
         The policy, with its generators seeded.
     """
-    with isolated_torch_seed(int_seed(config.seed, *path, "init")):
+    with isolated_torch_seed(int_seed(config.seed, *path, "init")), policies_on(device):
         policy = policy_class(observation_space, action_space, config)
     policy.seed_rngs(config.seed, *path)
     return policy
@@ -665,19 +674,30 @@ class PolicyBuild(NamedTuple):
     action_space: gym.Space
     config: AlgorithmConfig
 
-    def build(self, policy_id: str, stream: str = "sampling", worker_index: int = 0) -> Policy:
+    def build(
+        self, policy_id: str, stream: str = "sampling", worker_index: int = 0, device: torch.device | None = None
+    ) -> Policy:
         """A copy of the policy, seeded from the config's seed and where it lives (see :func:`build_policy`).
 
         Args:
             policy_id: the policy's id.
             stream: ``"sampling"`` or ``"evaluation"``.
             worker_index: 0 for the learner's copy, 1..N for remote runners'.
+            device: where the copy lives; None: the learner's device (``num_gpus``).
 
         Returns:
             The new policy.
         """
         return build_policy(
-            self.policy_class, self.observation_space, self.action_space, self.config, "policy", policy_id, stream, worker_index
+            self.policy_class,
+            self.observation_space,
+            self.action_space,
+            self.config,
+            "policy",
+            policy_id,
+            stream,
+            worker_index,
+            device=device,
         )
 
 

@@ -15,6 +15,29 @@ from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
 
+def episode_ends(fragment: SampleBatch, no_done_at_end: bool) -> SampleBatch:
+    """The fragment as a policy learns from it: with ``no_done_at_end=False``, every truncated step also terminates.
+
+    RLlib's ``no_done_at_end=False`` (its default before gymnasium's
+    ``truncated`` flag) took every episode end as terminal, a time limit's
+    too: nothing is bootstrapped after it, in GAE, n-step and V-trace targets
+    alike, since each reads ``terminateds``. ``True`` is gymnasium's meaning
+    (a truncated episode bootstraps from the value of its final observation);
+    the ``truncateds`` column stays as the env set it either way.
+
+    Args:
+        fragment: a time-major ``[T, N]`` fragment with ``terminateds`` and ``truncateds`` columns.
+        no_done_at_end: the config's option.
+
+    Returns:
+        ``fragment`` itself, or a new batch whose ``terminateds`` are ``terminateds | truncateds``.
+    """
+    if no_done_at_end or not fragment[SampleBatch.TRUNCATEDS].any():
+        return fragment
+    ended = fragment[SampleBatch.TERMINATEDS] | fragment[SampleBatch.TRUNCATEDS]
+    return SampleBatch({**fragment, SampleBatch.TERMINATEDS: ended})
+
+
 def compute_gae(
     rewards: np.ndarray,
     vf_preds: np.ndarray,

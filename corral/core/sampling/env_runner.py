@@ -39,6 +39,7 @@ from corral.core.environments.envs import (
 from corral.core.environments.rendering import display_for
 from corral.core.environments.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.environments.task_settable_env import set_tasks
+from corral.core.learning.postprocessing import episode_ends
 from corral.core.memory import check_fits
 from corral.core.persistence import state_codec
 from corral.core.persistence.experience_output import OUTPUT_CONTEXT_COLUMNS, ExperienceWriter, transitions
@@ -362,6 +363,7 @@ class EnvRunner(BaseEnvRunner):
         fragment = SampleBatch({key: column[:horizon] for key, column in self._buffers.items()})
         bootstrap_obs = policy.preprocess(self._obs)
         self._write_output({DEFAULT_POLICY_ID: (fragment, bootstrap_obs)})
+        fragment = episode_ends(fragment, policy.config.no_done_at_end)  # the output above keeps the env's own flags
         if self.callbacks.has_postprocess_trajectory:
             batch = self._postprocess_each_sub_environment(policy, fragment, bootstrap_obs)
         else:

@@ -14,6 +14,7 @@ fragment never holds more rows per agent than the call had steps.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -30,6 +31,7 @@ from corral.core.environments.envs import EnvContext, env_name
 from corral.core.environments.multi_agent_env import ALL_AGENTS, multi_agent_env_maker, probe_env
 from corral.core.environments.multi_agent_guard import MultiAgentEnvGuard, plain_agent_id
 from corral.core.environments.spaces import space_to_json
+from corral.core.learning.postprocessing import episode_ends
 from corral.core.persistence import state_codec
 from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment, stack_observations
 from corral.core.sampling.env_runner import BaseEnvRunner, EnvRunner, EpisodeSummary, hist_lists, saved_episode_id
@@ -310,6 +312,11 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             horizon = steps
         parts = self._collector.build(self.policies, horizon)
         self._write_output({pid: (part.fragment, part.bootstrap_obs) for pid, part in parts.items()})
+        # the output above keeps the env's own flags; each policy learns from episode ends as its config says
+        parts = {
+            pid: dataclasses.replace(part, fragment=episode_ends(part.fragment, self.policies[pid].config.no_done_at_end))
+            for pid, part in parts.items()
+        }
         if self.callbacks.has_postprocess_trajectory:
             batches = self._postprocess_each_agent(parts)
         else:

@@ -42,7 +42,8 @@ class EnvRunnerActor:
 
     Builds the same env runner and policies the local process has, from the
     config and the policy builds, and samples with whatever weights the driver
-    last broadcast.
+    last broadcast. Its policies live on the device its own actor reserved
+    (``num_gpus_per_env_runner``), not on the learner's.
     """
 
     def __init__(
@@ -55,6 +56,7 @@ class EnvRunnerActor:
     ) -> None:
         from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
         from corral.core.environments.envs import register_env
+        from corral.core.learning.devices import env_runner_device
         from corral.core.learning.policy_map import PolicyMap
         from corral.core.sampling.multi_agent_env_runner import make_env_runner
         from corral.core.threads import TorchThreads
@@ -65,6 +67,8 @@ class EnvRunnerActor:
         TorchThreads(config.num_torch_threads)  # "auto": the CPUs this actor reserved
         self._builds: dict[str, PolicyBuild] = {}
         self._stream = stream
+        self.device = env_runner_device(config)
+        """where this runner's policy copies act: its own GPU if its actor reserved one, else the CPU"""
         self.policies = PolicyMap(config.policy_map_capacity, self._rebuild, on_load=self._loaded, on_evict=self._evicted)
         # what the copies have not reported to the learner yet: timesteps counted from the last
         # report (or load), and what copies moved to disk took with them (steps, filter deltas)
@@ -88,7 +92,7 @@ class EnvRunnerActor:
         self.runner.callbacks.create_policy(policy_id, policy)
 
     def _rebuild(self, policy_id: str) -> Policy:
-        return self._builds[policy_id].build(policy_id, self._stream, self.runner.worker_index)
+        return self._builds[policy_id].build(policy_id, self._stream, self.runner.worker_index, self.device)
 
     def _loaded(self, policy_id: str, policy: Policy) -> None:
         if policy.observation_filter is not None:
@@ -203,11 +207,12 @@ def start_env_runner(config: AlgorithmConfig, policy_builds: dict[str, PolicyBui
         stream: ``"sampling"`` or ``"evaluation"``: with ``worker_index``, where its generators derive from.
     """
     from corral.core.environments.envs import registered_creators
+    from corral.core.learning.devices import ray_gpus
 
     ray = ensure_ray()
     actor_class = ray.remote(
         num_cpus=config.num_cpus_per_env_runner,
-        num_gpus=config.num_gpus_per_env_runner,
+        num_gpus=ray_gpus(config.num_gpus_per_env_runner, config),
         resources=dict(config.custom_resources_per_env_runner) or None,
         max_restarts=0,
     )(EnvRunnerActor)
