@@ -35,7 +35,7 @@ from corral.core.environments.spaces import space_to_json
 from corral.core.environments.task_settable_env import task_settable
 from corral.core.estimation.offline_evaluation import build_off_policy_evaluation
 from corral.core.learning.policy_map import PolicyMap
-from corral.core.persistence import checkpoints
+from corral.core.persistence import by_value, checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
 from corral.core.persistence.experience_input import build_experience_input
 from corral.core.persistence.loggers import (
@@ -986,7 +986,7 @@ class Algorithm:
     def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray]]) -> None:
         """Restore what :meth:`get_checkpoint_arrays` returned (groups absent from the checkpoint are missing)."""
 
-    def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
+    def restore(self, checkpoint_path: checkpoints.CheckpointPath) -> None:
         """Load a checkpoint of this algorithm into this instance (weights, optimizers, counters, RNG states).
 
         Policies the checkpoint holds and this algorithm lacks (added with
@@ -1072,7 +1072,7 @@ class Algorithm:
     @classmethod
     def from_checkpoint(
         cls,
-        checkpoint_path: str | os.PathLike[str],
+        checkpoint_path: checkpoints.CheckpointPath,
         env: Any = None,
         config_overrides: dict[str, Any] | None = None,
         *,
@@ -1090,13 +1090,15 @@ class Algorithm:
         you trust it. See :mod:`corral.core.persistence.safe_loading`.
 
         Args:
-            checkpoint_path: the checkpoint folder.
+            checkpoint_path: the checkpoint folder, or an object with its ``path`` (Ray Tune's
+                ``result.checkpoint``).
             env: the environment to use instead of the one the checkpoint names (same spaces).
             config_overrides: config fields to change (e.g. ``{"num_envs_per_env_runner": 1}``).
             callbacks: the callbacks class (or list) to use instead of the checkpoint's.
             trust_code: import what the checkpoint names even if it is not registered
-                (an env class path, callbacks, a custom model, an algorithm class);
-                only for checkpoints you trust. Code inside the checkpoint folder is never imported.
+                (an env class path, callbacks, a custom model, an algorithm class), and unpickle
+                what the saving script defined itself (stored by value); only for checkpoints you
+                trust. A module inside the checkpoint folder is never imported.
             policy_ids: restore only these of the checkpoint's policies (the others are not built).
             policy_mapping_fn: the mapping to use instead of the checkpoint's (one that maps only
                 to ``policy_ids``).
@@ -1173,7 +1175,8 @@ def _checkpoint_config(
     check_config_references(ckpt.config, ckpt.folder, trust_code, supplied)
     saved = {k: v for k, v in ckpt.config.items() if LEGACY_KEYS.get(k, k) not in supplied}
     try:
-        config = algo_class.config_class.from_dict(saved)
+        with by_value.trusted() if trust_code else contextlib.nullcontext():  # objects stored by value unpickle
+            config = algo_class.config_class.from_dict(saved)
     except ConfigError as exc:
         raise CheckpointError(f"{ckpt.folder / checkpoints.CONFIG_FILE} is not a valid {algo_class.name} config: {exc}") from None
     return config.update_from_dict(overrides)
@@ -1208,7 +1211,7 @@ def _policy_subset(ckpt: checkpoints.Checkpoint, policy_ids: list[str], trust_co
     return overrides
 
 
-def load_policy(checkpoint_path: str | os.PathLike[str], policy_id: str, trust_code: bool) -> Policy:
+def load_policy(checkpoint_path: checkpoints.CheckpointPath, policy_id: str, trust_code: bool) -> Policy:
     """One policy of an algorithm checkpoint, built alone: no env, no env runners (see :meth:`Policy.from_checkpoint`).
 
     Args:
