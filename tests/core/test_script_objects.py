@@ -1,4 +1,4 @@
-"""What a user's script defines survives a checkpoint.
+"""What a user's script defines survives a checkpoint and an in-memory state; RLlib's overrides() checks options.
 
 A checkpoint is written by a script run in a subprocess (so its mapping
 function truly lives in that script) and opened here, in another process.
@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from corral import Algorithm, CheckpointError
+import corral
+from corral import Algorithm, CheckpointError, ConfigError, PolicySpec
+from corral.plugins.ppo import PPO, PPOConfig
+
+from .test_exact_resume import configure, deterministic, same, weights_as_lists
 
 README_MULTI_AGENT = textwrap.dedent(
     """
@@ -90,3 +94,47 @@ def test_a_ray_checkpoint_object_or_anything_with_a_path_opens(readme_checkpoint
         assert algo.iteration == 1
     with pytest.raises(CheckpointError, match=r"a folder's path or an object with a \.path"):
         Algorithm.from_checkpoint(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["PPO", "DQN", "PPO-multi-agent"])
+def test_from_state_of_get_state_goes_on_exactly_as_the_algorithm_would(name, make_algo, restored_algos) -> None:
+    algo = make_algo(configure(name))
+    algo.train()
+    state = algo.get_state()
+    assert state["algorithm_class"] is type(algo) and state["config"] is algo.config and state["iteration"] == 1
+    assert set(state["policy_states"]) == set(algo.policies)
+    going_on = [json.loads(json.dumps(deterministic(algo.train()), default=str)) for _ in range(2)]
+    twin = Algorithm.from_state(state)  # taken before those two iterations: they did not change it
+    restored_algos.append(twin)
+    assert type(twin) is type(algo) and twin.iteration == 1
+    resumed = [json.loads(json.dumps(deterministic(twin.train()), default=str)) for _ in range(2)]
+    same(going_on, resumed, "results")
+    same(weights_as_lists(algo), weights_as_lists(twin), "weights")
+
+
+def test_from_state_refuses_what_get_state_did_not_return(make_algo) -> None:
+    with pytest.raises(CheckpointError, match=r"needs what Algorithm\.get_state\(\) returns"):
+        Algorithm.from_state({"iteration": 3})
+    state = make_algo(configure("DQN")).get_state()
+    with pytest.raises(CheckpointError, match="the state is of DQN, not PPO"):
+        PPO.from_state(state)
+
+
+def test_overrides_checks_options_at_once_and_fits_where_rllib_uses_it(make_algo) -> None:
+    assert PPOConfig.overrides(explore=False, lambda_=0.9) == {"explore": False, "lambda_": 0.9}
+    with pytest.raises(ConfigError, match="Did you mean 'explore'"):
+        PPOConfig.overrides(explor=False)
+    with pytest.raises(ConfigError, match="lr"):
+        PPOConfig.overrides(lr=-1.0)
+    config = (
+        corral.get_config("PPO")
+        .environment("corral.testing.envs:MultiAgentCartPole", env_config={"num_agents": 2})
+        .multi_agent(
+            policies={"p0": PolicySpec(config=PPOConfig.overrides(lr=1e-4)), "p1": None},
+            policy_mapping_fn="corral.core.contracts.multi_agent_config:policy_per_agent",
+        )
+        .evaluation(evaluation_interval=1, evaluation_duration=1, evaluation_config=PPOConfig.overrides(explore=False))
+        .training(train_batch_size=128, minibatch_size=64, num_epochs=1)
+    )
+    result = make_algo(config).train()
+    assert result["info"]["learner"]["p0"]["cur_lr"] == 1e-4 and "evaluation" in result

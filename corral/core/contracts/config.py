@@ -833,6 +833,25 @@ class AlgorithmConfig(BaseModel):
         """Build a config from a (possibly partial) dict such as :meth:`to_dict` returns."""
         return cls().update_from_dict(values)
 
+    @classmethod
+    def overrides(cls, **kwargs: Any) -> dict[str, Any]:
+        """Options that differ from a main config, checked now: RLlib's way to write ``evaluation_config``.
+
+        ``evaluation_config=PPOConfig.overrides(explore=False)`` (or a policy's
+        ``config``) checks the names and values at once, as a builder method does.
+
+        Args:
+            **kwargs: option names (RLlib's too) and their values.
+
+        Returns:
+            The options as a dict, as given.
+
+        Raises:
+            ConfigError: an option this config does not have, or a bad value.
+        """
+        cls().update_from_dict(kwargs)
+        return dict(kwargs)
+
     def update_from_dict(self, values: dict[str, Any]) -> AlgorithmConfig:
         """Set any fields from a flat dict (RLlib's legacy key names accepted); returns self."""
         if not isinstance(values, dict):
