@@ -5,22 +5,24 @@ registered in-process with ``corral.register_algorithm``, also later ones) with
 Tune, so that::
 
     import corral.tune
-    import ray
-from ray import tune
+    from ray import tune
 
-    tuner = corral.tune.Tuner(                 # or ray.tune.Tuner: see check_stop
-        "PPO",
-        param_space={**corral.get_config("PPO").environment("CartPole-v1").to_dict(),
-                     "lr": tune.grid_search([1e-3, 3e-4])},
-        run_config=tune.RunConfig(stop={"episode_reward_mean": 475}),
+    config = corral.get_config("PPO").environment("CartPole-v1").training(lr=tune.grid_search([1e-3, 3e-4]))
+    tuner = corral.tune.Tuner(                 # or ray.tune.Tuner: see Tuner
+        "PPO", param_space=config, run_config=tune.RunConfig(stop={"episode_reward_mean": 475})
     )
     results = tuner.fit()
 
-Each trial builds the algorithm from its config, one ``train()`` per Tune
-step; Tune checkpoints are corral checkpoints (``Algorithm.from_checkpoint``
-opens them), and ``Tuner.restore`` resumes at the iteration they hold. A trial
-reserves one CPU (plus ``num_gpus``) for the learner and a bundle per remote
-env runner, so its actors are placed with it.
+The param space is a config or its ``to_dict()``; what the script defines
+itself (an env class, callbacks, a ``policy_mapping_fn``) reaches the trials by
+value (:mod:`corral.core.persistence.by_value`), and envs registered with
+``corral.register_env`` reach them through Tune's registry, where
+``ray.tune.registry.register_env`` puts its own. Each trial builds the
+algorithm from its config, one ``train()`` per Tune step; Tune checkpoints are
+corral checkpoints (``Algorithm.from_checkpoint`` opens them, or
+``result.checkpoint`` itself), and ``Tuner.restore`` resumes at the iteration
+they hold. A trial reserves one CPU (plus ``num_gpus``) for the learner and a
+bundle per remote env runner, so its actors are placed with it.
 """
 
 from __future__ import annotations
@@ -33,14 +35,18 @@ import ray
 from ray import tune
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.result import AUTO_RESULT_KEYS
+from ray.tune.result_grid import ResultGrid
 
 from corral import registry
 from corral.core.contracts.algorithm import Algorithm
+from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.results import RESULT_KEYS
+from corral.core.environments.envs import share_with_tune
 from corral.core.learning.devices import ray_gpus
+from corral.core.persistence import by_value
 from corral.errors import ConfigError, did_you_mean
 
-__all__ = ["CorralTrainable", "Tuner", "check_stop", "register_trainables", "trainable"]
+__all__ = ["CorralTrainable", "TrialsFailedError", "Tuner", "check_stop", "register_trainables", "trainable"]
 
 RESOURCE_OPTIONS = (
     "num_env_runners",
@@ -63,15 +69,23 @@ class CorralTrainable(tune.Trainable):
     # it holds, and an algorithm class holds its config class, which holds it back: endless recursion.
     algorithm_class: ClassVar[staticmethod[[], type[Algorithm]]]
 
+    @classmethod
+    def get_default_config(cls) -> AlgorithmConfig:
+        """A fresh config of the algorithm (``tune.registry.get_trainable_cls("PPO").get_default_config()``, as in RLlib)."""
+        return cls.algorithm_class().get_default_config()
+
     def setup(self, config: dict[str, Any]) -> None:
         """Build the algorithm from the trial's config; its result files go into the trial's folder.
 
         A ``storage_path`` the param space sets wins; None (what ``to_dict()`` carries) is the trial's folder.
+        Objects the driver's script wrote by value are unpickled: the param space is its own run's.
         """
         values = {**config}
         if values.get("storage_path") is None:
             values["storage_path"] = str(Path(self._trial_folder()) / "corral")
-        self.algorithm = self.algorithm_class().get_default_config().update_from_dict(values).build()
+        with by_value.trusted():
+            config_object = self.get_default_config().update_from_dict(values)
+        self.algorithm = config_object.build()
 
     def _trial_folder(self) -> str:
         """The trial's folder under the run's storage path, where Tune keeps its results and checkpoints.
@@ -108,8 +122,9 @@ class CorralTrainable(tune.Trainable):
         the rest of its config when it starts, so a bad sampled value fails that
         trial alone.
         """
-        defaults = cls.algorithm_class().get_default_config()
-        given = defaults._canonical_keys(dict(config))
+        defaults = cls.get_default_config()
+        with by_value.trusted():  # the param space of this run (or of the run Tuner.restore resumes)
+            given = defaults._canonical_keys(dict(config))
         cfg = defaults.update_from_dict({key: given[key] for key in RESOURCE_OPTIONS if key in given})
         runner_gpus = ray_gpus(cfg.num_gpus_per_env_runner, cfg)
         runner = {"CPU": cfg.num_cpus_per_env_runner, "GPU": runner_gpus, **cfg.custom_resources_per_env_runner}
@@ -158,13 +173,58 @@ def check_stop(stop: Mapping[str, Any] | None) -> None:
             )
 
 
-class Tuner(tune.Tuner):
-    """``ray.tune.Tuner`` that checks the stop criteria against corral's result keys before anything starts."""
+class TrialsFailedError(tune.TuneError):
+    """Trials of a :class:`Tuner` run raised; ``result_grid`` holds every trial, its ``errors`` what each raised."""
 
-    def __init__(self, trainable: Any = None, **kwargs: Any) -> None:
+    def __init__(self, result_grid: ResultGrid) -> None:
+        self.result_grid = result_grid
+        failed = [result_grid[i] for i in range(len(result_grid)) if result_grid[i].error is not None]
+        lines = "; ".join(f"{Path(str(result.path)).name}: {_first_line(result.error)}" for result in failed)
+        super().__init__(
+            f"{len(failed)} of {len(result_grid)} trials failed: {lines} (the tracebacks: result_grid.errors; "
+            "corral.tune.Tuner(..., raise_on_failed_trial=False) returns the ResultGrid instead)"
+        )
+
+
+class Tuner(tune.Tuner):
+    """``ray.tune.Tuner`` that checks the stop criteria before anything starts and raises when a trial failed.
+
+    ``ray.tune.Tuner.fit()`` returns normally whatever the trials raised (they are in
+    ``result_grid.errors``); this one raises :class:`TrialsFailedError`, so a script
+    that runs it exits non-zero, as ``tune.run`` did by default.
+
+    Args:
+        trainable: the algorithm's registered name (or any Tune trainable).
+        raise_on_failed_trial: False returns the ``ResultGrid`` with the errors, as ``ray.tune.Tuner`` does.
+        **kwargs: as ``ray.tune.Tuner``'s; ``param_space`` may be a corral config.
+
+    Raises:
+        ConfigError: a stop key that no result has (see :func:`check_stop`).
+    """
+
+    def __init__(self, trainable: Any = None, *, raise_on_failed_trial: bool = True, **kwargs: Any) -> None:
         run_config = kwargs.get("run_config")
         check_stop(getattr(run_config, "stop", None))
+        if isinstance(kwargs.get("param_space"), AlgorithmConfig):  # also where Tune has no _Config to register with
+            kwargs["param_space"] = kwargs["param_space"].to_dict()
+        self._raise_on_failed_trial = raise_on_failed_trial
         super().__init__(trainable, **kwargs)
+
+    def fit(self) -> ResultGrid:
+        """Run the trials; returns their results.
+
+        Raises:
+            TrialsFailedError: a trial raised (unless ``raise_on_failed_trial=False``).
+        """
+        results = super().fit()
+        if self._raise_on_failed_trial and results.errors:
+            raise TrialsFailedError(results)
+        return results
+
+
+def _first_line(error: BaseException | None) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0][:300] if lines else type(error).__name__
 
 
 _registered: dict[str, type[Algorithm]] = {}
@@ -179,9 +239,21 @@ def _register_again() -> None:
     """After a new ``ray.init`` in this process: Tune's registry lives in the cluster and went with the old one."""
     for name, cls in _registered.items():
         tune.register_trainable(name, trainable(cls))
+    share_with_tune()
+
+
+def _register_config_class() -> None:
+    """Let Tune take a corral config as ``param_space`` (Tune calls ``to_dict()`` on configs of its ``_Config`` kind)."""
+    from ray.tune import tune as tune_module  # the module, where Tune keeps its config base class
+
+    config_kind = getattr(tune_module, "_Config", None)
+    if config_kind is not None and hasattr(config_kind, "register"):
+        config_kind.register(AlgorithmConfig)
 
 
 register_trainables()
 registry.on_algorithm_registered(_register)
+_register_config_class()
+share_with_tune()  # the envs registered with corral before this import; register_env shares later ones itself
 # Tune re-registers its own trainables the same way (a private list, so only if it exists).
 getattr(ray._private.worker, "_post_init_hooks", []).append(_register_again)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 import ray
 from ray import tune
@@ -164,11 +165,13 @@ def test_every_installed_algorithm_is_registered_with_tune() -> None:
 
 
 def test_registrations_survive_a_restart_of_ray_in_the_same_process() -> None:
-    from ray.tune.registry import get_trainable_cls
+    from ray.tune.registry import ENV_CREATOR, _global_registry, get_trainable_cls
 
+    corral.register_env("survives_a_restart", lambda config: gym.make("CartPole-v1"))
     ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
     assert get_trainable_cls("PPO").algorithm_class() is PPO
+    assert _global_registry.contains(ENV_CREATOR, "survives_a_restart")  # where the trials look env names up
 
 
 def test_a_multi_agent_config_searches_per_policy_options_through_tune(tmp_path) -> None:
@@ -192,3 +195,48 @@ def test_a_multi_agent_config_searches_per_policy_options_through_tune(tmp_path)
         assert set(r.metrics["policy_reward_mean"]) == {"p0", "p1"}
         assert set(r.metrics["info"]["learner"]) == {"p0"}  # only p0 learns, in every trial
         assert r.metrics["info"]["learner"]["p0"]["cur_lr"] == r.config["policies"]["p0"]["config"]["lr"]
+
+
+def test_the_trainable_of_an_algorithm_gives_its_default_config() -> None:
+    """RLlib's idiom: ``get_trainable_cls("PPO").get_default_config()``."""
+    from ray.tune.registry import get_trainable_cls
+
+    config = get_trainable_cls("PPO").get_default_config()
+    assert type(config) is type(corral.get_config("PPO")) and config.algo_class is PPO
+
+
+def test_corral_s_tuner_raises_when_a_trial_fails_and_names_it(tmp_path) -> None:
+    """A script that runs corral.tune.Tuner exits non-zero when a trial raised; the ResultGrid comes with the error."""
+    failing = space(lr=tune.grid_search([-1.0]))  # valid for Tune, refused by the trial's config
+    with pytest.raises(corral.tune.TrialsFailedError, match=r"1 of 1 trials failed: .*lr=") as info:
+        rc = run_config(tmp_path, "fails", stop={"training_iteration": 1})
+        corral.tune.Tuner("PPO", param_space=failing, run_config=rc).fit()
+    assert isinstance(info.value, tune.TuneError) and len(info.value.result_grid.errors) == 1
+    results = corral.tune.Tuner(
+        "PPO",
+        param_space=failing,
+        run_config=run_config(tmp_path, "returns", stop={"training_iteration": 1}),
+        raise_on_failed_trial=False,
+    ).fit()
+    assert len(results.errors) == 1  # as ray.tune.Tuner does
+
+
+def test_an_env_registered_with_corral_reaches_the_trials(tmp_path) -> None:
+    """A trial is another process: the name reaches it through Tune's registry, with its creator."""
+    corral.register_env("corral_registered_cartpole", lambda config: gym.make("CartPole-v1"))
+    results = tune.Tuner(
+        "PPO",
+        param_space=space(env="corral_registered_cartpole"),
+        run_config=run_config(tmp_path, "registered", stop={"training_iteration": 1}),
+    ).fit()
+    assert not results.errors and results[0].metrics["training_iteration"] == 1
+
+
+def test_an_env_registered_with_ray_tune_is_known_to_corral(make_algo) -> None:
+    """How nearly every RLlib script names its env: ``ray.tune.registry.register_env``."""
+    from ray.tune.registry import register_env
+
+    register_env("tune_registered_cartpole", lambda config: gym.make("CartPole-v1", max_episode_steps=config["steps"]))
+    config = corral.get_config("PPO").environment("tune_registered_cartpole", env_config={"steps": 7})
+    algo = make_algo(config.update_from_dict(SMALL))
+    assert algo.train()["episode_len_mean"] <= 7

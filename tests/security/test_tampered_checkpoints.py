@@ -9,6 +9,7 @@ and code inside the checkpoint folder is still never imported.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import pickle
@@ -170,6 +171,36 @@ def test_other_import_paths_in_the_config_are_refused(copy_of, marker, change) -
         del config["callbacks_class"]
     (ckpt / "config.json").write_text(json.dumps({**config, **change}))
     refuse(ckpt, "subprocess", marker)
+
+
+def by_value(marker: Path, **fields: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Set ``fields`` to the name ``__main__:Evil``, written by value as a pickle that creates the marker."""
+    payload = base64.b64encode(pickle.dumps(Payload(marker))).decode("ascii")
+    return lambda data: {**data, **fields, "__corral_by_value__": {"__main__:Evil": payload}}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"callbacks_class": ["__main__:Evil"]},
+        {"policy_mapping_fn": "__main__:Evil"},
+        {"env": "__main__:Evil"},
+        {"evaluation_config": {"callbacks_class": ["__main__:Evil"]}},
+        {"env_config": {"anything": "__main__:Evil"}},  # no code option, and still never unpickled
+    ],
+    ids=["callbacks", "policy-mapping-fn", "env", "evaluation-callbacks", "env-config"],
+)
+def test_an_object_written_by_value_is_never_unpickled_without_trust_code(copy_of, marker, fields) -> None:
+    ckpt = copy_of("ppo")
+    edit_json(ckpt / "config.json", by_value(marker, **fields))
+    refuse(ckpt, "by value", marker)
+
+
+def test_an_object_written_by_value_that_the_user_passes_again_is_not_unpickled(copy_of, marker, restored_algos) -> None:
+    ckpt = copy_of("ppo")
+    edit_json(ckpt / "config.json", by_value(marker, env="__main__:Evil", callbacks_class=["__main__:Evil"]))
+    restored_algos.append(Algorithm.from_checkpoint(ckpt, env="CartPole-v1", callbacks=[]))
+    assert not marker.exists()
 
 
 def write_evil_module(ckpt: Path, marker: Path, monkeypatch: pytest.MonkeyPatch) -> str:

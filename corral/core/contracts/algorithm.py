@@ -9,6 +9,7 @@ Samples and learner stats are keyed by policy id throughout.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 import math
@@ -37,7 +38,7 @@ from corral.core.environments.task_settable_env import task_settable
 from corral.core.estimation.offline_evaluation import build_off_policy_evaluation
 from corral.core.learning.devices import check_learner_device, restorable_here
 from corral.core.learning.policy_map import PolicyMap
-from corral.core.persistence import checkpoints
+from corral.core.persistence import by_value, checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
 from corral.core.persistence.experience_input import build_experience_input
 from corral.core.persistence.loggers import (
@@ -61,6 +62,9 @@ from corral.core.threads import TorchThreads
 from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
 
 logger = logging.getLogger("corral")
+
+IN_MEMORY_STATE = ("algorithm_class", "config", "policy_states", "checkpoint_arrays")
+"""the keys of :meth:`Algorithm.get_state` that a checkpoint keeps in files of their own (or, the class and config, names)"""
 
 
 class Algorithm(ActionComputation):
@@ -866,14 +870,16 @@ class Algorithm(ActionComputation):
         if attribute is not None:  # what keep_checkpoints_num ranks the checkpoints by
             score = finite_number(result_value(self._last_result or {}, corral_result_key(attribute)))
             meta["score"] = {"attribute": attribute, "value": score}
-        policy_states = {pid: self.policies[pid].get_state() for pid in saved}
+        state = self.get_state()
+        policy_states = {pid: state["policy_states"][pid] for pid in saved}
         native: dict[str, Callable[[Path], Any]] = {}
         if self.config.export_native_model_files:  # model.pt and model.json beside each policy's state
             native = {
                 f"policies/{pid}": functools.partial(export_policy_model, self.policies[pid], policy_id=pid) for pid in saved
             }
+        loop_state = {key: value for key, value in state.items() if key not in IN_MEMORY_STATE}  # algorithm_state.json
         written = checkpoints.write_checkpoint(
-            path, meta, self.config.to_dict(), self.get_state(), policy_states, self.get_checkpoint_arrays(), native
+            path, meta, self.config.to_dict(), loop_state, policy_states, state["checkpoint_arrays"], native
         )
         return str(written)
 
@@ -896,14 +902,21 @@ class Algorithm(ActionComputation):
                 checkpoints.remove_checkpoint(old)
 
     def get_state(self) -> dict[str, Any]:
-        """The algorithm's JSON state: counters, generators, the episode history and where sampling stands.
+        """The whole algorithm, in memory: ``Algorithm.from_state(algo.get_state())`` goes on exactly as it would.
 
-        With the policies' states (saved separately, in ``policy_state.pt``)
-        this is everything a fresh process needs to go on training exactly as
-        this one would: the env runners' generators, episodes in progress and
-        environments (see :meth:`EnvRunner.get_state`), remote ones included.
+        Its class (``algorithm_class``), its ``config``, each policy's state
+        (``policy_states``: weights, optimizer, exploration, generators, filter;
+        copies) and ``checkpoint_arrays`` (replay buffers), and the JSON state a
+        checkpoint's ``algorithm_state.json`` holds: counters, generators, the
+        episode history and where sampling stands (the env runners' generators,
+        episodes in progress and environments, see :meth:`EnvRunner.get_state`,
+        remote ones included).
         """
         state: dict[str, Any] = {
+            "algorithm_class": type(self),
+            "config": self.config,  # frozen
+            "policy_states": {pid: copy.deepcopy(policy.get_state()) for pid, policy in self.policies.items()},
+            "checkpoint_arrays": self.get_checkpoint_arrays(),
             "iteration": self.iteration,
             "counters": dict(self.counters),
             "time_total_s": self.time_total_s,
@@ -920,11 +933,16 @@ class Algorithm(ActionComputation):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_state` returned (the keys corral 0.1 wrote are enough).
+        """Restore what :meth:`get_state` returned (the keys corral 0.1 wrote are enough); its class and config are not used.
 
         Raises:
-            ValueError: a value has the wrong type or range (a tampered checkpoint).
+            ValueError: a value has the wrong type or range (a tampered checkpoint), or
+                the state holds a policy this algorithm does not have.
         """
+        policy_states = state.get("policy_states") or {}
+        unknown = sorted(set(policy_states) - set(self.policies))
+        if unknown:
+            raise ValueError(f"the state holds policies {unknown}, which this algorithm does not have: {sorted(self.policies)}")
         iteration = restored_count(state["iteration"], "iteration")
         counters = state["counters"]
         if not isinstance(counters, dict) or set(counters) != set(self.counters):
@@ -938,6 +956,8 @@ class Algorithm(ActionComputation):
         rng = np.random.default_rng()
         if "rng_state" in state:
             set_generator_state(rng, state["rng_state"])
+        for pid, policy_state in policy_states.items():  # first, as from a checkpoint: the runners' state comes after
+            self.policies[pid].set_state(policy_state)
         self.iteration, self.time_total_s, self.history, self.rng = iteration, time_total_s, history, rng
         self.counters.update(counters)
         if "env_runners" in state:
@@ -946,6 +966,40 @@ class Algorithm(ActionComputation):
             self._evaluation_runners().set_state(state["evaluation_env_runners"])
         if "experience_input" in state and self.experience_input is not None:
             self.experience_input.set_state(state["experience_input"])
+        if "checkpoint_arrays" in state:
+            self.set_checkpoint_arrays(state["checkpoint_arrays"])
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Algorithm:
+        """A new algorithm from what :meth:`get_state` returned: its class built with its config, then its state set.
+
+        Args:
+            state: the dict of :meth:`get_state`.
+
+        Returns:
+            The algorithm, ready to ``train()`` on from where the state was taken.
+
+        Raises:
+            CheckpointError: ``state`` lacks its algorithm class or config, or is of another
+                algorithm than the class this is called on.
+        """
+        algorithm_class, config = state.get("algorithm_class"), state.get("config")
+        if not (isinstance(algorithm_class, type) and issubclass(algorithm_class, Algorithm)) or config is None:
+            raise CheckpointError(
+                "from_state needs what Algorithm.get_state() returns, with its 'algorithm_class' and 'config'; "
+                "for a checkpoint folder use Algorithm.from_checkpoint(path)"
+            )
+        if not issubclass(algorithm_class, cls):
+            raise CheckpointError(
+                f"the state is of {algorithm_class.__name__}, not {cls.__name__}; call Algorithm.from_state(state)"
+            )
+        algo = algorithm_class(config=config)
+        try:
+            algo.set_state(state)
+        except BaseException:
+            algo.stop()
+            raise
+        return algo
 
     def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
         """Named groups of numpy arrays to checkpoint beside the policies (replay buffers). Default none."""
@@ -954,7 +1008,7 @@ class Algorithm(ActionComputation):
     def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray]]) -> None:
         """Restore what :meth:`get_checkpoint_arrays` returned (groups absent from the checkpoint are missing)."""
 
-    def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
+    def restore(self, checkpoint_path: checkpoints.CheckpointPath) -> None:
         """Load a checkpoint of this algorithm into this instance (weights, optimizers, counters, RNG states).
 
         Policies the checkpoint holds and this algorithm lacks (added with
@@ -1022,7 +1076,7 @@ class Algorithm(ActionComputation):
                         f"checkpoint policy {pid!r} was trained with {kind} {trained}, "
                         f"but this environment has {space_to_json(space)}; evaluate it on the env it was trained on"
                     )
-        backup = {pid: p.get_state() for pid, p in self.policies.items()}, self.get_state()
+        backup = self.get_state()
         try:
             for pid in stored:
                 with _blame(folder / "policies" / pid / checkpoints.POLICY_FILE):
@@ -1032,15 +1086,13 @@ class Algorithm(ActionComputation):
             with _blame(folder / checkpoints.ARRAYS_DIR):
                 self.set_checkpoint_arrays(ckpt.arrays)
         except BaseException:
-            for pid, policy_state in backup[0].items():
-                self.policies[pid].set_state(policy_state)
-            self.set_state(backup[1])
+            self.set_state(backup)
             raise
 
     @classmethod
     def from_checkpoint(
         cls,
-        checkpoint_path: str | os.PathLike[str],
+        checkpoint_path: checkpoints.CheckpointPath,
         env: Any = None,
         config_overrides: dict[str, Any] | None = None,
         *,
@@ -1058,13 +1110,15 @@ class Algorithm(ActionComputation):
         you trust it. See :mod:`corral.core.persistence.safe_loading`.
 
         Args:
-            checkpoint_path: the checkpoint folder.
+            checkpoint_path: the checkpoint folder, or an object with its ``path`` (Ray Tune's
+                ``result.checkpoint``).
             env: the environment to use instead of the one the checkpoint names (same spaces).
             config_overrides: config fields to change (e.g. ``{"num_envs_per_env_runner": 1}``).
             callbacks: the callbacks class (or list) to use instead of the checkpoint's.
             trust_code: import what the checkpoint names even if it is not registered
-                (an env class path, callbacks, a custom model, an algorithm class);
-                only for checkpoints you trust. Code inside the checkpoint folder is never imported.
+                (an env class path, callbacks, a custom model, an algorithm class), and unpickle
+                what the saving script defined itself (stored by value); only for checkpoints you
+                trust. A module inside the checkpoint folder is never imported.
             policy_ids: restore only these of the checkpoint's policies (the others are not built).
             policy_mapping_fn: the mapping to use instead of the checkpoint's (one that maps only
                 to ``policy_ids``).
@@ -1135,7 +1189,8 @@ def _checkpoint_config(
     check_config_references(ckpt.config, ckpt.folder, trust_code, supplied)
     saved = {k: v for k, v in ckpt.config.items() if LEGACY_KEYS.get(k, k) not in supplied}
     try:
-        config = algo_class.config_class.from_dict(saved)
+        with by_value.trusted() if trust_code else contextlib.nullcontext():  # objects stored by value unpickle
+            config = algo_class.config_class.from_dict(saved)
     except ConfigError as exc:
         raise CheckpointError(f"{ckpt.folder / checkpoints.CONFIG_FILE} is not a valid {algo_class.name} config: {exc}") from None
     return restorable_here(config.update_from_dict(overrides), supplied)
@@ -1170,7 +1225,7 @@ def _policy_subset(ckpt: checkpoints.Checkpoint, policy_ids: list[str], trust_co
     return overrides
 
 
-def load_policy(checkpoint_path: str | os.PathLike[str], policy_id: str, trust_code: bool) -> Policy:
+def load_policy(checkpoint_path: checkpoints.CheckpointPath, policy_id: str, trust_code: bool) -> Policy:
     """One policy of an algorithm checkpoint, built alone: no env, no env runners (see :meth:`Policy.from_checkpoint`).
 
     Args:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
 from corral._lazy import is_instance_of_loaded
+from corral.core.persistence import by_value
 from corral.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:  # the algorithm module imports this one
@@ -331,10 +332,10 @@ class ModelConfig(BaseModel):
         return cls
 
     def model_dump(self, **kwargs: Any) -> dict[str, Any]:
-        """The fields as a dict; a custom model class is written as its 'module:qualname' path."""
+        """The fields as a dict; a custom model class is written as its 'module:qualname' path (or by value, see to_dict)."""
         data = super().model_dump(**kwargs)
         if isinstance(data.get("custom_model"), type):
-            data["custom_model"] = object_path(data["custom_model"])
+            data["custom_model"] = by_value.encode(data["custom_model"])
         return data
 
 
@@ -777,12 +778,18 @@ class AlgorithmConfig(BaseModel):
     # dict round trip, copies, freezing
     # ------------------------------------------------------------------ #
     def to_dict(self) -> dict[str, Any]:
-        """Return every field as JSON-serialisable values; classes become 'module:qualname'.
+        """Return every field as JSON-serialisable values; classes and functions become 'module:qualname'.
 
-        An option given a Tune search space holds the search space, so the dict
-        is a ``Tuner``'s ``param_space`` as it is.
+        What no other process could import (defined in the running script, a
+        lambda) is written by value: under its name, pickled in the dict's
+        ``__corral_by_value__`` table (:mod:`corral.core.persistence.by_value`), so
+        Tune trials get the script's own env, callbacks and functions. An option
+        given a Tune search space holds the search space, so the dict is a
+        ``Tuner``'s ``param_space`` as it is.
         """
-        return {name: _to_jsonable(self._search_space.get(name, getattr(self, name))) for name in type(self).model_fields}
+        data = {name: _to_jsonable(self._search_space.get(name, getattr(self, name))) for name in type(self).model_fields}
+        table = by_value.pickles(data)
+        return {**data, by_value.TABLE_KEY: table} if table else data
 
     # ------------------------------------------------------------------ #
     # read as a mapping, as RLlib's config is
@@ -835,6 +842,25 @@ class AlgorithmConfig(BaseModel):
     def from_dict(cls, values: dict[str, Any]) -> AlgorithmConfig:
         """Build a config from a (possibly partial) dict such as :meth:`to_dict` returns."""
         return cls().update_from_dict(values)
+
+    @classmethod
+    def overrides(cls, **kwargs: Any) -> dict[str, Any]:
+        """Options that differ from a main config, checked now: RLlib's way to write ``evaluation_config``.
+
+        ``evaluation_config=PPOConfig.overrides(explore=False)`` (or a policy's
+        ``config``) checks the names and values at once, as a builder method does.
+
+        Args:
+            **kwargs: option names (RLlib's too) and their values.
+
+        Returns:
+            The options as a dict, as given.
+
+        Raises:
+            ConfigError: an option this config does not have, or a bad value.
+        """
+        cls().update_from_dict(kwargs)
+        return dict(kwargs)
 
     def update_from_dict(self, values: dict[str, Any]) -> AlgorithmConfig:
         """Set any fields from a flat dict (RLlib's legacy key names accepted); returns self."""
@@ -1050,6 +1076,7 @@ class AlgorithmConfig(BaseModel):
     def _canonical_keys(cls, values: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         buffer_type: str | None = None
+        values = by_value.restore(values, MAX_NESTING)  # what to_dict() wrote by value: its objects again
         for key, value in values.items():
             if key == "framework":
                 _check_framework(value)
@@ -1311,13 +1338,13 @@ def _to_jsonable(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump()
     if is_instance_of_loaded(value, "corral.core.contracts.policy_spec", "PolicySpec"):
-        return value.to_dict()
+        return _to_jsonable(value.to_dict())  # its own config may hold classes too
     if is_instance_of_loaded(value, "gymnasium.spaces.space", "Space"):
         from corral.core.persistence.space_codec import encode_space
 
         return encode_space(value)
     if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
-        return object_path(value)
+        return by_value.encode(value)
     if isinstance(value, dict):
         return {str(k): _to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -15,7 +15,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from corral.core.contracts.config import import_object, object_path
+from corral.core.contracts.config import import_object
+from corral.core.persistence import by_value
 from corral.core.persistence.space_codec import decode_space, encode_space
 
 
@@ -89,7 +90,7 @@ class PolicySpec:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as JSON values: the class as ``"module:qualname"``, the spaces encoded.
+        """The spec as JSON values: the class as ``"module:qualname"`` (or by value, see ``to_dict``), the spaces encoded.
 
         Returns:
             A dict that :meth:`of` turns back into an equal spec.
@@ -98,7 +99,7 @@ class PolicySpec:
             ValueError: a space is of a type that has no JSON form.
         """
         return {
-            "policy_class": None if self.policy_class is None else object_path(self.policy_class),
+            "policy_class": None if self.policy_class is None else by_value.encode(self.policy_class),
             "observation_space": None if self.observation_space is None else encode_space(self.observation_space),
             "action_space": None if self.action_space is None else encode_space(self.action_space),
             "config": None if self.config is None else dict(self.config),

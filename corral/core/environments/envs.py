@@ -14,6 +14,7 @@ import functools
 import inspect
 import logging
 import math
+import sys
 from collections.abc import Callable
 from typing import Any, TypeGuard, cast
 
@@ -59,8 +60,11 @@ def register_env(name: str, creator: Callable[[EnvContext], gym.Env]) -> None:
 
     Remote env runners (Ray actors, other processes) get the creator of the
     name their config uses, serialised by Ray, so it must be picklable by
-    cloudpickle (functions and lambdas are). A registered name takes precedence
-    over a gymnasium id of the same name; registering a name again replaces its creator.
+    cloudpickle (functions and lambdas are); where Ray Tune is imported, the
+    name is registered with Tune too, for its trials. A registered name takes
+    precedence over a gymnasium id of the same name, which takes precedence over a
+    name given to ``ray.tune.registry.register_env`` (which corral resolves too);
+    registering a name again replaces its creator.
 
     Args:
         name: the name configs use; any non-empty string.
@@ -75,6 +79,25 @@ def register_env(name: str, creator: Callable[[EnvContext], gym.Env]) -> None:
     if not callable(creator):
         raise EnvError(f"register_env({name!r}, ...) needs a callable creator, got {type(creator).__name__}")
     _ENV_CREATORS[name] = creator
+    if "ray.tune.registry" in sys.modules:  # Tune trials are other processes: they find it in Tune's registry
+        share_with_tune(name)
+
+
+def share_with_tune(*names: str) -> None:
+    """Register env creators (those named, default all) with Ray Tune too: a Tune run's trials then resolve their names.
+
+    A creator that Tune cannot pickle stays in this process, with a warning.
+
+    Args:
+        *names: names given to :func:`register_env`.
+    """
+    from ray.tune.registry import register_env as tune_register_env
+
+    for name in names or list(_ENV_CREATORS):
+        try:
+            tune_register_env(name, _ENV_CREATORS[name])
+        except Exception as exc:  # pickling whatever the creator holds may fail
+            logger.warning("env %r is known in this process only (Ray Tune cannot pickle its creator: %s)", name, exc)
 
 
 def registered_creators(*names: Any) -> dict[str, Callable[[EnvContext], gym.Env]]:
@@ -90,7 +113,33 @@ def registered_creators(*names: Any) -> dict[str, Callable[[EnvContext], gym.Env
     Returns:
         ``{name: creator}``.
     """
-    return {name: _ENV_CREATORS[name] for name in names if isinstance(name, str) and name in _ENV_CREATORS}
+    found = {name: _ENV_CREATORS[name] for name in names if isinstance(name, str) and name in _ENV_CREATORS}
+    for name in names:
+        if isinstance(name, str) and name not in found and not _is_gym_id(name):
+            creator = _tune_creator(name)
+            if creator is not None:
+                found[name] = creator
+    return found
+
+
+def _tune_creator(name: str) -> Callable[[EnvContext], gym.Env] | None:
+    """The creator registered under ``name`` with ``ray.tune.registry.register_env``, or None.
+
+    Only where Tune is imported already: a script that registered with it did
+    import it, and so did every Tune trial; any other process has nothing there.
+    """
+    registry = sys.modules.get("ray.tune.registry")
+    store = getattr(registry, "_global_registry", None)  # Ray's own readers (RLlib) use this object too
+    if store is None:
+        return None
+    category = registry.ENV_CREATOR  # type: ignore[union-attr]
+    if not store.contains(category, name):
+        return None
+    return cast("Callable[[EnvContext], gym.Env]", store.get(category, name))
+
+
+def _is_gym_id(name: str) -> bool:
+    return ":" not in name and (name in gym.registry or is_ale_id(name))
 
 
 def env_name(env: Any) -> str:
@@ -105,11 +154,14 @@ def resolve_creator(env: Any) -> tuple[str | None, Callable[[EnvContext], gym.En
     if isinstance(env, str):
         if env in _ENV_CREATORS:
             return None, _ENV_CREATORS[env]
-        if ":" not in env and (env in gym.registry or is_ale_id(env)):  # gymnasium 1.x knows ale-py's once registered
+        if _is_gym_id(env):  # gymnasium 1.x knows ale-py's once registered
             return env, None
+        registered = _tune_creator(env)
+        if registered is not None:
+            return None, registered
         if ":" in env:
             try:
-                obj = import_object(env)
+                obj = import_env(env)
             except Exception as exc:  # ConfigError for bad paths; re-raised as EnvError with context
                 raise EnvError(f"environment {env!r} cannot be imported: {exc}") from None
             return None, _creator_for(obj, env)
@@ -123,11 +175,23 @@ def resolve_creator(env: Any) -> tuple[str | None, Callable[[EnvContext], gym.En
         hint = did_you_mean(env, known)
         raise EnvError(
             f"unknown environment {env!r}.{hint}{import_problem} Use a gymnasium id (e.g. 'CartPole-v1'), "
-            "a 'package.module:Class' path, or a name given to corral.register_env()"
+            "a 'package.module:Class' path, or a name given to corral.register_env() (or ray.tune.registry.register_env())"
         )
     if callable(env):
         return None, _creator_for(env, env_name(env))
     raise EnvError(f"env must be a gymnasium id, an import path, a class or a creator, not {type(env).__name__}")
+
+
+def import_env(path: str) -> Any:
+    """The env class or creator an import path names; ``make_multi_agent``'s classes by the reference they carry.
+
+    Raises:
+        ConfigError: the path is malformed, or the module or name does not exist.
+    """
+    from corral.core.environments.multi_agent_env import multi_agent_of_reference  # it imports this module
+
+    made = multi_agent_of_reference(path)
+    return made if made is not None else import_object(path)
 
 
 CONFIG_PARAMETERS = ("config", "env_config", "env_context", "context", "ctx")

@@ -17,14 +17,15 @@ a policy.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from corral.core.contracts.config import import_object
-from corral.core.environments.envs import EnvContext, env_name, registered_creators, resolve_creator
+from corral.core.environments.envs import EnvContext, env_name, import_env, registered_creators, resolve_creator
+from corral.core.persistence import by_value
 from corral.errors import EnvError
 
 if TYPE_CHECKING:
@@ -238,7 +239,35 @@ def make_multi_agent(env_name_or_creator: Any) -> type[MultiAgentEnv]:
 
     name = env_name_or_creator if isinstance(env_name_or_creator, str) else getattr(env_name_or_creator, "__name__", "env")
     MultiEnv.__name__ = MultiEnv.__qualname__ = f"MultiAgent[{name}]"
+    inner = env_name_or_creator if isinstance(env_name_or_creator, str) else by_value.reference(env_name_or_creator)
+    if inner is not None:  # a config writes the class as this, and any process makes it again (else it goes by value)
+        setattr(MultiEnv, by_value.REFERENCE_ATTRIBUTE, f"{__name__}:MultiAgent[{inner}]")
     return MultiEnv
+
+
+_REFERENCE = re.compile(rf"{re.escape(__name__)}:MultiAgent\[(?P<inner>.+)\]")
+
+
+def multi_agent_of_reference(path: str) -> type[MultiAgentEnv] | None:
+    """The class :func:`make_multi_agent` makes again from the reference a config wrote for one, or None.
+
+    ``"corral.core.environments.multi_agent_env:MultiAgent[CartPole-v1]"`` is
+    ``make_multi_agent("CartPole-v1")``; the inner env may be any env spec that is a string.
+
+    Args:
+        path: an env given as an import path.
+
+    Raises:
+        EnvError: the inner env is unknown or cannot be imported.
+    """
+    inner = multi_agent_inner(path)
+    return None if inner is None else make_multi_agent(inner)
+
+
+def multi_agent_inner(path: str) -> str | None:
+    """The single-agent env a ``make_multi_agent`` reference copies per agent, or None if ``path`` is none."""
+    match = _REFERENCE.fullmatch(path)
+    return None if match is None else match["inner"]
 
 
 def probe_env(config: AlgorithmConfig, worker_index: int = 0) -> tuple[bool, gym.Env | None]:
@@ -261,7 +290,7 @@ def probe_env(config: AlgorithmConfig, worker_index: int = 0) -> tuple[bool, gym
     spec = config.env
     if isinstance(spec, str) and ":" in spec and not registered_creators(spec):
         try:
-            spec = import_object(spec)
+            spec = import_env(spec)
         except Exception as exc:  # ConfigError for a bad path; reported as the env's
             raise EnvError(f"environment {config.env!r} cannot be imported: {exc}") from None
     if isinstance(spec, type):

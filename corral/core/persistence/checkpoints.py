@@ -39,7 +39,7 @@ import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, Protocol, Union, cast
 
 import numpy as np
 
@@ -262,13 +262,49 @@ def _pid_alive(pid: int) -> bool:
 # ---------------------------------------------------------------------- #
 # reading
 # ---------------------------------------------------------------------- #
-def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
+CheckpointPath = Union[str, os.PathLike[str], "HasPath"]
+"""where a checkpoint is: a folder's path, or an object with one (Ray's ``Checkpoint``)"""
+
+
+class HasPath(Protocol):
+    """An object that says where a checkpoint is, as Ray's ``ray.tune.Checkpoint`` (``result.checkpoint``) does."""
+
+    @property
+    def path(self) -> Any:
+        """the checkpoint's folder (on its ``filesystem``, if it has one)"""
+
+
+def checkpoint_folder(path: CheckpointPath) -> Path:
+    """The local folder of a checkpoint given as a path or as an object with a ``path`` (Ray's ``Checkpoint``).
+
+    A Ray checkpoint on remote storage (its ``filesystem`` is not local) is
+    downloaded first, with its own ``to_directory()``.
+
+    Raises:
+        CheckpointError: ``path`` is neither.
+    """
+    if not isinstance(path, (str, Path)) and hasattr(path, "path"):  # Ray's Checkpoint refuses os.fspath()
+        filesystem = getattr(path, "filesystem", None)
+        if filesystem is not None and getattr(filesystem, "type_name", "local") != "local" and hasattr(path, "to_directory"):
+            return Path(path.to_directory())
+        path = path.path
+    if not isinstance(path, (str, os.PathLike)):
+        raise CheckpointError(
+            f"a checkpoint is a folder's path or an object with a .path (Ray's Checkpoint), not {type(path).__name__}"
+        )
+    return Path(path).expanduser()
+
+
+def read_meta(path: CheckpointPath) -> dict[str, Any]:
     """The checkpoint's ``corral_checkpoint.json``, after checking the folder, its format version and its fields.
+
+    Args:
+        path: the checkpoint folder, or an object with its ``path`` (Ray's ``Checkpoint``).
 
     Raises:
         CheckpointError: the folder is missing, is not a checkpoint, is too new, or the file is malformed.
     """
-    folder = Path(path).expanduser()
+    folder = checkpoint_folder(path)
     if not folder.is_dir():
         raise CheckpointError(f"checkpoint {str(folder)!r} does not exist or is not a folder")
     if not (folder / META_FILE).exists():
@@ -298,13 +334,16 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     return meta
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
+def read_checkpoint(path: CheckpointPath) -> Checkpoint:
     """Read and check every file of a checkpoint folder; nothing in it is executed.
+
+    Args:
+        path: the checkpoint folder, or an object with its ``path`` (Ray's ``Checkpoint``).
 
     Raises:
         CheckpointError: a file is missing, lies outside the folder, is malformed, or holds code.
     """
-    folder = Path(path).expanduser()
+    folder = checkpoint_folder(path)
     meta = read_meta(folder)
     config = _read_json(folder, CONFIG_FILE)
     state = _read_json(folder, STATE_FILE)

@@ -8,16 +8,20 @@ a module and calls what it finds, so a tampered checkpoint could run any code
 ``env_config`` as its argument). Loading therefore resolves names only
 against what was registered or installed on purpose:
 
-- environments: names given to ``corral.register_env`` and gymnasium ids;
+- environments: names given to ``corral.register_env`` (or Ray Tune's) and gymnasium ids;
 - algorithms: registered plugin names (from the distribution the checkpoint records);
 - explorations: registered plugin names (the only way they are named);
-- callbacks, models and environments that are corral's own classes.
+- callbacks, models and environments that are corral's own classes, and
+  ``make_multi_agent``'s classes of an env that is itself allowed.
 
 Any other import path is refused with a :class:`CheckpointError` that names it
 and the two ways to proceed: pass the object yourself
-(``from_checkpoint(path, env=..., callbacks=...)`` or ``config_overrides``), or
-``trust_code=True`` (``corral evaluate --trust-code``) for a checkpoint you
-trust. Even then, nothing inside the checkpoint folder is ever imported.
+(``from_checkpoint(path, env=..., policy_mapping_fn=..., callbacks=...)`` or
+``config_overrides``), or ``trust_code=True`` (``corral evaluate --trust-code``)
+for a checkpoint you trust. Even then, no module inside the checkpoint folder is
+ever imported. What the saving script defined itself (``__main__``, lambdas) is
+in ``config.json`` by value (:mod:`corral.core.persistence.by_value`): refused
+the same way, and unpickled only with ``trust_code=True``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from corral.core.contracts.config import NOOP_LOGGERS, is_import_path, split_import_path
+from corral.core.persistence import by_value
 from corral.errors import CheckpointError
 
 CODE_FIELDS = {
@@ -57,8 +62,8 @@ _HOW_TO_PASS = {
     "env": "from_checkpoint(path, env=...)",
     "callbacks_class": "from_checkpoint(path, callbacks=[...])",
     "custom_model": 'config_overrides={"model": {...}}',
-    "policy_mapping_fn": 'config_overrides={"policy_mapping_fn": ...}',
-    "policies_to_train": 'config_overrides={"policies_to_train": ...}',
+    "policy_mapping_fn": "from_checkpoint(path, policy_mapping_fn=...)",
+    "policies_to_train": "from_checkpoint(path, policies_to_train=...)",
     "observation_fn": 'config_overrides={"observation_fn": ...}',
     "custom_evaluation_function": 'config_overrides={"custom_evaluation_function": ...}',
     "env_task_fn": 'config_overrides={"env_task_fn": ...}',
@@ -81,15 +86,28 @@ def check_config_references(config: dict[str, Any], folder: Path, trust_code: bo
         CheckpointError: a name would import code that is neither registered nor trusted,
             or lies inside the checkpoint folder.
     """
+    try:
+        written_by_value = by_value.table_of(config)
+    except ValueError as exc:
+        raise CheckpointError(f"{folder / 'config.json'}: {exc}") from None
     for field, where, value in _references(config):
         if field in supplied and where == field:
             continue
+        what = CODE_FIELDS[field]
+        if value in written_by_value:
+            if trust_code:
+                continue  # unpickled when the config is read, inside by_value.trusted()
+            raise CheckpointError(
+                f"{folder / 'config.json'} holds the {what} {value!r} ({where}) by value, pickled by the script that "
+                f"saved it; unpickling it would run code from the checkpoint. Pass it yourself "
+                f"({_HOW_TO_PASS[field]}), or, if you trust this checkpoint, load it with trust_code=True "
+                "(corral evaluate --trust-code)"
+            )
         if _is_registered(field, value):
             continue
         if trust_code:
             check_outside(value, folder, f"{where}={value!r}")
             continue
-        what = CODE_FIELDS[field]
         raise CheckpointError(
             f"{folder / 'config.json'} names the {what} {value!r} ({where}), which is not registered with corral; "
             f"loading it would import and run code named by the checkpoint. Pass it yourself "
@@ -143,12 +161,12 @@ def _locations(top: str) -> list[Path]:
 
 
 def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str, str]]:
-    """``(field, where, path)`` for every string in ``config`` that would be imported."""
+    """``(field, where, path)`` for every string in ``config`` that would be imported (or is written by value)."""
     for key, value in config.items():
         field = _LEGACY_NAMES.get(key, key)
         where = f"{prefix}{key}"
         if field == "env" and isinstance(value, str):
-            yield field, where, value
+            yield field, where, _copied_env(value)
         elif field == "callbacks_class":
             for item in value if isinstance(value, list) else [value]:
                 if isinstance(item, str):
@@ -168,6 +186,14 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
                     yield from _references(spec["config"], f"{where}.{policy_id}.config.")
         elif field == "evaluation_config" and isinstance(value, dict) and not prefix:
             yield from _references(value, "evaluation_config.")
+
+
+def _copied_env(env: str) -> str:
+    """The env a ``make_multi_agent`` reference copies per agent (what resolving it imports), else ``env`` itself."""
+    from corral.core.environments.multi_agent_env import multi_agent_inner
+
+    inner = multi_agent_inner(env)
+    return env if inner is None else _copied_env(inner)
 
 
 def _is_import_path(field: str, value: str) -> bool:
