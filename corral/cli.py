@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
         "--resume",
         "--restore",
         metavar="CHECKPOINT",
-        help="continue the run a checkpoint of it was saved from, in its experiment folder (its --stop unless given)",
+        help="continue a run from a checkpoint of it (or from an experiment folder's latest), in its experiment folder "
+        "(its --stop unless given)",
     )
     train.add_argument(
         "--trust-code",
@@ -134,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     train.set_defaults(handler=_train)
 
     evaluate = sub.add_parser("evaluate", help="run a checkpoint's policy without exploration (alias: rollout)")
-    evaluate.add_argument("checkpoint", help="a checkpoint folder")
+    evaluate.add_argument("checkpoint", help="a checkpoint folder, or an experiment folder (its latest checkpoint)")
     evaluate.add_argument(
         "--algo", "--run", dest="algo", help="the checkpoint's algorithm (RLlib's flag): checked, the checkpoint names it"
     )
@@ -161,9 +162,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate.set_defaults(handler=_evaluate)
 
-    export = sub.add_parser("export", help="write a checkpoint's policy as a TorchScript file that runs with torch alone")
-    export.add_argument("checkpoint", help="a checkpoint folder")
-    export.add_argument("--out", required=True, help="the folder to write model.pt and model.json into")
+    export = sub.add_parser("export", help="write a checkpoint's policy as torch.export and TorchScript files (no corral needed)")
+    export.add_argument("checkpoint", help="a checkpoint folder, or an experiment folder (its latest checkpoint)")
+    export.add_argument("--out", required=True, help="the folder to write model.pt2, model.pt and model.json into")
     export.add_argument("--policy-id", default="default_policy", help="the policy to export (default: default_policy)")
     export.add_argument("--onnx", type=int, metavar="OPSET", help="also write model.onnx with this ONNX opset (e.g. 17)")
     export.add_argument("--env", help="the environment, if the checkpoint's cannot be made by name")
