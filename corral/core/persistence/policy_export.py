@@ -303,7 +303,7 @@ def _export_onnx(path: InferencePath, example: tuple[torch.Tensor, ...], file: P
 
 def _replace(target: Path, write: Callable[[Path], Any]) -> None:
     """Write ``target`` through a hidden temporary file, so a reader never sees half of it."""
-    temporary = target.with_name(f".{target.name}.tmp")
+    temporary = target.with_name(f".{target.stem}.tmp{target.suffix}")  # the suffix kept: torch.export.save wants .pt2
     try:
         write(temporary)
         os.replace(temporary, target)
