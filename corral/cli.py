@@ -17,8 +17,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from corral.core.contracts.results import RESULT_KEYS, corral_result_key, finite_number, result_value
-from corral.errors import ConfigError, CorralError, did_you_mean
+from corral.cli_progress import learner_lines, learns_from_data_only, progress_line, result_json, show_log_messages
+from corral.cli_stop import (
+    BUDGET_KEYS,
+    DEFAULT_BUDGET_STEPS,
+    check_stop_leaves,
+    checked_stop,
+    default_stop,
+    goal_key,
+    stop_reason,
+)
+from corral.core.contracts.results import finite_number, result_value
+from corral.errors import CheckpointError, ConfigError, CorralError, did_you_mean
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
         "--stop",
         type=_json_object("--stop"),
         default=None,
-        help="stop when any result key reaches its value, e.g. '{\"episode_reward_mean\": 475}'",
+        help="stop when any result key reaches its value, e.g. '{\"episode_reward_mean\": 475}' (default: the env's "
+        f"reward_threshold in gymnasium's registry, and at most {DEFAULT_BUDGET_STEPS:,} env steps)",
     )
     train.add_argument("--config", type=_json_object("--config"), default=None, help="config overrides as JSON")
     train.add_argument("--checkpoint-freq", type=int, default=None, help="save a checkpoint every N iterations")
@@ -80,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
         "--resume",
         "--restore",
         metavar="CHECKPOINT",
-        help="continue the run a checkpoint of it was saved from, in its experiment folder (its --stop unless given)",
+        help="continue a run from a checkpoint of it (or from an experiment folder's latest), in its experiment folder "
+        "(its --stop unless given)",
     )
     train.add_argument(
         "--trust-code",
@@ -111,12 +123,19 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--plot", action="store_true", help="write progress.png (the reward against env steps) into the experiment folder"
     )
-    train.add_argument("-v", "--verbose", action="count", default=0, help="-v: a line per iteration; -vv: full results")
+    train.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="-v: a line per iteration with each policy's learner stats, and corral's INFO messages; "
+        "-vv: each whole result as JSON, and DEBUG messages",
+    )
     train.add_argument("--help-config", action="store_true", help="list the algorithm's config options and exit")
     train.set_defaults(handler=_train)
 
     evaluate = sub.add_parser("evaluate", help="run a checkpoint's policy without exploration (alias: rollout)")
-    evaluate.add_argument("checkpoint", help="a checkpoint folder")
+    evaluate.add_argument("checkpoint", help="a checkpoint folder, or an experiment folder (its latest checkpoint)")
     evaluate.add_argument(
         "--algo", "--run", dest="algo", help="the checkpoint's algorithm (RLlib's flag): checked, the checkpoint names it"
     )
@@ -143,9 +162,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate.set_defaults(handler=_evaluate)
 
-    export = sub.add_parser("export", help="write a checkpoint's policy as a TorchScript file that runs with torch alone")
-    export.add_argument("checkpoint", help="a checkpoint folder")
-    export.add_argument("--out", required=True, help="the folder to write model.pt and model.json into")
+    export = sub.add_parser("export", help="write a checkpoint's policy as torch.export and TorchScript files (no corral needed)")
+    export.add_argument("checkpoint", help="a checkpoint folder, or an experiment folder (its latest checkpoint)")
+    export.add_argument("--out", required=True, help="the folder to write model.pt2, model.pt and model.json into")
     export.add_argument("--policy-id", default="default_policy", help="the policy to export (default: default_policy)")
     export.add_argument("--onnx", type=int, metavar="OPSET", help="also write model.onnx with this ONNX opset (e.g. 17)")
     export.add_argument("--env", help="the environment, if the checkpoint's cannot be made by name")
@@ -201,6 +220,7 @@ def _train(args: argparse.Namespace) -> int:
         from corral.plot import check_matplotlib
 
         check_matplotlib()  # before any training
+    show_log_messages(args.verbose)
     if args.resume:
         return _resume(args)
     experiments = _experiments_from_file(args.file) if args.file else [_experiment_from_flags(args)]
@@ -229,6 +249,7 @@ def _resume(args: argparse.Namespace) -> int:
 
     if args.file or args.algo or args.env:
         raise ConfigError("--resume continues the checkpoint's own run (its algorithm and env): drop -f, --algo and --env")
+    args.resume = _checkpoint_of(args.resume)
     meta = read_meta(args.resume)  # a wrong path fails here, before torch is imported
     folder = Path(args.resume).expanduser().resolve().parent
     saved = _read_run_file(folder)
@@ -239,7 +260,7 @@ def _resume(args: argparse.Namespace) -> int:
 
     overrides = {**exp["config"], "logger_config": {"logdir": str(folder)}}  # results go on in the same folder
     algo = Algorithm.from_checkpoint(args.resume, config_overrides=overrides, trust_code=args.trust_code)
-    exp["stop"] = _checked_stop(exp["stop"], algo.config.evaluation_interval is not None, args.fail_below)
+    _set_stop(exp, algo.config, args.fail_below)
     print(f"resuming {exp['name']} at iteration {algo.iteration} in {folder}")
     return _run_experiment(exp, algo, args)
 
@@ -388,82 +409,18 @@ def _prepare(exp: dict[str, Any], fail_below: float | None) -> tuple[dict[str, A
     if exp["env"] is not None:
         config.environment(exp["env"])
     config.validate()
-    exp["stop"] = _checked_stop(exp["stop"], config.evaluation_interval is not None, fail_below)
-    from corral.core.environments.envs import resolve_creator
-
-    resolve_creator(config.env)  # an unknown env fails here, before anything is built
+    _set_stop(exp, config, fail_below)
     return exp, config
 
 
-def _checked_stop(given: dict[str, Any], evaluation: bool, fail_below: float | None) -> dict[str, Any]:
-    """The stop criteria under corral's keys (RLlib's 2.x keys too), checked, with ``--fail-below`` against them."""
-    stop = {corral_result_key(key): value for key, value in given.items()}
-    for key, value in stop.items():
-        head = key.split("/")[0]
-        if head not in RESULT_KEYS:
-            raise ConfigError(
-                f"--stop key {key!r} is not a result key.{did_you_mean(head, RESULT_KEYS)} Result keys: {', '.join(RESULT_KEYS)}"
-            )
-        if head == "evaluation" and not evaluation:
-            raise ConfigError(f"--stop key {key!r} needs evaluation; set evaluation_interval in --config")
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise ConfigError(f"--stop value for {key!r} must be a number, got {value!r}")
-    if fail_below is not None and math.isnan(fail_below) and _goal_key(stop) not in stop:
-        raise ConfigError(
-            "--fail-below without a value takes the --stop reward, and --stop names none; give one: --fail-below 400"
-        )
-    return stop
+def _set_stop(exp: dict[str, Any], config: Any, fail_below: float | None) -> None:
+    """Check the run's stop criteria; a run given none gets the default, and ``stop_note`` the line that says which."""
+    from corral.core.environments.envs import resolve_creator
 
-
-BUDGET_KEYS = (
-    "training_iteration",
-    "timesteps_total",
-    "time_total_s",
-    "episodes_total",
-    "num_env_steps_sampled",
-    "num_env_steps_trained",
-    "num_agent_steps_sampled",
-    "num_agent_steps_trained",
-)
-"""stop keys that measure how long a run went on: reaching one means the budget ran out, not that it learned"""
-
-
-def _goal_key(stop: dict[str, Any]) -> str:
-    """The stop key that says what the run is to reach (the first that is not a budget), else the mean reward."""
-    return next((key for key in stop if key not in BUDGET_KEYS), "episode_reward_mean")
-
-
-def _stop_reason(result: dict[str, Any], stop: dict[str, Any]) -> str | None:
-    """Why ``result`` ends the run (the first ``stop`` key reached), or None to train on."""
-    for key, threshold in stop.items():
-        value = finite_number(result_value(result, key))
-        if value is not None and value >= threshold:
-            if key in BUDGET_KEYS:
-                return f"{key} budget {threshold:,} reached"
-            return f"{key} {value:.1f} >= {threshold:g}"
-    return None
-
-
-def _check_stop_leaves(result: dict[str, Any], stop: dict[str, Any], checked: set[str]) -> None:
-    """Refuse a stop key whose group exists in the result but lacks it (it could never be reached).
-
-    A key is checked once its group holds something, or, for a group of episode
-    metrics (``custom_metrics``), once an episode has ended; ``evaluation/`` keys
-    once the first evaluation ran.
-    """
-    for key in stop.keys() - checked:
-        parent, _, leaf = key.rpartition("/")
-        group = result_value(result, parent) if parent else result
-        if not isinstance(group, dict) or not (group or result.get("episodes_total")):
-            continue  # the group is not there yet
-        checked.add(key)
-        if leaf not in group:
-            names = sorted(group)
-            listed = f"{', '.join(names[:40])}{' ...' if len(names) > 40 else ''}" if names else "nothing"
-            raise ConfigError(
-                f"--stop key {key!r} is not in the results.{did_you_mean(leaf, names)} Under {parent or 'the top level'}: "
-                f"{listed}"
-            )
+    gymnasium_id, _ = resolve_creator(config.env)  # an unknown env fails here, before anything is built
+    if not exp["stop"]:
+        exp["stop"], exp["stop_note"] = default_stop(gymnasium_id)
+    exp["stop"] = checked_stop(exp["stop"], config, fail_below)
 
 
 class _Interrupts:
@@ -506,9 +463,9 @@ def _run_experiment(exp: dict[str, Any], algo: Any, args: argparse.Namespace) ->
     console = Console(stderr=False, highlight=False, soft_wrap=True)
     stop = exp["stop"]
     _write_run_file(algo.logdir, exp)
-    if not stop:
-        console.print("[yellow]no --stop given: training until interrupted (Ctrl-C)[/yellow]")
-    goal = _goal_key(stop)
+    if exp.get("stop_note"):
+        console.print(exp["stop_note"], markup=False)
+    goal = goal_key(stop)
     try:
         reason, best, abandoned = _train_until(algo, stop, goal, console, args.verbose)
     except BaseException:
@@ -546,24 +503,25 @@ def _train_until(algo: Any, stop: dict[str, Any], goal: str, console: Any, verbo
     result: dict[str, Any] = {}
     checked: set[str] = set()
     status = console.status("starting") if console.is_terminal and verbose == 0 else None
+    offline = learns_from_data_only(algo.config)
     try:
         with _Interrupts(console) as interrupts:
             if status:
                 status.start()
             while True:
                 result = algo.train()
-                _check_stop_leaves(result, stop, checked)
+                check_stop_leaves(result, stop, checked)
                 value = finite_number(result_value(result, goal))
                 if value is not None:
                     best = value if best is None else max(best, value)
-                line = _progress_line(result)
+                line = progress_line(result, offline)
                 if status:
                     status.update(line)
                 elif verbose >= 2:
-                    console.print_json(json.dumps(result, default=str))
+                    console.print_json(result_json(result))
                 else:
-                    console.print(line)
-                reason = _stop_reason(result, stop)
+                    console.print("\n".join([line, *(learner_lines(result) if verbose else [])]), markup=False)
+                reason = stop_reason(result, stop)
                 if reason is not None:
                     return reason, best, False
                 if interrupts.requested:
@@ -574,7 +532,7 @@ def _train_until(algo: Any, stop: dict[str, Any], goal: str, console: Any, verbo
         if status:
             status.stop()
             if result:
-                console.print(_progress_line(result))
+                console.print(progress_line(result, offline), markup=False)
 
 
 def _save_at_end(algo: Any) -> str | None:
@@ -612,18 +570,6 @@ def _fail_below(fail_below: float | None, stop: dict[str, Any], goal: str, best:
     return FAILED_BELOW
 
 
-def _progress_line(result: dict[str, Any]) -> str:
-    reward = result["episode_reward_mean"]
-    text = (
-        f"iter {result['training_iteration']:>4}  steps {result['timesteps_total']:>9,}  "
-        f"reward {reward:8.2f}  len {result['episode_len_mean']:7.1f}  "
-        f"time {result['time_total_s']:7.1f}s  {result['num_env_steps_sampled_throughput_per_sec']:,.0f} steps/s"
-    )
-    if "evaluation" in result:
-        text += f"  eval {result['evaluation']['episode_reward_mean']:.2f}"
-    return text
-
-
 def _help_config(algo: str) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -643,6 +589,29 @@ def _help_config(algo: str) -> int:
     return 0
 
 
+def _checkpoint_of(path: str) -> str:
+    """A checkpoint folder as given, or the latest checkpoint of an experiment folder (said in a line of its own).
+
+    Raises:
+        CheckpointError: ``path`` is an experiment folder that holds no checkpoint.
+    """
+    from corral.core.persistence.checkpoints import META_FILE, experiment_checkpoints
+
+    folder = Path(path).expanduser()
+    if not folder.is_dir() or (folder / META_FILE).exists():
+        return path  # a checkpoint, or what read_meta explains is none
+    found = experiment_checkpoints(folder)
+    if found:
+        print(f"{path} is an experiment folder: using its latest checkpoint, {found[-1]}")
+        return str(found[-1])
+    if (folder / "params.json").is_file():
+        raise CheckpointError(
+            f"{str(folder)!r} is an experiment folder without a checkpoint_* folder in it; "
+            "train with --checkpoint-at-end or --checkpoint-freq N to save one"
+        )
+    return path
+
+
 # ---------------------------------------------------------------------- #
 # evaluate
 # ---------------------------------------------------------------------- #
@@ -656,6 +625,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     for name, value in (("--episodes", args.episodes), ("--steps", args.steps)):
         if value is not None and value < 1:
             raise ConfigError(f"{name} must be at least 1, got {value}")
+    args.checkpoint = _checkpoint_of(args.checkpoint)
     meta = read_meta(args.checkpoint)  # a wrong path fails here, before torch is imported
     if args.algo is not None and str(args.algo).lower() != str(meta["algorithm"]).lower():
         raise ConfigError(
@@ -726,6 +696,7 @@ def _record(algo: Any, duration: int, unit: str) -> dict[str, Any]:
 def _export(args: argparse.Namespace) -> int:
     from corral.core.persistence.checkpoints import read_meta
 
+    args.checkpoint = _checkpoint_of(args.checkpoint)
     read_meta(args.checkpoint)  # a wrong path fails here, before torch is imported
     from corral.core.contracts.algorithm import Algorithm
     from corral.core.persistence.policy_export import check_onnx_opset
@@ -738,8 +709,12 @@ def _export(args: argparse.Namespace) -> int:
         path = algo.export_policy_model(args.out, args.policy_id, onnx=args.onnx)
     finally:
         algo.stop()
-    also = " and model.onnx" if args.onnx is not None else ""
-    print(f"Wrote {path}{also} (TorchScript: torch.jit.load it; model.json beside it says what goes in and comes out)")
+    exported = ["model.pt2"] if (path.parent / "model.pt2").is_file() else []  # unless torch.export could not capture it
+    written = [path.name, *exported, *(["model.onnx"] if args.onnx is not None else []), "model.json"]
+    print(
+        f"Wrote {', '.join(written)} into {path.parent} (model.pt2: torch.export.load(file).module(); "
+        "model.pt: TorchScript, torch.jit.load; model.json says what goes in and comes out)"
+    )
     return 0
 
 

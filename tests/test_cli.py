@@ -132,6 +132,15 @@ def test_evaluate_out_writes_the_episodes_as_offline_data_that_input_reads(train
     assert set(np.unique(rows["actions"])) <= {0, 1}
 
 
+def test_evaluate_an_experiment_folder_runs_its_latest_checkpoint_and_names_it(trained_run, tmp_path: Path) -> None:
+    _, results, checkpoint = trained_run
+    (logdir,) = experiment_dirs(results)
+    proc = cli("evaluate", str(logdir), "--episodes", "1", results=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == f"{logdir} is an experiment folder: using its latest checkpoint, {checkpoint}"
+    assert re.search(r"^1 episodes: reward mean [\d.]+", proc.stdout, re.MULTILINE), proc.stdout
+
+
 def test_rollout_is_an_alias_of_evaluate_and_steps_work(trained_run, tmp_path: Path) -> None:
     _, _, checkpoint = trained_run
     proc = cli("rollout", str(checkpoint), "--steps", "300", results=tmp_path)
@@ -229,6 +238,11 @@ BAD_INPUT: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "evaluate missing checkpoint": (["evaluate", "{tmp}/no_checkpoint"], ("no_checkpoint", "does not exist")),
     "rollout missing checkpoint": (["rollout", "{tmp}/no_checkpoint"], ("no_checkpoint",)),
     "evaluate a non-checkpoint folder": (["evaluate", "{tmp}"], ("not a corral checkpoint",)),
+    "evaluate an experiment folder without checkpoints": (
+        ["evaluate", "{tmp}/experiment"],
+        ("is an experiment folder without a checkpoint_* folder in it", "--checkpoint-at-end"),
+    ),
+    "a statistic's stem as stop key": ([*TRAIN[:-2], "--stop", '{"episode_reward": 1}'], ("Did you mean 'episode_reward_mean'",)),
     "help-config of unknown algorithm": (["train", "--algo", "PPOO", "--help-config"], ("Did you mean 'PPO'",)),
 }
 # These run as real subprocesses (exit status, stderr, no traceback end to end); the rest
@@ -241,6 +255,8 @@ SUBPROCESS_CASES = {
 
 def bad_args(case: str, tmp_path: Path) -> list[str]:
     (tmp_path / "bad.yaml").write_text("exp:\n  run: [PPO\n  env: {\n")
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "params.json").write_text("{}")  # results of a run that saved no checkpoint
     return [a.replace("{tmp}", str(tmp_path)) for a in BAD_INPUT[case][0]]
 
 

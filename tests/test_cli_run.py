@@ -182,3 +182,105 @@ def test_tensorboard_scalars_are_indexed_by_env_steps_sampled(make_algo, ppo_con
     algo.stop()
     assert scalar_steps(algo.logdir, "corral/episode_reward_mean") == sampled
     assert scalar_steps(algo.logdir, "corral/training_iteration") == sampled  # the iteration is kept, as a scalar
+
+
+# ---------------------------------------------------------------------- #
+# without --stop
+# ---------------------------------------------------------------------- #
+@pytest.mark.parametrize(
+    ("env", "first_line", "stop"),
+    [
+        (
+            "CartPole-v1",
+            "no --stop given: stopping at episode_reward_mean 475 (CartPole-v1's reward_threshold in gymnasium's registry) "
+            "or at timesteps_total 1,000,000, whichever comes first; --stop sets others",
+            {"episode_reward_mean": 475.0, "timesteps_total": 1_000_000},
+        ),
+        (
+            "Pendulum-v1",
+            "no --stop given: stopping at timesteps_total 1,000,000 (Pendulum-v1 registers no reward_threshold); "
+            "--stop sets others",
+            {"timesteps_total": 1_000_000},
+        ),
+    ],
+)
+def test_without_stop_a_run_stops_at_the_envs_reward_threshold_or_a_budget_and_says_so_first(
+    results_dir, env: str, first_line: str, stop: dict[str, float]
+) -> None:
+    args = ["train", "--algo", "PPO", "--env", env, "--config", SMALL, "--seed", "0"]
+    environ = {**os.environ, "CORRAL_RESULTS_DIR": str(results_dir), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "corral.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline().rstrip("\n")
+    for line in proc.stdout:
+        if line.startswith("iter"):
+            proc.send_signal(signal.SIGINT)  # the run goes on past its first iteration: stop it there
+            break
+    _, errors = proc.communicate(timeout=120)
+    assert first == first_line, errors
+    assert proc.returncode == 130, errors
+    assert json.loads((experiment(results_dir) / "corral_run.json").read_text())["stop"] == stop  # what --resume goes on to
+
+
+# ---------------------------------------------------------------------- #
+# stop keys
+# ---------------------------------------------------------------------- #
+def test_a_perf_key_stops_the_run_where_results_carry_perf(run_cli) -> None:
+    proc = run_cli(*TRAIN, "--stop", '{"perf/cpu_util_percent": 0, "training_iteration": 5}')
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^stopped: perf/cpu_util_percent [\d.]+ >= 0 at iteration 1,", proc.stdout, re.M), proc.stdout
+    off = run_cli(*TRAIN, "--stop", '{"perf/cpu_util_percent": 0}', "--config", json.dumps({**SMALL_PPO, "log_sys_usage": False}))
+    assert off.returncode == 2 and "--stop key 'perf/cpu_util_percent' needs" in off.stderr and "log_sys_usage" in off.stderr
+
+
+# ---------------------------------------------------------------------- #
+# what each iteration prints
+# ---------------------------------------------------------------------- #
+EXPERT_DATA = Path(__file__).parent / "data" / "offline" / "cartpole_expert.parquet"
+BC = ["train", "--algo", "BC", "--env", "CartPole-v1", "--seed", "0", "--stop", '{"training_iteration": 2}']
+BC_CONFIG = {"input": str(EXPERT_DATA), "train_batch_size": 500, "min_sample_timesteps_per_iteration": 1000}
+
+
+def test_offline_training_shows_the_evaluation_and_the_loss_instead_of_a_reward_of_nan(run_cli) -> None:
+    config = {**BC_CONFIG, "evaluation_interval": 2, "evaluation_duration": 2}
+    proc = run_cli(*BC, "--config", json.dumps(config))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("iter")]
+    assert re.match(r"iter\s+1\s+steps\s+[\d,]+\s+eval\s+-\s+loss\s+\d+\.\d+\s+time", lines[0]), lines[0]  # not evaluated
+    assert re.match(r"iter\s+2\s+steps\s+[\d,]+\s+eval\s+\d+\.\d+\s+loss\s+\d+\.\d+\s+time", lines[1]), lines[1]
+    assert "nan" not in proc.stdout.lower()
+
+
+def strict_json_documents(text: str) -> list[dict[str, Any]]:
+    """The JSON documents printed one after another at the start of ``text`` (NaN and Infinity refused, as JSON does)."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    decoder, documents, at = json.JSONDecoder(parse_constant=refuse), [], 0
+    while text[at:].lstrip().startswith("{"):
+        at += len(text[at:]) - len(text[at:].lstrip())
+        document, at = decoder.raw_decode(text, at)
+        documents.append(document)
+    return documents
+
+
+def test_vv_prints_each_result_as_valid_json(run_cli) -> None:
+    proc = run_cli(*BC, "--config", json.dumps(BC_CONFIG), "-vv")
+    assert proc.returncode == 0, proc.stderr
+    results = strict_json_documents(proc.stdout)
+    assert [r["training_iteration"] for r in results] == [1, 2]
+    assert results[0]["episode_reward_mean"] is None  # no episode is played learning from data: null, not NaN
+    assert results[0]["info"]["learner"]["default_policy"]["total_loss"] > 0
+
+
+def test_v_adds_each_policys_learner_stats_and_corrals_info_messages(run_cli) -> None:
+    config = json.dumps({**SMALL_PPO, "rollout_fragment_length": 16})  # said at INFO: a batch joins several sample calls
+    args = [*TRAIN, "--config", config, "--stop", '{"training_iteration": 1}']
+    quiet, verbose = run_cli(*args), run_cli(*args, "-v")
+    assert quiet.returncode == verbose.returncode == 0, quiet.stderr + verbose.stderr
+    stats = r"^\s+default_policy: total_loss -?\d[\d.e+-]*\s+policy_loss .*entropy"
+    assert re.search(stats, verbose.stdout, re.M) and not re.search(stats, quiet.stdout, re.M), verbose.stdout
+    assert "INFO corral: rollout_fragment_length=16" in verbose.stderr and "rollout_fragment_length" not in quiet.stderr

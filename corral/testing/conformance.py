@@ -14,6 +14,7 @@ import pickle
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -273,24 +274,24 @@ def check_algorithm(
             one ``train()`` takes about a second.
         env: The environment for the checks that need one; default: a toy
             environment with an action space the algorithm supports.
-        workdir: Scratch folder for checkpoints and results; default: a new
-            temporary folder.
+        workdir: Scratch folder for checkpoints and results, kept afterwards; default: a new
+            temporary folder, removed when the checks end.
         checks: Which checks to run; default :data:`CHECKS`.
 
     Raises:
         ConformanceError: Listing every failed check and why.
     """
-    subject = Subject(name, dict(config or {}), env)
-    if workdir is not None:
-        subject.workdir = Path(workdir)
     failures = []
-    for check in checks:
-        try:
-            check(subject)
-        except AssertionError as exc:
-            failures.append(f"{check.__name__}: {exc}")
-        except Exception as exc:  # a crash inside the plugin is a failed check too, reported with the others
-            failures.append(f"{check.__name__}: raised {type(exc).__name__}: {exc}")
+    # a scratch folder of its own is removed afterwards, whatever the checks left in it; a given one is kept
+    with tempfile.TemporaryDirectory(prefix="corral-conformance-") if workdir is None else nullcontext(workdir) as folder:
+        subject = Subject(name, dict(config or {}), env, Path(folder))
+        for check in checks:
+            try:
+                check(subject)
+            except AssertionError as exc:
+                failures.append(f"{check.__name__}: {exc}")
+            except Exception as exc:  # a crash inside the plugin is a failed check too, reported with the others
+                failures.append(f"{check.__name__}: raised {type(exc).__name__}: {exc}")
     if failures:
         raise ConformanceError(f"{name} failed {len(failures)} conformance check(s):\n- " + "\n- ".join(failures))
 

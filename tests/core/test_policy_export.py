@@ -1,4 +1,4 @@
-"""export_policy_model: a TorchScript file that acts as compute_single_action(explore=False), with torch alone."""
+"""export_policy_model: TorchScript, torch.export and ONNX files that act as compute_single_action(explore=False)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,10 @@ from corral import CheckpointError, ConfigError, Policy, make_multi_agent
 from corral.core.persistence.policy_export import leaf_values
 from tests.toy_envs import DictObsEnv, ImageEnv, MaskedChoiceEnv, TupleObsEnv
 
-# Runs the exported file in a fresh interpreter that refuses to import corral.
+# torch 2.13 deprecates TorchScript; corral writes it while torch can, and these tests load it on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
+
+# Runs the exported files in a fresh interpreter that refuses to import corral.
 WITHOUT_CORRAL = textwrap.dedent("""
     import json
     import sys
@@ -39,8 +42,13 @@ WITHOUT_CORRAL = textwrap.dedent("""
 
     folder, arrays = sys.argv[1], np.load(sys.argv[2])
     names = [item["name"] for item in json.load(open(f"{folder}/model.json"))["inputs"]]
-    actions, inputs = torch.jit.load(f"{folder}/model.pt")(*[torch.as_tensor(arrays[name]) for name in names])
+    tensors = [torch.as_tensor(arrays[name]) for name in names]
+    actions, inputs = torch.jit.load(f"{folder}/model.pt")(*tensors)
     np.save(f"{folder}/torchscript_actions.npy", actions.numpy())
+    actions, inputs = torch.export.load(f"{folder}/model.pt2").module()(*tensors)
+    np.save(f"{folder}/export_actions.npy", actions.numpy())
+    one_row, _ = torch.export.load(f"{folder}/model.pt2").module()(*[t[:1] for t in tensors])  # any batch size
+    assert torch.allclose(one_row.double(), actions[:1].double(), rtol=0, atol=1e-5)  # a batch of 1 as the row of 1,000
     session = onnxruntime.InferenceSession(f"{folder}/model.onnx")
     np.save(f"{folder}/onnx_actions.npy", session.run(["actions"], {name: arrays[name] for name in names})[0])
     assert not any(name.split(".")[0] == "corral" for name in sys.modules)
@@ -84,7 +92,7 @@ def test_the_exported_model_acts_as_the_policy_in_a_process_without_corral(case:
         env={**os.environ, "PYTHONPATH": ""},
     )
     assert proc.returncode == 0, proc.stderr
-    for runtime in ("torchscript", "onnx"):
+    for runtime in ("torchscript", "export", "onnx"):
         actions = np.load(path.parent / f"{runtime}_actions.npy")
         assert actions.shape == expected.shape and actions.dtype.kind == expected.dtype.kind, runtime
         if expected.dtype.kind == "f":
@@ -102,10 +110,11 @@ def test_a_structured_observation_is_one_input_per_array_named_by_its_path(tmp_p
     inputs = json.loads((tmp_path / "export" / "model.json").read_text())["inputs"]
     # in the Dict's own order (gymnasium sorts its keys)
     assert [(i["name"], i["dtype"]) for i in inputs] == [("obs.action_mask", "int8"), ("obs.observation", "float32")]
-    model = torch.jit.load(str(tmp_path / "export" / "model.pt"))
     only_action_2 = torch.tensor([[0, 0, 1, 0, 0, 0]], dtype=torch.int8)
-    actions, _ = model(only_action_2, torch.ones(1, 6))
-    assert actions.tolist() == [2]  # the mask decides: the one legal action
+    exported = tmp_path / "export"
+    for model in (torch.jit.load(str(exported / "model.pt")), torch.export.load(exported / "model.pt2").module()):
+        actions, _ = model(only_action_2, torch.ones(1, 6))
+        assert actions.tolist() == [2]  # the mask decides: the one legal action
 
 
 def test_corral_export_writes_the_model_from_a_checkpoint(run_cli: Any, tmp_path: Path) -> None:
@@ -162,9 +171,10 @@ def test_checkpoints_carry_native_model_files_when_asked_and_still_restore(tmp_p
     algo = config.build()
     checkpoint = Path(algo.save(str(tmp_path / "checkpoint")))
     algo.stop()
-    model = torch.jit.load(str(checkpoint / "policies" / "default_policy" / "model.pt"))
-    actions, _ = model(torch.zeros(3, 4))
-    assert actions.shape == (3,)
+    folder = checkpoint / "policies" / "default_policy"
+    for model in (torch.jit.load(str(folder / "model.pt")), torch.export.load(folder / "model.pt2").module()):
+        actions, _ = model(torch.zeros(3, 4))
+        assert actions.shape == (3,)
     restored = corral.Algorithm.from_checkpoint(checkpoint)
     restored.train()
     restored.stop()

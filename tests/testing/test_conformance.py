@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import gymnasium as gym
 import pytest
 import torch
@@ -131,3 +133,15 @@ def test_the_pytest_plugin_costs_nothing_to_load() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["own scratch folder", "workdir given"])
+def test_check_algorithm_leaves_nothing_in_the_temp_folder(tmp_path, monkeypatch, given: bool) -> None:
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where tempfile makes folders, as TMPDIR would say
+    workdir = tmp_path / "work" if given else None
+    check_algorithm("PPO", PPO_QUICK, workdir=workdir, checks=[CHECKS[3]])  # check_checkpoint_round_trip writes a checkpoint
+    assert [p.name for p in temp.iterdir() if p.name.startswith("corral-conformance-")] == []
+    if workdir is not None:
+        assert list(workdir.iterdir())  # a folder the caller gave keeps what the checks wrote

@@ -596,12 +596,13 @@ class Algorithm(ActionComputation):
     def export_policy_model(
         self, export_dir: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID, onnx: int | None = None
     ) -> Path:
-        """Write a policy's deterministic acting as a TorchScript file that runs with torch alone (and as ONNX).
+        """Write a policy's deterministic acting as files that run with torch alone (and as ONNX).
 
-        ``model.pt`` maps a batch of raw observations to ``(actions, action_dist_inputs)``:
-        the same actions as ``compute_single_action(obs, explore=False)``, with the
-        preprocessing and the observation filter inside (see
-        :mod:`corral.core.persistence.policy_export`); ``model.json`` describes it.
+        ``model.pt2`` (torch.export) and ``model.pt`` (TorchScript) map a batch of raw observations to
+        ``(actions, action_dist_inputs)``: the same actions as
+        ``compute_single_action(obs, explore=False)``, with the preprocessing and the
+        observation filter inside (see :mod:`corral.core.persistence.policy_export`);
+        ``model.json`` describes them.
 
         Args:
             export_dir: the folder to write into (created if missing).

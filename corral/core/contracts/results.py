@@ -42,7 +42,10 @@ RESULT_KEY_TYPES: dict[str, tuple[type, ...]] = {
 EVALUATION_KEY = "evaluation"
 """The key of evaluation metrics, present in the iterations that evaluate (``evaluation_interval``)."""
 
-RESULT_KEYS: tuple[str, ...] = (*RESULT_KEY_TYPES, EVALUATION_KEY)
+PERF_KEY = "perf"
+"""RLlib's key of the machine's use (``cpu_util_percent``, ``ram_util_percent``), present while ``log_sys_usage`` is on."""
+
+RESULT_KEYS: tuple[str, ...] = (*RESULT_KEY_TYPES, EVALUATION_KEY, PERF_KEY)
 """Every top-level key a result can have: what stop criteria may name."""
 
 RLLIB_RESULT_GROUPS = ("sampler_results", "env_runners")

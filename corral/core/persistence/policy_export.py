@@ -1,18 +1,22 @@
-"""A trained policy out of corral: one TorchScript file from raw observations to deterministic actions.
+"""A trained policy out of corral: files from raw observations to deterministic actions that need torch alone.
 
 :func:`export_policy_model` traces the whole inference path of a policy into
-``model.pt``: the observation preprocessing (flattening, one-hot encoding of
-discrete observations), the observation filter with its statistics, the
-model's ``forward_inference``, the action distribution's deterministic action
-and the mapping to the env's action space (unsquashing, clipping, shape). The
-file runs with torch alone (``torch.jit.load``), without corral or the code
-of the model's plugin; ``model.json`` beside it describes the inputs and the
-outputs. The module takes one tensor per array of the observation: ``obs``
-for a Box or Discrete space, ``obs.<key>`` (``obs.<index>`` in a Tuple) for
-each entry of a Dict or Tuple space, an action mask included. With
-``onnx=OPSET`` the same path is also written as ``model.onnx`` (inputs named
-so, outputs ``actions`` and ``action_dist_inputs``, any batch size), for
-onnxruntime and other ONNX runtimes; it needs the ``onnx`` extra.
+``model.pt`` (TorchScript) and ``model.pt2`` (``torch.export``'s program): the
+observation preprocessing (flattening, one-hot encoding of discrete
+observations), the observation filter with its statistics, the model's
+``forward_inference``, the action distribution's deterministic action and the
+mapping to the env's action space (unsquashing, clipping, shape). Each file
+runs with torch alone (``torch.export.load(file).module()``,
+``torch.jit.load``), without corral or the code of the model's plugin;
+``model.json`` beside them describes the inputs and the outputs. torch 2.13
+deprecates TorchScript in favour of ``torch.export``: corral writes
+``model.pt`` as long as torch can, for the serving tools that load TorchScript
+today. The module takes one tensor per array of the observation: ``obs`` for a
+Box or Discrete space, ``obs.<key>`` (``obs.<index>`` in a Tuple) for each
+entry of a Dict or Tuple space, an action mask included. With ``onnx=OPSET``
+the same path is also written as ``model.onnx`` (inputs named so, outputs
+``actions`` and ``action_dist_inputs``, any batch size), for onnxruntime and
+other ONNX runtimes; it needs the ``onnx`` extra.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import gymnasium as gym
 import numpy as np
@@ -34,6 +38,7 @@ from torch.nn import functional as F
 
 from corral._version import __version__
 from corral.core.environments.spaces import is_image_space, space_to_json
+from corral.core.learning.models import Tanh
 from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
@@ -41,10 +46,12 @@ if TYPE_CHECKING:
     from corral.core.contracts.policy import Policy
 
 MODEL_FILE = "model.pt"
+EXPORTED_PROGRAM_FILE = "model.pt2"
 ONNX_FILE = "model.onnx"
 DESCRIPTION_FILE = "model.json"
 ONNX_OPSETS = range(9, 21)
 """the ONNX opsets torch's TorchScript-based exporter writes (up to 20 in torch 2.13)"""
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 def observation_leaves(space: gym.Space, name: str = SampleBatch.OBS) -> list[tuple[str, gym.Space]]:
@@ -116,7 +123,7 @@ class InferencePath(nn.Module):
         self._model_indexes = [self.input_names.index(name) for name, _ in model_leaves]
         self._image = is_image_space(model_space)  # an image alone is the model's input as it is
         self._leaves = [_leaf_encoding(leaf) for _, leaf in model_leaves]
-        self.model = copy.deepcopy(policy.model).to("cpu").eval().requires_grad_(False)
+        self.model = _with_plain_tanh(copy.deepcopy(policy.model).to("cpu").eval().requires_grad_(False))
         self.dist_class = policy.dist_class
         obs_filter = policy.observation_filter
         self._filter_clip = None if obs_filter is None else float(obs_filter.clip)
@@ -168,6 +175,16 @@ class InferencePath(nn.Module):
         return actions + self._start if self._start else actions
 
 
+def _with_plain_tanh(model: ModuleT) -> ModuleT:
+    """``model`` with each of corral's :class:`Tanh` layers as ``torch.nn.Tanh``: the same function, and no branch
+    on the batch's size that an exported graph would keep for the example's size only."""
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, Tanh):
+                setattr(module, name, nn.Tanh())
+    return model
+
+
 def _leaf_encoding(space: gym.Space) -> list[tuple[int, int]] | None:
     """How corral's preprocessor encodes one array: None flattens it as floats, else (start, n) one-hot per entry."""
     if isinstance(space, gym.spaces.Discrete):
@@ -178,11 +195,13 @@ def _leaf_encoding(space: gym.Space) -> list[tuple[int, int]] | None:
 
 
 def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], policy_id: str, onnx: int | None = None) -> Path:
-    """Write ``model.pt`` (TorchScript), with ``onnx`` also ``model.onnx``, and ``model.json`` into ``export_dir``.
+    """Write ``model.pt`` (TorchScript), ``model.pt2`` (torch.export), with ``onnx`` also ``model.onnx``, and ``model.json``.
+
+    A model that torch.export cannot capture gets no ``model.pt2``, with a warning that says why.
 
     Args:
         policy: the policy to export.
-        export_dir: the folder (created if missing); files already there of the same names are replaced.
+        export_dir: the folder to write into (created if missing); files already there of the same names are replaced.
         policy_id: the policy's id, recorded in ``model.json``.
         onnx: the ONNX opset to write ``model.onnx`` with; None writes no ONNX file.
 
@@ -208,8 +227,14 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
         _replace(folder / MODEL_FILE, lambda file: torch.jit.save(traced, str(file)))
         if onnx is not None:
             _replace(folder / ONNX_FILE, lambda file: _export_onnx(path, example, file, onnx))
+    exported = _write_exported_program(path, example, folder / EXPORTED_PROGRAM_FILE)
     description = {
         "format": "torchscript" if onnx is None else "torchscript+onnx",
+        "files": {
+            "torchscript": MODEL_FILE,
+            "exported_program": EXPORTED_PROGRAM_FILE if exported else None,
+            "onnx": ONNX_FILE if onnx is not None else None,
+        },
         "corral_version": __version__,
         "policy_id": policy_id,
         "inputs": [
@@ -223,6 +248,25 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
     }
     _replace(folder / DESCRIPTION_FILE, lambda file: file.write_text(json.dumps(description, indent=1)))
     return folder / MODEL_FILE
+
+
+def _write_exported_program(path: InferencePath, example: tuple[torch.Tensor, ...], file: Path) -> bool:
+    """Write ``model.pt2``, ``torch.export``'s program of the same path, for any batch size; return whether it was.
+
+    torch.export captures a model whose Python code branches on the values of its
+    inputs only where it can prove the branch; a custom model it cannot capture
+    keeps its TorchScript and ONNX files, and a warning says why ``model.pt2`` is missing.
+    """
+    batch = torch.export.Dim("batch")
+    try:
+        program = torch.export.export(path, example, dynamic_shapes=(tuple({0: batch} for _ in example),))
+    except Exception as exc:  # torch's exporter raises many kinds (UserError, Unsupported, ...) for a model it cannot capture
+        file.unlink(missing_ok=True)  # never one of an earlier export beside the new model.pt
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        warnings.warn(f"{file.name} not written: torch.export cannot capture this model ({reason})", stacklevel=3)
+        return False
+    _replace(file, lambda temporary: torch.export.save(program, str(temporary)))
+    return True
 
 
 def check_onnx_opset(opset: Any) -> None:
@@ -259,7 +303,7 @@ def _export_onnx(path: InferencePath, example: tuple[torch.Tensor, ...], file: P
 
 def _replace(target: Path, write: Callable[[Path], Any]) -> None:
     """Write ``target`` through a hidden temporary file, so a reader never sees half of it."""
-    temporary = target.with_name(f".{target.name}.tmp")
+    temporary = target.with_name(f".{target.stem}.tmp{target.suffix}")  # the suffix kept: torch.export.save wants .pt2
     try:
         write(temporary)
         os.replace(temporary, target)
