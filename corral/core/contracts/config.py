@@ -300,9 +300,12 @@ class ModelConfig(BaseModel):
     conv_activation: Literal["tanh", "relu", "swish", "elu"] = "relu"
     """activation function between the convolution layers"""
     custom_model: Any = None
-    """a torch.nn.Module subclass or its 'package.module:Class' path; built as Class(obs_space, action_space, outputs, config)"""
+    """a torch.nn.Module subclass or its 'package.module:Class' path, built with RLlib's arguments (obs_space, action_space,
+    num_outputs, model_config, name, **custom_model_config) or corral's (the first four): a plain module's forward(obs)
+    gives the action-distribution inputs and gets a separate value network (DQN puts its Q head on it); a
+    corral.core.Model gives every output itself"""
     custom_model_config: dict[str, Any] = Field(default_factory=dict)
-    """keyword arguments for the custom model, passed in model_config"""
+    """the custom model's own settings: in model_config, and as keyword arguments with RLlib's constructor arguments"""
 
     @model_validator(mode="before")
     @classmethod
