@@ -125,7 +125,7 @@ def test_a_flag_given_what_rllib_never_takes_is_refused() -> None:
 def test_is_multi_agent_reads_as_rllib_s_method_and_as_its_property() -> None:
     single = PPOConfig()
     multi = PPOConfig().multi_agent(policies={"a", "b"}, policy_mapping_fn=lambda agent_id, *args, **kwargs: "a")
-    assert single.is_multi_agent() is False and multi.is_multi_agent() is True  # Ray 2.0-2.3x: a method
+    assert single.is_multi_agent() is False and multi.is_multi_agent() is True  # older Ray 2.x: a method
     assert not single.is_multi_agent and multi.is_multi_agent  # later: a property
     assert single.is_multi_agent == False and multi.is_multi_agent == True  # noqa: E712  (as a bool compares)
 

@@ -11,6 +11,9 @@ RLlib's model keys for recurrent and attention nets get the same treatment.
 :class:`RLlibConfigMethods` gives ``AlgorithmConfig`` RLlib's builder methods
 for these (``experimental()``, ``api_stack()``, ``rl_module()``) and
 ``is_multi_agent``, which RLlib has had both as a method and as a property.
+A config object where RLlib takes one, as an algorithm's config of a base class
+(``AlgorithmConfig(algo_class=PPO)``) or as ``evaluation_config``, stands for
+the options it was given (:func:`options_set`).
 """
 
 from __future__ import annotations
@@ -269,7 +272,7 @@ def rllib_model_keys(model: dict[str, Any], fields: Collection[str] = ()) -> dic
 
 
 class CallableBool:
-    """A truth value that may also be called: RLlib's ``is_multi_agent`` was a method (Ray 2.0-2.3x), now a property.
+    """A truth value that may also be called: RLlib's ``is_multi_agent`` was a method in older Ray 2.x, now a property.
 
     ``if config.is_multi_agent:`` and ``if config.is_multi_agent():`` both read
     it right, so scripts of either era work, and neither is silently always true.
