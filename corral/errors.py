@@ -9,6 +9,7 @@ that the registry and ``corral list`` can use it without torch.
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable
 
 __all__ = [
@@ -24,6 +25,11 @@ __all__ = [
     "UnknownPluginError",
 ]
 """the errors both public faces (``corral`` and ``corral.core``) re-export"""
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 60, 60
+SHORT_REPR_LENGTH = 80
+"""the most characters :func:`short_repr` gives"""
 
 
 class CorralError(Exception):
@@ -113,13 +119,14 @@ class EnvRunnerError(RuntimeError):
     """
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
+def did_you_mean(word: object, choices: Iterable[str]) -> str:
     """Return ``" Did you mean 'x'?"`` for the closest choice, or ``""``.
 
     Matching ignores case, since names in corral are looked up case-insensitively.
 
     Args:
-        word: the name the user gave.
+        word: the name the user gave; anything but a string (a number or tuple used as a
+            key) is close to no name.
         choices: the valid names; the suggestion is spelled as here.
 
     Returns:
@@ -128,6 +135,24 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
         typo or two (``gama``, ``trian_batch_size``), not a word that merely shares
         letters (``optimization`` is not ``normalize_actions``).
     """
+    if not isinstance(word, str):
+        return ""
     by_lower = {c.lower(): c for c in choices}
     close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.75)
     return f" Did you mean '{by_lower[close[0]]}'?" if close else ""
+
+
+def short_repr(value: object) -> str:
+    """``repr(value)`` cut short for a message: three levels deep and :data:`SHORT_REPR_LENGTH` characters at most.
+
+    A user's value can be anything, nested deeper than Python's recursion limit
+    too; its message shows the top of it instead of raising a RecursionError.
+
+    Args:
+        value: the value to show.
+
+    Returns:
+        Its shortened repr (``{'a': {'b': {...}}}``; ``...`` where it was cut).
+    """
+    text = _SHORT.repr(value)
+    return text if len(text) <= SHORT_REPR_LENGTH else text[: SHORT_REPR_LENGTH - 3] + "..."

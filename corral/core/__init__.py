@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         PettingZooEnv as PettingZooEnv,
     )
     from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
+    from corral.core.learning.catalog.custom_model import build_q_model as build_q_model
     from corral.core.learning.distributions import (
         ActionDistribution as ActionDistribution,
         Categorical as Categorical,
@@ -128,6 +129,7 @@ _EXPORTS = {
     "build_encoder": "corral.core.learning.models",
     "build_model": "corral.core.learning.models",
     "mlp": "corral.core.learning.models",
+    "build_q_model": "corral.core.learning.catalog.custom_model",
     "ActionDistribution": "corral.core.learning.distributions",
     "Categorical": "corral.core.learning.distributions",
     "MultiCategorical": "corral.core.learning.distributions",

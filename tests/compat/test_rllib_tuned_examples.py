@@ -2,10 +2,13 @@
 
 The files in ``tests/data/rllib_tuned`` carry the keys and values of a version
 of RLlib's ``rllib/tuned_examples`` (``framework: tf``, Ray 1.x names such as
-``Q_model``, ``horizon``, ``timesteps_per_iteration``, ``num_sgd_iter``);
-each experiment must stop because its reward was reached, within its own
-timestep budget. The runs are seeded with ``--seed 0`` where the file sets none.
-Every file also builds as it is, quickly, beside the slow runs.
+``Q_model``, ``horizon``, ``timesteps_per_iteration``, ``num_sgd_iter``, Ray 2.x's
+experimental flags such as ``_enable_rl_module_api``); each experiment must stop
+because its reward was reached, within its own timestep budget. The runs are
+seeded with ``--seed 0`` where the file sets none. Every file also builds as it
+is, quickly, beside the slow runs. The files in ``tests/data/rllib_tuned_grid``
+search with Tune's ``grid_search``: they load as a Tuner's param_space, and each
+trial's config trains.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import corral
 from corral.cli import _experiments_from_file
 from corral.core.contracts.results import corral_result_key
 
-FILES = sorted((Path(__file__).parent.parent / "data" / "rllib_tuned").glob("*.yaml"))
+DATA = Path(__file__).parent.parent / "data"
+FILES = sorted((DATA / "rllib_tuned").glob("*.yaml"))
+GRID_FILES = sorted((DATA / "rllib_tuned_grid").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
@@ -38,7 +43,7 @@ def test_an_rllib_tuned_example_builds_unchanged(path: Path) -> None:
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
 def test_an_rllib_tuned_example_runs_unchanged_and_reaches_its_stop_reward(run_cli: Any, tmp_path: Path, path: Path):
     ((name, experiment),) = yaml.safe_load(path.read_text()).items()
-    stop = experiment["stop"]
+    stop = {corral_result_key(key): value for key, value in experiment["stop"].items()}  # RLlib 2.x's keys too
     seed = [] if "seed" in experiment["config"] else ["--seed", "0"]
     proc = run_cli("train", "-f", str(path), "--storage-path", str(tmp_path), *seed, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -48,3 +53,17 @@ def test_an_rllib_tuned_example_runs_unchanged_and_reaches_its_stop_reward(run_c
     reached = last[corral_result_key(reward)]
     assert reached >= stop[reward], f"{name}: {reached}"
     assert last["timesteps_total"] <= stop["timesteps_total"] + last["num_env_steps_sampled_this_iter"]
+
+
+@pytest.mark.parametrize("path", GRID_FILES, ids=[path.stem for path in GRID_FILES])
+def test_an_rllib_tuned_example_with_tune_grids_loads_and_each_trial_trains(path: Path) -> None:
+    ((_, experiment),) = yaml.safe_load(path.read_text()).items()
+    config = corral.get_config(experiment["run"]).environment(experiment["env"]).update_from_dict(experiment["config"])
+    # RLlib's experimental flags train the same with every value, so only the seeds make trials
+    assert set(config.search_space) == {"seed"}
+    trial = config.copy().update_from_dict({"seed": config.search_space["seed"]["grid_search"][0]})
+    algo = trial.build()
+    try:
+        assert algo.train()["training_iteration"] == 1
+    finally:
+        algo.stop()

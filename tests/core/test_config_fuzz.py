@@ -2,7 +2,9 @@
 
 Fuzzed dicts go through ``update_from_dict`` or a builder method,
 ``validate()`` and ``to_dict()``; any exception other than a ConfigError is a
-crash and fails the test. What is accepted is built; building may refuse
+crash and fails the test. Their keys are options, RLlib's older names, RLlib's
+keys that set no option (``framework``, experimental flags, ...), any text and
+keys that are no strings at all. What is accepted is built; building may refuse
 with any CorralError (an unknown env is an EnvError), nothing else. The fast
 run tries 150 dicts per algorithm; the slow run (``-m slow``, part of CI)
 tries 2,000 per algorithm. Both are derandomized, so every run (CI's too) tries
@@ -19,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from corral import ConfigError, CorralError, get_config
-from corral.core.contracts.config import GROUPS, LEGACY_KEYS
+from corral.core.contracts.config import ABSENT_KEYS, BEHAVIOUR_KEYS, GROUPS, LEGACY_KEYS, TF_ONLY_KEYS
+from corral.core.contracts.rllib_compat import EXPERIMENTAL_FLAGS
 
 ALGORITHMS = ["PPO", "DQN", "SAC"]
 
@@ -69,6 +72,20 @@ NEAR_VALUES = {
 }
 
 
+RLLIB_KEYS = [
+    "framework",
+    "optimization",
+    "prioritized_replay",
+    *TF_ONLY_KEYS,
+    *BEHAVIOUR_KEYS,
+    *ABSENT_KEYS,
+    *EXPERIMENTAL_FLAGS,
+]
+"""RLlib's keys that set no corral option of their own name"""
+ODD_KEYS = st.one_of(st.integers(), st.tuples(st.integers()), st.none(), st.booleans(), st.floats(allow_nan=False))
+"""keys a Python dict takes and a config does not"""
+
+
 # Small, plausible values: most are valid, so what is accepted gets built, too.
 PLAUSIBLE = st.one_of(st.integers(-2, 64), st.floats(-1.0, 2.0), st.booleans(), st.none(), st.just("auto"))
 
@@ -79,12 +96,11 @@ def config_dicts(draw: Any, algorithm: str) -> dict[str, Any]:
     if draw(st.booleans()):  # a few fields, plausible values
         keys = draw(st.lists(st.sampled_from(fields), min_size=1, max_size=3))
         return {key: draw(NEAR_VALUES.get(key, PLAUSIBLE)) for key in keys}
-    keys = draw(
-        st.lists(st.one_of(st.sampled_from(fields), st.sampled_from(list(LEGACY_KEYS)), st.text(max_size=10)), max_size=6)
-    )
-    result: dict[str, Any] = {}
+    names = st.one_of(st.sampled_from([*fields, *LEGACY_KEYS, *RLLIB_KEYS]), st.text(max_size=10))
+    keys = draw(st.lists(names | ODD_KEYS if draw(st.integers(0, 9)) == 0 else names, max_size=6))
+    result: dict[Any, Any] = {}
     for key in keys:
-        strategy = NEAR_VALUES.get(LEGACY_KEYS.get(key, key))
+        strategy = NEAR_VALUES.get(LEGACY_KEYS.get(key, key)) if isinstance(key, str) else None
         result[key] = draw(strategy if strategy is not None and draw(st.booleans()) else VALUES)
     if draw(st.integers(0, 9)) == 0:  # a dict that contains itself
         loop: dict[str, Any] = {}

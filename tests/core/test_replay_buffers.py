@@ -255,6 +255,15 @@ def test_make_replay_buffer():
         ({"type": "PrioritizedReplayBuffer", "capacity": 8, "alpha": -1.0}, "alpha"),
         ({"type": "PrioritizedReplayBuffer", "capacity": 8, "epsilon": 0.0}, "epsilon"),
         ({"capacity": 8, "alpha": 0.5, "prioritized_replay_alpha": 0.6}, "twice"),
+        # integers numpy cannot hold, and one no float can
+        (
+            {"type": "PrioritizedReplayBuffer", "capacity": 8, "beta": -(2**63) - 1},
+            "prioritized replay beta must be a finite number >= 0",
+        ),
+        (
+            {"type": "PrioritizedReplayBuffer", "capacity": 8, "alpha": 10**400},
+            "prioritized replay alpha must be a finite number >= 0",
+        ),
     ],
 )
 def test_make_replay_buffer_errors(config, message):

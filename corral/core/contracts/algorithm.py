@@ -32,6 +32,7 @@ from corral.core.contracts.multi_agent_config import policy_config
 from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.contracts.policy_spec import PolicySpec
 from corral.core.contracts.results import corral_result_key, finite_number, result_value
+from corral.core.contracts.rllib_compat import as_config_of
 from corral.core.environments.envs import env_name
 from corral.core.environments.spaces import space_to_json
 from corral.core.environments.task_settable_env import task_settable
@@ -178,6 +179,9 @@ class Algorithm(ActionComputation):
         elif isinstance(config, dict):
             config = self.config_class.from_dict(config)
         elif not isinstance(config, self.config_class):
+            converted = as_config_of(config, self.config_class) if isinstance(config, AlgorithmConfig) else None
+            if converted is not None:  # AlgorithmConfig(algo_class=PPO): RLlib builds the algorithm from it
+                return self._accept_config(converted, env)
             raise ConfigError(
                 f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}; "
                 f"start from {type(self).__name__}.get_default_config() or corral.get_config({self.name!r})"

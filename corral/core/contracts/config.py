@@ -25,11 +25,28 @@ import logging
 import os
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from corral._lazy import is_instance_of_loaded
+from corral.core.contracts.rllib_compat import (
+    EXPERIMENTAL_FLAGS,
+    RLlibConfigMethods,
+    evaluation_overrides,
+    note_flag,
+    rllib_model_keys,
+)
 from corral.core.persistence import by_value
-from corral.errors import ConfigError, did_you_mean
+from corral.errors import ConfigError, did_you_mean, short_repr
 
 if TYPE_CHECKING:  # the algorithm module imports this one
     from corral.core.contracts.algorithm import Algorithm
@@ -107,7 +124,6 @@ ABSENT_KEYS = {
     "simple_optimizer": "each policy has one torch optimizer; there is no multi-GPU tower optimizer to opt out of",
     "preprocessor_pref": "observations are flattened or kept as images by their space; wrap Atari envs in gymnasium's "
     "AtariPreprocessing",
-    "_disable_preprocessor_api": "observations are flattened or kept as images by their space; there is no preprocessor",
     "compress_observations": "samples stay arrays in memory; output files compress columns by output_compress_columns",
     "synchronize_filters": "observation filters are always merged across env runners after each sample call",
     "remote_worker_envs": "sub-environments run inside their env runner; num_env_runners samples in parallel processes",
@@ -126,7 +142,7 @@ value is an error that says why"""
 
 TF_FRAMEWORKS = ("tf", "tf2", "tfe")
 """RLlib's TensorFlow frameworks: a config that names one runs on torch, with a warning"""
-TF_ONLY_KEYS = ("eager_tracing", "eager_max_retraces", "tf_session_args", "local_tf_session_args")
+TF_ONLY_KEYS = ("eager_tracing", "eager_max_retraces", "tf_session_args", "local_tf_session_args", "enable_tf1_exec_eagerly")
 """RLlib options that only TensorFlow reads: accepted and ignored, with a warning"""
 
 
@@ -285,9 +301,17 @@ class ModelConfig(BaseModel):
     conv_activation: Literal["tanh", "relu", "swish", "elu"] = "relu"
     """activation function between the convolution layers"""
     custom_model: Any = None
-    """a torch.nn.Module subclass or its 'package.module:Class' path; built as Class(obs_space, action_space, outputs, config)"""
+    """a torch.nn.Module subclass or its 'package.module:Class' path, built with RLlib's arguments (obs_space, action_space,
+    num_outputs, model_config, name, **custom_model_config) or corral's (the first four): a plain module's forward(obs)
+    gives the action-distribution inputs and gets a separate value network (DQN puts its Q head on it); a
+    corral.core.Model gives every output itself"""
     custom_model_config: dict[str, Any] = Field(default_factory=dict)
-    """keyword arguments for the custom model, passed in model_config"""
+    """the custom model's own settings: in model_config, and as keyword arguments with RLlib's constructor arguments"""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rllib_model_keys(cls, value: Any) -> Any:
+        return rllib_model_keys(value, cls.model_fields) if isinstance(value, dict) else value
 
     @field_validator("fcnet_hiddens")
     @classmethod
@@ -339,7 +363,7 @@ class ModelConfig(BaseModel):
         return data
 
 
-class AlgorithmConfig(BaseModel):
+class AlgorithmConfig(RLlibConfigMethods, BaseModel):
     """The settings of one training run, shared by every algorithm.
 
     Build it with the builder methods, then ``build()`` the algorithm. Plugins
@@ -658,6 +682,9 @@ class AlgorithmConfig(BaseModel):
             setattr(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name in EXPERIMENTAL_FLAGS:  # RLlib's `config._enable_new_api_stack = True`
+            note_flag(name, value)
+            return
         if not name.startswith("_"):
             if self._frozen:
                 raise ConfigError(
@@ -1018,13 +1045,6 @@ class AlgorithmConfig(BaseModel):
             raise ConfigError(f"rollout_fragment_length must be a positive integer or 'auto', got {self.rollout_fragment_length}")
         return self.rollout_fragment_length
 
-    @property
-    def is_multi_agent(self) -> bool:
-        """Whether this config asks for more than the one ``default_policy`` acting for a single agent."""
-        from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID
-
-        return bool(set(self.policies) - {DEFAULT_POLICY_ID}) or self.policy_mapping_fn is not None
-
     def get_evaluation_config(self) -> AlgorithmConfig:
         """This config with ``evaluation_config`` applied, for the evaluation runner.
 
@@ -1078,21 +1098,14 @@ class AlgorithmConfig(BaseModel):
         buffer_type: str | None = None
         values = by_value.restore(values, MAX_NESTING)  # what to_dict() wrote by value: its objects again
         for key, value in values.items():
-            if key == "framework":
-                _check_framework(value)
-                continue
-            if key in TF_ONLY_KEYS:
-                logger.warning("%s is a TensorFlow option; corral runs on torch and ignores it", key)
-                continue
-            if key in BEHAVIOUR_KEYS:
-                kept, why = BEHAVIOUR_KEYS[key]
-                if not any(value is v for v in kept):
-                    raise ConfigError(f"{key}={value!r} is not what corral does: {why}; remove it or set {key}={kept[0]}")
-                logger.info("%s=%r: corral always does this (%s)", key, value, why)
+            if not isinstance(key, str):
+                kind = type(key).__name__
+                raise ConfigError(f"the config key {short_repr(key)} ({kind}) is no option name; config keys are strings")
+            if _answered(key, value):
                 continue
             if key == "prioritized_replay" and "replay_buffer_config" in cls.model_fields:  # Ray 1.x's buffer switch
                 if not isinstance(value, bool):
-                    raise ConfigError(f"prioritized_replay takes True or False, not {value!r}")
+                    raise ConfigError(f"prioritized_replay takes True or False, not {short_repr(value)}")
                 buffer_type = "PrioritizedReplayBuffer" if value else "ReplayBuffer"
                 continue
             if key == "optimization" and isinstance(value, dict):
@@ -1122,7 +1135,7 @@ class AlgorithmConfig(BaseModel):
     def _unknown_key(cls, key: str) -> ConfigError:
         if key in ABSENT_KEYS:
             return ConfigError(f"{key!r} is an RLlib option that corral does not have: {ABSENT_KEYS[key]}")
-        hint = did_you_mean(key, list(cls.model_fields) + list(LEGACY_KEYS))
+        hint = did_you_mean(key, [*cls.model_fields, *(old for old, new in LEGACY_KEYS.items() if new in cls.model_fields)])
         return ConfigError(f"{cls.__name__} has no option {key!r}.{hint or ' `corral train --help-config` lists them.'}")
 
     def _set_group(self, group: str, values: dict[str, Any]) -> AlgorithmConfig:
@@ -1140,7 +1153,10 @@ class AlgorithmConfig(BaseModel):
         lines = []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
-            if err["type"] == "extra_forbidden":
+            error = err.get("ctx", {}).get("error")
+            if isinstance(error, ConfigError):  # a validator's own message names the option and the value
+                lines.append(str(error))
+            elif err["type"] == "extra_forbidden":
                 parent = loc.rpartition(".")[0]
                 key = str(err["loc"][-1])
                 choices = list(ModelConfig.model_fields) if parent == "model" else list(cls.model_fields)
@@ -1162,6 +1178,11 @@ class AlgorithmConfig(BaseModel):
                 raise ValueError(f"{item!r} is not a subclass of corral.Callbacks")
             resolved.append(obj)
         return resolved
+
+    @field_validator("evaluation_config", mode="before")
+    @classmethod
+    def _evaluation_config_object(cls, value: Any) -> Any:
+        return evaluation_overrides(value) if isinstance(value, AlgorithmConfig) else value
 
     @field_validator("policies", mode="before")
     @classmethod
@@ -1352,6 +1373,31 @@ def _to_jsonable(value: Any) -> Any:
     return value
 
 
+def _answered(key: str, value: Any) -> bool:
+    """Answer an RLlib key that sets no corral option (framework, TensorFlow's, behaviour, experimental flags).
+
+    Returns:
+        Whether ``key`` was one of them (said at INFO or in a warning).
+
+    Raises:
+        ConfigError: a value corral does not take for it.
+    """
+    if key == "framework":
+        _check_framework(value)
+    elif key in EXPERIMENTAL_FLAGS:
+        note_flag(key, value)
+    elif key in TF_ONLY_KEYS:
+        logger.warning("%s is a TensorFlow option; corral runs on torch and ignores it", key)
+    elif key in BEHAVIOUR_KEYS:
+        kept, why = BEHAVIOUR_KEYS[key]
+        if not any(value is v for v in kept):
+            raise ConfigError(f"{key}={short_repr(value)} is not what corral does: {why}; remove it or set {key}={kept[0]}")
+        logger.info("%s=%r: corral always does this (%s)", key, value, why)
+    else:
+        return False
+    return True
+
+
 def _check_framework(value: Any) -> None:
     """Accept RLlib's ``framework`` values: torch silently, TensorFlow's with a warning (the config runs on torch).
 
@@ -1364,5 +1410,5 @@ def _check_framework(value: Any) -> None:
         logger.warning("framework=%r: corral runs this config on torch, where its options mean the same", value)
         return
     raise ConfigError(
-        f"framework={value!r:.80} is not supported; corral runs on 'torch' (RLlib's 'tf' and 'tf2' run on torch too)"
+        f"framework={short_repr(value)} is not supported; corral runs on 'torch' (RLlib's 'tf' and 'tf2' run on torch too)"
     )

@@ -4,7 +4,8 @@ A model writes one ``_forward(obs) -> dict`` (keys ``action_dist_inputs`` and,
 for actor-critic models, ``vf_preds``); ``forward_inference``,
 ``forward_exploration`` and ``forward_train`` default to it, and an algorithm
 may override any of them. Vector observations get an MLP, images (H, W, C) a
-CNN; ``custom_model`` plugs in any ``torch.nn.Module``.
+CNN; ``custom_model`` plugs in any ``torch.nn.Module`` (see
+:mod:`corral.core.learning.catalog.custom_model`).
 """
 
 from __future__ import annotations
@@ -255,10 +256,17 @@ class QModel(Model):
     """
 
     def __init__(
-        self, obs_space: gym.Space, num_actions: int, config: ModelConfig, dueling: bool = False, hiddens: Sequence[int] = ()
+        self,
+        obs_space: gym.Space,
+        num_actions: int,
+        config: ModelConfig,
+        dueling: bool = False,
+        hiddens: Sequence[int] = (),
+        body: tuple[nn.Module, int] | None = None,
     ) -> None:
         super().__init__()
-        self.encoder, features = build_encoder(obs_space, config)
+        # the network under the Q head: the catalog's for the observations, or a custom model's (module, width)
+        self.encoder, features = body or build_encoder(obs_space, config)
         self.advantage_head = _head(features, hiddens, num_actions)
         self.value_head = _head(features, hiddens, 1) if dueling else None
 
@@ -277,7 +285,9 @@ def _head(features: int, hiddens: Sequence[int], outputs: int) -> nn.Module:
     return mlp([features, *hiddens], "relu", out_size=outputs)
 
 
-def build_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int, config: ModelConfig) -> nn.Module:
+def build_model(
+    obs_space: gym.Space, action_space: gym.Space, num_outputs: int, config: ModelConfig, value_function: bool = True
+) -> nn.Module:
     """The catalog: a custom model if configured, else an ActorCriticModel for the spaces.
 
     Args:
@@ -285,8 +295,9 @@ def build_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int,
         action_space: the space the policy acts in; a Box makes the catalog's model
             Gaussian (with ``free_log_std``, a learned log standard deviation).
         num_outputs: the width of ``action_dist_inputs`` the action distribution needs.
-        config: the model config; a custom model gets it as a dict
-            (``custom_model(obs_space, action_space, num_outputs, model_config)``).
+        config: the model config; a custom model gets it as a dict (see
+            :func:`~corral.core.learning.catalog.custom_model.construct`).
+        value_function: whether the policy needs value estimates (``vf_preds``); behaviour cloning does not.
 
     Returns:
         The model, on torch's default device (the policy moves it to its own).
@@ -297,11 +308,8 @@ def build_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int,
     """
     cls = config.model_class()
     if cls is not None:
-        try:
-            return cls(obs_space, action_space, num_outputs, config.model_dump())
-        except Exception as exc:  # whatever a user's constructor raises
-            raise ConfigError(
-                f"model.custom_model {cls.__qualname__} cannot be built as "
-                f"{cls.__name__}(obs_space, action_space, num_outputs, model_config): {type(exc).__name__}: {exc}"
-            ) from exc
-    return ActorCriticModel(obs_space, num_outputs, config, gaussian=isinstance(action_space, gym.spaces.Box))
+        from corral.core.learning.catalog.custom_model import build_custom_model  # it builds on this module
+
+        return build_custom_model(cls, obs_space, action_space, num_outputs, config, value_function)
+    box = isinstance(action_space, gym.spaces.Box)
+    return ActorCriticModel(obs_space, num_outputs, config, gaussian=box, value_function=value_function)

@@ -13,6 +13,7 @@ saved with ``np.savez`` and loaded with ``allow_pickle=False``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -44,11 +45,19 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
 
 
 def _check_float(name: str, value: Any, minimum: float, strict: bool = False) -> float:
-    ok = isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and np.isfinite(value)
+    ok = isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and _finite(value)
     if not ok or value < minimum or (strict and value == minimum):
         bound = f"> {minimum}" if strict else f">= {minimum}"
         raise ConfigError(f"{name} must be a finite number {bound}, got {value!r}")
     return float(value)
+
+
+def _finite(value: float | np.number) -> bool:
+    """Whether a number is finite; a Python int too large for numpy, or for a float, counts as not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 class ReplayBuffer:

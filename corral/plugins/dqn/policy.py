@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from corral.core import QModel, SampleBatch
+from corral.core import SampleBatch, build_q_model
 from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.plugins.dqn.config import DQNConfig
 
@@ -21,14 +21,10 @@ class DQNPolicy(OffPolicyPolicy):
     thread_safe_learning = True
 
     def make_model(self) -> nn.Module:
-        """Q-values for every action, dueling if configured."""
-        return QModel(
-            self.model_observation_space,
-            int(cast(gym.spaces.Discrete, self.action_space).n),
-            self.config.model,
-            dueling=self.config.dueling,
-            hiddens=self.config.hiddens,
-        )
+        """Q-values for every action, dueling if configured; a custom_model is the network under the Q head."""
+        cfg = self.config
+        actions = cast(gym.spaces.Discrete, self.action_space)
+        return build_q_model(self.model_observation_space, actions, cfg.model, dueling=cfg.dueling, hiddens=cfg.hiddens)
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
         """One gradient step on a replayed minibatch; returns stats and per-row TD errors."""

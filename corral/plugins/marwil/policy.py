@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from corral.core import ActorCriticModel, Policy, SampleBatch, add_gae, restored_float, to_floats
+from corral.core import Policy, SampleBatch, add_gae, build_model, restored_float, to_floats
 from corral.plugins.marwil.config import MARWILConfig
 
 _MAX_EXPONENT = 20.0
@@ -94,9 +93,6 @@ class BCPolicy(MARWILPolicy):
     required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS,)
 
     def make_model(self) -> nn.Module:
-        """The catalog's model without its value head (a custom model is built as configured)."""
-        config = self.config.model
-        if config.model_class() is not None:
-            return super().make_model()
-        box = isinstance(self.action_adapter.policy_space, gym.spaces.Box)
-        return ActorCriticModel(self.model_observation_space, self.num_outputs, config, gaussian=box, value_function=False)
+        """The catalog's model, or a plain custom model, without a value head."""
+        space = self.action_adapter.policy_space
+        return build_model(self.model_observation_space, space, self.num_outputs, self.config.model, value_function=False)

@@ -84,6 +84,14 @@ class SACConfig(
 
     def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
         """SAC's own checks on top of the shared ones."""
+        models = {"model": self.model.model_dump(), "policy_model_config": self.policy_model_config}
+        named = [name for name, model in {**models, "q_model_config": self.q_model_config}.items() if model.get("custom_model")]
+        if named:
+            raise ConfigError(
+                f"{named[0]}.custom_model: SAC builds its squashed-Gaussian actor and twin Q critics itself, and a custom "
+                "model cannot stand for them yet; shape them with fcnet_hiddens and fcnet_activation (in "
+                "policy_model_config and q_model_config), or use custom_model with PPO, A2C, IMPALA, MARWIL, BC or DQN"
+            )
         super().validate()
         if self.lr_schedule is not None:
             raise ConfigError("SAC does not use lr_schedule; set actor_lr, critic_lr and alpha_lr")

@@ -1,0 +1,221 @@
+"""A user's ``custom_model`` class, built and made into a corral model.
+
+Two kinds of class are taken:
+
+- a :class:`~corral.core.learning.models.Model` (or any module with
+  ``forward_inference``/``forward_exploration``/``forward_train`` returning
+  dicts): the whole network, whose outputs the policy reads as they are;
+- a plain ``torch.nn.Module`` with ``forward(obs) -> tensor``: its output is
+  the action-distribution inputs (logits; a Box's means and log standard
+  deviations), and an actor-critic policy gets a separate value network beside
+  it, built as the catalog's (``fcnet_hiddens``, ``conv_filters``, ...). DQN reads
+  it as the network under its Q head (see :func:`build_q_model`).
+
+Either is constructed with RLlib's arguments,
+``Class(obs_space, action_space, num_outputs, model_config, name, **custom_model_config)``,
+or, where the constructor does not take those, corral's
+``Class(obs_space, action_space, num_outputs, model_config)``. The module reads
+observations as the policy preprocesses them: one flat float vector per row
+(Discrete one-hot, Dict and Tuple flattened), or channels-last images.
+
+RLlib's ModelV2 (``forward(input_dict, state, seq_lens)``, ``value_function()``)
+is not taken yet; it is refused with a message saying so.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from corral.core.contracts.config import ModelConfig
+from corral.core.learning.models import Model, QModel, _init, build_encoder
+from corral.core.sampling.sample_batch import SampleBatch
+from corral.errors import ConfigError
+
+MODEL_NAME = "model"
+"""the ``name`` RLlib's constructor signature is given"""
+RLLIB_ARGUMENTS = "(obs_space, action_space, num_outputs, model_config, name, **custom_model_config)"
+CORRAL_ARGUMENTS = "(obs_space, action_space, num_outputs, model_config)"
+
+_FORWARDS = ("forward_inference", "forward_exploration", "forward_train")
+
+
+def is_whole_model(cls: type) -> bool:
+    """Whether a custom model class writes corral's model contract (the three forwards), not only ``forward``."""
+    return all(callable(getattr(cls, name, None)) for name in _FORWARDS)
+
+
+def construct(cls: type, obs_space: gym.Space, action_space: gym.Space, num_outputs: int, config: ModelConfig) -> nn.Module:
+    """Call a custom model's constructor with RLlib's arguments, or else with corral's.
+
+    Args:
+        cls: the ``custom_model`` class.
+        obs_space: the observations' space, as the policy's model sees them.
+        action_space: the space the policy acts in.
+        num_outputs: the width of the output the model is built for.
+        config: the model config; passed as a dict (``model_config``), whose ``custom_model_config``
+            RLlib's signature also gets as keyword arguments.
+
+    Returns:
+        The module.
+
+    Raises:
+        ConfigError: the constructor takes neither form, or it raised.
+    """
+    model_config = config.model_dump()
+    rllib_args: tuple[tuple[Any, ...], dict[str, Any]] = (
+        (obs_space, action_space, num_outputs, model_config, MODEL_NAME),
+        dict(config.custom_model_config),
+    )
+    corral_args: tuple[tuple[Any, ...], dict[str, Any]] = ((obs_space, action_space, num_outputs, model_config), {})
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):  # a class whose signature cannot be read: RLlib's call
+        signature = None
+    forms = ((rllib_args, f"RLlib's arguments {RLLIB_ARGUMENTS}"), (corral_args, f"corral's {CORRAL_ARGUMENTS}"))
+    for (args, kwargs), form in forms:
+        if signature is not None:
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError:
+                continue
+        try:
+            module = cls(*args, **kwargs)
+        except Exception as exc:  # whatever a user's constructor raises
+            raise ConfigError(
+                f"model.custom_model {cls.__qualname__}, built with {form}, raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(module, nn.Module):
+            raise ConfigError(f"model.custom_model {cls.__qualname__} built a {type(module).__name__}, not a torch.nn.Module")
+        return module
+    parameters = ", ".join(signature.parameters) if signature else "..."
+    raise ConfigError(
+        f"model.custom_model {cls.__qualname__}({parameters}) takes neither RLlib's arguments {RLLIB_ARGUMENTS} "
+        f"nor corral's {CORRAL_ARGUMENTS}"
+    )
+
+
+def check_plain_forward(module: nn.Module) -> None:
+    """Refuse RLlib's ModelV2, whose ``forward(input_dict, state, seq_lens)`` a plain module's call cannot feed.
+
+    Raises:
+        ConfigError: the module's ``forward`` takes more than the observations, or it has ``value_function``.
+    """
+    try:
+        parameters = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):  # a forward whose signature cannot be read: the probe batch checks it
+        return
+    required = [p for p in parameters if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(required) > 1 or callable(getattr(module, "value_function", None)):
+        raise ConfigError(
+            f"model.custom_model {type(module).__qualname__} looks like RLlib's ModelV2 (forward(input_dict, state, "
+            "seq_lens), value_function()), which corral does not take yet. Write forward(obs) returning the "
+            "action-distribution inputs (corral adds a value network), or subclass corral.core.Model and return "
+            "{'action_dist_inputs': ..., 'vf_preds': ...} from _forward(obs)"
+        )
+
+
+class ModuleModel(Model):
+    """A plain ``nn.Module`` as a corral model: its output is ``action_dist_inputs``; a separate value network.
+
+    Args:
+        module: the user's module, ``forward(obs) -> [B, num_outputs]``.
+        obs_space: the observations' space (the value network reads the same observations).
+        config: the model config the value network is built from (as the catalog's encoder).
+        value_function: whether the policy needs value estimates (``vf_preds``).
+    """
+
+    def __init__(self, module: nn.Module, obs_space: gym.Space, config: ModelConfig, value_function: bool = True) -> None:
+        super().__init__()
+        self.module = module
+        self.vf_encoder: nn.Module | None = None
+        self.vf_head: nn.Module | None = None
+        if value_function:
+            self.vf_encoder, features = build_encoder(obs_space, config)
+            self.vf_head = _init(nn.Linear(features, 1), 1.0)
+
+    def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = {SampleBatch.ACTION_DIST_INPUTS: self.module(obs)}
+        if self.vf_encoder is not None and self.vf_head is not None:
+            out[SampleBatch.VF_PREDS] = self.vf_head(self.vf_encoder(obs)).squeeze(-1)
+        return out
+
+
+def build_custom_model(
+    cls: type,
+    obs_space: gym.Space,
+    action_space: gym.Space,
+    num_outputs: int,
+    config: ModelConfig,
+    value_function: bool = True,
+) -> nn.Module:
+    """The policy's network from a ``custom_model`` class: the class's own model, or a plain module wrapped.
+
+    Args:
+        cls: the ``custom_model`` class (a ``torch.nn.Module`` subclass).
+        obs_space: the observations' space, as the model sees them.
+        action_space: the space the policy acts in.
+        num_outputs: the width of ``action_dist_inputs`` the action distribution needs.
+        config: the model config.
+        value_function: whether the policy needs value estimates: a plain module then gets a value network.
+
+    Returns:
+        A module with corral's three forwards.
+
+    Raises:
+        ConfigError: the class cannot be built (see :func:`construct`), is RLlib's ModelV2, or a plain
+            module is asked to share its layers with the value function (``vf_share_layers``).
+    """
+    module = construct(cls, obs_space, action_space, num_outputs, config)
+    if is_whole_model(cls):
+        return module
+    check_plain_forward(module)
+    if value_function and config.vf_share_layers:
+        raise ConfigError(
+            f"model.vf_share_layers=True asks the value head to read the policy's hidden layers, but the plain module "
+            f"{cls.__qualname__} gives only its outputs; set vf_share_layers=False (corral adds a separate value "
+            "network), or subclass corral.core.Model and return 'vf_preds' too"
+        )
+    return ModuleModel(module, obs_space, config, value_function)
+
+
+def build_q_model(
+    obs_space: gym.Space, action_space: gym.spaces.Discrete, config: ModelConfig, dueling: bool, hiddens: Sequence[int]
+) -> nn.Module:
+    """DQN's Q-network: the catalog's, or one built on the ``custom_model``.
+
+    A whole model (see :func:`is_whole_model`) is the Q-network as it is: its
+    ``action_dist_inputs`` are the Q-values, one per action. A plain module is,
+    as in RLlib, the network under DQN's Q head (``hiddens``, ``dueling``): it is
+    built with ``num_outputs`` features, ``([256] + fcnet_hiddens)[-1]`` with a
+    Q head's hidden layers and the number of actions without.
+
+    Args:
+        obs_space: the observations' space, as the model sees them.
+        action_space: the Discrete actions.
+        config: the model config.
+        dueling: whether the Q head has separate advantage and value streams.
+        hiddens: the Q head's hidden layers.
+
+    Returns:
+        The Q-network.
+
+    Raises:
+        ConfigError: the custom model cannot be built (see :func:`construct`), or is RLlib's ModelV2.
+    """
+    num_actions = int(action_space.n)
+    cls = config.model_class()
+    if cls is not None and is_whole_model(cls):
+        return construct(cls, obs_space, action_space, num_actions, config)
+    body = None
+    if cls is not None:
+        width = [256, *config.fcnet_hiddens][-1] if hiddens else num_actions
+        module = construct(cls, obs_space, action_space, width, config)
+        check_plain_forward(module)
+        body = (module, width)
+    return QModel(obs_space, num_actions, config, dueling=dueling, hiddens=hiddens, body=body)

@@ -1,0 +1,229 @@
+"""RLlib's config calls and names of every 2.x era: answered for what they mean, never a crash or a silent no-op.
+
+Experimental flags and API-stack switches are said at INFO where they ask for
+what corral does and in a warning where corral lacks what they ask for (an
+error where going on would change what is learned); ``is_multi_agent`` reads
+as RLlib's method and as its property; a base ``AlgorithmConfig`` with
+``algo_class`` builds that algorithm; a config object is an ``evaluation_config``;
+RLlib's model keys for nets corral does not have yet say so.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+
+import pytest
+from torch import nn
+
+import corral
+from corral import AlgorithmConfig, ConfigError
+from corral.plugins.dqn import DQNConfig
+from corral.plugins.ppo import PPO, PPOConfig
+from tests.conftest import SMALL_PPO
+
+# (flag, a value asking for what corral does, another value, whether that other value is refused)
+FLAGS = [
+    ("_enable_new_api_stack", False, True, False),
+    ("_enable_rl_module_api", False, True, False),
+    ("_enable_learner_api", False, True, False),
+    ("enable_rl_module_and_learner", False, True, False),
+    ("enable_env_runner_and_connector_v2", False, True, False),
+    ("_disable_execution_plan_api", True, False, False),
+    ("_disable_preprocessor_api", False, True, False),
+    ("_disable_action_flattening", True, None, False),
+    ("_disable_initialize_loss_from_dummy_batch", True, None, False),
+    ("_tf_policy_handles_more_than_one_loss", True, None, False),
+    ("_validate_config", True, False, False),
+    ("_use_msgpack_checkpoints", True, None, False),
+    ("_torch_grad_scaler_class", None, nn.Module, False),
+    ("_torch_lr_scheduler_classes", None, [nn.Module], True),
+    ("num_learner_workers", 0, 2, False),
+    ("num_learners", 0, 1, False),
+]
+
+
+def records(caplog: pytest.LogCaptureFixture, level: int, key: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == level and r.getMessage().startswith(f"{key}=")]
+
+
+@pytest.mark.parametrize(("key", "corral_value", "other", "refused"), FLAGS, ids=[f[0] for f in FLAGS])
+def test_rllib_s_experimental_flags_are_answered_for_what_they_mean(
+    key: str, corral_value: object, other: object, refused: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="corral"):
+        config = PPOConfig().update_from_dict({key: corral_value, "lr": 0.01})
+    assert records(caplog, logging.INFO, key) and not records(caplog, logging.WARNING, key)
+    assert config.lr == 0.01 and key not in config.to_dict(), "a flag is answered, never stored"
+    if other is None:  # every value asks for what corral does
+        return
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="corral"):
+        if refused:
+            with pytest.raises(ConfigError, match=key):
+                PPOConfig().update_from_dict({key: other})
+            return
+        PPOConfig().update_from_dict({key: other})
+    (warning,) = records(caplog, logging.WARNING, key)
+    assert warning.startswith(f"{key}={other!r}: ") and "corral" in warning, "it says what corral does"
+
+
+def test_the_new_api_stack_is_said_to_be_missing_and_what_corral_does_instead(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="corral"):
+        PPOConfig().experimental(_enable_new_api_stack=True)
+    (warning,) = records(caplog, logging.WARNING, "_enable_new_api_stack")
+    assert "new API stack (RLModule and Learner classes) is not in corral yet" in warning
+    assert "corral trains this config with its own policies and models" in warning
+
+
+def test_each_era_s_way_of_setting_the_flags_is_taken(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="corral"):
+        config = (
+            PPOConfig()
+            .experimental(_disable_execution_plan_api=True, _disable_preprocessor_api=False)  # Ray 2.0-2.9
+            .rl_module(_enable_rl_module_api=False)  # Ray 2.5
+            .training(_enable_learner_api=False, lr=0.02)  # Ray 2.5
+            .api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)  # Ray 2.10 on
+            .resources(num_learner_workers=0)
+        )
+        config._enable_new_api_stack = False  # Ray 2.7's attribute
+    said = {r.getMessage().split("=")[0] for r in caplog.records if r.levelno == logging.INFO}
+    assert {
+        "_disable_execution_plan_api",
+        "_disable_preprocessor_api",
+        "_enable_rl_module_api",
+        "_enable_learner_api",
+        "enable_rl_module_and_learner",
+        "enable_env_runner_and_connector_v2",
+        "num_learner_workers",
+        "_enable_new_api_stack",
+    } <= said
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert config.lr == 0.02
+
+
+def test_a_tune_grid_over_a_flag_is_taken_as_the_one_run_it_is_in_corral(caplog: pytest.LogCaptureFixture) -> None:
+    # RLlib's own Ray 1.x cartpole-impala.yaml searches over this flag
+    with caplog.at_level(logging.INFO, logger="corral"):
+        config = corral.get_config("IMPALA").update_from_dict({"_disable_execution_plan_api": {"grid_search": [True, False]}})
+    assert not config.search_space
+    assert any("trains the same in corral" in r.getMessage() for r in caplog.records)
+
+
+def test_a_flag_given_what_rllib_never_takes_is_refused() -> None:
+    with pytest.raises(ConfigError, match="_enable_new_api_stack takes True or False, not 'yes'"):
+        PPOConfig().update_from_dict({"_enable_new_api_stack": "yes"})
+    with pytest.raises(ConfigError, match=r"num_learners takes a count \(an integer >= 0\), not -1"):
+        PPOConfig().update_from_dict({"num_learners": -1})
+    with pytest.raises(ConfigError, match=r"experimental\(\) takes no option '_fake_gpus'; RLlib's takes"):
+        PPOConfig().experimental(_fake_gpus=True)  # RLlib sets it with resources()
+    with pytest.raises(ConfigError, match=r"rl_module\(rl_module_spec=\.\.\.\): RLlib's RLModules are not in corral yet"):
+        PPOConfig().rl_module(rl_module_spec=object())
+
+
+def test_is_multi_agent_reads_as_rllib_s_method_and_as_its_property() -> None:
+    single = PPOConfig()
+    multi = PPOConfig().multi_agent(policies={"a", "b"}, policy_mapping_fn=lambda agent_id, *args, **kwargs: "a")
+    assert single.is_multi_agent() is False and multi.is_multi_agent() is True  # older Ray 2.x: a method
+    assert not single.is_multi_agent and multi.is_multi_agent  # later: a property
+    assert single.is_multi_agent == False and multi.is_multi_agent == True  # noqa: E712  (as a bool compares)
+
+
+def test_a_base_config_with_algo_class_builds_that_algorithm_on_its_defaults(caplog: pytest.LogCaptureFixture) -> None:
+    config = AlgorithmConfig(algo_class=PPO).environment("CartPole-v1").training(lr=0.01, train_batch_size=256).debugging(seed=0)
+    with caplog.at_level(logging.INFO, logger="corral"):
+        algo = config.build()
+    try:
+        assert isinstance(algo, PPO) and isinstance(algo.config, PPOConfig)
+        assert algo.config.lr == 0.01 and algo.config.train_batch_size == 256
+        assert algo.config.clip_param == PPOConfig().clip_param, "PPO's own options keep PPO's defaults"
+        assert algo.train()["training_iteration"] == 1
+    finally:
+        algo.stop()
+    assert any("applied to PPOConfig's defaults" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ConfigError, match="PPO needs a PPOConfig, got DQNConfig"):
+        PPO(config=DQNConfig().environment("CartPole-v1"))
+
+
+def test_a_config_object_as_evaluation_config_is_taken_as_rllib_takes_it() -> None:
+    config = PPOConfig().environment("CartPole-v1").training(**SMALL_PPO).debugging(seed=0)
+    fresh = PPOConfig().exploration(explore=False).environment(env_config={})
+    config.evaluation(evaluation_interval=1, evaluation_duration=2, evaluation_config=fresh)
+    assert config.evaluation_config == {"explore": False, "env_config": {}}
+    evaluation = config.get_evaluation_config()
+    assert evaluation.explore is False and evaluation.env == "CartPole-v1", "a fresh object's defaults keep the training env"
+    copied = config.copy().exploration(explore=True)  # RLlib's other way: the training config, changed
+    config.evaluation(evaluation_config=copied)
+    assert config.get_evaluation_config().explore is True
+    algo = config.build()
+    try:
+        assert algo.train()["evaluation"]["episodes_this_iter"] >= 2
+    finally:
+        algo.stop()
+
+
+def test_enable_tf1_exec_eagerly_is_a_tensorflow_option_like_the_others(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="corral"):
+        PPOConfig().env_runners(enable_tf1_exec_eagerly=True)
+        PPOConfig().update_from_dict({"enable_tf1_exec_eagerly": False})
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings.count("enable_tf1_exec_eagerly is a TensorFlow option; corral runs on torch and ignores it") == 2
+
+
+@pytest.mark.parametrize("key", ["use_lstm", "use_attention"])
+def test_a_recurrent_model_is_said_to_be_not_available_yet(key: str) -> None:
+    with pytest.raises(ConfigError, match=rf"model\.{key}=True: .* models are not available in corral yet") as info:
+        PPOConfig().training(model={key: True, "fcnet_hiddens": [32]})
+    assert "no key" not in str(info.value)
+
+
+def test_rllib_s_settings_of_nets_this_config_does_not_ask_for_are_ignored_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    model = {"use_lstm": False, "max_seq_len": 20, "lstm_cell_size": 256, "use_attention": False, "post_fcnet_hiddens": []}
+    with caplog.at_level(logging.INFO, logger="corral"):
+        config = PPOConfig().training(model={**model, "post_fcnet_activation": "relu", "fcnet_hiddens": [32]})
+    assert config.model.fcnet_hiddens == [32] and "use_lstm" not in config.to_dict()["model"]
+    assert sum("ignored" in r.getMessage() for r in caplog.records) == len(model) + 1
+
+
+def test_post_fcnet_hiddens_says_what_to_do_instead_of_a_misleading_suggestion() -> None:
+    with pytest.raises(ConfigError, match="append them to fcnet_hiddens") as info:
+        PPOConfig().training(model={"post_fcnet_hiddens": [64]})
+    assert "Did you mean" not in str(info.value)
+
+
+@pytest.mark.parametrize("key", [1, (1, 2), 2.5, None])
+def test_a_key_that_is_no_string_is_a_config_error_naming_it(key: object) -> None:
+    for apply in (
+        lambda config: config.update_from_dict({key: 0.0}),
+        lambda config: config.training(**{"model": {key: 1}}),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(repr(key))):
+            apply(PPOConfig())
+
+
+def test_did_you_mean_takes_any_word() -> None:
+    assert corral.errors.did_you_mean(1, ["lr"]) == ""
+    assert corral.errors.did_you_mean("gama", ["gamma"]) == " Did you mean 'gamma'?"
+
+
+def nested(depth: int) -> object:
+    value: object = "corral.core.contracts.callbacks:Callbacks"
+    for _ in range(depth):
+        value = {"callbacks": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"framework": nested(sys.getrecursionlimit() + 10)},
+        {"_enable_new_api_stack": nested(sys.getrecursionlimit() + 10)},
+        {"no_done_at_end": nested(sys.getrecursionlimit() + 10)},
+        {"policies": {"p": corral.PolicySpec(config={"framework": nested(sys.getrecursionlimit() + 10)})}},
+    ],
+    ids=["framework", "flag", "behaviour", "policy_framework"],
+)
+def test_a_value_nested_deeper_than_python_s_recursion_limit_is_a_config_error_naming_its_key(values: dict) -> None:
+    with pytest.raises(ConfigError, match=r"(framework|_enable_new_api_stack|no_done_at_end)"):
+        PPOConfig().environment("CartPole-v1").update_from_dict(values).validate()
