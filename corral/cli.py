@@ -27,7 +27,7 @@ from corral.cli_stop import (
     goal_key,
     stop_reason,
 )
-from corral.core.contracts.results import finite_number, result_value
+from corral.core.results import finite_number, result_value
 from corral.errors import CheckpointError, ConfigError, CorralError, did_you_mean
 
 

@@ -11,7 +11,7 @@ import logging
 import sys
 from typing import Any
 
-from corral.core.contracts.results import EVALUATION_KEY, finite_number, result_value
+from corral.core.results import EVALUATION_KEY, finite_number, result_value
 
 
 def learns_from_data_only(config: Any) -> bool:

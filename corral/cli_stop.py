@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from corral.core.contracts.results import EVALUATION_KEY, PERF_KEY, RESULT_KEYS, corral_result_key, finite_number, result_value
+from corral.core.results import EVALUATION_KEY, PERF_KEY, RESULT_KEYS, corral_result_key, finite_number, result_value
 from corral.errors import ConfigError, did_you_mean
 
 BUDGET_KEYS = (

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from corral.core.contracts.results import finite_number
+from corral.core.results import finite_number
 from corral.errors import ConfigError
 
 VIZ_EXTRA = "pip install 'corral[viz]'"

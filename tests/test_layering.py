@@ -132,7 +132,6 @@ def test_every_module_that_moved_stays_importable_under_its_old_path() -> None:
         "postprocessing",
         "remote_env_runner",
         "replay_buffers",
-        "results",
         "safe_loading",
         "sample_batch",
         "schedules",

@@ -21,7 +21,7 @@ import pytest
 
 import corral
 from corral.cli import _experiments_from_file
-from corral.core.contracts.results import result_value
+from corral.core.results import result_value
 
 EXAMPLES = sorted((Path(corral.__file__).parent / "tuned_examples").glob("*.yaml"))
 

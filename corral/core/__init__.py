@@ -9,8 +9,11 @@ Five rooms, each with one job (its ``__init__`` says which):
 - ``learning``: models, distributions, targets, replay and the off-policy base;
 - ``persistence``: checkpoints, safe loading and result files.
 
-``seeding`` (every generator derived from one seed) and ``memory`` (sizes
-checked before allocation) serve all five. This module re-exports the public
+Beside them, modules that serve all five and import none: ``seeding`` (every
+generator derived from one seed), ``results`` (the keys and numbers of a
+result), and what the machine gives a run: ``memory`` (sizes checked before
+allocation), ``threads`` (torch's thread count) and ``devices`` (where
+policies compute). This module re-exports the public
 names, resolved on first access so that importing the registry or the errors
 (``corral list``) does not import torch; modules that moved into the rooms stay
 importable under their old paths (``corral.core.policy``), which checkpoints
@@ -182,7 +185,7 @@ __getattr__, __dir__ = lazy_exports("corral.core", globals(), _EXPORTS)
 
 # The modules of the flat core (corral 0.1, and main until the split), by the room each moved into.
 _FLAT_CORE_ROOMS = {
-    "contracts": ("algorithm", "config", "actor_critic", "policy", "callbacks", "hookspecs", "exploration", "results"),
+    "contracts": ("algorithm", "config", "actor_critic", "policy", "callbacks", "hookspecs", "exploration"),
     "environments": ("envs", "env_state", "spaces"),
     "sampling": ("env_runner", "env_runner_group", "remote_env_runner", "async_sampling", "filters", "sample_batch", "metrics"),
     "learning": ("models", "distributions", "postprocessing", "vtrace_targets", "replay_buffers", "sum_tree", "off_policy",

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, cast
 import annotated_types
 import numpy as np
 
-from corral.core.contracts.results import RESULT_KEY_TYPES
 from corral.core.persistence import checkpoints
+from corral.core.results import RESULT_KEY_TYPES
 from corral.errors import CheckpointError, ConfigError
 from corral.registry import get_algorithm, get_config
 from corral.testing.envs import TOY_ENVS

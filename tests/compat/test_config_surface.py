@@ -80,7 +80,7 @@ def test_the_cli_takes_rllib_s_framework_flags(run_cli: Any) -> None:
     ],
 )
 def test_rllib_s_result_keys_of_every_2x_layout_name_corral_s(rllib_key: str, corral_key: str) -> None:
-    from corral.core.contracts.results import corral_result_key
+    from corral.core.results import corral_result_key
 
     assert corral_result_key(rllib_key) == corral_key
 

@@ -22,7 +22,7 @@ import yaml
 
 import corral
 from corral.cli import _experiments_from_file
-from corral.core.contracts.results import corral_result_key
+from corral.core.results import corral_result_key
 
 DATA = Path(__file__).parent.parent / "data"
 FILES = sorted((DATA / "rllib_tuned").glob("*.yaml"))

@@ -31,13 +31,12 @@ from corral.core.contracts.config import LEGACY_KEYS, NOOP_LOGGERS, AlgorithmCon
 from corral.core.contracts.multi_agent_config import policy_config
 from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.contracts.policy_spec import PolicySpec
-from corral.core.contracts.results import corral_result_key, finite_number, result_value
 from corral.core.contracts.rllib_compat import as_config_of
+from corral.core.devices import check_learner_device, restorable_here
 from corral.core.environments.envs import env_name
 from corral.core.environments.spaces import space_to_json
 from corral.core.environments.task_settable_env import task_settable
 from corral.core.estimation.offline_evaluation import build_off_policy_evaluation
-from corral.core.learning.devices import check_learner_device, restorable_here
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence import by_value, checkpoints
 from corral.core.persistence.checkpoints import restored_count, restored_float
@@ -52,6 +51,7 @@ from corral.core.persistence.loggers import (
 from corral.core.persistence.policy_export import export_policy_model
 from corral.core.persistence.safe_loading import check_config_references, check_outside
 from corral.core.persistence.space_codec import decode_space, encode_space
+from corral.core.results import corral_result_key, finite_number, result_value
 from corral.core.sampling.env_runner import evaluation_span
 from corral.core.sampling.env_runner_group import EnvRunnerGroup, EvaluationRound
 from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes

@@ -21,9 +21,9 @@ from torch import nn
 from corral.core.contracts.actor_critic import GAEConfig
 from corral.core.contracts.config import OPTIMIZERS, SCHEDULES, AlgorithmConfig
 from corral.core.contracts.exploration import make_exploration
+from corral.core.devices import policies_on, policy_device
 from corral.core.environments.spaces import ActionAdapter, ObservationCheck, ObservationPreprocessor
 from corral.core.learning.action_masking import LEGAL_ACTIONS, ActionMaskedModel, MaskedObservationPreprocessor
-from corral.core.learning.devices import policies_on, policy_device
 from corral.core.learning.distributions import ActionDistribution, distribution_for
 from corral.core.learning.fused_adam import FUSED_ADAM_OPTIONS, FusedAdam, Optimizer, fused_adam_runs
 from corral.core.learning.models import Model, build_model, torch_dtype
@@ -80,7 +80,7 @@ class Policy:
         self.config = config
         self.device = policy_device(config)
         """where the policy's networks and tensors live: the learner's device (``num_gpus``), or a remote env
-        runner's own (``num_gpus_per_env_runner``); see :mod:`corral.core.learning.devices`"""
+        runner's own (``num_gpus_per_env_runner``); see :mod:`corral.core.devices`"""
         self.action_mask = MaskedObservationPreprocessor.detect(observation_space, action_space, config.action_mask_key)
         """the preprocessor of a masked observation space (a Dict holding ``config.action_mask_key``), else None"""
         self.preprocessor = self.action_mask or ObservationPreprocessor(observation_space)

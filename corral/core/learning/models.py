@@ -29,6 +29,9 @@ _SIGMOID_TANH_MIN_ELEMENTS = 4096
 """from this size on, :class:`Tanh` goes through sigmoid (measured crossover on CPU: about 3,000 elements)"""
 
 
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)  # torch 2.3 and later have it
+
+
 class Tanh(nn.Module):
     """tanh, computed on large CPU inputs as ``2 * sigmoid(2x) - 1``: the same function, about 3x faster.
 
@@ -37,12 +40,14 @@ class Tanh(nn.Module):
     512 x 64 minibatch that is 77 us against 20 us a layer, a tenth of a PPO
     update. The identity is exact; in float32 the two differ by at most 2e-7.
     Small inputs (acting on a few rows) and other devices keep ``torch.tanh``,
-    whose fixed cost is lower.
+    whose fixed cost is lower, and so does a graph being compiled or exported
+    (``torch.export``), which would otherwise keep the branch for the example's
+    size alone.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``tanh(x)`` elementwise."""
-        if x.device.type != "cpu" or x.numel() < _SIGMOID_TANH_MIN_ELEMENTS:
+        if x.device.type != "cpu" or _is_compiling() or x.numel() < _SIGMOID_TANH_MIN_ELEMENTS:
             return torch.tanh(x)
         return _SigmoidTanh.apply(x)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from corral.core.contracts.results import finite_number
+from corral.core.results import finite_number
 
 
 def default_storage_path(storage_path: str | None) -> Path:

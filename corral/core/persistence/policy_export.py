@@ -28,7 +28,7 @@ import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -38,7 +38,6 @@ from torch.nn import functional as F
 
 from corral._version import __version__
 from corral.core.environments.spaces import is_image_space, space_to_json
-from corral.core.learning.models import Tanh
 from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
@@ -51,7 +50,6 @@ ONNX_FILE = "model.onnx"
 DESCRIPTION_FILE = "model.json"
 ONNX_OPSETS = range(9, 21)
 """the ONNX opsets torch's TorchScript-based exporter writes (up to 20 in torch 2.13)"""
-ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 def observation_leaves(space: gym.Space, name: str = SampleBatch.OBS) -> list[tuple[str, gym.Space]]:
@@ -123,7 +121,7 @@ class InferencePath(nn.Module):
         self._model_indexes = [self.input_names.index(name) for name, _ in model_leaves]
         self._image = is_image_space(model_space)  # an image alone is the model's input as it is
         self._leaves = [_leaf_encoding(leaf) for _, leaf in model_leaves]
-        self.model = _with_plain_tanh(copy.deepcopy(policy.model).to("cpu").eval().requires_grad_(False))
+        self.model = copy.deepcopy(policy.model).to("cpu").eval().requires_grad_(False)
         self.dist_class = policy.dist_class
         obs_filter = policy.observation_filter
         self._filter_clip = None if obs_filter is None else float(obs_filter.clip)
@@ -173,16 +171,6 @@ class InferencePath(nn.Module):
         if self._env_shape is not None:
             actions = actions.reshape(actions.shape[0], *self._env_shape)
         return actions + self._start if self._start else actions
-
-
-def _with_plain_tanh(model: ModuleT) -> ModuleT:
-    """``model`` with each of corral's :class:`Tanh` layers as ``torch.nn.Tanh``: the same function, and no branch
-    on the batch's size that an exported graph would keep for the example's size only."""
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if isinstance(child, Tanh):
-                setattr(module, name, nn.Tanh())
-    return model
 
 
 def _leaf_encoding(space: gym.Space) -> list[tuple[int, int]] | None:

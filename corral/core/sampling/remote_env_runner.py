@@ -55,8 +55,8 @@ class EnvRunnerActor:
         env_creators: dict[str, Any] | None = None,
     ) -> None:
         from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
+        from corral.core.devices import env_runner_device
         from corral.core.environments.envs import register_env
-        from corral.core.learning.devices import env_runner_device
         from corral.core.learning.policy_map import PolicyMap
         from corral.core.sampling.multi_agent_env_runner import make_env_runner
         from corral.core.threads import TorchThreads
@@ -206,8 +206,8 @@ def start_env_runner(config: AlgorithmConfig, policy_builds: dict[str, PolicyBui
         worker_index: the runner's index, from 1.
         stream: ``"sampling"`` or ``"evaluation"``: with ``worker_index``, where its generators derive from.
     """
+    from corral.core.devices import ray_gpus
     from corral.core.environments.envs import registered_creators
-    from corral.core.learning.devices import ray_gpus
 
     ray = ensure_ray()
     actor_class = ray.remote(
