@@ -100,7 +100,10 @@ EXPERIMENTAL_FLAGS: dict[str, Flag] = {
         (True,),
         "corral validates every config before it builds, whatever this says",
     ),
-    "_use_msgpack_checkpoints": Flag("corral's checkpoints hold JSON and tensors only, never pickles"),
+    "_use_msgpack_checkpoints": Flag(
+        "corral's checkpoints hold JSON and tensors; what a script defined is kept pickled in config.json and "
+        "unpickled only with trust_code=True"
+    ),
     "_torch_grad_scaler_class": Flag(
         "corral trains in float32 and scales no losses",
         (None,),
