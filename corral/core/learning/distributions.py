@@ -182,11 +182,14 @@ class SquashedGaussian(ActionDistribution):
 
     def rsample_with_logp(self, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised sample and its log-density (with the tanh correction)."""
-        pre_tanh = self.mean + self.std * normal_like(self.mean, generator)
-        return torch.tanh(pre_tanh), self._logp_pre_tanh(pre_tanh)
+        noise = normal_like(self.mean, generator)
+        pre_tanh = self.mean + self.std * noise
+        # the standardised sample is the noise itself: no division by std to differentiate through
+        return torch.tanh(pre_tanh), self._logp_pre_tanh(pre_tanh, noise)
 
-    def _logp_pre_tanh(self, pre_tanh: torch.Tensor) -> torch.Tensor:
-        z = (pre_tanh - self.mean) / self.std
+    def _logp_pre_tanh(self, pre_tanh: torch.Tensor, z: torch.Tensor | None = None) -> torch.Tensor:
+        if z is None:
+            z = (pre_tanh - self.mean) / self.std
         gaussian = -(0.5 * z.pow(2) + self.log_std + 0.5 * math.log(2 * math.pi)).sum(-1)
         # log(1 - tanh(u)^2) written stably as 2 * (log 2 - u - softplus(-2u))
         correction = (2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))).sum(-1)

@@ -26,8 +26,15 @@ class EnsembleLinear(nn.Module):
         for member in self.weight.data:
             nn.init.orthogonal_(member, gain)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Each member's affine map of its own slice of ``x``: one batched matmul for all of them."""
+    def forward(self, x: torch.Tensor, frozen: bool = False) -> torch.Tensor:
+        """Each member's affine map of its own slice of ``x``: one batched matmul for all of them.
+
+        Args:
+            x: ``[k, B, in]`` inputs.
+            frozen: the weights get no gradient from the result (``x`` still does).
+        """
+        if frozen:
+            return torch.baddbmm(self.bias.detach(), x, self.weight.detach())
         return torch.baddbmm(self.bias, x, self.weight)
 
 
@@ -55,23 +62,27 @@ class EnsembleCritic(nn.Module):
         self.out = EnsembleLinear(k, sizes[-1], num_outputs, 1.0)
         self.activation = ACTIVATIONS[config.fcnet_activation]()
 
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor | None = None, frozen: bool = False) -> torch.Tensor:
         """``[k, B, num_outputs]``: every critic's estimate.
 
         Args:
             obs: ``[B, ...]`` preprocessed observations (``[B, features]``, or ``[B, H, W, C]`` images).
             actions: ``[B, action_dim]`` actions, concatenated to the features (Box actions);
                 None for critics built with ``action_dim=0`` (Discrete actions).
+            frozen: the critics' weights get no gradient from the result, the actions still do
+                (SAC's actor reads the critics this way, so its loss moves only the actor).
         """
         if self.encoders is None:
             x = obs.reshape(obs.shape[0], -1).expand(self.k, -1, -1)
         else:
             x = torch.stack([encoder(obs) for encoder in self.encoders])
+            if frozen:  # the features do not depend on the actions: no gradient is lost
+                x = x.detach()
         if actions is not None:
             x = torch.cat([x, actions.expand(self.k, -1, -1)], dim=-1)
         for layer in self.hidden:
-            x = self.activation(layer(x))
-        return self.out(x)
+            x = self.activation(layer(x, frozen))
+        return self.out(x, frozen)
 
 
 class SACModel(Model):
@@ -108,17 +119,18 @@ class SACModel(Model):
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         return {SampleBatch.ACTION_DIST_INPUTS: self.actor(obs)}
 
-    def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None = None) -> torch.Tensor:
+    def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None = None, frozen: bool = False) -> torch.Tensor:
         """Every critic's estimate: ``[k, B]`` Q(s, a) for Box actions, ``[k, B, n]`` Q(s, .) for Discrete ones.
 
         Args:
             obs: ``[B, ...]`` preprocessed observations.
             actions: ``[B, action_dim]`` actions in the policy's action space; required for
                 Box actions, ignored for Discrete ones (every action's value comes back).
+            frozen: the critics' weights get no gradient from the result (see :class:`EnsembleCritic`).
         """
         if self.discrete:
-            return self.critics(obs)
-        return self.critics(obs, actions).squeeze(-1)
+            return self.critics(obs, frozen=frozen)
+        return self.critics(obs, actions, frozen).squeeze(-1)
 
     def critic_parameters(self) -> list[nn.Parameter]:
         """Parameters of the critics."""

@@ -190,8 +190,7 @@ class SACPolicy(OffPolicyPolicy):
     def _box_actor_loss(self, obs: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's loss through the critics' detached weights, and its entropy estimate -log pi."""
         actions, logp = SquashedGaussian(self.model.actor(obs)).rsample_with_logp(self.torch_rng)
-        # The critics run on detached copies of their weights: the actor's gradient flows through the
+        # The critics run on detached weights: the actor's gradient flows through the
         # reparameterised actions into the actor, while the critics' weights get none from this loss.
-        detached = {name: p.detach() for name, p in self.model.critics.named_parameters()}
-        q = torch.func.functional_call(self.model.critics, detached, (obs, actions)).squeeze(-1).min(dim=0).values
+        q = self.model.q_values(obs, actions, frozen=True).min(dim=0).values
         return (alpha * logp - q).mean(), -logp.mean()
