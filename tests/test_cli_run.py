@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import corral
 from corral import Callbacks
 
 from .conftest import SMALL_PPO
@@ -238,7 +239,7 @@ def test_a_perf_key_stops_the_run_where_results_carry_perf(run_cli) -> None:
 # ---------------------------------------------------------------------- #
 # what each iteration prints
 # ---------------------------------------------------------------------- #
-EXPERT_DATA = Path(__file__).parent / "data" / "offline" / "cartpole_expert.parquet"
+EXPERT_DATA = Path(corral.__file__).parent / "tuned_examples" / "data" / "cartpole_expert.parquet"
 BC = ["train", "--algo", "BC", "--env", "CartPole-v1", "--seed", "0", "--stop", '{"training_iteration": 2}']
 BC_CONFIG = {"input": str(EXPERT_DATA), "train_batch_size": 500, "min_sample_timesteps_per_iteration": 1000}
 

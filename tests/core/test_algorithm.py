@@ -14,6 +14,7 @@ import pytest
 
 import corral
 from corral import AlgorithmConfig, ConfigError
+from corral.plugins.dqn import DQNConfig
 from corral.plugins.ppo import PPO, PPOConfig
 
 from ..conftest import SMALL_PPO
@@ -325,10 +326,21 @@ def test_algorithm_accepts_a_config_dict(ppo_config) -> None:
         partial.stop()
 
 
-def test_algorithm_rejects_a_config_of_another_class() -> None:
-    config = AlgorithmConfig().environment("CartPole-v1")
-    with pytest.raises(ConfigError, match="PPOConfig"):
+def test_algorithm_rejects_a_config_of_another_algorithm() -> None:
+    config = DQNConfig().environment("CartPole-v1")
+    with pytest.raises(ConfigError, match="PPO needs a PPOConfig, got DQNConfig"):
         PPO(config=config)
+
+
+def test_algorithm_takes_a_generic_config_as_its_own_like_rllib() -> None:
+    # RLlib's Algorithm turns a plain AlgorithmConfig() into its default config updated by it.
+    algo = PPO(config=AlgorithmConfig().environment("CartPole-v1").training(gamma=0.9))
+    try:
+        assert type(algo.config) is PPOConfig
+        assert algo.config.gamma == 0.9
+        assert algo.config.clip_param == PPOConfig().clip_param
+    finally:
+        algo.stop()
 
 
 def test_algorithm_rejects_a_bad_config_dict() -> None:
