@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.gpu_mark import pytest_collection_modifyitems, pytest_runtest_call  # noqa: F401  (the gpu mark's hooks)
+from tests import gpu_mark
+from tests.gpu_mark import pytest_runtest_call  # noqa: F401  (the gpu mark's hook)
 
 # A budget small enough that one train() call takes a fraction of a second.
 SMALL_PPO = {"train_batch_size": 256, "minibatch_size": 64, "num_epochs": 1}
@@ -70,6 +71,11 @@ def pytest_configure(config: pytest.Config) -> None:
     set_hypothesis_home_dir(tmp.mktemp("hypothesis"))
     os.environ["HOME"] = str(tmp.mktemp("home"))
     os.environ["CORRAL_RESULTS_DIR"] = str(tmp.mktemp("session_corral_results"))
+    # Each process that starts Ray starts its own instance: with two test workers (pytest -n 2), or a CLI run
+    # beside a module's Ray, ray.init() would otherwise join the other's cluster and die when it shuts down.
+    os.environ["RAY_ADDRESS"] = "local"
+    if hasattr(config, "workerinput"):
+        return  # a pytest-xdist worker: the controller checks what the whole run left behind
     config.stash[_BEFORE] = _user_results()
     config.stash[_REPOSITORY_BEFORE] = _repository_files()
     config.stash[_MAP_FOLDERS_BEFORE] = _policy_map_folders()
@@ -84,7 +90,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """Fail the run if the real ~/corral_results changed while it ran (an entry added, or written and removed),
     if a file of the repository was added or changed (a test wrote into the working folder), or if a policy map
     left its folder of policies on disk behind (a remote runner killed before it cleaned up)."""
-    names, mtime = session.config.stash.get(_BEFORE, (set(), 0))
+    if _BEFORE not in session.config.stash:
+        return  # a pytest-xdist worker
+    names, mtime = session.config.stash[_BEFORE]
     now_names, now_mtime = _user_results()
     if now_names != names or now_mtime != mtime:
         changed = sorted(now_names ^ names) or "an entry written and removed"
@@ -121,6 +129,37 @@ def small_ppo_config(env: str = "CartPole-v1", seed: int | None = 0, **training:
         .training(**{**SMALL_PPO, **training})
         .debugging(seed=seed)
     )
+
+
+RAY_FIXTURES = {"ray_on_two_cpus", "local_ray"}
+"""fixtures that start a Ray instance for a module"""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The gpu mark's checks, and one xdist group for the tests that start Ray.
+
+    With ``pytest -n 2 --dist loadgroup`` (the README's command) they run one after
+    another on one worker, beside the rest: two Ray instances on two cores would starve
+    each other's actors.
+    """
+    gpu_mark.pytest_collection_modifyitems(config, items)
+    for item in items:
+        if RAY_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_ray_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the module that leaves a Ray instance running in this process: the next module's ``ray.init`` would fail.
+
+    corral starts Ray itself for remote env runners and, as RLlib does, leaves it up; a test module that builds
+    such an algorithm uses :func:`ray_on_two_cpus` (or shuts Ray down itself).
+    """
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+        pytest.fail(f"{request.module.__name__} left Ray running; use the ray_on_two_cpus fixture", pytrace=False)
 
 
 @pytest.fixture(scope="module")

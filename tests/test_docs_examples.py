@@ -36,6 +36,9 @@ from pathlib import Path
 
 import pytest
 
+# the blocks of a section build on each other: with pytest -n 2 they all run on one worker, in order
+pytestmark = pytest.mark.xdist_group("docs")
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 DOCUMENTS = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("**/*.md"))]
 

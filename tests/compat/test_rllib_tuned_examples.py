@@ -29,6 +29,7 @@ FILES = sorted((DATA / "rllib_tuned").glob("*.yaml"))
 GRID_FILES = sorted((DATA / "rllib_tuned_grid").glob("*.yaml"))
 
 
+@pytest.mark.usefixtures("ray_on_two_cpus")  # some files ask for remote env runners (num_workers: 2)
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
 def test_an_rllib_tuned_example_builds_unchanged(path: Path) -> None:
     (experiment,) = _experiments_from_file(str(path))
@@ -55,6 +56,7 @@ def test_an_rllib_tuned_example_runs_unchanged_and_reaches_its_stop_reward(run_c
     assert last["timesteps_total"] <= stop["timesteps_total"] + last["num_env_steps_sampled_this_iter"]
 
 
+@pytest.mark.usefixtures("ray_on_two_cpus")
 @pytest.mark.parametrize("path", GRID_FILES, ids=[path.stem for path in GRID_FILES])
 def test_an_rllib_tuned_example_with_tune_grids_loads_and_each_trial_trains(path: Path) -> None:
     ((_, experiment),) = yaml.safe_load(path.read_text()).items()

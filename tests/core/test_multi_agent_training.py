@@ -201,8 +201,9 @@ ALGORITHMS = [
     ("PPO", MultiCartPole, {"train_batch_size": 200, "minibatch_size": 100, "num_epochs": 1}),
     ("A2C", MultiCartPole, {"train_batch_size": 200}),
     ("IMPALA", MultiCartPole, {"train_batch_size": 200}),
-    ("DQN", MultiCartPole, {"learning_starts": 40, "train_batch_size": 32}),
-    ("SAC", MultiPendulum, {"learning_starts": 40, "train_batch_size": 32}),
+    # a few updates an iteration are enough to compare (the defaults sample 1,000 env steps an iteration)
+    ("DQN", MultiCartPole, {"learning_starts": 40, "train_batch_size": 32, "min_sample_timesteps_per_iteration": 100}),
+    ("SAC", MultiPendulum, {"learning_starts": 40, "train_batch_size": 32, "min_sample_timesteps_per_iteration": 100}),
 ]
 
 
@@ -211,7 +212,7 @@ def test_only_the_policies_to_train_learn_and_the_others_stay_bit_identical(name
     config = (
         corral.get_config(name)
         .environment(env, env_config={"num_agents": 2})
-        .training(**training)
+        .update_from_dict(training)
         .env_runners(num_envs_per_env_runner=2)
         .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=by_agent, policies_to_train=["p0"])
         .debugging(seed=0)
@@ -249,7 +250,7 @@ def learning_config(name: str, policy_class: type, threads: int, p0: dict | None
     return (
         corral.get_config(name)
         .environment(env, env_config={"num_agents": 2})
-        .training(**training)
+        .update_from_dict(training)
         .env_runners(num_envs_per_env_runner=2)
         .multi_agent(
             policies={"p0": PolicySpec(policy_class=policy_class, config=p0), "p1": PolicySpec(policy_class=policy_class)},

@@ -7,6 +7,7 @@ function truly lives in that script) and opened here, in another process.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -53,8 +54,10 @@ README_MULTI_AGENT = textwrap.dedent(
 def readme_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("readme")
     (folder / "script.py").write_text(README_MULTI_AGENT, encoding="utf-8")
+    # a module's fixture runs before each test points CORRAL_RESULTS_DIR at its own folder
+    env = {**os.environ, "CORRAL_RESULTS_DIR": str(folder / "corral_results")}
     proc = subprocess.run(
-        [sys.executable, "script.py", str(folder / "ckpt")], capture_output=True, text=True, cwd=folder, timeout=300
+        [sys.executable, "script.py", str(folder / "ckpt")], capture_output=True, text=True, cwd=folder, timeout=300, env=env
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return Path(next(line for line in proc.stdout.splitlines() if line.startswith("CHECKPOINT ")).split(" ", 1)[1])
