@@ -98,13 +98,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         changed = sorted(now_names ^ names) or "an entry written and removed"
         print(f"\nthe tests wrote into {USER_RESULTS}, outside their tmp folders: {changed}", file=sys.stderr)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    before, now = session.config.stash.get(_REPOSITORY_BEFORE, {}), _repository_files()
+    before, now = session.config.stash[_REPOSITORY_BEFORE], _repository_files()
     touched = sorted(path for path, mtime in now.items() if before.get(path) != mtime)
-    if before and touched:
+    if touched:
         print(f"\nthe tests wrote into the repository, outside their tmp folders: {touched[:20]}", file=sys.stderr)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     gc.collect()  # a policy map removes its folder when it is collected
-    left = sorted(_policy_map_folders() - session.config.stash.get(_MAP_FOLDERS_BEFORE, set()))
+    left = sorted(_policy_map_folders() - session.config.stash[_MAP_FOLDERS_BEFORE])
     if left:
         print(f"\npolicy maps left folders in {tempfile.gettempdir()}: {left}", file=sys.stderr)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
