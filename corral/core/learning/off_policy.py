@@ -12,7 +12,7 @@ and target networks as configured.
 from __future__ import annotations
 
 import copy
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -89,14 +89,42 @@ def update_target(target: nn.Module, source: nn.Module, tau: float) -> None:
     Raises:
         ValueError: the two networks have different numbers of parameters or buffers.
     """
+    _move_towards(_TargetTensors.of(target, source), tau)
+
+
+class _TargetTensors(NamedTuple):
+    """A target network's and its online network's parameters and buffers, listed once (listing them costs more
+    than the update itself on small networks)."""
+
+    target: nn.Module
+    online: nn.Module
+    target_params: list[torch.Tensor]
+    online_params: list[torch.Tensor]
+    target_buffers: list[torch.Tensor]
+    online_buffers: list[torch.Tensor]
+
+    @classmethod
+    def of(cls, target: nn.Module, online: nn.Module) -> _TargetTensors:
+        tensors = cls(
+            target, online, *(list(t) for t in (target.parameters(), online.parameters(), target.buffers(), online.buffers()))
+        )
+        if len(tensors.target_params) != len(tensors.online_params) or len(tensors.target_buffers) != len(tensors.online_buffers):
+            raise ValueError(
+                f"a target network and its online network differ in their tensors: {len(tensors.target_params)} and "
+                f"{len(tensors.online_params)} parameters, {len(tensors.target_buffers)} and "
+                f"{len(tensors.online_buffers)} buffers"
+            )
+        return tensors
+
+
+def _move_towards(tensors: _TargetTensors, tau: float) -> None:
     with torch.no_grad():
-        for t, s in zip(target.parameters(), source.parameters(), strict=True):
-            if tau >= 1.0:
-                t.copy_(s)
-            else:
-                t.lerp_(s, tau)
-        for target_buffer, source_buffer in zip(target.buffers(), source.buffers(), strict=True):
-            target_buffer.copy_(source_buffer)
+        if tensors.target_params and tau >= 1.0:
+            torch._foreach_copy_(tensors.target_params, tensors.online_params)
+        elif tensors.target_params:
+            torch._foreach_lerp_(tensors.target_params, tensors.online_params, tau)
+        if tensors.target_buffers:
+            torch._foreach_copy_(tensors.target_buffers, tensors.online_buffers)
 
 
 class OffPolicyPolicy(Policy):
@@ -141,8 +169,13 @@ class OffPolicyPolicy(Policy):
 
     def update_targets(self, tau: float) -> None:
         """Update every target network (``tau=1`` copies)."""
-        for target, online in self.target_pairs():
-            update_target(target, online, tau)
+        pairs = self.target_pairs()
+        cached = self.__dict__.get("_target_tensors", [])
+        # a subclass may swap a network (a policy map restoring one, say): list the tensors again when the pairs change
+        if [(t.target, t.online) for t in cached] != pairs:
+            cached = self.__dict__["_target_tensors"] = [_TargetTensors.of(target, online) for target, online in pairs]
+        for tensors in cached:
+            _move_towards(tensors, tau)
 
     def extra_action_out(
         self, model_out: dict[str, torch.Tensor], dist: ActionDistribution, actions: torch.Tensor
