@@ -102,8 +102,32 @@ def test_a_relative_input_in_an_experiment_file_means_the_working_folder_where_i
     assert here["config"]["input"] == ["rows.parquet", "other.parquet"]
 
 
+def _defaults_case(example: Path) -> tuple[str, str, float, int, int] | None:
+    """The case of ``tests/compat/test_defaults_learn.py`` that trains exactly what ``example`` asks, if one does."""
+    from tests.compat.test_defaults_learn import CASES
+
+    (experiment,) = _experiments_from_file(str(example))
+    (key,) = set(experiment["stop"]) - {"timesteps_total"}
+    config = corral.get_config(experiment["run"]).environment(experiment["env"])
+    plain = config.to_dict()
+    if key != "episode_reward_mean" or config.update_from_dict(experiment["config"]).to_dict() != plain:
+        return None
+    wanted = (experiment["run"], experiment["env"], experiment["stop"][key], experiment["stop"]["timesteps_total"])
+    return next((case for case in CASES if case[:4] == wanted and case[4] == config.metrics_num_episodes_for_smoothing), None)
+
+
+TRAINED_BY_THE_DEFAULTS_TEST = [example for example in EXAMPLES if _defaults_case(example) is not None]
+"""examples that write out an algorithm's plain defaults: the defaults test trains each to this very promise"""
+
+
+def test_an_example_of_plain_defaults_is_held_to_its_promise_by_the_defaults_test() -> None:
+    # dqn_cartpole.yaml is DQN's defaults written out, with the defaults test's env, reward, budget and
+    # window (episode_reward_mean is the mean of the last 100 episodes): one seeded run serves both
+    assert [example.stem for example in TRAINED_BY_THE_DEFAULTS_TEST] == ["dqn_cartpole"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [p for p in EXAMPLES if p not in TRAINED_BY_THE_DEFAULTS_TEST], ids=lambda p: p.stem)
 def test_tuned_example_reaches_its_promise(path: Path) -> None:
     (experiment,) = _experiments_from_file(str(path))
     budget = experiment["stop"]["timesteps_total"]

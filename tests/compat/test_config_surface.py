@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -142,15 +141,12 @@ def test_train_ends_with_a_checkpoint_and_the_documented_evaluate_command_runs_i
     assert skipped.returncode == 0 and "no checkpoint was saved" in skipped.stdout
 
 
-def test_simpleq_is_rllib_s_plain_dqn_and_learns_cartpole(make_algo: Callable[..., Any]) -> None:
+def test_simpleq_is_rllib_s_plain_dqn() -> None:
+    # one-step targets, one head, hard copies; that it learns CartPole with these defaults is RLlib's own
+    # cartpole-simpleq.yaml's test (tests/compat/test_rllib_tuned_examples.py: 150 within 50k env steps)
     config = corral.get_config("SimpleQ")
     assert (config.double_q, config.dueling, config.n_step, config.tau) == (False, False, 1, 1.0)
     assert corral.get_algorithm("simpleq").name == "SimpleQ"
-    algo = make_algo(config.environment("CartPole-v1").debugging(seed=0))
-    for _ in range(10):
-        result = algo.train()
-    # one-step targets, one head, hard copies: it learns all the same (measured: 20.6 after 2k steps, 152 after 20k)
-    assert result["episode_reward_mean"] >= 100
 
 
 def test_rllib_options_corral_does_not_have_say_why_and_what_to_use() -> None:

@@ -68,7 +68,8 @@ def test_weights_are_put_in_the_object_store_once_per_sample_call(build, monkeyp
 
 @pytest.mark.parametrize("algo_name, env, overrides", [
     ("A2C", "CartPole-v1", {"num_envs_per_env_runner": 2, "min_sample_timesteps_per_iteration": 64}),
-    ("DQN", "CartPole-v1", {"num_envs_per_env_runner": 2, "learning_starts": 32, "train_batch_size": 16}),
+    ("DQN", "CartPole-v1",
+     {"num_envs_per_env_runner": 2, "learning_starts": 32, "train_batch_size": 16, "min_sample_timesteps_per_iteration": 100}),
     ("SAC", "Pendulum-v1",
      {"num_envs_per_env_runner": 1, "learning_starts": 32, "train_batch_size": 16, "training_intensity": 16}),
     ("IMPALA", "CartPole-v1", {"num_envs_per_env_runner": 2, "rollout_fragment_length": 16, "train_batch_size": 64}),
