@@ -136,16 +136,19 @@ RAY_FIXTURES = {"ray_on_two_cpus", "local_ray"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The gpu mark's checks, and one xdist group for the tests that start Ray.
+    """The gpu mark's checks, one xdist group for the tests that start Ray, and the long tests first.
 
-    With ``pytest -n 2 --dist loadgroup`` (the README's command) they run one after
+    With ``pytest -n 2 --dist loadgroup`` (the README's command) the Ray tests run one after
     another on one worker, beside the rest: two Ray instances on two cores would starve
-    each other's actors.
+    each other's actors. The groups go out first (xdist sends the biggest first); among the
+    tests that are no group's, the slow ones (runs to a reward, minutes each) come before the
+    rest, so that the short ones fill in around them instead of one long run ending the suite alone.
     """
     gpu_mark.pytest_collection_modifyitems(config, items)
     for item in items:
         if RAY_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("ray"))
+    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group") else 1)
 
 
 @pytest.fixture(scope="module", autouse=True)
