@@ -51,8 +51,9 @@ def test_masked_ppo_beats_a_random_player_in_nine_games_of_ten(self_play: Module
     """
     algo = self_play.self_play_config(snapshot_win_rate=2.0, storage_path=str(tmp_path)).build()
     try:
-        rates = {}
-        while not rates or (max(rates.values()) < 0.9 and max(rates) < 200_000):
+        rates: dict[int, float] = {}
+        steps = 0
+        while steps < 200_000 and not any(rate >= 0.9 for rate in rates.values()):
             steps = algo.train()["timesteps_total"]
             if steps >= 50_000 * (len(rates) + 1):
                 rates[steps] = self_play.win_rate_against_random(algo.get_policy("main"), games=200, seed=12_345)

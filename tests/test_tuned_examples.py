@@ -102,8 +102,8 @@ def test_a_relative_input_in_an_experiment_file_means_the_working_folder_where_i
     assert here["config"]["input"] == ["rows.parquet", "other.parquet"]
 
 
-def _defaults_case(example: Path) -> tuple[str, str, float, int, int] | None:
-    """The case of ``tests/compat/test_defaults_learn.py`` that trains exactly what ``example`` asks, if one does."""
+def _is_a_defaults_case(example: Path) -> bool:
+    """Whether a case of ``tests/compat/test_defaults_learn.py`` trains exactly what ``example`` asks."""
     from tests.compat.test_defaults_learn import CASES
 
     (experiment,) = _experiments_from_file(str(example))
@@ -111,12 +111,12 @@ def _defaults_case(example: Path) -> tuple[str, str, float, int, int] | None:
     config = corral.get_config(experiment["run"]).environment(experiment["env"])
     plain = config.to_dict()
     if key != "episode_reward_mean" or config.update_from_dict(experiment["config"]).to_dict() != plain:
-        return None
+        return False
     wanted = (experiment["run"], experiment["env"], experiment["stop"][key], experiment["stop"]["timesteps_total"])
-    return next((case for case in CASES if case[:4] == wanted and case[4] == config.metrics_num_episodes_for_smoothing), None)
+    return (*wanted, config.metrics_num_episodes_for_smoothing) in CASES
 
 
-TRAINED_BY_THE_DEFAULTS_TEST = [example for example in EXAMPLES if _defaults_case(example) is not None]
+TRAINED_BY_THE_DEFAULTS_TEST = [example for example in EXAMPLES if _is_a_defaults_case(example)]
 """examples that write out an algorithm's plain defaults: the defaults test trains each to this very promise"""
 
 

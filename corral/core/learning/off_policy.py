@@ -89,7 +89,7 @@ def update_target(target: nn.Module, source: nn.Module, tau: float) -> None:
     Raises:
         ValueError: the two networks have different numbers of parameters or buffers.
     """
-    _move_towards(_TargetTensors.of(target, source), tau)
+    _TargetTensors.of(target, source).move(tau)
 
 
 class _TargetTensors(NamedTuple):
@@ -116,15 +116,15 @@ class _TargetTensors(NamedTuple):
             )
         return tensors
 
-
-def _move_towards(tensors: _TargetTensors, tau: float) -> None:
-    with torch.no_grad():
-        if tensors.target_params and tau >= 1.0:
-            torch._foreach_copy_(tensors.target_params, tensors.online_params)
-        elif tensors.target_params:
-            torch._foreach_lerp_(tensors.target_params, tensors.online_params, tau)
-        if tensors.target_buffers:
-            torch._foreach_copy_(tensors.target_buffers, tensors.online_buffers)
+    def move(self, tau: float) -> None:
+        """What :func:`update_target` does, in one foreach call per kind of tensor."""
+        with torch.no_grad():
+            if self.target_params and tau >= 1.0:
+                torch._foreach_copy_(self.target_params, self.online_params)
+            elif self.target_params:
+                torch._foreach_lerp_(self.target_params, self.online_params, tau)
+            if self.target_buffers:
+                torch._foreach_copy_(self.target_buffers, self.online_buffers)
 
 
 class OffPolicyPolicy(Policy):
@@ -175,7 +175,7 @@ class OffPolicyPolicy(Policy):
         if [(t.target, t.online) for t in cached] != pairs:
             cached = self.__dict__["_target_tensors"] = [_TargetTensors.of(target, online) for target, online in pairs]
         for tensors in cached:
-            _move_towards(tensors, tau)
+            tensors.move(tau)
 
     def extra_action_out(
         self, model_out: dict[str, torch.Tensor], dist: ActionDistribution, actions: torch.Tensor
