@@ -135,6 +135,7 @@ RAY_FIXTURES = {"ray_on_two_cpus", "local_ray"}
 """fixtures that start a Ray instance for a module"""
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's hook reads the xdist_group marks into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The gpu mark's checks, one xdist group for the tests that start Ray, and the long tests first.
 
@@ -149,6 +150,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if RAY_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("ray"))
     items.sort(key=lambda item: 0 if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group") else 1)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Fail a ``--dist loadgroup`` worker whose grouped tests lost their group.
+
+    pytest-xdist groups a test by the ``@group`` it appends to the test's node id; with
+    pytest 9.2 that append no longer reaches the node id (xdist 3.8), so the Ray tests
+    would start two Ray instances on two cores and a docs section would run its
+    blocks on both workers, twice. The test extras keep pytest below 9.2 for that.
+    """
+    config = session.config
+    if not getattr(config.option, "loadgroup", False):  # set in the workers of a --dist loadgroup run
+        return
+    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        message = (
+            f"pytest-xdist did not group {len(lost)} tests marked xdist_group (e.g. {lost[0]}): "
+            "this pytest and pytest-xdist do not work together; install the versions the test extras name"
+        )
+        print(message, file=sys.__stderr__, flush=True)  # xdist reports a worker's error without its message
+        raise pytest.UsageError(message)
 
 
 @pytest.fixture(scope="module", autouse=True)
