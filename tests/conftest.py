@@ -156,9 +156,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Fail a ``--dist loadgroup`` worker whose grouped tests lost their group.
 
     pytest-xdist groups a test by the ``@group`` it appends to the test's node id; with
-    pytest 9.2 that append no longer reaches the node id (xdist 3.8), so the Ray tests
-    would start two Ray instances on two cores and a docs section would run its
-    blocks on both workers, twice. The test extras keep pytest below 9.2 for that.
+    pytest 9.2 that append no longer reaches the node id (xdist 3.8), and a mark added
+    after xdist's hook never reaches it either. Then the Ray tests start two Ray
+    instances on two cores and a docs section runs its blocks on both workers, twice.
+    The test extras keep pytest below 9.2 for that.
     """
     config = session.config
     if not getattr(config.option, "loadgroup", False):  # set in the workers of a --dist loadgroup run
