@@ -164,7 +164,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if not getattr(config.option, "loadgroup", False):  # set in the workers of a --dist loadgroup run
         return
-    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    # xdist's own rule: a group is an "@" after the parameters' "]" (a parameter's id may hold an "@")
+    lost = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") and not item.nodeid.rfind("@") > item.nodeid.rfind("]")
+    ]
     if lost:
         message = (
             f"pytest-xdist did not group {len(lost)} tests marked xdist_group (e.g. {lost[0]}): "
