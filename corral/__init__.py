@@ -14,6 +14,11 @@ from corral._lazy import lazy_exports
 from corral._version import __version__
 
 if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve on first access)
+    from corral.core.common.sample_batch import (
+        DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
+        MultiAgentBatch as MultiAgentBatch,
+        SampleBatch as SampleBatch,
+    )
     from corral.core.contracts.algorithm import Algorithm as Algorithm
     from corral.core.contracts.callbacks import (
         Callbacks as Callbacks,
@@ -33,11 +38,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         PettingZooEnv as PettingZooEnv,
     )
     from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
-    from corral.core.sampling.sample_batch import (
-        DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
-        MultiAgentBatch as MultiAgentBatch,
-        SampleBatch as SampleBatch,
-    )
     from corral.errors import (
         CheckpointError as CheckpointError,
         ConfigError as ConfigError,
@@ -85,9 +85,9 @@ _EXPORTS = {
     "Callbacks": "corral.core.contracts.callbacks",
     "DefaultCallbacks": "corral.core.contracts.callbacks",
     "MultiCallbacks": "corral.core.contracts.callbacks",
-    "SampleBatch": "corral.core.sampling.sample_batch",
-    "MultiAgentBatch": "corral.core.sampling.sample_batch",
-    "DEFAULT_POLICY_ID": "corral.core.sampling.sample_batch",
+    "SampleBatch": "corral.core.common.sample_batch",
+    "MultiAgentBatch": "corral.core.common.sample_batch",
+    "DEFAULT_POLICY_ID": "corral.core.common.sample_batch",
     "register_env": "corral.core.environments.envs",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
     "TaskSettableEnv": "corral.core.environments.task_settable_env",

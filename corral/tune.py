@@ -15,7 +15,7 @@ Tune, so that::
 
 The param space is a config or its ``to_dict()``; what the script defines
 itself (an env class, callbacks, a ``policy_mapping_fn``) reaches the trials by
-value (:mod:`corral.core.persistence.by_value`), and envs registered with
+value (:mod:`corral.core.common.by_value`), and envs registered with
 ``corral.register_env`` reach them through Tune's registry, where
 ``ray.tune.registry.register_env`` puts its own. Each trial builds the
 algorithm from its config, one ``train()`` per Tune step; Tune checkpoints are
@@ -38,11 +38,11 @@ from ray.tune.result import AUTO_RESULT_KEYS
 from ray.tune.result_grid import ResultGrid
 
 from corral import registry
+from corral.core.common import by_value
 from corral.core.contracts.algorithm import Algorithm
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.devices import ray_gpus
 from corral.core.environments.envs import share_with_tune
-from corral.core.persistence import by_value
 from corral.core.results import RESULT_KEYS
 from corral.errors import ConfigError, did_you_mean
 

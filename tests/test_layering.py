@@ -75,6 +75,13 @@ def test_the_core_imports_neither_the_plugins_nor_the_public_face() -> None:
         assert not wrong, f"{path.relative_to(PACKAGE)} imports {sorted(wrong)}"
 
 
+def test_the_common_room_imports_no_other_room() -> None:
+    """The shared types sit at the bottom of the core: the rooms above read them without reading each other."""
+    for path in modules_under("core/common"):
+        wrong = {m for m in imported_modules(path) if not below(m, "corral.core.common", *BASE)}
+        assert not wrong, f"{path.relative_to(PACKAGE)} imports {sorted(wrong)}"
+
+
 def test_importing_the_registry_imports_no_heavy_library() -> None:
     code = "import sys, corral.registry; print(sorted(m for m in ('torch', 'gymnasium', 'ray') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -82,7 +89,7 @@ def test_importing_the_registry_imports_no_heavy_library() -> None:
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
-ROOMS = ("contracts", "environments", "sampling", "learning", "persistence")
+ROOMS = ("common", "contracts", "environments", "sampling", "learning", "persistence", "estimation")
 
 
 @pytest.mark.parametrize("folder", ["core", *(f"core/{room}" for room in ROOMS), "registry", "plugins"])
@@ -100,7 +107,7 @@ def test_each_room_of_the_core_says_its_job_and_imports_nothing(room: str) -> No
 
 
 def test_every_module_that_moved_stays_importable_under_its_old_path() -> None:
-    """Checkpoints of corral 0.1 name classes as ``corral.core.<module>:<Class>``; plugins may import deep paths."""
+    """Checkpoints of corral 0.1 name classes as ``corral.core.<module>:<Class>``; plugins import deep paths."""
     import importlib
 
     import corral.core
@@ -140,7 +147,10 @@ def test_every_module_that_moved_stays_importable_under_its_old_path() -> None:
         "sum_tree",
         "vtrace_targets",
     ]
-    assert sorted(old.removeprefix("corral.core.") for old in moved) == modules_of_the_flat_core
+    # the shared types that later moved from their rooms down into the common room
+    modules_moved_down = ["environments.spaces", "persistence.by_value", "persistence.space_codec", "persistence.state_codec"]
+    modules_moved_down.append("sampling.sample_batch")
+    assert sorted(old.removeprefix("corral.core.") for old in moved) == sorted(modules_of_the_flat_core + modules_moved_down)
     for old, new in moved.items():
         with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
             sys.modules.pop(old, None)

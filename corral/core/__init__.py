@@ -1,15 +1,18 @@
 """The core every algorithm builds on; plugins import from here.
 
-Five rooms, each with one job (its ``__init__`` says which):
+Seven rooms, each with one job (its ``__init__`` says which):
 
 - ``contracts``: what a plugin implements or extends (``Algorithm``,
   ``AlgorithmConfig``, ``Policy``, ``Exploration``, callbacks and hooks);
 - ``environments``: making environments, checking their steps, their spaces and state;
 - ``sampling``: env runners turning a policy and its environments into sample batches;
 - ``learning``: models, distributions, targets, replay and the off-policy base;
-- ``persistence``: checkpoints, safe loading and result files.
+- ``persistence``: checkpoints, safe loading, result files and offline data;
+- ``estimation``: off-policy estimation of a policy from logged episodes;
+- ``common``: the shared types the others read (batches, spaces, import paths,
+  codecs), importing none of them.
 
-Beside them, modules that serve all five and import none: ``seeding`` (every
+Beside them, modules that serve all seven and import none: ``seeding`` (every
 generator derived from one seed), ``results`` (the keys and numbers of a
 result), and what the machine gives a run: ``memory`` (sizes checked before
 allocation), ``threads`` (torch's thread count) and ``devices`` (where
@@ -28,6 +31,12 @@ import corral.errors as errors
 from corral._lazy import alias_moved_modules, lazy_exports
 
 if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve on first access)
+    from corral.core.common.restored import restored_count as restored_count, restored_float as restored_float
+    from corral.core.common.sample_batch import (
+        DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
+        MultiAgentBatch as MultiAgentBatch,
+        SampleBatch as SampleBatch,
+    )
     from corral.core.contracts.actor_critic import ActorCriticConfig as ActorCriticConfig, GAEConfig as GAEConfig
     from corral.core.contracts.algorithm import Algorithm as Algorithm
     from corral.core.contracts.callbacks import (
@@ -87,15 +96,9 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     )
     from corral.core.learning.schedules import PiecewiseSchedule as PiecewiseSchedule, linear_schedule as linear_schedule
     from corral.core.learning.vtrace_targets import vtrace as vtrace
-    from corral.core.persistence.checkpoints import restored_count as restored_count, restored_float as restored_float
     from corral.core.sampling.async_sampling import AsyncSampler as AsyncSampler
     from corral.core.sampling.env_runner import EnvRunner as EnvRunner, Episode as Episode
     from corral.core.sampling.filters import MeanStdFilter as MeanStdFilter
-    from corral.core.sampling.sample_batch import (
-        DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
-        MultiAgentBatch as MultiAgentBatch,
-        SampleBatch as SampleBatch,
-    )
     from corral.errors import (
         CheckpointError as CheckpointError,
         ConfigError as ConfigError,
@@ -143,9 +146,9 @@ _EXPORTS = {
     "DefaultCallbacks": "corral.core.contracts.callbacks",
     "MultiCallbacks": "corral.core.contracts.callbacks",
     "hookimpl": "corral.core.contracts.hookspecs",
-    "SampleBatch": "corral.core.sampling.sample_batch",
-    "MultiAgentBatch": "corral.core.sampling.sample_batch",
-    "DEFAULT_POLICY_ID": "corral.core.sampling.sample_batch",
+    "SampleBatch": "corral.core.common.sample_batch",
+    "MultiAgentBatch": "corral.core.common.sample_batch",
+    "DEFAULT_POLICY_ID": "corral.core.common.sample_batch",
     "EnvRunner": "corral.core.sampling.env_runner",
     "AsyncSampler": "corral.core.sampling.async_sampling",
     "Episode": "corral.core.sampling.env_runner",
@@ -172,9 +175,9 @@ _EXPORTS = {
     "update_target": "corral.core.learning.off_policy",
     "compute_nstep": "corral.core.learning.postprocessing",
     "ReplayBuffer": "corral.core.learning.replay_buffers",
-    "restored_count": "corral.core.persistence.checkpoints",
+    "restored_count": "corral.core.common.restored",
     "saturate": "corral.core.learning.nonfinite",
-    "restored_float": "corral.core.persistence.checkpoints",
+    "restored_float": "corral.core.common.restored",
     "PrioritizedReplayBuffer": "corral.core.learning.replay_buffers",
 }
 
@@ -186,14 +189,19 @@ __getattr__, __dir__ = lazy_exports("corral.core", globals(), _EXPORTS)
 # The modules of the flat core (corral 0.1, and main until the split), by the room each moved into.
 _FLAT_CORE_ROOMS = {
     "contracts": ("algorithm", "config", "actor_critic", "policy", "callbacks", "hookspecs", "exploration"),
-    "environments": ("envs", "env_state", "spaces"),
-    "sampling": ("env_runner", "env_runner_group", "remote_env_runner", "async_sampling", "filters", "sample_batch", "metrics"),
+    "environments": ("envs", "env_state"),
+    "sampling": ("env_runner", "env_runner_group", "remote_env_runner", "async_sampling", "filters", "metrics"),
     "learning": ("models", "distributions", "postprocessing", "vtrace_targets", "replay_buffers", "sum_tree", "off_policy",
                  "schedules", "nonfinite"),
-    "persistence": ("checkpoints", "loggers", "safe_loading", "state_codec"),
+    "persistence": ("checkpoints", "loggers", "safe_loading"),
+    "common": ("sample_batch", "spaces", "state_codec"),
 }  # fmt: skip
 _MOVED_MODULES = {
     **{f"corral.core.{name}": f"corral.core.{room}.{name}" for room, names in _FLAT_CORE_ROOMS.items() for name in names},
+    # the shared types that moved down into the common room (main until the layering)
+    "corral.core.sampling.sample_batch": "corral.core.common.sample_batch",
+    "corral.core.environments.spaces": "corral.core.common.spaces",
+    **{f"corral.core.persistence.{name}": f"corral.core.common.{name}" for name in ("state_codec", "space_codec", "by_value")},
     "corral.core.errors": "corral.errors",
     "corral.core.plugin_api": "corral.plugin_api",
 }

@@ -18,7 +18,7 @@ import torch
 
 import corral
 from corral import Algorithm, Policy
-from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID
 from corral.errors import ConfigError
 
 SMALL = {"train_batch_size": 128, "num_envs_per_env_runner": 2, "seed": 0, "log_to_tensorboard": False}

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from corral.core.common import state_codec
 from corral.core.environments import envs
 from corral.core.environments.env_state import get_env_state, set_env_state
 from corral.core.environments.envs import make_vector_env
-from corral.core.persistence import state_codec
 from corral.plugins.sac import SACConfig
 
 

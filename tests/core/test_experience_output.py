@@ -20,7 +20,7 @@ import pytest
 
 import corral
 from corral import Callbacks, ConfigError, make_multi_agent
-from corral.core.persistence import state_codec
+from corral.core.common import state_codec
 
 COLUMNS = {
     "obs",

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import corral
-from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, SampleBatch
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 
 GAE = ["A2C", "MARWIL", "PPO"]
 NSTEP = ["DQN", "SAC", "SimpleQ"]

@@ -21,8 +21,8 @@ import torch
 
 from corral import ConfigError, EnvError, TrainingError
 from corral.core import adam
+from corral.core.common.spaces import ObservationCheck
 from corral.core.environments.envs import check_vector_step
-from corral.core.environments.spaces import ObservationCheck
 from corral.plugins.a2c import A2CConfig
 from corral.plugins.dqn import DQNConfig
 from corral.plugins.impala import IMPALAConfig

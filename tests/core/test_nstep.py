@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from corral.core.common.sample_batch import SampleBatch
 from corral.core.learning.postprocessing import compute_nstep
-from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
 GAMMA = 0.5

@@ -62,7 +62,7 @@ def test_an_unknown_policy_id_names_the_ones_there_are(ppo) -> None:
 
 def test_a_checkpoint_that_describes_its_spaces_only_loads_as_an_algorithm_but_not_as_a_policy(ppo, tmp_path: Path) -> None:
     """corral 0.1 wrote a description of each space (no Box bounds); such a checkpoint still restores an algorithm."""
-    from corral.core.environments.spaces import space_to_json
+    from corral.core.common.spaces import space_to_json
 
     algo, path = ppo
     meta_file = path / "corral_checkpoint.json"

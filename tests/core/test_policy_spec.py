@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import corral
-from corral.core.persistence.space_codec import decode_space, encode_space
+from corral.core.common.space_codec import decode_space, encode_space
 from corral.plugins.ppo import PPOPolicy
 
 SPACES = [

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from corral.core.common.sample_batch import SampleBatch
 from corral.core.learning.postprocessing import add_gae, compute_gae
-from corral.core.sampling.sample_batch import SampleBatch
 
 GAMMA, LAM = 0.9, 0.8
 

@@ -9,6 +9,7 @@ import torch
 import torch.distributions as D
 
 from corral import ConfigError, MultiAgentBatch, SampleBatch
+from corral.core.common.spaces import ActionAdapter, ObservationPreprocessor
 from corral.core.contracts.exploration import (
     EpsilonGreedy,
     GaussianNoise,
@@ -18,7 +19,6 @@ from corral.core.contracts.exploration import (
     StochasticSampling,
     make_exploration,
 )
-from corral.core.environments.spaces import ActionAdapter, ObservationPreprocessor
 from corral.core.learning.distributions import Categorical, DiagGaussian, MultiCategorical, distribution_for
 from corral.core.learning.models import Tanh
 from corral.core.learning.schedules import PiecewiseSchedule, linear_schedule

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from corral.core.contracts.policy import Policy, add_batch_dim
-from corral.core.environments.spaces import ActionAdapter
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
+from corral.core.common.spaces import ActionAdapter, add_batch_dim
+from corral.core.contracts.policy import Policy
 from corral.core.sampling.agent_collector import stack_observations
-from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.errors import ConfigError
 
 ACTION_PROB = "action_prob"

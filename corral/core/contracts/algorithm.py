@@ -25,23 +25,28 @@ import numpy as np
 import torch
 
 from corral._version import __version__
+from corral.core.common import by_value
+from corral.core.common.import_paths import import_object, object_path
+from corral.core.common.restored import restored_count, restored_float
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.common.space_codec import decode_space, encode_space
+from corral.core.common.spaces import space_to_json
 from corral.core.contracts.acting import ActionComputation
 from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
-from corral.core.contracts.config import LEGACY_KEYS, NOOP_LOGGERS, AlgorithmConfig, import_object, object_path
+from corral.core.contracts.config import LEGACY_KEYS, AlgorithmConfig
 from corral.core.contracts.multi_agent_config import policy_config
 from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.contracts.policy_spec import PolicySpec
 from corral.core.contracts.rllib_compat import as_config_of
 from corral.core.devices import check_learner_device, restorable_here
 from corral.core.environments.envs import env_name
-from corral.core.environments.spaces import space_to_json
 from corral.core.environments.task_settable_env import task_settable
 from corral.core.estimation.offline_evaluation import build_off_policy_evaluation
 from corral.core.learning.policy_map import PolicyMap
-from corral.core.persistence import by_value, checkpoints
-from corral.core.persistence.checkpoints import restored_count, restored_float
+from corral.core.persistence import checkpoints
 from corral.core.persistence.experience_input import build_experience_input
 from corral.core.persistence.loggers import (
+    NOOP_LOGGERS,
     CustomResultLogger,
     NoopLogger,
     ResultWriter,
@@ -50,13 +55,11 @@ from corral.core.persistence.loggers import (
 )
 from corral.core.persistence.policy_export import export_policy_model
 from corral.core.persistence.safe_loading import check_config_references, check_outside
-from corral.core.persistence.space_codec import decode_space, encode_space
 from corral.core.results import corral_result_key, finite_number, result_value
 from corral.core.sampling.env_runner import evaluation_span
 from corral.core.sampling.env_runner_group import EnvRunnerGroup, EvaluationRound
 from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes
 from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, make_env_runner
-from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.sampling.system_usage import SystemUsage
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.core.threads import TorchThreads

@@ -26,6 +26,7 @@ from corral.errors import ConfigError
 if TYPE_CHECKING:  # the types the hooks receive; at run time nothing is imported
     from gymnasium.vector import VectorEnv
 
+    from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
     from corral.core.contracts.algorithm import Algorithm
     from corral.core.contracts.policy import Policy
     from corral.core.environments.envs import EnvContext
@@ -33,7 +34,6 @@ if TYPE_CHECKING:  # the types the hooks receive; at run time nothing is importe
     from corral.core.sampling.env_runner import EnvRunner, Episode
     from corral.core.sampling.env_runner_group import EnvRunnerGroup
     from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, MultiAgentEpisode
-    from corral.core.sampling.sample_batch import MultiAgentBatch, SampleBatch
 
 logger = logging.getLogger(__name__)
 

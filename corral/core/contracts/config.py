@@ -19,7 +19,6 @@ An algorithm plugin subclasses the config, adds its own fields (group
 from __future__ import annotations
 
 import copy as _copy
-import importlib
 import inspect
 import logging
 import os
@@ -38,6 +37,8 @@ from pydantic import (
 )
 
 from corral._lazy import is_instance_of_loaded
+from corral.core.common import by_value
+from corral.core.common.import_paths import import_object
 from corral.core.contracts.rllib_compat import (
     EXPERIMENTAL_FLAGS,
     RLlibConfigMethods,
@@ -45,7 +46,7 @@ from corral.core.contracts.rllib_compat import (
     note_flag,
     rllib_model_keys,
 )
-from corral.core.persistence import by_value
+from corral.core.persistence.loggers import NOOP_LOGGERS
 from corral.errors import ConfigError, did_you_mean, short_repr
 
 if TYPE_CHECKING:  # the algorithm module imports this one
@@ -100,9 +101,6 @@ LEGACY_KEYS = {
 MERGED_GROUPS = ("model", "replay_buffer_config", "q_model_config", "policy_model_config", "optimizer")
 """options holding a group of settings: a partial dict given for one keeps the current value's other keys
 (an ``optimizer`` of another type replaces the current one: its arguments would not fit)"""
-
-NOOP_LOGGERS = ("NoopLogger", "ray.tune.logger.NoopLogger", "ray.tune.logger:NoopLogger", "ray.tune.logger.noop.NoopLogger")
-"""``logger_config`` types that write no result files (Ray Tune's, by name, without importing Ray)"""
 
 OPTIMIZERS = {
     "adam": "Adam",
@@ -169,51 +167,6 @@ def option(default: Any, group: str, **constraints: Any) -> Any:
     if isinstance(default, (list, dict, BaseModel)):
         return Field(default_factory=lambda: _copy.deepcopy(default), json_schema_extra={"group": group}, **constraints)
     return Field(default, json_schema_extra={"group": group}, **constraints)
-
-
-def object_path(obj: Any) -> str:
-    """Return ``"module:qualname"`` for a class or function, the form configs store."""
-    return f"{obj.__module__}:{obj.__qualname__}"
-
-
-def split_import_path(path: str) -> tuple[str, str]:
-    """``("package.module", "Name")`` from ``"package.module:Name"`` or ``"package.module.Name"``."""
-    module_name, sep, qualname = path.partition(":")
-    if not sep:
-        module_name, _, qualname = path.rpartition(".")
-    return module_name, qualname
-
-
-def is_import_path(name: str) -> bool:
-    """Whether a name is an import path, ``"package.module:Name"`` or RLlib's dotted ``"package.module.Name"``.
-
-    A dotted name counts only if every part is an identifier (``"ALE/Pong-v5"`` or
-    ``"my-env.v2"`` are not paths); callers look a name up in their registries first.
-    """
-    return ":" in name or ("." in name and all(part.isidentifier() for part in name.split(".")))
-
-
-def import_object(path: str) -> Any:
-    """Import ``"package.module:Name"`` (or ``"package.module.Name"``) and return the object.
-
-    Raises:
-        ConfigError: the path is malformed, or the module or name does not exist.
-    """
-    if not isinstance(path, str):
-        raise ConfigError(f"an import path must be a string 'package.module:Name', got {type(path).__name__}")
-    module_name, qualname = split_import_path(path)
-    names = [*module_name.split("."), *qualname.split(".")]
-    if not module_name or not qualname or not all(n.isidentifier() for n in names):
-        raise ConfigError(f"{path!r} is not an absolute import path; write it as 'package.module:Name'")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or whatever the module raises while it is imported
-        raise ConfigError(f"cannot import module {module_name!r} (from {path!r}): {type(exc).__name__}: {exc}") from exc
-    for part in qualname.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(f"module {module_name!r} has no attribute {qualname!r} (from {path!r})")
-        obj = getattr(obj, part)
-    return obj
 
 
 MAX_NESTING = 32
@@ -809,7 +762,7 @@ class AlgorithmConfig(RLlibConfigMethods, BaseModel):
 
         What no other process could import (defined in the running script, a
         lambda) is written by value: under its name, pickled in the dict's
-        ``__corral_by_value__`` table (:mod:`corral.core.persistence.by_value`), so
+        ``__corral_by_value__`` table (:mod:`corral.core.common.by_value`), so
         Tune trials get the script's own env, callbacks and functions. An option
         given a Tune search space holds the search space, so the dict is a
         ``Tuner``'s ``param_space`` as it is.
@@ -1222,7 +1175,7 @@ class AlgorithmConfig(RLlibConfigMethods, BaseModel):
     def _decode_space(cls, value: Any, info: ValidationInfo) -> Any:
         import gymnasium as gym
 
-        from corral.core.persistence.space_codec import decode_space
+        from corral.core.common.space_codec import decode_space
 
         if value is None or isinstance(value, gym.Space) or is_search_space(value):
             return value
@@ -1361,7 +1314,7 @@ def _to_jsonable(value: Any) -> Any:
     if is_instance_of_loaded(value, "corral.core.contracts.policy_spec", "PolicySpec"):
         return _to_jsonable(value.to_dict())  # its own config may hold classes too
     if is_instance_of_loaded(value, "gymnasium.spaces.space", "Space"):
-        from corral.core.persistence.space_codec import encode_space
+        from corral.core.common.space_codec import encode_space
 
         return encode_space(value)
     if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):

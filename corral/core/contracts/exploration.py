@@ -252,7 +252,7 @@ class Random(Exploration):
 def _exploration_class(type_name: str) -> type[Exploration]:
     """The class a registered name or an import path (``"pkg.mod:Class"``, ``"pkg.mod.Class"``) names."""
     import corral.registry as registry
-    from corral.core.contracts.config import import_object, is_import_path
+    from corral.core.common.import_paths import import_object, is_import_path
 
     if is_import_path(type_name):  # RLlib's custom exploration by its class path
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from corral.core.contracts.config import import_object
+from corral.core.common.import_paths import import_object
 from corral.core.contracts.policy_spec import PolicySpec
 from corral.errors import ConfigError
 

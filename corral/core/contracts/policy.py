@@ -18,11 +18,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from corral.core.common.restored import restored_count
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
+from corral.core.common.spaces import ActionAdapter, ObservationCheck, ObservationPreprocessor
 from corral.core.contracts.actor_critic import GAEConfig
 from corral.core.contracts.config import OPTIMIZERS, SCHEDULES, AlgorithmConfig
 from corral.core.contracts.exploration import make_exploration
 from corral.core.devices import policies_on, policy_device
-from corral.core.environments.spaces import ActionAdapter, ObservationCheck, ObservationPreprocessor
 from corral.core.learning.action_masking import LEGAL_ACTIONS, ActionMaskedModel, MaskedObservationPreprocessor
 from corral.core.learning.distributions import ActionDistribution, distribution_for
 from corral.core.learning.fused_adam import FUSED_ADAM_OPTIONS, FusedAdam, Optimizer, fused_adam_runs
@@ -31,9 +33,7 @@ from corral.core.learning.nonfinite import UpdateGuard
 from corral.core.learning.postprocessing import add_gae
 from corral.core.learning.schedules import PiecewiseSchedule
 from corral.core.memory import check_fits
-from corral.core.persistence.checkpoints import restored_count
 from corral.core.sampling.filters import MeanStdFilter
-from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.seeding import (
     generator_state,
     int_seed,
@@ -844,20 +844,3 @@ def standardize(x: torch.Tensor) -> torch.Tensor:
 def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
     """Scalar tensors to floats with one device sync, for learner stats."""
     return dict(zip(tensors, torch.stack([t.detach() for t in tensors.values()]).tolist(), strict=True))
-
-
-def add_batch_dim(space: gym.Space, obs: Any) -> Any:
-    """One observation of ``space`` as a batch of one (Dict and Tuple observations part by part).
-
-    Args:
-        space: the observation space.
-        obs: one observation of it.
-
-    Returns:
-        The observation with a leading batch dimension of 1 on every array.
-    """
-    if isinstance(space, gym.spaces.Dict):
-        return {k: add_batch_dim(s, obs[k]) for k, s in space.spaces.items()}
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(add_batch_dim(s, o) for s, o in zip(space.spaces, obs, strict=False))
-    return np.asarray(obs)[None]

@@ -4,7 +4,7 @@ RLlib users write a policy as a ``PolicySpec``, a 4-tuple
 ``(policy_class, observation_space, action_space, config)`` or ``None``
 (everything inferred); :meth:`PolicySpec.of` accepts all three, and its dict
 form (:meth:`PolicySpec.to_dict`) carries the class as ``"module:qualname"``
-and the spaces in :mod:`~corral.core.persistence.space_codec`'s JSON, so a
+and the spaces in :mod:`~corral.core.common.space_codec`'s JSON, so a
 multi-agent config goes through YAML, Tune and checkpoints and comes back equal.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 
 import gymnasium as gym
 
-from corral.core.contracts.config import import_object
-from corral.core.persistence import by_value
-from corral.core.persistence.space_codec import decode_space, encode_space
+from corral.core.common import by_value
+from corral.core.common.import_paths import import_object
+from corral.core.common.space_codec import decode_space, encode_space
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,12 +9,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.exploration import Random
 from corral.core.contracts.policy import Policy
 from corral.core.learning.fused_adam import FusedAdam, Optimizer
 from corral.core.learning.models import Model
-from corral.core.sampling.sample_batch import SampleBatch
 
 
 class _UniformLogits(Model):

@@ -428,6 +428,6 @@ class RLlibConfigMethods:
 
         Read it as RLlib's property or call it as RLlib's older method (``config.is_multi_agent()``).
         """
-        from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID
+        from corral.core.common.sample_batch import DEFAULT_POLICY_ID
 
         return CallableBool(bool(set(self.policies) - {DEFAULT_POLICY_ID}) or self.policy_mapping_fn is not None)

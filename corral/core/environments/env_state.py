@@ -16,7 +16,7 @@ pickle, so its state is captured in one of two ways:
   numpy arrays, numbers and ``np_random`` are saved and set back. A restore
   only sets attributes the env already has, of the same type and shape.
 
-Both are JSON (arrays through :mod:`corral.core.persistence.state_codec`).
+Both are JSON (arrays through :mod:`corral.core.common.state_codec`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
+from corral.core.common import state_codec
 from corral.core.environments.envs import SubEnvironmentGuard, is_guarded
-from corral.core.persistence import state_codec
 from corral.core.seeding import generator_state, set_generator_state
 
 

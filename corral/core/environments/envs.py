@@ -16,19 +16,22 @@ import logging
 import math
 import sys
 from collections.abc import Callable
-from typing import Any, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import gymnasium as gym
 import numpy as np
 
-from corral.core.contracts.config import AlgorithmConfig, import_object, is_import_path
+from corral.core.common import state_codec
+from corral.core.common.import_paths import import_object, is_import_path
+from corral.core.common.spaces import ObservationCheck
 from corral.core.environments.atari import is_ale_id, make_atari
 from corral.core.environments.old_gym import ENV_METHODS, OldGymEnv, uses_old_api
 from corral.core.environments.rendering import Display, check_display, displayed
-from corral.core.environments.spaces import ObservationCheck
-from corral.core.persistence import state_codec
 from corral.core.seeding import generator_state, set_generator_state
 from corral.errors import ConfigError, EnvError, EnvRunnerError, did_you_mean
+
+if TYPE_CHECKING:  # a type only: the config module sits above the environments
+    from corral.core.contracts.config import AlgorithmConfig
 
 logger = logging.getLogger("corral")
 

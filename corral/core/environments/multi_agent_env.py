@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from corral.core.common import by_value
 from corral.core.environments.envs import EnvContext, env_name, import_env, registered_creators, resolve_creator
-from corral.core.persistence import by_value
 from corral.errors import EnvError
 
 if TYPE_CHECKING:

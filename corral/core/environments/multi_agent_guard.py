@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from corral.core.common import state_codec
+from corral.core.common.spaces import ObservationCheck
 from corral.core.environments.envs import MAX_REPLAY_STEPS, bad_reward, prepare_replay
 from corral.core.environments.multi_agent_env import ALL_AGENTS, MultiAgentDict, MultiAgentEnv
-from corral.core.environments.spaces import ObservationCheck
-from corral.core.persistence import state_codec
 from corral.core.seeding import generator_state
 from corral.errors import EnvError, EnvRunnerError
 

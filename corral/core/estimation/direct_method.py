@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from corral.core.common.sample_batch import SampleBatch
 from corral.core.estimation.estimator import Episodes, OffPolicyEstimator, step_ratios
 from corral.core.estimation.fitted_q import FittedQ
-from corral.core.sampling.sample_batch import SampleBatch
 
 _Q, _V = "q_model_q", "q_model_v"
 """the columns :meth:`DirectMethod.estimate` adds for its episodes: Q(s_t, a_t) and V(s_t) of the Q model"""

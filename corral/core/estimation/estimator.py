@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from corral.core.sampling.sample_batch import SampleBatch
+from corral.core.common.sample_batch import SampleBatch
 from corral.errors import ConfigError, UnknownPluginError, did_you_mean
 
 TARGET_LOGP = "target_logp"

@@ -9,9 +9,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import ModelConfig
 from corral.core.learning.models import build_encoder
-from corral.core.sampling.sample_batch import SampleBatch
 from corral.core.seeding import torch_generator
 from corral.errors import ConfigError
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from corral.core.common.sample_batch import SampleBatch
 from corral.core.estimation.estimator import Episodes, OffPolicyEstimator, step_ratios, summarize
-from corral.core.sampling.sample_batch import SampleBatch
 
 
 class ImportanceSampling(OffPolicyEstimator):

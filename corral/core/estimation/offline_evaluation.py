@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.estimation.estimator import TARGET_LOGP, Episodes, OffPolicyEstimator, make_estimator
 from corral.core.persistence.experience_input import (
     SAMPLER,
@@ -19,7 +20,6 @@ from corral.core.persistence.experience_input import (
     input_files,
     read_experiences,
 )
-from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.errors import ConfigError
 
 EPISODE_COLUMNS = (SampleBatch.OBS, SampleBatch.ACTIONS, *TRANSITION_COLUMNS, SampleBatch.ACTION_LOGP)

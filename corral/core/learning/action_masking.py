@@ -23,9 +23,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from corral.core.environments.spaces import ObservationPreprocessor
+from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.spaces import ObservationPreprocessor
 from corral.core.learning.models import Model, torch_dtype
-from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
 MASKED_LOGIT = -1e9

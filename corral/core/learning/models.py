@@ -20,9 +20,9 @@ import torch
 from numpy.typing import DTypeLike
 from torch import nn
 
+from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.spaces import ObservationPreprocessor, is_image_space
 from corral.core.contracts.config import ModelConfig
-from corral.core.environments.spaces import ObservationPreprocessor, is_image_space
-from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
 _SIGMOID_TANH_MIN_ELEMENTS = 4096

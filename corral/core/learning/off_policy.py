@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from corral.core.common.restored import restored_count, restored_float
+from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
 from corral.core.contracts.algorithm import Algorithm
 from corral.core.contracts.config import MAX_UPDATES_PER_ENV_STEP, AlgorithmConfig, option
 from corral.core.contracts.policy import Policy, load_finite_weights
@@ -26,8 +28,6 @@ from corral.core.learning.postprocessing import compute_nstep
 from corral.core.learning.replay_buffers import ReplayBuffer, check_replay_buffer_config, make_replay_buffer, replay_row_bytes
 from corral.core.learning.schedules import linear_schedule
 from corral.core.memory import check_fits
-from corral.core.persistence.checkpoints import restored_count, restored_float
-from corral.core.sampling.sample_batch import MultiAgentBatch, SampleBatch
 from corral.core.seeding import int_seed
 from corral.errors import ConfigError
 

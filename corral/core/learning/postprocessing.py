@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from corral.core.sampling.sample_batch import SampleBatch
+from corral.core.common.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
 

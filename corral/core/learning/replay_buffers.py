@@ -20,8 +20,8 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import DTypeLike
 
+from corral.core.common.sample_batch import SampleBatch
 from corral.core.learning.sum_tree import SumTree, last_occurrences
-from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import CheckpointError, ConfigError, did_you_mean
 
 __all__ = [

@@ -33,12 +33,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.core.contracts.policy import add_batch_dim
-from corral.core.persistence import state_codec
-from corral.core.persistence.checkpoints import restored_count
+from corral.core.common import state_codec
+from corral.core.common.restored import restored_count
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.common.spaces import add_batch_dim
 from corral.core.persistence.experience_output import OUTPUT_FORMATS, require_pyarrow
 from corral.core.persistence.input_columns import Columns, standard_names, typed_columns
-from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import ConfigError
 

@@ -17,7 +17,7 @@ An agent's rows stay together, in time order.
   ``JsonWriter`` (``{"type": "SampleBatch", ...}``, or ``"MultiAgentBatch"``
   with ``policy_batches`` when a runner has several policies), columns as
   lists, so RLlib's JSON reader reads them. A compressed column is an encoded
-  array (:mod:`corral.core.persistence.state_codec`, zlib-compressed bytes):
+  array (:mod:`corral.core.common.state_codec`, zlib-compressed bytes):
   RLlib's reader takes only the others, so its documented recipe sets
   ``output_compress_columns=[]``.
 
@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from corral.core.persistence import state_codec
-from corral.core.sampling.sample_batch import SampleBatch
+from corral.core.common import state_codec
+from corral.core.common.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
 OUTPUT_FORMATS = ("parquet", "json")

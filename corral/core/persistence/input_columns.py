@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from corral.core.sampling.sample_batch import SampleBatch
+from corral.core.common.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
 Columns = dict[str, np.ndarray]

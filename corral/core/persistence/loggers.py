@@ -19,6 +19,9 @@ import numpy as np
 
 from corral.core.results import finite_number
 
+NOOP_LOGGERS = ("NoopLogger", "ray.tune.logger.NoopLogger", "ray.tune.logger:NoopLogger", "ray.tune.logger.noop.NoopLogger")
+"""``logger_config`` types that write no result files (Ray Tune's, by name, without importing Ray)"""
+
 
 def default_storage_path(storage_path: str | None) -> Path:
     """``storage_path``, else ``$CORRAL_RESULTS_DIR``, else ``~/corral_results``."""

@@ -37,8 +37,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from corral._version import __version__
-from corral.core.environments.spaces import is_image_space, space_to_json
-from corral.core.sampling.sample_batch import SampleBatch
+from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.spaces import is_image_space, space_to_json
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ and the two ways to proceed: pass the object yourself
 ``config_overrides``), or ``trust_code=True`` (``corral evaluate --trust-code``)
 for a checkpoint you trust. Even then, no module inside the checkpoint folder is
 ever imported. What the saving script defined itself (``__main__``, lambdas) is
-in ``config.json`` by value (:mod:`corral.core.persistence.by_value`): refused
+in ``config.json`` by value (:mod:`corral.core.common.by_value`): refused
 the same way, and unpickled only with ``trust_code=True``.
 """
 
@@ -32,8 +32,9 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from corral.core.contracts.config import NOOP_LOGGERS, is_import_path, split_import_path
-from corral.core.persistence import by_value
+from corral.core.common import by_value
+from corral.core.common.import_paths import is_import_path, split_import_path
+from corral.core.persistence.loggers import NOOP_LOGGERS
 from corral.errors import CheckpointError
 
 CODE_FIELDS = {

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from corral.core.persistence import state_codec
-from corral.core.sampling.sample_batch import SampleBatch
+from corral.core.common import state_codec
+from corral.core.common.sample_batch import SampleBatch
 
 if TYPE_CHECKING:
     from corral.core.contracts.policy import Policy

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from corral.core.common.sample_batch import MultiAgentBatch
 from corral.core.sampling.env_runner_group import EnvRunnerGroup
 from corral.core.sampling.remote_env_runner import ensure_ray
-from corral.core.sampling.sample_batch import MultiAgentBatch
 from corral.errors import EnvRunnerError
 
 

@@ -23,6 +23,9 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
+from corral.core.common import state_codec
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.common.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.policy import Policy
@@ -37,13 +40,10 @@ from corral.core.environments.envs import (
     make_vector_env,
 )
 from corral.core.environments.rendering import display_for
-from corral.core.environments.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.environments.task_settable_env import set_tasks
 from corral.core.learning.postprocessing import episode_ends
 from corral.core.memory import check_fits
-from corral.core.persistence import state_codec
 from corral.core.persistence.experience_output import OUTPUT_CONTEXT_COLUMNS, ExperienceWriter, transitions
-from corral.core.sampling.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.sampling.trajectories import postprocess_columns
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.errors import EnvError

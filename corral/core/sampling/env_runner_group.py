@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from corral.core.common.sample_batch import MultiAgentBatch
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.policy import PolicyBuild
 from corral.core.environments.envs import env_name
@@ -24,7 +25,6 @@ from corral.core.learning.policy_map import PolicyMap
 from corral.core.sampling.env_runner import EpisodeSummary, evaluation_span
 from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner
 from corral.core.sampling.remote_env_runner import RemoteSample
-from corral.core.sampling.sample_batch import MultiAgentBatch
 from corral.errors import ConfigError, EnvRunnerError
 
 logger = logging.getLogger("corral")

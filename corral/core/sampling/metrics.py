@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from corral.core.persistence.checkpoints import restored_count, restored_float
+from corral.core.common.restored import restored_count, restored_float
 from corral.core.sampling.env_runner import EpisodeSummary
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
+from corral.core.common.sample_batch import MultiAgentBatch
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.policy import Policy, PolicyBuild
 from corral.core.sampling.env_runner import EpisodeSummary
-from corral.core.sampling.sample_batch import MultiAgentBatch
 
 
 def ensure_ray() -> Any:
@@ -171,14 +171,14 @@ class EnvRunnerActor:
 
     def get_state(self) -> dict[str, Any]:
         """The runner's state and its policy copies' generators (see :meth:`EnvRunner.get_state`), as JSON."""
-        from corral.core.persistence import state_codec
+        from corral.core.common import state_codec
 
         policies = {pid: state_codec.encode(p.get_rng_state()) for pid, p in self.policies.items()}
         return {"runner": self.runner.get_state(), "policies": policies}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state`."""
-        from corral.core.persistence import state_codec
+        from corral.core.common import state_codec
 
         for pid, policy_state in state["policies"].items():
             self.policies[pid].set_rng_state(state_codec.decode(policy_state))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from corral.core.sampling.sample_batch import SampleBatch
+from corral.core.common.sample_batch import SampleBatch
 
 if TYPE_CHECKING:
     from corral.core.contracts.policy import Policy

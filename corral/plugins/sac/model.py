@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from corral.core import Model, ModelConfig, SampleBatch, build_encoder
-from corral.core.environments.spaces import ObservationPreprocessor, is_image_space
+from corral.core.common.spaces import ObservationPreprocessor, is_image_space
 from corral.core.learning.models import ACTIVATIONS
 
 

@@ -32,9 +32,9 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import ModelConfig
 from corral.core.learning.models import Model, QModel, _init, build_encoder
-from corral.core.sampling.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
 MODEL_NAME = "model"

@@ -238,7 +238,7 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
 
     Box bounds are left out, so an env whose bounds moved still evaluates a
     checkpoint; checkpoints store spaces exactly with
-    :func:`corral.core.persistence.space_codec.encode_space`.
+    :func:`corral.core.common.space_codec.encode_space`.
     """
     if isinstance(space, gym.spaces.Box):
         return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype)}
@@ -253,3 +253,20 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
     if isinstance(space, gym.spaces.Tuple):
         return {"type": "Tuple", "spaces": [space_to_json(s) for s in space.spaces]}
     return {"type": type(space).__name__}
+
+
+def add_batch_dim(space: gym.Space, obs: Any) -> Any:
+    """One observation of ``space`` as a batch of one (Dict and Tuple observations part by part).
+
+    Args:
+        space: the observation space.
+        obs: one observation of it.
+
+    Returns:
+        The observation with a leading batch dimension of 1 on every array.
+    """
+    if isinstance(space, gym.spaces.Dict):
+        return {k: add_batch_dim(s, obs[k]) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(add_batch_dim(s, o) for s, o in zip(space.spaces, obs, strict=False))
+    return np.asarray(obs)[None]

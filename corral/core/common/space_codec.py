@@ -4,7 +4,7 @@ A multi-agent config names each policy's spaces (``PolicySpec``), and a config
 travels as JSON (``to_dict``, ``config.json`` in a checkpoint, Tune's trial
 configs). gymnasium offers no JSON form of a space, and a pickle would let a
 checkpoint run code, so each space is written as ``{"type": ..., ...}`` with
-its arrays in :mod:`~corral.core.persistence.state_codec`'s exact form (Box
+its arrays in :mod:`~corral.core.common.state_codec`'s exact form (Box
 bounds keep their dtype, and inf stays inf). Only the types below are read
 back; any other is refused by name.
 
@@ -23,7 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.core.persistence import state_codec
+from corral.core.common import state_codec
 
 MAX_DEPTH = 16
 """How deep Dict and Tuple spaces may nest in an encoded space."""
