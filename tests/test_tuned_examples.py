@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import corral
-from corral.cli import _experiments_from_file
+from corral.cli.experiments import experiments_from_file
 from corral.core.results import result_value
 
 EXAMPLES = sorted((Path(corral.__file__).parent / "tuned_examples").glob("*.yaml"))
@@ -54,7 +54,7 @@ def test_the_data_the_tuned_examples_read_is_package_data() -> None:
 
 
 def _input_paths(example: Path) -> list[str]:
-    (experiment,) = _experiments_from_file(str(example))
+    (experiment,) = experiments_from_file(str(example))
     given = experiment["config"].get("input", [])
     return [given] if isinstance(given, str) else list(given)
 
@@ -79,7 +79,7 @@ def test_the_other_offline_tuned_examples_find_their_data_from_any_working_folde
     name: str, tmp_path: Path, make_algo: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    (experiment,) = _experiments_from_file(name)
+    (experiment,) = experiments_from_file(name)
     config = corral.get_config(experiment["run"]).environment(experiment["env"]).update_from_dict(experiment["config"])
     make_algo(config)  # every input file is found and checked at build
 
@@ -95,10 +95,10 @@ def test_a_relative_input_in_an_experiment_file_means_the_working_folder_where_i
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    (beside,) = _experiments_from_file(str(experiment / "bc.yaml"))
+    (beside,) = experiments_from_file(str(experiment / "bc.yaml"))
     assert beside["config"]["input"] == [str(experiment / "rows.parquet"), "other.parquet"]  # found beside; found nowhere
     (work / "rows.parquet").write_bytes(b"")
-    (here,) = _experiments_from_file(str(experiment / "bc.yaml"))
+    (here,) = experiments_from_file(str(experiment / "bc.yaml"))
     assert here["config"]["input"] == ["rows.parquet", "other.parquet"]
 
 
@@ -106,7 +106,7 @@ def _is_a_defaults_case(example: Path) -> bool:
     """Whether a case of ``tests/compat/test_defaults_learn.py`` trains exactly what ``example`` asks."""
     from tests.compat.test_defaults_learn import CASES
 
-    (experiment,) = _experiments_from_file(str(example))
+    (experiment,) = experiments_from_file(str(example))
     (key,) = set(experiment["stop"]) - {"timesteps_total"}
     config = corral.get_config(experiment["run"]).environment(experiment["env"])
     plain = config.to_dict()
@@ -129,7 +129,7 @@ def test_an_example_of_plain_defaults_is_held_to_its_promise_by_the_defaults_tes
 @pytest.mark.slow
 @pytest.mark.parametrize("path", [p for p in EXAMPLES if p not in TRAINED_BY_THE_DEFAULTS_TEST], ids=lambda p: p.stem)
 def test_tuned_example_reaches_its_promise(path: Path) -> None:
-    (experiment,) = _experiments_from_file(str(path))
+    (experiment,) = experiments_from_file(str(path))
     budget = experiment["stop"]["timesteps_total"]
     # offline examples promise an evaluation return (their training rows come from files, not episodes)
     (key,) = set(experiment["stop"]) - {"timesteps_total"}

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import corral
-from corral.cli import _experiments_from_file
+from corral.cli.experiments import experiments_from_file
 from corral.core.results import corral_result_key
 
 DATA = Path(__file__).parent.parent / "data"
@@ -32,7 +32,7 @@ GRID_FILES = sorted((DATA / "rllib_tuned_grid").glob("*.yaml"))
 @pytest.mark.usefixtures("ray_on_two_cpus")  # some files ask for remote env runners (num_workers: 2)
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
 def test_an_rllib_tuned_example_builds_unchanged(path: Path) -> None:
-    (experiment,) = _experiments_from_file(str(path))
+    (experiment,) = experiments_from_file(str(path))
     config = corral.get_config(experiment["run"]).environment(experiment["env"])
     config.update_from_dict(experiment["config"])
     algo = config.build()
