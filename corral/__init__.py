@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import corral.errors as errors
-from corral._lazy import lazy_exports
+from corral._lazy import alias_moved_modules, lazy_exports
 from corral._version import __version__
 
 if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve on first access)
@@ -103,3 +103,6 @@ __all__ = ["__version__", *_EXPORTS]
 
 
 __getattr__, __dir__ = lazy_exports("corral", globals(), _EXPORTS)
+
+# modules of the command line that moved into its package (main until the split)
+alias_moved_modules({"corral.cli_progress": "corral.cli.progress", "corral.cli_stop": "corral.cli.stop"})

@@ -158,6 +158,16 @@ def test_every_module_that_moved_stays_importable_under_its_old_path() -> None:
         assert module is importlib.import_module(new)
 
 
+@pytest.mark.parametrize("old, new", [("corral.cli_progress", "corral.cli.progress"), ("corral.cli_stop", "corral.cli.stop")])
+def test_the_command_line_s_modules_that_moved_into_its_package_still_import(old: str, new: str) -> None:
+    import importlib
+
+    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
+        sys.modules.pop(old, None)
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+
+
 def test_an_old_path_never_shadows_a_module_that_exists() -> None:
     import importlib
 
