@@ -94,11 +94,14 @@ def alias_moved_modules(moved: dict[str, str]) -> None:
 
     Checkpoints and configs record classes as ``"module:Name"`` and plugins may
     import deep paths, so a module that moves stays reachable under its old name
-    (with a ``DeprecationWarning``). The finder is consulted after the regular
-    ones, so it never shadows a module that exists.
+    (with a ``DeprecationWarning``). One finder serves every package's table; it
+    is consulted after the regular ones, so it never shadows a module that exists.
 
     Args:
-        moved: ``{old module name: new module name}``.
+        moved: ``{old module name: new module name}``, added to the moves already known.
     """
-    if not any(isinstance(f, _MovedModuleFinder) and f.moved is moved for f in sys.meta_path):
-        sys.meta_path.append(_MovedModuleFinder(moved))
+    finder = next((f for f in sys.meta_path if isinstance(f, _MovedModuleFinder)), None)
+    if finder is None:
+        finder = _MovedModuleFinder({})
+        sys.meta_path.append(finder)
+    finder.moved.update(moved)

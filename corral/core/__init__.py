@@ -196,12 +196,15 @@ _FLAT_CORE_ROOMS = {
     "persistence": ("checkpoints", "loggers", "safe_loading"),
     "common": ("sample_batch", "spaces", "state_codec"),
 }  # fmt: skip
+# The shared types that moved from their rooms down into the common room (main until the layering), by room.
+_INTO_COMMON = {
+    "sampling": ("sample_batch",),
+    "environments": ("spaces",),
+    "persistence": ("state_codec", "space_codec", "by_value"),
+}
 _MOVED_MODULES = {
     **{f"corral.core.{name}": f"corral.core.{room}.{name}" for room, names in _FLAT_CORE_ROOMS.items() for name in names},
-    # the shared types that moved down into the common room (main until the layering)
-    "corral.core.sampling.sample_batch": "corral.core.common.sample_batch",
-    "corral.core.environments.spaces": "corral.core.common.spaces",
-    **{f"corral.core.persistence.{name}": f"corral.core.common.{name}" for name in ("state_codec", "space_codec", "by_value")},
+    **{f"corral.core.{room}.{name}": f"corral.core.common.{name}" for room, names in _INTO_COMMON.items() for name in names},
     "corral.core.errors": "corral.errors",
     "corral.core.plugin_api": "corral.plugin_api",
 }
