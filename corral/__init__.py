@@ -19,18 +19,14 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         MultiAgentBatch as MultiAgentBatch,
         SampleBatch as SampleBatch,
     )
-    from corral.core.contracts.algorithm import Algorithm as Algorithm
     from corral.core.contracts.callbacks import (
         Callbacks as Callbacks,
         DefaultCallbacks as DefaultCallbacks,
         MultiCallbacks as MultiCallbacks,
     )
     from corral.core.contracts.config import AlgorithmConfig as AlgorithmConfig
-    from corral.core.contracts.exploration import Exploration as Exploration
     from corral.core.contracts.hookspecs import hookimpl as hookimpl
-    from corral.core.contracts.policy import Policy as Policy
     from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
-    from corral.core.contracts.random_policy import RandomPolicy as RandomPolicy
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
     from corral.core.environments.pettingzoo_envs import (
@@ -38,6 +34,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         PettingZooEnv as PettingZooEnv,
     )
     from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
+    from corral.core.learning.exploration import Exploration as Exploration
+    from corral.core.learning.policy import Policy as Policy
+    from corral.core.learning.random_policy import RandomPolicy as RandomPolicy
+    from corral.core.training.algorithm import Algorithm as Algorithm
     from corral.errors import (
         CheckpointError as CheckpointError,
         ConfigError as ConfigError,
@@ -78,10 +78,10 @@ _EXPORTS = {
     "register_estimator": "corral.registry",
     "hookimpl": "corral.core.contracts.hookspecs",
     # core contracts
-    "Algorithm": "corral.core.contracts.algorithm",
+    "Algorithm": "corral.core.training.algorithm",
     "AlgorithmConfig": "corral.core.contracts.config",
-    "Policy": "corral.core.contracts.policy",
-    "Exploration": "corral.core.contracts.exploration",
+    "Policy": "corral.core.learning.policy",
+    "Exploration": "corral.core.learning.exploration",
     "Callbacks": "corral.core.contracts.callbacks",
     "DefaultCallbacks": "corral.core.contracts.callbacks",
     "MultiCallbacks": "corral.core.contracts.callbacks",
@@ -93,7 +93,7 @@ _EXPORTS = {
     "TaskSettableEnv": "corral.core.environments.task_settable_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",
-    "RandomPolicy": "corral.core.contracts.random_policy",
+    "RandomPolicy": "corral.core.learning.random_policy",
     "PettingZooEnv": "corral.core.environments.pettingzoo_envs",
     "ParallelPettingZooEnv": "corral.core.environments.pettingzoo_envs",
     "EnvContext": "corral.core.environments.envs",

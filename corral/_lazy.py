@@ -63,6 +63,25 @@ def is_instance_of_loaded(value: Any, module: str, name: str) -> bool:
     return loaded is not None and isinstance(value, getattr(loaded, name))
 
 
+def is_subclass_of_loaded(cls: Any, module: str, name: str) -> bool:
+    """``issubclass(cls, module.name)`` without importing ``module``: if it is not loaded, nothing subclasses it.
+
+    For a lower layer that checks a class against a base a higher layer
+    defines (a config checking that an exploration is an ``Exploration``): a
+    class that subclasses the base has loaded the base's module.
+
+    Args:
+        cls: the object to check (not a class: False).
+        module: the module that defines the base, e.g. ``"corral.core.learning.policy"``.
+        name: the base's name in that module.
+
+    Returns:
+        Whether ``cls`` is a class deriving from the base.
+    """
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(cls, type) and issubclass(cls, getattr(loaded, name))
+
+
 class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds a module under its old name and hands back the module at its new one (the same object)."""
 

@@ -39,11 +39,11 @@ from ray.tune.result_grid import ResultGrid
 
 from corral import registry
 from corral.core.common import by_value
-from corral.core.contracts.algorithm import Algorithm
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.devices import ray_gpus
 from corral.core.environments.envs import share_with_tune
 from corral.core.results import RESULT_KEYS
+from corral.core.training.algorithm import Algorithm
 from corral.errors import ConfigError, did_you_mean
 
 __all__ = ["CorralTrainable", "TrialsFailedError", "Tuner", "check_stop", "register_trainables", "trainable"]

@@ -51,9 +51,9 @@ def test_mypy_sees_the_types_behind_the_lazy_face(tmp_path: Path) -> None:
     )  # fmt: skip
     revealed = [line.split("Revealed type is ")[1].strip('"') for line in proc.stdout.splitlines() if "Revealed type" in line]
     assert revealed == [
-        "type[corral.core.contracts.algorithm.Algorithm]",
+        "type[corral.core.training.algorithm.Algorithm]",
         "corral.core.contracts.config.AlgorithmConfig",
-        "corral.core.contracts.algorithm.Algorithm",
+        "corral.core.training.algorithm.Algorithm",
         "dict[str, Any]",
         "str",
         "def (*, episode: corral.core.sampling.env_runner.Episode | "
@@ -61,7 +61,7 @@ def test_mypy_sees_the_types_behind_the_lazy_face(tmp_path: Path) -> None:
         "env_runner: corral.core.sampling.env_runner.EnvRunner | "
         "corral.core.sampling.multi_agent_env_runner.MultiAgentEnvRunner, "
         "env_index: int, **kwargs: Any)",
-        "def (*, algorithm: corral.core.contracts.algorithm.Algorithm, result: dict[str, Any], **kwargs: Any)",
+        "def (*, algorithm: corral.core.training.algorithm.Algorithm, result: dict[str, Any], **kwargs: Any)",
     ], proc.stdout + proc.stderr
     errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
     assert errors == [f'{script.name}:14: error: Too many arguments for "train" of "Algorithm"  [call-arg]'], proc.stdout

@@ -57,7 +57,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             f"--run {args.algo} does not match the checkpoint, which holds a {meta['algorithm']}; "
             f"drop --run (the checkpoint names its algorithm) or pass --run {meta['algorithm']}"
         )
-    from corral.core.contracts.algorithm import Algorithm
+    from corral.core.training.algorithm import Algorithm
 
     if args.video and args.out:
         raise ConfigError("--video records evaluation episodes and --out writes sampled ones: run evaluate once for each")

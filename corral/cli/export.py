@@ -25,8 +25,8 @@ def _export(args: argparse.Namespace) -> int:
 
     args.checkpoint = checkpoint_of(args.checkpoint)
     read_meta(args.checkpoint)  # a wrong path fails here, before torch is imported
-    from corral.core.contracts.algorithm import Algorithm
     from corral.core.persistence.policy_export import check_onnx_opset
+    from corral.core.training.algorithm import Algorithm
 
     if args.onnx is not None:
         check_onnx_opset(args.onnx)  # before the checkpoint is loaded

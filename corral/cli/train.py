@@ -155,7 +155,7 @@ def _resume(args: argparse.Namespace) -> int:
     exp = {"name": saved.get("name", folder.name), "run": meta["algorithm"], "env": None, "stop": saved.get("stop", {})}
     exp["config"] = {}
     override_from_flags(exp, args)
-    from corral.core.contracts.algorithm import Algorithm
+    from corral.core.training.algorithm import Algorithm
 
     overrides = {**exp["config"], "logger_config": {"logdir": str(folder)}}  # results go on in the same folder
     algo = Algorithm.from_checkpoint(args.resume, config_overrides=overrides, trust_code=args.trust_code)

@@ -1,16 +1,18 @@
 """The core every algorithm builds on; plugins import from here.
 
-Seven rooms, each with one job (its ``__init__`` says which):
+Nine rooms, each with one job (its ``__init__`` says which), listed from the
+bottom up: each imports only the rooms before it.
 
-- ``contracts``: what a plugin implements or extends (``Algorithm``,
-  ``AlgorithmConfig``, ``Policy``, ``Exploration``, callbacks and hooks);
+- ``common``: the shared types the others read (batches, spaces, import paths, codecs);
+- ``contracts``: what a user declares and a plugin extends (``AlgorithmConfig``,
+  ``ModelConfig``, ``PolicySpec``, RLlib's spellings, callbacks and hooks);
 - ``environments``: making environments, checking their steps, their spaces and state;
-- ``sampling``: env runners turning a policy and its environments into sample batches;
-- ``learning``: models, distributions, targets, replay and the off-policy base;
 - ``persistence``: checkpoints, safe loading, result files and offline data;
+- ``networks``: models and the action distributions over their outputs;
+- ``learning``: ``Policy``, explorations, filters, optimizers, targets, replay;
+- ``sampling``: env runners turning a policy and its environments into sample batches;
 - ``estimation``: off-policy estimation of a policy from logged episodes;
-- ``common``: the shared types the others read (batches, spaces, import paths,
-  codecs), importing none of them.
+- ``training``: ``Algorithm``, the loop that composes them, and the off-policy loop.
 
 Beside them, modules that serve all seven and import none: ``seeding`` (every
 generator derived from one seed), ``results`` (the keys and numbers of a
@@ -38,16 +40,31 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         SampleBatch as SampleBatch,
     )
     from corral.core.contracts.actor_critic import ActorCriticConfig as ActorCriticConfig, GAEConfig as GAEConfig
-    from corral.core.contracts.algorithm import Algorithm as Algorithm
     from corral.core.contracts.callbacks import (
         Callbacks as Callbacks,
         DefaultCallbacks as DefaultCallbacks,
         MultiCallbacks as MultiCallbacks,
     )
     from corral.core.contracts.config import AlgorithmConfig as AlgorithmConfig, ModelConfig as ModelConfig, option as option
-    from corral.core.contracts.exploration import Exploration as Exploration
     from corral.core.contracts.hookspecs import hookimpl as hookimpl
-    from corral.core.contracts.policy import (
+    from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
+    from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
+    from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
+    from corral.core.environments.pettingzoo_envs import (
+        ParallelPettingZooEnv as ParallelPettingZooEnv,
+        PettingZooEnv as PettingZooEnv,
+    )
+    from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
+    from corral.core.learning.exploration import Exploration as Exploration
+    from corral.core.learning.filters import MeanStdFilter as MeanStdFilter
+    from corral.core.learning.fused_adam import FusedAdam as FusedAdam, Optimizer as Optimizer
+    from corral.core.learning.nonfinite import saturate as saturate
+    from corral.core.learning.off_policy import (
+        OffPolicyConfig as OffPolicyConfig,
+        OffPolicyPolicy as OffPolicyPolicy,
+        update_target as update_target,
+    )
+    from corral.core.learning.policy import (
         POLICY_GRADIENT_COLUMNS as POLICY_GRADIENT_COLUMNS,
         ActorCriticPolicy as ActorCriticPolicy,
         Policy as Policy,
@@ -56,25 +73,16 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         standardize as standardize,
         to_floats as to_floats,
     )
-    from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
-    from corral.core.contracts.random_policy import RandomPolicy as RandomPolicy
-    from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
-    from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
-    from corral.core.environments.pettingzoo_envs import (
-        ParallelPettingZooEnv as ParallelPettingZooEnv,
-        PettingZooEnv as PettingZooEnv,
+    from corral.core.learning.postprocessing import add_gae as add_gae, compute_gae as compute_gae, compute_nstep as compute_nstep
+    from corral.core.learning.random_policy import RandomPolicy as RandomPolicy
+    from corral.core.learning.replay.replay_buffers import (
+        PrioritizedReplayBuffer as PrioritizedReplayBuffer,
+        ReplayBuffer as ReplayBuffer,
     )
-    from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
-    from corral.core.learning.catalog.custom_model import build_q_model as build_q_model
-    from corral.core.learning.distributions import (
-        ActionDistribution as ActionDistribution,
-        Categorical as Categorical,
-        DiagGaussian as DiagGaussian,
-        MultiCategorical as MultiCategorical,
-        SquashedGaussian as SquashedGaussian,
-    )
-    from corral.core.learning.fused_adam import FusedAdam as FusedAdam, Optimizer as Optimizer
-    from corral.core.learning.models import (
+    from corral.core.learning.schedules import PiecewiseSchedule as PiecewiseSchedule, linear_schedule as linear_schedule
+    from corral.core.learning.vtrace_targets import vtrace as vtrace
+    from corral.core.networks.custom_model import build_q_model as build_q_model
+    from corral.core.networks.default_models import (
         ActorCriticModel as ActorCriticModel,
         Model as Model,
         QModel as QModel,
@@ -82,23 +90,17 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         build_model as build_model,
         mlp as mlp,
     )
-    from corral.core.learning.nonfinite import saturate as saturate
-    from corral.core.learning.off_policy import (
-        OffPolicyAlgorithm as OffPolicyAlgorithm,
-        OffPolicyConfig as OffPolicyConfig,
-        OffPolicyPolicy as OffPolicyPolicy,
-        update_target as update_target,
+    from corral.core.networks.distributions import (
+        ActionDistribution as ActionDistribution,
+        Categorical as Categorical,
+        DiagGaussian as DiagGaussian,
+        MultiCategorical as MultiCategorical,
+        SquashedGaussian as SquashedGaussian,
     )
-    from corral.core.learning.postprocessing import add_gae as add_gae, compute_gae as compute_gae, compute_nstep as compute_nstep
-    from corral.core.learning.replay_buffers import (
-        PrioritizedReplayBuffer as PrioritizedReplayBuffer,
-        ReplayBuffer as ReplayBuffer,
-    )
-    from corral.core.learning.schedules import PiecewiseSchedule as PiecewiseSchedule, linear_schedule as linear_schedule
-    from corral.core.learning.vtrace_targets import vtrace as vtrace
     from corral.core.sampling.async_sampling import AsyncSampler as AsyncSampler
     from corral.core.sampling.env_runner import EnvRunner as EnvRunner, Episode as Episode
-    from corral.core.sampling.filters import MeanStdFilter as MeanStdFilter
+    from corral.core.training.algorithm import Algorithm as Algorithm
+    from corral.core.training.off_policy import OffPolicyAlgorithm as OffPolicyAlgorithm
     from corral.errors import (
         CheckpointError as CheckpointError,
         ConfigError as ConfigError,
@@ -114,34 +116,34 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.plugin_api import PLUGIN_API_VERSION as PLUGIN_API_VERSION
 
 _EXPORTS = {
-    "Algorithm": "corral.core.contracts.algorithm",
+    "Algorithm": "corral.core.training.algorithm",
     "AlgorithmConfig": "corral.core.contracts.config",
     "ActorCriticConfig": "corral.core.contracts.actor_critic",
     "GAEConfig": "corral.core.contracts.actor_critic",
     "ModelConfig": "corral.core.contracts.config",
     "option": "corral.core.contracts.config",
-    "Policy": "corral.core.contracts.policy",
-    "ActorCriticPolicy": "corral.core.contracts.policy",
-    "adam": "corral.core.contracts.policy",
-    "build_optimizer": "corral.core.contracts.policy",
+    "Policy": "corral.core.learning.policy",
+    "ActorCriticPolicy": "corral.core.learning.policy",
+    "adam": "corral.core.learning.policy",
+    "build_optimizer": "corral.core.learning.policy",
     "FusedAdam": "corral.core.learning.fused_adam",
     "Optimizer": "corral.core.learning.fused_adam",
-    "standardize": "corral.core.contracts.policy",
-    "to_floats": "corral.core.contracts.policy",
-    "POLICY_GRADIENT_COLUMNS": "corral.core.contracts.policy",
-    "Model": "corral.core.learning.models",
-    "ActorCriticModel": "corral.core.learning.models",
-    "QModel": "corral.core.learning.models",
-    "build_encoder": "corral.core.learning.models",
-    "build_model": "corral.core.learning.models",
-    "mlp": "corral.core.learning.models",
-    "build_q_model": "corral.core.learning.catalog.custom_model",
-    "ActionDistribution": "corral.core.learning.distributions",
-    "Categorical": "corral.core.learning.distributions",
-    "MultiCategorical": "corral.core.learning.distributions",
-    "DiagGaussian": "corral.core.learning.distributions",
-    "SquashedGaussian": "corral.core.learning.distributions",
-    "Exploration": "corral.core.contracts.exploration",
+    "standardize": "corral.core.learning.policy",
+    "to_floats": "corral.core.learning.policy",
+    "POLICY_GRADIENT_COLUMNS": "corral.core.learning.policy",
+    "Model": "corral.core.networks.default_models",
+    "ActorCriticModel": "corral.core.networks.default_models",
+    "QModel": "corral.core.networks.default_models",
+    "build_encoder": "corral.core.networks.default_models",
+    "build_model": "corral.core.networks.default_models",
+    "mlp": "corral.core.networks.default_models",
+    "build_q_model": "corral.core.networks.custom_model",
+    "ActionDistribution": "corral.core.networks.distributions",
+    "Categorical": "corral.core.networks.distributions",
+    "MultiCategorical": "corral.core.networks.distributions",
+    "DiagGaussian": "corral.core.networks.distributions",
+    "SquashedGaussian": "corral.core.networks.distributions",
+    "Exploration": "corral.core.learning.exploration",
     "Callbacks": "corral.core.contracts.callbacks",
     "DefaultCallbacks": "corral.core.contracts.callbacks",
     "MultiCallbacks": "corral.core.contracts.callbacks",
@@ -158,7 +160,7 @@ _EXPORTS = {
     "TaskSettableEnv": "corral.core.environments.task_settable_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",
-    "RandomPolicy": "corral.core.contracts.random_policy",
+    "RandomPolicy": "corral.core.learning.random_policy",
     "PettingZooEnv": "corral.core.environments.pettingzoo_envs",
     "ParallelPettingZooEnv": "corral.core.environments.pettingzoo_envs",
     "add_gae": "corral.core.learning.postprocessing",
@@ -166,19 +168,19 @@ _EXPORTS = {
     "vtrace": "corral.core.learning.vtrace_targets",
     "PiecewiseSchedule": "corral.core.learning.schedules",
     "linear_schedule": "corral.core.learning.schedules",
-    "MeanStdFilter": "corral.core.sampling.filters",
+    "MeanStdFilter": "corral.core.learning.filters",
     **dict.fromkeys(errors.__all__, "corral.errors"),
     "PLUGIN_API_VERSION": "corral.plugin_api",
     "OffPolicyConfig": "corral.core.learning.off_policy",
     "OffPolicyPolicy": "corral.core.learning.off_policy",
-    "OffPolicyAlgorithm": "corral.core.learning.off_policy",
+    "OffPolicyAlgorithm": "corral.core.training.off_policy",
     "update_target": "corral.core.learning.off_policy",
     "compute_nstep": "corral.core.learning.postprocessing",
-    "ReplayBuffer": "corral.core.learning.replay_buffers",
+    "ReplayBuffer": "corral.core.learning.replay.replay_buffers",
     "restored_count": "corral.core.common.restored",
     "saturate": "corral.core.learning.nonfinite",
     "restored_float": "corral.core.common.restored",
-    "PrioritizedReplayBuffer": "corral.core.learning.replay_buffers",
+    "PrioritizedReplayBuffer": "corral.core.learning.replay.replay_buffers",
 }
 
 __all__ = list(_EXPORTS)
@@ -191,8 +193,9 @@ _FLAT_CORE_ROOMS = {
     "contracts": ("algorithm", "config", "actor_critic", "policy", "callbacks", "hookspecs", "exploration"),
     "environments": ("envs", "env_state"),
     "sampling": ("env_runner", "env_runner_group", "remote_env_runner", "async_sampling", "filters", "metrics"),
-    "learning": ("models", "distributions", "postprocessing", "vtrace_targets", "replay_buffers", "sum_tree", "off_policy",
+    "learning": ("models", "distributions", "postprocessing", "vtrace_targets", "replay_buffers", "sum_tree",
                  "schedules", "nonfinite"),
+    "training": ("off_policy",),  # its policy and config bases are in learning; this module re-exports them
     "persistence": ("checkpoints", "loggers", "safe_loading"),
     "common": ("sample_batch", "spaces", "state_codec"),
 }  # fmt: skip
@@ -202,10 +205,39 @@ _INTO_COMMON = {
     "environments": ("spaces",),
     "persistence": ("state_codec", "space_codec", "by_value"),
 }
-_MOVED_MODULES = {
-    **{f"corral.core.{name}": f"corral.core.{room}.{name}" for room, names in _FLAT_CORE_ROOMS.items() for name in names},
-    **{f"corral.core.{room}.{name}": f"corral.core.common.{name}" for room, names in _INTO_COMMON.items() for name in names},
-    "corral.core.errors": "corral.errors",
-    "corral.core.plugin_api": "corral.plugin_api",
+# What moved when the rooms were put in order (each imports only those below it), old room path: new.
+_LAYERED = {
+    "contracts.algorithm": "training.algorithm",
+    "contracts.acting": "learning.acting",
+    "contracts.policy": "learning.policy",
+    "contracts.exploration": "learning.exploration",
+    "contracts.random_policy": "learning.random_policy",
+    "sampling.filters": "learning.filters",
+    "learning.models": "networks.default_models",
+    "learning.distributions": "networks.distributions",
+    "learning.action_masking": "networks.action_masking",
+    "learning.replay_buffers": "learning.replay.replay_buffers",
+    "learning.sum_tree": "learning.replay.sum_tree",
 }
+
+
+def _collapsed(moves: dict[str, str]) -> dict[str, str]:
+    """Each old path straight to where its module is now, through any later move of the path it moved to."""
+    final = {}
+    for old, new in moves.items():
+        while new in moves:
+            new = moves[new]
+        final[old] = new
+    return final
+
+
+_MOVED_MODULES = _collapsed(
+    {
+        **{f"corral.core.{name}": f"corral.core.{room}.{name}" for room, names in _FLAT_CORE_ROOMS.items() for name in names},
+        **{f"corral.core.{room}.{name}": f"corral.core.common.{name}" for room, names in _INTO_COMMON.items() for name in names},
+        **{f"corral.core.{old}": f"corral.core.{new}" for old, new in _LAYERED.items()},
+        "corral.core.errors": "corral.errors",
+        "corral.core.plugin_api": "corral.plugin_api",
+    }
+)
 alias_moved_modules(_MOVED_MODULES)

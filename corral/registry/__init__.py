@@ -22,10 +22,10 @@ from corral.registry.discovery import DISABLE_ENV_VAR, IN_PROCESS, PluginInfo, P
 from corral.registry.plugin_registry import PluginRegistry
 
 if TYPE_CHECKING:  # for type checkers only: at run time the registry imports nothing above it
-    from corral.core.contracts.algorithm import Algorithm
     from corral.core.contracts.config import AlgorithmConfig
-    from corral.core.contracts.exploration import Exploration
     from corral.core.estimation.estimator import OffPolicyEstimator
+    from corral.core.learning.exploration import Exploration
+    from corral.core.training.algorithm import Algorithm
 
 __all__ = [
     "ALGORITHMS_GROUP",

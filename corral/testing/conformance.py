@@ -29,7 +29,7 @@ from corral.registry import get_algorithm, get_config
 from corral.testing.envs import TOY_ENVS
 
 if TYPE_CHECKING:  # for annotations; the checks import Algorithm where they run it
-    from corral.core.contracts.algorithm import Algorithm
+    from corral.core.training.algorithm import Algorithm
 
 
 @dataclass

@@ -17,7 +17,7 @@ import pytest
 import corral
 from corral import Callbacks
 from corral.core.common.sample_batch import SampleBatch
-from corral.core.learning.off_policy import OffPolicyAlgorithm
+from corral.core.training.off_policy import OffPolicyAlgorithm
 
 BATCH, ENVS, FRAGMENT = 50, 3, 7
 """odd sizes: 3 sub-environments of 7 steps never add up to the batch of 50"""

@@ -315,14 +315,14 @@ def test_a_yaml_file_s_checkpoint_and_storage_keys_are_obeyed(run_cli: Any, tmp_
 
 def test_an_exploration_given_by_its_class_path_is_built(make_algo) -> None:
     """RLlib's exploration_config={'type': 'pkg.mod:Class'}: a custom exploration needs no registration."""
-    from corral.core.contracts.exploration import EpsilonGreedy
+    from corral.core.learning.exploration import EpsilonGreedy
 
     config = corral.get_config("DQN").environment("CartPole-v1")
-    config.exploration(exploration_config={"type": "corral.core.contracts.exploration:EpsilonGreedy", "final_epsilon": 0.1})
+    config.exploration(exploration_config={"type": "corral.core.learning.exploration:EpsilonGreedy", "final_epsilon": 0.1})
     exploration = make_algo(config).get_policy().exploration
     assert type(exploration) is EpsilonGreedy and exploration.get_info(10**9)["cur_epsilon"] == pytest.approx(0.1)
-    missing = config.copy().exploration(exploration_config={"type": "corral.core.contracts.exploration:Nothing"})
-    with pytest.raises(ConfigError, match=r"exploration_config type: module 'corral\.core\.contracts\.exploration' has no"):
+    missing = config.copy().exploration(exploration_config={"type": "corral.core.learning.exploration:Nothing"})
+    with pytest.raises(ConfigError, match=r"exploration_config type: module 'corral\.core\.learning\.exploration' has no"):
         missing.build()
 
 

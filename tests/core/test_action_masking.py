@@ -11,7 +11,7 @@ import torch
 
 import corral
 from corral import ConfigError
-from corral.core.learning.action_masking import MASKED_LOGIT, ActionMaskedModel
+from corral.core.networks.action_masking import MASKED_LOGIT, ActionMaskedModel
 from tests.toy_envs import MaskedChoiceEnv
 
 STEPS = 10_000

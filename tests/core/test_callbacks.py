@@ -9,7 +9,7 @@ from typing import ClassVar
 import pytest
 
 from corral import Callbacks, ConfigError, DefaultCallbacks, EnvContext, MultiAgentBatch, MultiCallbacks, SampleBatch
-from corral.core.contracts.algorithm import Algorithm
+from corral.core.training.algorithm import Algorithm
 from corral.plugins.ppo import PPO, PPOConfig
 
 NUM_ENVS = 4

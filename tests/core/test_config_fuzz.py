@@ -57,7 +57,9 @@ NEAR_VALUES = {
             "fcnet_hiddens": st.lists(
                 st.one_of(st.integers(-3, 300), st.sampled_from([2**31, 2**64, 1.5, "x", None])), max_size=3
             ),
-            "custom_model": st.sampled_from(["torch.nn:Linear", "nosuch:Model", ".x:Y", "corral.core.learning.models:QModel"]),
+            "custom_model": st.sampled_from(
+                ["torch.nn:Linear", "nosuch:Model", ".x:Y", "corral.core.networks.default_models:QModel"]
+            ),
             "conv_filters": VALUES,
         },
     ),

@@ -90,7 +90,7 @@ def filter_counts(group) -> list[float]:
 def test_the_observation_filter_gathers_every_runners_statistics_and_sends_the_totals_back(build) -> None:
     import numpy as np
 
-    from corral.core.sampling.filters import MeanStdFilter
+    from corral.core.learning.filters import MeanStdFilter
 
     # Pendulum's episodes outlast both iterations: no reset rows, so each batch is one sample call
     algo = build(ppo(env="Pendulum-v1", observation_filter="MeanStdFilter"))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from corral.core.common.sample_batch import SampleBatch
-from corral.core.learning.replay_buffers import PrioritizedReplayBuffer, ReplayBuffer, SumTree, make_replay_buffer
+from corral.core.learning.replay.replay_buffers import PrioritizedReplayBuffer, ReplayBuffer, SumTree, make_replay_buffer
 from corral.errors import CheckpointError, ConfigError
 
 

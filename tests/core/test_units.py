@@ -10,7 +10,7 @@ import torch.distributions as D
 
 from corral import ConfigError, MultiAgentBatch, SampleBatch
 from corral.core.common.spaces import ActionAdapter, ObservationPreprocessor
-from corral.core.contracts.exploration import (
+from corral.core.learning.exploration import (
     EpsilonGreedy,
     GaussianNoise,
     OrnsteinUhlenbeckNoise,
@@ -19,10 +19,10 @@ from corral.core.contracts.exploration import (
     StochasticSampling,
     make_exploration,
 )
-from corral.core.learning.distributions import Categorical, DiagGaussian, MultiCategorical, distribution_for
-from corral.core.learning.models import Tanh
+from corral.core.learning.filters import MeanStdFilter
 from corral.core.learning.schedules import PiecewiseSchedule, linear_schedule
-from corral.core.sampling.filters import MeanStdFilter
+from corral.core.networks.default_models import Tanh
+from corral.core.networks.distributions import Categorical, DiagGaussian, MultiCategorical, distribution_for
 
 
 # ---------------------------------------------------------------------- #

@@ -9,6 +9,7 @@ scaled to the env's bounds when ``normalize_actions`` is on.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import Any, TypeGuard, cast
 
 import gymnasium as gym
@@ -270,3 +271,20 @@ def add_batch_dim(space: gym.Space, obs: Any) -> Any:
     if isinstance(space, gym.spaces.Tuple):
         return tuple(add_batch_dim(s, o) for s, o in zip(space.spaces, obs, strict=False))
     return np.asarray(obs)[None]
+
+
+def stack_observations(observations: Sequence[Any]) -> Any:
+    """Single observations as one batch, as a vector env returns them (dicts and tuples of arrays are stacked inside).
+
+    Args:
+        observations: observations of one space, without a batch axis.
+
+    Returns:
+        An array with a leading batch axis, or a dict or tuple of such arrays.
+    """
+    first = observations[0]
+    if isinstance(first, dict):
+        return {key: stack_observations([o[key] for o in observations]) for key in first}
+    if isinstance(first, tuple):
+        return tuple(stack_observations([o[i] for o in observations]) for i in range(len(first)))
+    return np.stack([np.asarray(o) for o in observations])

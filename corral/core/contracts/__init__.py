@@ -1,8 +1,9 @@
-"""The contracts: what an algorithm plugin implements or extends, and what it promises its users.
+"""The contracts: what a user declares and a plugin extends, above the shared types and below everything that runs.
 
-``Algorithm`` (the training loop, checkpoints, evaluation), ``AlgorithmConfig``
-(validated option groups) and the shared actor-critic options, ``Policy`` (acting
-and learning on one set of weights), ``Exploration``, the callbacks and hook
-specifications that observe a run, and the keys every ``train()`` result has.
-Everything else in the core serves these.
+``AlgorithmConfig`` (validated option groups), ``ModelConfig``, the shared
+actor-critic options, ``PolicySpec`` and the multi-agent options, RLlib's
+spellings of them (``rllib_compat``), and the callbacks and hook
+specifications that observe a run. Nothing here imports another room but
+``common``: a config names the plugins it needs (explorations, estimators) and
+checks them through the registry, so the rooms that implement them sit above.
 """

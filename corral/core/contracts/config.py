@@ -39,18 +39,19 @@ from pydantic import (
 from corral._lazy import is_instance_of_loaded
 from corral.core.common import by_value
 from corral.core.common.import_paths import import_object
+from corral.core.contracts.plugin_classes import check_estimation_methods, validate_exploration_config
 from corral.core.contracts.rllib_compat import (
     EXPERIMENTAL_FLAGS,
+    NOOP_LOGGERS,
     RLlibConfigMethods,
     evaluation_overrides,
     note_flag,
     rllib_model_keys,
 )
-from corral.core.persistence.loggers import NOOP_LOGGERS
 from corral.errors import ConfigError, did_you_mean, short_repr
 
 if TYPE_CHECKING:  # the algorithm module imports this one
-    from corral.core.contracts.algorithm import Algorithm
+    from corral.core.training.algorithm import Algorithm
 
 GROUPS = (
     "environment",
@@ -168,6 +169,9 @@ def option(default: Any, group: str, **constraints: Any) -> Any:
         return Field(default_factory=lambda: _copy.deepcopy(default), json_schema_extra={"group": group}, **constraints)
     return Field(default, json_schema_extra={"group": group}, **constraints)
 
+
+OUTPUT_FORMATS = ("parquet", "json")
+"""the file formats of offline output and input (``output_config`` / ``input_config`` ``format``)"""
 
 MAX_NESTING = 32
 """How deep dicts and lists inside a config may nest."""
@@ -923,12 +927,8 @@ class AlgorithmConfig(RLlibConfigMethods, BaseModel):
                 "exploration_config needs a 'type' naming an exploration plugin, "
                 "e.g. {'type': 'StochasticSampling'}; `corral list` shows the installed ones"
             )
-        from corral.core.contracts.exploration import validate_exploration_config
-
         validate_exploration_config(self.exploration_config)
         if self.off_policy_estimation_methods:
-            from corral.core.estimation.estimator import check_estimation_methods
-
             check_estimation_methods(self.off_policy_estimation_methods)
         self._validate_env_runners()
         try:
@@ -1161,8 +1161,6 @@ class AlgorithmConfig(RLlibConfigMethods, BaseModel):
     @field_validator("output_config", mode="after")
     @classmethod
     def _check_output_config(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from corral.core.persistence.experience_output import OUTPUT_FORMATS
-
         unknown = sorted(set(value) - {"format"})
         if unknown:
             raise ValueError(f"output_config has no key {unknown[0]!r}; it takes 'format'")
@@ -1257,8 +1255,6 @@ class AlgorithmConfig(RLlibConfigMethods, BaseModel):
     @field_validator("input_config", mode="after")
     @classmethod
     def _check_input_config(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from corral.core.persistence.experience_output import OUTPUT_FORMATS
-
         unknown = sorted(set(value) - {"format", "columns", "use_ray_data"})
         if unknown:
             raise ValueError(f"input_config has no key {unknown[0]!r}; it takes 'format', 'columns' and 'use_ray_data'")

@@ -21,13 +21,13 @@ if TYPE_CHECKING:  # the types the hooks receive; at run time nothing is importe
     from gymnasium.vector import VectorEnv
 
     from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
-    from corral.core.contracts.algorithm import Algorithm
-    from corral.core.contracts.policy import Policy
     from corral.core.environments.envs import EnvContext
     from corral.core.environments.multi_agent_env import MultiAgentEnv
+    from corral.core.learning.policy import Policy
     from corral.core.sampling.env_runner import EnvRunner, Episode
     from corral.core.sampling.env_runner_group import EnvRunnerGroup
     from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, MultiAgentEpisode
+    from corral.core.training.algorithm import Algorithm
 
 PROJECT = "corral"
 hookspec = pluggy.HookspecMarker(PROJECT)

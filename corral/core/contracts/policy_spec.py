@@ -15,6 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from corral._lazy import is_subclass_of_loaded
 from corral.core.common import by_value
 from corral.core.common.import_paths import import_object
 from corral.core.common.space_codec import decode_space, encode_space
@@ -43,11 +44,11 @@ class PolicySpec:
                 raise ValueError(f"{name} must be a gymnasium space or None, not {type(value).__name__}")
         if self.config is not None and not isinstance(self.config, dict):
             raise ValueError(f"config must be a dict of options or None, not {type(self.config).__name__}")
-        from corral.core.contracts.policy import Policy  # torch, only once a spec is made
-
         if isinstance(self.policy_class, str):
             object.__setattr__(self, "policy_class", import_object(self.policy_class))
-        if self.policy_class is not None and not (isinstance(self.policy_class, type) and issubclass(self.policy_class, Policy)):
+        # the Policy class lives in a room above this one; a class deriving from it has loaded it
+        is_policy = is_subclass_of_loaded(self.policy_class, "corral.core.learning.policy", "Policy")
+        if self.policy_class is not None and not is_policy:
             raise ValueError(
                 f"policy_class must be a corral Policy subclass, its 'module:qualname' or None, not {self.policy_class!r}"
             )

@@ -30,6 +30,9 @@ if TYPE_CHECKING:  # the config module imports this one
 
 logger = logging.getLogger("corral")
 
+NOOP_LOGGERS = ("NoopLogger", "ray.tune.logger.NoopLogger", "ray.tune.logger:NoopLogger", "ray.tune.logger.noop.NoopLogger")
+"""``logger_config`` types that write no result files (Ray Tune's, by name, without importing Ray)"""
+
 _OLD_STACK = "corral's policies and models work as RLlib's old API stack does, which this asks for"
 _NEW_STACK = (
     "RLlib's new API stack (RLModule and Learner classes) is not in corral yet; corral trains this config with its "

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
 from corral.core.common.sample_batch import SampleBatch
-from corral.errors import ConfigError, UnknownPluginError, did_you_mean
+from corral.core.contracts.plugin_classes import check_estimation_methods, estimator_class
+from corral.errors import ConfigError
 
 TARGET_LOGP = "target_logp"
 """the column of each row's action log-likelihood under the target policy, which the evaluation adds"""
@@ -138,58 +138,6 @@ def summarize(v_behavior: np.ndarray, v_target: np.ndarray) -> dict[str, float]:
     }
 
 
-def estimator_class(type_name: Any) -> type[OffPolicyEstimator]:
-    """The estimator class a config names (a registered name, or the class itself).
-
-    Args:
-        type_name: ``"ImportanceSampling"``, ... (case-insensitive), or an estimator class.
-
-    Returns:
-        The class.
-
-    Raises:
-        ConfigError: no estimator has that name, or the class is not an :class:`OffPolicyEstimator`.
-    """
-    import corral.registry as registry
-
-    cls = type_name
-    if isinstance(type_name, str):
-        try:
-            cls = registry.get_estimator(type_name)
-        except UnknownPluginError as exc:
-            raise ConfigError(f"off_policy_estimation_methods type: {exc}") from None
-    if not (isinstance(cls, type) and issubclass(cls, OffPolicyEstimator)):
-        raise ConfigError(
-            f"off-policy estimator {type_name!r} does not subclass corral.core.estimation.estimator.OffPolicyEstimator"
-        )
-    return cls
-
-
-def check_estimation_methods(methods: dict[str, Any]) -> None:
-    """Check every entry names an estimator and only options it has, without building any.
-
-    Args:
-        methods: ``{name: {"type": ..., **options}}``.
-
-    Raises:
-        ConfigError: an entry is not a dict with a ``type``, names no estimator, or has an unknown option.
-    """
-    for name, spec in methods.items():
-        if not isinstance(spec, dict) or "type" not in spec:
-            raise ConfigError(
-                f"off_policy_estimation_methods[{name!r}] must be a dict with a 'type', e.g. {{'type': 'ImportanceSampling'}}"
-            )
-        options = dict(spec)
-        cls = estimator_class(options.pop("type"))
-        allowed = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "policy", "gamma")]
-        for key in options:
-            if key not in allowed:
-                raise ConfigError(
-                    f"off-policy estimator {cls.__name__} has no option {key!r}.{did_you_mean(key, allowed)} "
-                    f"Its options: {', '.join(allowed) or 'none'}"
-                )
-
-
 def make_estimator(spec: dict[str, Any], policy: Any, gamma: float) -> OffPolicyEstimator:
     """Build the estimator a config entry names.
 
@@ -206,7 +154,7 @@ def make_estimator(spec: dict[str, Any], policy: Any, gamma: float) -> OffPolicy
     """
     check_estimation_methods({"estimator": spec})
     options = dict(spec)
-    cls = estimator_class(options.pop("type"))
+    cls = cast(type[OffPolicyEstimator], estimator_class(options.pop("type")))
     if cls.discrete_actions_only and not hasattr(policy.action_adapter.policy_space, "n"):
         raise ConfigError(
             f"off-policy estimator {cls.__name__} fits a Q model over every action and needs a Discrete action space, "

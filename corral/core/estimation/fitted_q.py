@@ -11,7 +11,7 @@ from torch import nn
 
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import ModelConfig
-from corral.core.learning.models import build_encoder
+from corral.core.networks.default_models import build_encoder
 from corral.core.seeding import torch_generator
 from corral.errors import ConfigError
 

@@ -3,7 +3,7 @@
 A learning rate of 1e308, a reward of inf, or a term that divides by zero
 turns the weights to NaN in one step, and from then on training goes on
 producing numbers that mean nothing. :class:`UpdateGuard` wraps every
-optimizer step :meth:`~corral.core.contracts.policy.Policy.apply_gradients` makes:
+optimizer step :meth:`~corral.core.learning.policy.Policy.apply_gradients` makes:
 
 - before the step, the loss and every param group's gradient norm must be finite;
 - the weights are copied before the step, and must still be finite after it

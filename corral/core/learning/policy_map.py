@@ -5,7 +5,7 @@ and every snapshot is a network, an optimizer and its moments. RLlib's
 ``policy_map_capacity`` bounds how many are alive at once; :class:`PolicyMap`
 does the same. Looking a policy up marks it most recently used; when more
 than ``capacity`` are in memory, the least recently used one is written to a
-temporary file (its full :meth:`~corral.core.contracts.policy.Policy.get_state`)
+temporary file (its full :meth:`~corral.core.learning.policy.Policy.get_state`)
 and dropped. Looking it up again builds a fresh copy and loads that state, so
 a policy that went to disk and came back acts and learns exactly as if it had
 stayed.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from corral.core.contracts.policy import Policy
+from corral.core.learning.policy import Policy
 
 
 class PolicyMap(MutableMapping[str, Policy]):

@@ -43,9 +43,9 @@ import numpy as np
 
 from corral.core.common import state_codec
 from corral.core.common.sample_batch import SampleBatch
+from corral.core.contracts.config import OUTPUT_FORMATS as OUTPUT_FORMATS  # the config checks them
 from corral.errors import ConfigError
 
-OUTPUT_FORMATS = ("parquet", "json")
 OUTPUT_CONTEXT_COLUMNS = (SampleBatch.EPS_ID, SampleBatch.AGENT_INDEX, SampleBatch.T, SampleBatch.INFOS)
 """columns an env runner adds to its fragments while it writes output (and removes before postprocessing)"""
 

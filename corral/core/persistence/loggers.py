@@ -17,10 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from corral.core.contracts.rllib_compat import NOOP_LOGGERS as NOOP_LOGGERS  # where the config reads it
 from corral.core.results import finite_number
-
-NOOP_LOGGERS = ("NoopLogger", "ray.tune.logger.NoopLogger", "ray.tune.logger:NoopLogger", "ray.tune.logger.noop.NoopLogger")
-"""``logger_config`` types that write no result files (Ray Tune's, by name, without importing Ray)"""
 
 
 def default_storage_path(storage_path: str | None) -> Path:

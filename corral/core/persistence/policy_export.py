@@ -42,7 +42,7 @@ from corral.core.common.spaces import is_image_space, space_to_json
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:
-    from corral.core.contracts.policy import Policy
+    from corral.core.learning.policy import Policy
 
 MODEL_FILE = "model.pt"
 EXPORTED_PROGRAM_FILE = "model.pt2"

@@ -28,9 +28,10 @@ import numpy as np
 
 from corral.core.common import state_codec
 from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.spaces import stack_observations
 
 if TYPE_CHECKING:
-    from corral.core.contracts.policy import Policy
+    from corral.core.learning.policy import Policy
 
 AgentKey = tuple[int, Hashable]
 """(sub-environment index, agent id)"""
@@ -339,20 +340,3 @@ class AgentCollector:
         """Forget the open rows of one sub-environment (its episode was cut off without a last step)."""
         for key in [key for key in self._pending if key[0] == env_index]:
             del self._pending[key]
-
-
-def stack_observations(observations: Sequence[Any]) -> Any:
-    """Single observations as one batch, as a vector env returns them (dicts and tuples of arrays are stacked inside).
-
-    Args:
-        observations: observations of one space, without a batch axis.
-
-    Returns:
-        An array with a leading batch axis, or a dict or tuple of such arrays.
-    """
-    first = observations[0]
-    if isinstance(first, dict):
-        return {key: stack_observations([o[key] for o in observations]) for key in first}
-    if isinstance(first, tuple):
-        return tuple(stack_observations([o[i] for o in observations]) for i in range(len(first)))
-    return np.stack([np.asarray(o) for o in observations])

@@ -28,7 +28,6 @@ from corral.core.common.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, 
 from corral.core.common.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
-from corral.core.contracts.policy import Policy
 from corral.core.environments.atari import atari_wanted
 from corral.core.environments.env_state import get_env_state, set_env_state
 from corral.core.environments.envs import (
@@ -41,6 +40,7 @@ from corral.core.environments.envs import (
 )
 from corral.core.environments.rendering import display_for
 from corral.core.environments.task_settable_env import set_tasks
+from corral.core.learning.policy import Policy
 from corral.core.learning.postprocessing import episode_ends
 from corral.core.memory import check_fits
 from corral.core.persistence.experience_output import OUTPUT_CONTEXT_COLUMNS, ExperienceWriter, transitions

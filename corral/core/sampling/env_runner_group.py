@@ -19,8 +19,8 @@ from typing import Any
 
 from corral.core.common.sample_batch import MultiAgentBatch
 from corral.core.contracts.config import AlgorithmConfig
-from corral.core.contracts.policy import PolicyBuild
 from corral.core.environments.envs import env_name
+from corral.core.learning.policy import PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.sampling.env_runner import EpisodeSummary, evaluation_span
 from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner
@@ -489,7 +489,7 @@ class EnvRunnerGroup:
         return self._ray.put(state)
 
     def sampling_state(self, changed_since: int | None = None) -> dict[str, dict[str, Any]]:
-        """The learner policies' :meth:`~corral.core.contracts.policy.Policy.get_sampling_state`, by policy id.
+        """The learner policies' :meth:`~corral.core.learning.policy.Policy.get_sampling_state`, by policy id.
 
         Args:
             changed_since: the policy map's eviction count at a publication every runner

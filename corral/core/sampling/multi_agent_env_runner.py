@@ -29,10 +29,10 @@ from corral.core.common.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, 
 from corral.core.common.spaces import space_to_json
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
-from corral.core.contracts.policy import Policy
 from corral.core.environments.envs import EnvContext, env_name
 from corral.core.environments.multi_agent_env import ALL_AGENTS, multi_agent_env_maker, probe_env
 from corral.core.environments.multi_agent_guard import MultiAgentEnvGuard, plain_agent_id
+from corral.core.learning.policy import Policy
 from corral.core.learning.postprocessing import episode_ends
 from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment, stack_observations
 from corral.core.sampling.env_runner import BaseEnvRunner, EnvRunner, EpisodeSummary, hist_lists, saved_episode_id

@@ -17,7 +17,7 @@ import numpy as np
 from corral.core.common.sample_batch import SampleBatch
 
 if TYPE_CHECKING:
-    from corral.core.contracts.policy import Policy
+    from corral.core.learning.policy import Policy
 
 
 @dataclass

@@ -16,7 +16,7 @@ from corral.core.persistence.loggers import finite_metrics, flatten, tensorboard
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:
-    from corral.core.contracts.algorithm import Algorithm
+    from corral.core.training.algorithm import Algorithm
 
 
 def tracker_settings(algorithm: Algorithm, name: str, allowed: tuple[str, ...]) -> dict[str, Any] | None:

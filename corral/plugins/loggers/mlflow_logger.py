@@ -20,7 +20,7 @@ from corral.core.persistence.loggers import flatten
 from corral.plugins.loggers import import_tracker, tracker_metrics, tracker_settings
 
 if TYPE_CHECKING:
-    from corral.core.contracts.algorithm import Algorithm
+    from corral.core.training.algorithm import Algorithm
 
 logger = logging.getLogger("corral")
 

@@ -17,7 +17,7 @@ from corral.core.contracts.hookspecs import hookimpl
 from corral.plugins.loggers import import_tracker, tracker_metrics, tracker_settings
 
 if TYPE_CHECKING:
-    from corral.core.contracts.algorithm import Algorithm
+    from corral.core.training.algorithm import Algorithm
 
 logger = logging.getLogger("corral")
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from corral.core import SampleBatch, SquashedGaussian, option, restored_count
-from corral.core.learning.action_masking import mask_logits
+from corral.core.networks.action_masking import mask_logits
 from corral.plugins.sac.algorithm import SAC
 from corral.plugins.sac.config import SACConfig
 from corral.plugins.sac.policy import SACPolicy

@@ -13,7 +13,7 @@ from torch import nn
 
 from corral.core import Model, ModelConfig, SampleBatch, build_encoder
 from corral.core.common.spaces import ObservationPreprocessor, is_image_space
-from corral.core.learning.models import ACTIVATIONS
+from corral.core.networks.default_models import ACTIVATIONS
 
 
 class EnsembleLinear(nn.Module):

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from corral.core import Optimizer, SampleBatch, SquashedGaussian, build_optimizer
-from corral.core.learning.action_masking import mask_logits
 from corral.core.learning.off_policy import OffPolicyPolicy
+from corral.core.networks.action_masking import mask_logits
 from corral.plugins.sac.config import SACConfig
 from corral.plugins.sac.model import SACModel
 

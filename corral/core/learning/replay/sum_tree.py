@@ -1,6 +1,6 @@
 """Array-backed sum-tree with a parallel min-tree, for proportional prioritized replay.
 
-See :class:`SumTree`; :mod:`corral.core.learning.replay_buffers` is its user.
+See :class:`SumTree`; :mod:`corral.core.learning.replay.replay_buffers` is its user.
 """
 
 from __future__ import annotations

@@ -10,15 +10,15 @@ Random draws come from ``self.generator``, the policy's own ``torch.Generator``
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, cast
 
 import gymnasium as gym
 import torch
 
-from corral.core.learning.distributions import ActionDistribution, uniform_like
+from corral.core.contracts.plugin_classes import exploration_class, validate_exploration_config
 from corral.core.learning.schedules import linear_schedule
-from corral.errors import ConfigError, UnknownPluginError, did_you_mean
+from corral.core.networks.distributions import ActionDistribution, uniform_like
+from corral.errors import ConfigError
 
 
 class Exploration:
@@ -249,40 +249,6 @@ class Random(Exploration):
         return self._uniform(dist.inputs.shape[0], dist.inputs)
 
 
-def _exploration_class(type_name: str) -> type[Exploration]:
-    """The class a registered name or an import path (``"pkg.mod:Class"``, ``"pkg.mod.Class"``) names."""
-    import corral.registry as registry
-    from corral.core.common.import_paths import import_object, is_import_path
-
-    if is_import_path(type_name):  # RLlib's custom exploration by its class path
-        try:
-            cls = import_object(type_name)
-        except ConfigError as exc:
-            raise ConfigError(f"exploration_config type: {exc}") from None
-    else:
-        try:
-            cls = registry.get_exploration(type_name)
-        except UnknownPluginError as exc:
-            raise ConfigError(f"exploration_config type: {exc}") from None
-    if not (isinstance(cls, type) and issubclass(cls, Exploration)):
-        raise ConfigError(f"exploration {type_name!r} ({cls!r}) does not subclass corral.core.contracts.exploration.Exploration")
-    return cls
-
-
-def validate_exploration_config(exploration_config: dict[str, Any]) -> None:
-    """Check the type exists and every other key is one of its arguments, without building it."""
-    options = dict(exploration_config)
-    cls = _exploration_class(options.pop("type"))
-    params = inspect.signature(cls.__init__).parameters
-    allowed = [p for p in params if p not in ("self", "action_space")]
-    for key in options:
-        if key not in allowed:
-            raise ConfigError(
-                f"exploration {cls.__name__} has no option {key!r}.{did_you_mean(key, allowed)} "
-                f"Its options: {', '.join(allowed) or 'none'}"
-            )
-
-
 def make_exploration(exploration_config: dict[str, Any], action_space: gym.Space) -> Exploration:
     """Build the exploration named by ``exploration_config['type']`` for ``action_space``.
 
@@ -301,5 +267,5 @@ def make_exploration(exploration_config: dict[str, Any], action_space: gym.Space
     """
     validate_exploration_config(exploration_config)
     options = dict(exploration_config)
-    cls = _exploration_class(options.pop("type"))
+    cls = cast(type[Exploration], exploration_class(options.pop("type")))
     return cls(action_space, **options)

@@ -5,7 +5,7 @@ for actor-critic models, ``vf_preds``); ``forward_inference``,
 ``forward_exploration`` and ``forward_train`` default to it, and an algorithm
 may override any of them. Vector observations get an MLP, images (H, W, C) a
 CNN; ``custom_model`` plugs in any ``torch.nn.Module`` (see
-:mod:`corral.core.learning.catalog.custom_model`).
+:mod:`corral.core.networks.custom_model`).
 """
 
 from __future__ import annotations
@@ -301,7 +301,7 @@ def build_model(
             Gaussian (with ``free_log_std``, a learned log standard deviation).
         num_outputs: the width of ``action_dist_inputs`` the action distribution needs.
         config: the model config; a custom model gets it as a dict (see
-            :func:`~corral.core.learning.catalog.custom_model.construct`).
+            :func:`~corral.core.networks.custom_model.construct`).
         value_function: whether the policy needs value estimates (``vf_preds``); behaviour cloning does not.
 
     Returns:
@@ -313,7 +313,7 @@ def build_model(
     """
     cls = config.model_class()
     if cls is not None:
-        from corral.core.learning.catalog.custom_model import build_custom_model  # it builds on this module
+        from corral.core.networks.custom_model import build_custom_model  # it builds on this module
 
         return build_custom_model(cls, obs_space, action_space, num_outputs, config, value_function)
     box = isinstance(action_space, gym.spaces.Box)

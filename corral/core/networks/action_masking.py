@@ -25,7 +25,7 @@ import torch
 
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.common.spaces import ObservationPreprocessor
-from corral.core.learning.models import Model, torch_dtype
+from corral.core.networks.default_models import Model, torch_dtype
 from corral.errors import ConfigError
 
 MASKED_LOGIT = -1e9

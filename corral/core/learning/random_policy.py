@@ -11,10 +11,10 @@ from torch import nn
 
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import AlgorithmConfig
-from corral.core.contracts.exploration import Random
-from corral.core.contracts.policy import Policy
+from corral.core.learning.exploration import Random
 from corral.core.learning.fused_adam import FusedAdam, Optimizer
-from corral.core.learning.models import Model
+from corral.core.learning.policy import Policy
+from corral.core.networks.default_models import Model
 
 
 class _UniformLogits(Model):

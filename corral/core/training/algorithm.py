@@ -26,24 +26,25 @@ import torch
 
 from corral._version import __version__
 from corral.core.common import by_value
-from corral.core.common.import_paths import import_object, object_path
+from corral.core.common.import_paths import object_path
 from corral.core.common.restored import restored_count, restored_float
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.common.space_codec import decode_space, encode_space
 from corral.core.common.spaces import space_to_json
-from corral.core.contracts.acting import ActionComputation
 from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
 from corral.core.contracts.config import LEGACY_KEYS, AlgorithmConfig
 from corral.core.contracts.multi_agent_config import policy_config
-from corral.core.contracts.policy import Policy, PolicyBuild, build_policy
 from corral.core.contracts.policy_spec import PolicySpec
 from corral.core.contracts.rllib_compat import as_config_of
 from corral.core.devices import check_learner_device, restorable_here
 from corral.core.environments.envs import env_name
 from corral.core.environments.task_settable_env import task_settable
 from corral.core.estimation.offline_evaluation import build_off_policy_evaluation
+from corral.core.learning.acting import ActionComputation
+from corral.core.learning.policy import Policy, PolicyBuild, build_policy
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence import checkpoints
+from corral.core.persistence.checkpoint_classes import algorithm_class_of
 from corral.core.persistence.experience_input import build_experience_input
 from corral.core.persistence.loggers import (
     NOOP_LOGGERS,
@@ -54,7 +55,7 @@ from corral.core.persistence.loggers import (
     new_experiment_dir,
 )
 from corral.core.persistence.policy_export import export_policy_model
-from corral.core.persistence.safe_loading import check_config_references, check_outside
+from corral.core.persistence.safe_loading import check_config_references
 from corral.core.results import corral_result_key, finite_number, result_value
 from corral.core.sampling.env_runner import evaluation_span
 from corral.core.sampling.env_runner_group import EnvRunnerGroup, EvaluationRound
@@ -63,7 +64,7 @@ from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, mak
 from corral.core.sampling.system_usage import SystemUsage
 from corral.core.seeding import generator_state, numpy_generator, set_generator_state
 from corral.core.threads import TorchThreads
-from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, PluginLoadError, TrainingError, UnknownPluginError
+from corral.errors import CheckpointError, ConfigError, CorralError, EnvError, TrainingError
 
 logger = logging.getLogger("corral")
 
@@ -1098,6 +1099,24 @@ class Algorithm(ActionComputation):
             raise
 
     @classmethod
+    def load_policy(cls, ckpt: checkpoints.Checkpoint, policy_id: str, trust_code: bool) -> Policy:
+        """One policy of a checkpoint this algorithm wrote, built alone (what :meth:`Policy.from_checkpoint` calls).
+
+        Args:
+            ckpt: the checkpoint, read.
+            policy_id: the policy to load.
+            trust_code: as for :meth:`from_checkpoint`.
+
+        Returns:
+            The policy, with the checkpoint's weights, filter statistics and timestep.
+
+        Raises:
+            CheckpointError: the checkpoint has no such policy, stores its spaces only as
+                descriptions (corral 0.1), or names code that is not registered.
+        """
+        return policy_of_checkpoint(cls, ckpt, policy_id, trust_code)
+
+    @classmethod
     def from_checkpoint(
         cls,
         checkpoint_path: checkpoints.CheckpointPath,
@@ -1141,7 +1160,7 @@ class Algorithm(ActionComputation):
                 (without ``trust_code``), or its algorithm is not installed.
         """
         ckpt = checkpoints.read_checkpoint(checkpoint_path)
-        algo_class = _algorithm_class_for(ckpt, trust_code)
+        algo_class = algorithm_class_of(ckpt, trust_code)
         overrides = dict(config_overrides or {})
         if env is not None:
             overrides["env"] = env
@@ -1233,11 +1252,12 @@ def _policy_subset(ckpt: checkpoints.Checkpoint, policy_ids: list[str], trust_co
     return overrides
 
 
-def load_policy(checkpoint_path: checkpoints.CheckpointPath, policy_id: str, trust_code: bool) -> Policy:
+def policy_of_checkpoint(algo_class: type[Algorithm], ckpt: checkpoints.Checkpoint, policy_id: str, trust_code: bool) -> Policy:
     """One policy of an algorithm checkpoint, built alone: no env, no env runners (see :meth:`Policy.from_checkpoint`).
 
     Args:
-        checkpoint_path: an algorithm checkpoint folder.
+        algo_class: the algorithm the checkpoint names (:func:`algorithm_class_of`).
+        ckpt: an algorithm checkpoint, read.
         policy_id: the policy to load.
         trust_code: as for :meth:`Algorithm.from_checkpoint` (a custom model or algorithm class by path).
 
@@ -1248,7 +1268,6 @@ def load_policy(checkpoint_path: checkpoints.CheckpointPath, policy_id: str, tru
         CheckpointError: the checkpoint is damaged, has no such policy, stores its spaces
             only as descriptions (corral 0.1), or names code that is not registered.
     """
-    ckpt = checkpoints.read_checkpoint(checkpoint_path)
     spaces = ckpt.meta["policies"].get(policy_id)
     if not isinstance(spaces, dict):
         raise CheckpointError(
@@ -1261,7 +1280,6 @@ def load_policy(checkpoint_path: checkpoints.CheckpointPath, policy_id: str, tru
             f"{ckpt.folder / checkpoints.META_FILE} does not hold policy {policy_id!r}'s spaces exactly ({exc}); "
             "checkpoints of corral 0.1 describe them only: load the whole algorithm with Algorithm.from_checkpoint"
         ) from None
-    algo_class = _algorithm_class_for(ckpt, trust_code)
     # One policy needs neither the env, the callbacks nor the multi-agent functions: what the checkpoint names
     # for them is never imported.
     unused: dict[str, Any] = {
@@ -1285,37 +1303,6 @@ def _stored_space_description(stored: Any) -> Any:
         return space_to_json(decode_space(stored))
     except ValueError:
         return stored
-
-
-def _algorithm_class_for(ckpt: checkpoints.Checkpoint, trust_code: bool) -> type[Algorithm]:
-    """The registered algorithm a checkpoint names, from the distribution it records if several provide it."""
-    import corral.registry as registry
-
-    meta = ckpt.meta
-    name, dist, path = meta["algorithm"], meta.get("distribution"), meta.get("algorithm_class")
-    try:
-        return registry.get_algorithm(name)
-    except PluginLoadError as exc:
-        if dist:
-            try:
-                return registry.get_algorithm(name, dist=dist)
-            except CorralError:
-                pass
-        raise CheckpointError(f"cannot load the checkpoint's algorithm {name!r} (written by {dist!r}): {exc}") from None
-    except UnknownPluginError:
-        pass
-    where = f"{name!r} from distribution {dist!r} {meta.get('distribution_version') or ''}".rstrip()
-    if trust_code and path:
-        check_outside(path, ckpt.folder, f"algorithm_class={path!r}")
-        try:
-            cls = import_object(path)
-        except ConfigError as exc:
-            raise CheckpointError(f"the checkpoint holds algorithm {where}, which is not installed: {exc}") from None
-        if isinstance(cls, type) and issubclass(cls, Algorithm):
-            return cls
-        raise CheckpointError(f"the checkpoint's algorithm_class {path!r} is not a corral Algorithm")
-    advice = f"; it names the class {path!r}: if you trust the checkpoint, load it with trust_code=True" if path else ""
-    raise CheckpointError(f"the checkpoint holds algorithm {where}, which is not installed; `corral list` shows what is{advice}")
 
 
 @contextlib.contextmanager

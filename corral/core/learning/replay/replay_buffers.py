@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from corral.core.common.sample_batch import SampleBatch
-from corral.core.learning.sum_tree import SumTree, last_occurrences
+from corral.core.learning.replay.sum_tree import SumTree, last_occurrences
 from corral.errors import CheckpointError, ConfigError, did_you_mean
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Two kinds of class are taken:
 
-- a :class:`~corral.core.learning.models.Model` (or any module with
+- a :class:`~corral.core.networks.default_models.Model` (or any module with
   ``forward_inference``/``forward_exploration``/``forward_train`` returning
   dicts): the whole network, whose outputs the policy reads as they are;
 - a plain ``torch.nn.Module`` with ``forward(obs) -> tensor``: its output is
@@ -34,7 +34,7 @@ from torch import nn
 
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import ModelConfig
-from corral.core.learning.models import Model, QModel, _init, build_encoder
+from corral.core.networks.default_models import Model, QModel, _init, build_encoder
 from corral.errors import ConfigError
 
 MODEL_NAME = "model"

@@ -22,10 +22,11 @@ import gymnasium as gym
 import numpy as np
 
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
-from corral.core.common.spaces import ActionAdapter, add_batch_dim
-from corral.core.contracts.policy import Policy
-from corral.core.sampling.agent_collector import stack_observations
+from corral.core.common.spaces import ActionAdapter, add_batch_dim, stack_observations
 from corral.errors import ConfigError
+
+if TYPE_CHECKING:  # the policy module imports this one
+    from corral.core.learning.policy import Policy
 
 ACTION_PROB = "action_prob"
 """the probability of the action taken (``exp(action_logp)``), among the extras ``full_fetch=True`` returns, as RLlib's"""
@@ -201,7 +202,7 @@ def _short(value: Any) -> str:
 class ActionComputation:
     """``Algorithm.compute_single_action`` and ``Algorithm.compute_actions``: asking a trained algorithm for actions.
 
-    A base of :class:`~corral.core.contracts.algorithm.Algorithm`, which gives it ``get_policy``.
+    A base of :class:`~corral.core.training.algorithm.Algorithm`, which gives it ``get_policy``.
     """
 
     if TYPE_CHECKING:  # Algorithm's
@@ -226,7 +227,7 @@ class ActionComputation:
         policy_id: str = DEFAULT_POLICY_ID,
         full_fetch: bool = False,
     ) -> Any:
-        """The env action for one raw observation, with RLlib's signature (see :mod:`corral.core.contracts.acting`).
+        """The env action for one raw observation, with RLlib's signature (see :mod:`corral.core.learning.acting`).
 
         Args:
             observation: one observation as the env returns it, without a batch axis.

@@ -23,17 +23,18 @@ from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.common.spaces import ActionAdapter, ObservationCheck, ObservationPreprocessor
 from corral.core.contracts.actor_critic import GAEConfig
 from corral.core.contracts.config import OPTIMIZERS, SCHEDULES, AlgorithmConfig
-from corral.core.contracts.exploration import make_exploration
 from corral.core.devices import policies_on, policy_device
-from corral.core.learning.action_masking import LEGAL_ACTIONS, ActionMaskedModel, MaskedObservationPreprocessor
-from corral.core.learning.distributions import ActionDistribution, distribution_for
+from corral.core.learning.acting import single_action
+from corral.core.learning.exploration import make_exploration
+from corral.core.learning.filters import MeanStdFilter
 from corral.core.learning.fused_adam import FUSED_ADAM_OPTIONS, FusedAdam, Optimizer, fused_adam_runs
-from corral.core.learning.models import Model, build_model, torch_dtype
 from corral.core.learning.nonfinite import UpdateGuard
 from corral.core.learning.postprocessing import add_gae
 from corral.core.learning.schedules import PiecewiseSchedule
 from corral.core.memory import check_fits
-from corral.core.sampling.filters import MeanStdFilter
+from corral.core.networks.action_masking import LEGAL_ACTIONS, ActionMaskedModel, MaskedObservationPreprocessor
+from corral.core.networks.default_models import Model, build_model, torch_dtype
+from corral.core.networks.distributions import ActionDistribution, distribution_for
 from corral.core.seeding import (
     generator_state,
     int_seed,
@@ -319,7 +320,7 @@ class Policy:
         Returns:
             ``(observations, legal)``: without an action mask, ``obs`` itself and None;
             with one, the observations in the model's input shape and a ``[B, n]``
-            boolean mask (see :func:`corral.core.learning.action_masking.mask_logits`).
+            boolean mask (see :func:`corral.core.networks.action_masking.mask_logits`).
         """
         if self.action_mask is None:
             return obs, None
@@ -408,8 +409,6 @@ class Policy:
             ConfigError: ``state`` is not empty, or ``input_dict`` comes with ``obs`` or without ``"obs"``.
             ObservationError: ``obs`` does not fit the observation space (see :meth:`check_observations`).
         """
-        from corral.core.contracts.acting import single_action  # it imports this module
-
         action, extras = single_action(
             self, obs, state, prev_action=prev_action, prev_reward=prev_reward, input_dict=input_dict, explore=explore,
             timestep=timestep, adapter=self.action_adapter, policy_id=None, caller="Policy.compute_single_action",
@@ -592,9 +591,12 @@ class Policy:
             CheckpointError: the checkpoint is damaged, has no such policy, stores its spaces
                 only as descriptions (corral 0.1), or names code that is not registered.
         """
-        from corral.core.contracts.algorithm import load_policy  # it imports this module
+        from corral.core.persistence import checkpoints
+        from corral.core.persistence.checkpoint_classes import algorithm_class_of
 
-        return load_policy(checkpoint_path, policy_id, trust_code)
+        ckpt = checkpoints.read_checkpoint(checkpoint_path)
+        # the algorithm that wrote it knows how its policies are configured; found through the registry
+        return algorithm_class_of(ckpt, trust_code).load_policy(ckpt, policy_id, trust_code)
 
     def get_state(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizer, exploration, generators, filter, timestep. Tensors only."""

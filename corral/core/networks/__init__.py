@@ -1,0 +1,9 @@
+"""Networks: the models a policy computes with, and the action distributions over their outputs.
+
+``default_models`` builds what a ``ModelConfig`` describes (fully connected
+and convolutional encoders, actor-critic and Q heads) on the ``Model`` base;
+``custom_model`` fits a network the user brings (RLlib's ``custom_model``, a
+plain ``torch.nn.Module``) to what policies read; ``distributions`` turns
+outputs into actions; ``action_masking`` keeps illegal actions out. This is
+where RLlib's ModelV2, RLModule and recurrent models join.
+"""
