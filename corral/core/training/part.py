@@ -1,0 +1,118 @@
+"""What every part of an ``Algorithm`` may read: the attributes ``Algorithm.__init__`` sets, typed once.
+
+``Algorithm`` is composed of parts (the training loop, evaluation, the policy
+set, checkpoints, state), each a class of its own module that it inherits
+from. A part reads the algorithm's attributes and calls the other parts'
+methods through ``self``; this base names their types, for readers and the
+type checker, and holds nothing at run time.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+import gymnasium as gym
+import numpy as np
+
+from corral.core.contracts.callbacks import CallbackRunner
+from corral.core.contracts.config import AlgorithmConfig
+from corral.core.estimation.offline_evaluation import OffPolicyEvaluation
+from corral.core.learning.policy import Policy, PolicyBuild
+from corral.core.learning.policy_map import PolicyMap
+from corral.core.persistence.experience_input import ExperienceInput
+from corral.core.persistence.loggers import CustomResultLogger, ResultWriter
+from corral.core.sampling.env_runner_group import EnvRunnerGroup, EvaluationRound
+from corral.core.sampling.metrics import EpisodeHistory
+from corral.core.sampling.system_usage import SystemUsage
+from corral.core.threads import TorchThreads
+
+if TYPE_CHECKING:  # the class the parts make up
+    from corral.core.training.algorithm import Algorithm
+
+
+class AlgorithmPart:
+    """The attributes of an algorithm, for the parts that read them (see the module docstring)."""
+
+    config_class: ClassVar[type[AlgorithmConfig]]
+    policy_class: ClassVar[type[Policy]]
+    name: ClassVar[str | None]
+    supported_action_spaces: ClassVar[tuple[type[gym.Space], ...]]
+    sample_whole_fragments: ClassVar[bool]
+
+    config: AlgorithmConfig
+    rng: np.random.Generator
+    callbacks: CallbackRunner
+    policies: PolicyMap
+    policy_builds: dict[str, PolicyBuild]
+    experience_input: ExperienceInput | None
+    off_policy_evaluation: OffPolicyEvaluation | None
+    env_runner_group: EnvRunnerGroup
+    workers: EnvRunnerGroup
+    iteration: int
+    counters: dict[str, int]
+    time_total_s: float
+    history: EpisodeHistory
+    _custom_logger: Any
+    _torch_threads: TorchThreads
+    _logdir: Path | None
+    _eval_group: EnvRunnerGroup | None
+    _last_evaluation: dict[str, Any] | None
+    _last_result: dict[str, Any] | None
+    _stopped: bool
+    _system_usage: SystemUsage | None
+    _fragments_reported: bool
+    _learner_pool: ThreadPoolExecutor | None
+    _num_learner_threads: int
+    _writer: ResultWriter | CustomResultLogger | None
+
+    @property
+    def _as_algorithm(self) -> Algorithm:
+        """This part as the algorithm it is part of, for the calls that take one (the callbacks' ``algorithm``)."""
+        return cast("Algorithm", self)
+
+    # What the parts call on each other and on Algorithm itself, declared once for the type checker (each
+    # is defined in the module named beside it); at run time the methods come from the parts.
+    if TYPE_CHECKING:
+
+        def setup(self) -> None:
+            """Defined in algorithm.py."""
+
+        def training_step(self) -> dict[str, dict[str, Any]]:
+            """Defined in algorithm.py."""
+
+        def _check_not_stopped(self, what: str) -> None:
+            """Defined in algorithm.py."""
+
+        def _runner_config(self, config: AlgorithmConfig) -> AlgorithmConfig:
+            """Defined in algorithm.py."""
+
+        def _policy_build(self, policy_id: str, observation_space: gym.Space, action_space: gym.Space) -> PolicyBuild:
+            """Defined in algorithm.py."""
+
+        @property
+        def logdir(self) -> Path:
+            """Defined in training_loop.py."""
+
+        def is_policy_to_train(self, policy_id: str, batch: Any = None) -> bool:
+            """Defined in training_loop.py."""
+
+        def evaluate(self) -> dict[str, Any]:
+            """Defined in evaluation.py."""
+
+        def _evaluation_runners(self) -> EnvRunnerGroup:
+            """Defined in evaluation.py."""
+
+        def _start_evaluation(self) -> EvaluationRound | None:
+            """Defined in evaluation.py."""
+
+        def _finish_evaluation(self, pending: EvaluationRound | None) -> dict[str, Any]:
+            """Defined in evaluation.py."""
+
+        def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
+            """Defined in checkpointing.py."""
+
+        def _write_checkpoint(self, path: Path, saved: list[str]) -> str:
+            """Defined in checkpointing.py."""

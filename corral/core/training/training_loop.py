@@ -1,0 +1,283 @@
+"""The training loop: ``train()`` around a plugin's ``training_step()``, and the blocks a step is built from.
+
+``train()`` runs ``training_step()`` (at least once, longer if the reporting
+minimums ask), gathers episode metrics, evaluates on schedule, calls the
+``on_train_result`` hook, writes the result files and checkpoints on schedule.
+``sample()`` fills a train batch from the env runners (or the offline input),
+``learn_on_batch()`` updates each policy to train, in learner threads when
+several learn at once. Samples and learner stats are keyed by policy id.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
+from corral.core.environments.envs import env_name
+from corral.core.learning.policy import Policy
+from corral.core.persistence.loggers import (
+    NOOP_LOGGERS,
+    CustomResultLogger,
+    NoopLogger,
+    ResultWriter,
+    new_experiment_dir,
+)
+from corral.core.sampling.metrics import summarize_episodes
+from corral.core.training.part import AlgorithmPart
+from corral.errors import TrainingError
+
+logger = logging.getLogger("corral")
+
+
+class TrainingLoop(AlgorithmPart):
+    """Part of :class:`~corral.core.training.algorithm.Algorithm` (see the module docstring)."""
+
+    def sample(self, min_env_steps: int | None = None) -> MultiAgentBatch:
+        """Sample from the env runners until at least ``min_env_steps`` (default: one sample call).
+
+        With ``offline_data(input_=...)`` the rows come from files instead, or from
+        files and the env runners in the proportions asked for (see
+        :mod:`corral.core.persistence.experience_input`).
+
+        As RLlib does, steps are counted, not rows: the reset row between two
+        episodes is no step. The first call samples a full fragment on every
+        sub-environment; a later one samples only the steps still missing
+        (unless :attr:`sample_whole_fragments`), so a batch overshoots
+        ``min_env_steps`` by less than one step per sub-environment.
+
+        Args:
+            min_env_steps: steps to sample at least, counted as ``count_steps_by`` says
+                (env steps, or agent steps in a multi-agent run).
+        """
+        group, source = self.env_runner_group, self.experience_input
+        fragment = self.config.get_rollout_fragment_length()
+        if min_env_steps is not None:
+            self._report_fragments_per_batch(min_env_steps, fragment * group.num_sampling_envs)
+        batches: list[MultiAgentBatch] = []
+        steps = 0
+        while not batches or (min_env_steps is not None and steps < min_env_steps):
+            num_steps = None
+            if batches and not self.sample_whole_fragments:
+                assert min_env_steps is not None
+                num_steps = min(fragment, -(-(min_env_steps - steps) // group.num_sampling_envs))
+            if source is None:
+                batch = group.sample(num_steps)
+            else:
+                rows = None if num_steps is None else num_steps * group.num_sampling_envs
+                batch = source.next(functools.partial(group.sample, num_steps), rows)
+            batches.append(batch)
+            steps += batch.count_in(self.config.count_steps_by)
+        samples = MultiAgentBatch.concat(batches)
+        self.count_sampled(samples)
+        return samples
+
+    def _report_fragments_per_batch(self, batch_steps: int, steps_per_call: int) -> None:
+        """Say once, at INFO, that an explicit fragment length needs several sample calls per train batch."""
+        explicit = self.config.rollout_fragment_length
+        if explicit == "auto" or steps_per_call >= batch_steps or self._fragments_reported:
+            return
+        self._fragments_reported = True
+        logger.info(
+            "rollout_fragment_length=%s on %d sub-environments samples %d steps per call; each train batch of "
+            "%d steps joins %d calls", explicit, self.env_runner_group.num_sampling_envs, steps_per_call,
+            batch_steps, -(-batch_steps // steps_per_call),
+        )  # fmt: skip
+
+    def count_sampled(self, samples: MultiAgentBatch) -> None:
+        """Count samples as sampled; :meth:`sample` does, a loop that gets samples another way calls it."""
+        self.counters["num_env_steps_sampled"] += samples.env_steps
+        self.counters["num_agent_steps_sampled"] += samples.agent_steps
+
+    def is_policy_to_train(self, policy_id: str, batch: Any = None) -> bool:
+        """Whether ``policy_id`` learns: it is in ``policies_to_train``, or the predicate there says so (default: all).
+
+        Args:
+            policy_id: the policy.
+            batch: the samples it would learn on, for a predicate ``fn(policy_id, batch)``.
+        """
+        to_train = self.config.policies_to_train
+        if to_train is None:
+            return True
+        if callable(to_train):
+            return bool(to_train(policy_id, batch))
+        return policy_id in to_train
+
+    def learn_on_batch(self, samples: MultiAgentBatch) -> dict[str, dict[str, Any]]:
+        """Each policy that is to train learns on its own batch; returns their stats by policy id.
+
+        Policies whose class allows it (:attr:`Policy.thread_safe_learning`) learn at
+        once, each in its own thread, up to ``num_learner_threads`` of them, when they
+        all fit in memory (``policy_map_capacity``). Each update touches only its own
+        policy, so the results are the same as one after another; the
+        ``on_learn_on_batch`` hooks run first, in this thread.
+        """
+        # left out: a policy removed while its samples were on the way, and one that does not learn
+        jobs = [
+            (pid, batch)
+            for pid, batch in samples.policy_batches.items()
+            if pid in self.policies and self.is_policy_to_train(pid, batch)
+        ]
+        stats: dict[str, dict[str, Any]] = {pid: {} for pid, _ in jobs}
+        pool = self._learner_threads(jobs)
+        if pool is None:
+            for policy_id, batch in jobs:
+                policy = self.policies[policy_id]  # looked up one at a time: the next lookup may move it to disk
+                self.callbacks.learn_on_batch(policy, batch, stats[policy_id])
+                self._learn(policy_id, policy, batch, stats[policy_id])
+        else:
+            policies = {pid: self.policies[pid] for pid, _ in jobs}
+            for policy_id, batch in jobs:
+                self.callbacks.learn_on_batch(policies[policy_id], batch, stats[policy_id])
+            futures = [pool.submit(self._learn, pid, policies[pid], batch, stats[pid]) for pid, batch in jobs]
+            wait(futures)  # every update ends before one's error is raised
+            for future in futures:
+                future.result()
+        self.counters["num_env_steps_trained"] += samples.env_steps
+        self.counters["num_agent_steps_trained"] += samples.agent_steps
+        return stats
+
+    def _learn(self, policy_id: str, policy: Policy, batch: SampleBatch, result: dict[str, Any]) -> None:
+        """One policy's update, its stats added to ``result``; an error names the policy and the iteration."""
+        try:
+            result.update(policy.learn_on_batch(batch))
+        except TrainingError as exc:
+            raise exc.located(policy_id, self.iteration + 1) from None
+        if policy.update_guard.skipped:
+            result["num_nonfinite_updates_skipped"] = policy.update_guard.skipped
+
+    def _learner_threads(self, jobs: list[tuple[str, SampleBatch]]) -> ThreadPoolExecutor | None:
+        """The threads that update these policies at once, or None when they update one after another."""
+        threads = self._num_learner_threads
+        if (
+            min(threads, len(jobs)) < 2
+            or len(jobs) > self.policies.capacity  # each must stay in memory while it learns
+            or not all(self.policy_builds[pid].policy_class.thread_safe_learning for pid, _ in jobs)
+        ):
+            return None
+        if self._learner_pool is None:
+            self._learner_pool = ThreadPoolExecutor(threads, thread_name_prefix="corral-learner")
+        return self._learner_pool
+
+    def _verify_weights(self) -> None:
+        """After a training step: no policy's last update may have left its weights non-finite (see UpdateGuard).
+
+        A policy on disk was checked when it went there (see :meth:`_verify_policy`).
+        """
+        for policy_id, policy in self.policies.loaded().items():
+            self._verify_policy(policy_id, policy)
+
+    def _verify_policy(self, policy_id: str, policy: Policy) -> None:
+        try:
+            policy.update_guard.verify_weights()
+        except TrainingError as exc:
+            raise exc.located(policy_id, self.iteration + 1) from None
+
+    def _rebuild_policy(self, policy_id: str) -> Policy:
+        """A fresh learner copy of a policy that ``self.policies`` moved to disk (it loads the saved state into it)."""
+        return self.policy_builds[policy_id].build(policy_id)
+
+    def train(self) -> dict[str, Any]:
+        """Run one training iteration and return its result dict (see README, "Results").
+
+        Raises:
+            CorralError: the algorithm was stopped (:meth:`stop` released what it trains with).
+        """
+        self._check_not_stopped("train")
+        self._torch_threads.update()
+        start = time.perf_counter()
+        sampled_before, trained_before = self.counters["num_env_steps_sampled"], self.counters["num_env_steps_trained"]
+        learner: dict[str, dict[str, Any]] = {}
+        interval = self.config.evaluation_interval
+        evaluate_now = interval is not None and (self.iteration + 1) % interval == 0
+        in_parallel = (
+            evaluate_now and self.config.evaluation_parallel_to_training and self.config.custom_evaluation_function is None
+        )
+        pending_evaluation = None
+        if in_parallel:
+            self.callbacks.evaluate_start(self._as_algorithm)
+            pending_evaluation = self._start_evaluation()
+        while True:
+            learner = self.training_step()
+            self._verify_weights()
+            if pending_evaluation is not None:
+                self._evaluation_runners().continue_episodes(pending_evaluation)
+            elapsed = time.perf_counter() - start
+            enough_time = elapsed >= (self.config.min_time_s_per_iteration or 0)
+            enough_steps = (
+                self.counters["num_env_steps_sampled"] - sampled_before >= self.config.min_sample_timesteps_per_iteration
+                and self.counters["num_env_steps_trained"] - trained_before >= self.config.min_train_timesteps_per_iteration
+            )
+            if enough_time and enough_steps:
+                break
+        self.iteration += 1
+        finished = self.env_runner_group.get_metrics()
+        self.history.add(finished)
+        elapsed = time.perf_counter() - start
+        self.time_total_s += elapsed
+        sampled_this_iter = self.counters["num_env_steps_sampled"] - sampled_before
+        result: dict[str, Any] = {
+            "training_iteration": self.iteration,
+            "timesteps_total": self.counters["num_env_steps_sampled"],
+            "agent_timesteps_total": self.counters["num_agent_steps_sampled"],
+            **self.counters,
+            **summarize_episodes(self.history.episodes, self.config.keep_per_episode_custom_metrics),
+            "episodes_this_iter": len(finished),
+            "episodes_total": self.history.total,
+            "num_env_steps_sampled_this_iter": sampled_this_iter,
+            "num_env_steps_sampled_throughput_per_sec": sampled_this_iter / elapsed if elapsed > 0 else 0.0,
+            "time_this_iter_s": elapsed,
+            "time_total_s": self.time_total_s,
+            "timestamp": int(time.time()),
+            "num_healthy_env_runners": self.env_runner_group.num_healthy_remote_runners,
+            "num_env_runner_restarts": self.env_runner_group.num_restarts,
+            "info": {"learner": learner, **self.counters},
+        }
+        if self._system_usage is not None:
+            result["perf"] = self._system_usage.perf()
+        if self.config.env_task_fn is not None:
+            function = self.config.env_task_fn
+            self.env_runner_group.foreach_env_runner(lambda runner: runner.set_tasks(function, result))
+        if evaluate_now:
+            result["evaluation"] = self._finish_evaluation(pending_evaluation) if in_parallel else self.evaluate()
+            self._last_evaluation = result["evaluation"]
+        elif self.config.always_attach_evaluation_results and self._last_evaluation is not None:
+            result["evaluation"] = self._last_evaluation
+        self.callbacks.train_result(self._as_algorithm, result)
+        self._last_result = result
+        self._result_writer().write(result)
+        frequency = self.config.checkpoint_frequency
+        if frequency and self.iteration % frequency == 0:
+            self.save()
+        return result
+
+    @property
+    def logdir(self) -> Path:
+        """The experiment folder (created on first use)."""
+        if self._logdir is None:
+            given = (self.config.logger_config or {}).get("logdir") or getattr(self._custom_logger, "logdir", None)
+            if given:
+                self._logdir = Path(given).expanduser()
+                self._logdir.mkdir(parents=True, exist_ok=True)
+            else:
+                self._logdir = new_experiment_dir(
+                    self.config.storage_path, self.name or type(self).__name__, env_name(self.config.env)
+                )
+        return self._logdir
+
+    def _result_writer(self) -> ResultWriter | CustomResultLogger:
+        if self._writer is None:
+            kind = (self.config.logger_config or {}).get("type")
+            if self._custom_logger is None and kind is not None:
+                logger_class = NoopLogger if kind in NOOP_LOGGERS else kind
+                self._custom_logger = logger_class(self.config.to_dict(), str(self.logdir))
+            if self._custom_logger is not None:
+                self._writer = CustomResultLogger(self._custom_logger)
+            else:
+                params = {"algorithm": self.name, **self.config.to_dict()}
+                self._writer = ResultWriter(self.logdir, params, tensorboard=self.config.log_to_tensorboard)
+        return self._writer
