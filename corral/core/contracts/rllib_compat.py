@@ -20,137 +20,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from corral.core.contracts.rllib_names import (
+    BEHAVIOUR_KEYS as BEHAVIOUR_KEYS,
+    EXPERIMENTAL_FLAGS as EXPERIMENTAL_FLAGS,
+    EXPERIMENTAL_KEYWORDS as EXPERIMENTAL_KEYWORDS,
+    NOOP_LOGGERS as NOOP_LOGGERS,
+    RECURRENT_MODEL_KEYS as RECURRENT_MODEL_KEYS,
+    RECURRENT_MODEL_SETTINGS as RECURRENT_MODEL_SETTINGS,
+    TF_FRAMEWORKS,
+    TF_ONLY_KEYS,
+    Flag as Flag,
+)
 from corral.errors import ConfigError, short_repr
 
 if TYPE_CHECKING:  # the config module imports this one
     from corral.core.contracts.config import AlgorithmConfig
 
 logger = logging.getLogger("corral")
-
-NOOP_LOGGERS = ("NoopLogger", "ray.tune.logger.NoopLogger", "ray.tune.logger:NoopLogger", "ray.tune.logger.noop.NoopLogger")
-"""``logger_config`` types that write no result files (Ray Tune's, by name, without importing Ray)"""
-
-_OLD_STACK = "corral's policies and models work as RLlib's old API stack does, which this asks for"
-_NEW_STACK = (
-    "RLlib's new API stack (RLModule and Learner classes) is not in corral yet; corral trains this config with its "
-    "own policies and models, as RLlib's old API stack does (the same algorithm and options)"
-)
-
-
-@dataclass(frozen=True)
-class Flag:
-    """What corral does about one of RLlib's experimental settings.
-
-    Attributes:
-        does: what corral does, for a value that asks for it (said at INFO).
-        corral_values: the values that ask for what corral does; None: every value does.
-        otherwise: for any other value, what corral lacks and what it does instead (said in a warning).
-        refuse: whether another value is refused (a ConfigError saying ``otherwise``) rather than warned
-            about: where going on would change what is learned.
-        kind: the type of value RLlib takes (``bool``, ``int`` for a count >= 0, ``object`` for anything).
-    """
-
-    does: str
-    corral_values: tuple[Any, ...] | None = None
-    otherwise: str = ""
-    refuse: bool = False
-    kind: type = bool
-
-
-EXPERIMENTAL_FLAGS: dict[str, Flag] = {
-    # Ray 2.7-2.9: .experimental(_enable_new_api_stack=...); Ray 2.5-2.6: .rl_module(...) and .training(...)
-    "_enable_new_api_stack": Flag(_OLD_STACK, (False,), _NEW_STACK),
-    "_enable_rl_module_api": Flag(_OLD_STACK, (False,), _NEW_STACK),
-    "_enable_learner_api": Flag(_OLD_STACK, (False,), _NEW_STACK),
-    # Ray 2.10 on: .api_stack(...)
-    "enable_rl_module_and_learner": Flag(_OLD_STACK, (False,), _NEW_STACK),
-    "enable_env_runner_and_connector_v2": Flag(
-        "corral's env runners preprocess observations and actions in one place, as RLlib's old API stack does, which "
-        "this asks for",
-        (False,),
-        "RLlib's ConnectorV2 pipelines are not in corral yet; corral's env runners preprocess observations and actions "
-        "in one place, as RLlib's old API stack does",
-    ),
-    # Ray 1.x-2.9
-    "_disable_execution_plan_api": Flag(
-        "corral's algorithms always run training_step(), which this asks for",
-        (True,),
-        "RLlib's execution-plan API is not in corral; its algorithms always run training_step() (the same algorithm)",
-    ),
-    "_disable_preprocessor_api": Flag(
-        "corral preprocesses observations by their space (Discrete one-hot, Dict and Tuple flattened into one vector), "
-        "as RLlib does by default",
-        (False,),
-        "corral always preprocesses observations by their space before the model (Discrete one-hot, Dict and Tuple "
-        "flattened into one vector): the catalog's models learn as RLlib's do, and a custom_model gets that vector, "
-        "not the env's own observations",
-    ),
-    "_disable_action_flattening": Flag(
-        "corral's action spaces (Discrete, MultiDiscrete, Box) are never nested, so there is nothing to flatten"
-    ),
-    "_disable_initialize_loss_from_dummy_batch": Flag(
-        "corral builds no loss on a dummy batch; it checks the model's outputs on a probe batch when it builds a policy"
-    ),
-    "_tf_policy_handles_more_than_one_loss": Flag(
-        "a TensorFlow policy's switch: corral runs on torch, where a policy takes any number of losses and optimizers"
-    ),
-    # Ray 2.10 on
-    "_validate_config": Flag(
-        "corral validates every config before it builds, which this asks for",
-        (True,),
-        "corral validates every config before it builds, whatever this says",
-    ),
-    "_use_msgpack_checkpoints": Flag(
-        "corral's checkpoints hold JSON and tensors; what a script defined is kept pickled in config.json and "
-        "unpickled only with trust_code=True"
-    ),
-    "_torch_grad_scaler_class": Flag(
-        "corral trains in float32 and scales no losses",
-        (None,),
-        "corral trains in float32 and scales no losses; the class is not used",
-        kind=object,
-    ),
-    "_torch_lr_scheduler_classes": Flag(
-        "corral schedules the learning rate with lr_schedule",
-        (None, [], {}),
-        "torch LR scheduler classes are not available in corral; schedule the learning rate with lr_schedule "
-        "([[timestep, lr], ...]) and remove this",
-        refuse=True,
-        kind=object,
-    ),
-    # Ray 2.5-2.9 .resources(num_learner_workers=...), Ray 2.10 on .learners(num_learners=...): until corral has
-    # learner actors (a LearnerGroup), the learner is the main process
-    **dict.fromkeys(
-        ("num_learner_workers", "num_learners"),
-        Flag(
-            "corral learns in the main process, as RLlib does with 0 learners",
-            (0,),
-            "remote learner actors are not in corral yet; corral learns in the main process, on the whole train batch "
-            "(the update one learner, or data-parallel learners averaging their gradients, make)",
-            kind=int,
-        ),
-    ),
-}
-"""RLlib's experimental and API-stack settings, each with what corral does about it"""
-
-EXPERIMENTAL_KEYWORDS = frozenset(
-    {
-        "_enable_new_api_stack",
-        "_tf_policy_handles_more_than_one_loss",
-        "_disable_preprocessor_api",
-        "_disable_action_flattening",
-        "_disable_execution_plan_api",
-        "_disable_initialize_loss_from_dummy_batch",
-        "_validate_config",
-        "_use_msgpack_checkpoints",
-        "_torch_grad_scaler_class",
-        "_torch_lr_scheduler_classes",
-    }
-)
-"""the keywords RLlib's ``AlgorithmConfig.experimental()`` has taken in Ray 2.0 to 2.x"""
 
 
 def _asks_for_corral(flag: Flag, value: Any) -> bool:
@@ -175,7 +63,7 @@ def note_flag(key: str, value: Any) -> None:
         ConfigError: a boolean flag given something else, or a value asking for what corral
             cannot do where going on would change what is learned.
     """
-    from corral.core.contracts.config import is_search_space
+    from corral.core.contracts.options.declaring import is_search_space
 
     if is_search_space(value):
         for item in value["grid_search"] if isinstance(value, dict) else getattr(value, "categories", []):
@@ -194,32 +82,6 @@ def note_flag(key: str, value: Any) -> None:
         raise ConfigError(f"{key}={short_repr(value)}: {flag.otherwise}")
     logger.warning("%s=%s: %s", key, short_repr(value), flag.otherwise)
 
-
-RECURRENT_MODEL_KEYS = {
-    "use_lstm": "recurrent (LSTM) models",
-    "use_attention": "attention (GTrXL) models",
-}
-"""RLlib's model switches for nets with memory, which corral does not have yet: False is accepted (at INFO)"""
-
-RECURRENT_MODEL_SETTINGS = (
-    "max_seq_len",
-    "lstm_cell_size",
-    "lstm_use_prev_action",
-    "lstm_use_prev_reward",
-    "lstm_use_prev_action_reward",
-    "_time_major",
-    "attention_num_transformer_units",
-    "attention_dim",
-    "attention_num_heads",
-    "attention_head_dim",
-    "attention_memory_inference",
-    "attention_memory_training",
-    "attention_position_wise_mlp_dim",
-    "attention_init_gru_gate_bias",
-    "attention_use_n_prev_actions",
-    "attention_use_n_prev_rewards",
-)
-"""RLlib's settings of those nets: they configure a net this config does not ask for, so they are ignored (at INFO)"""
 
 _NO_MEMORY_YET = (
     "are not available in corral yet: its models see one observation at a time. Until they land, stack recent "
@@ -387,6 +249,26 @@ class RLlibConfigMethods:
         self._canonical_keys(flags)
         return self
 
+    def framework(self: Any, framework: str | None = "torch", **tf_options: Any) -> AlgorithmConfig:
+        """Accept RLlib's ``.framework(...)``: corral runs on torch.
+
+        ``"tf"``, ``"tf2"`` and ``"tfe"`` run the same config on torch, with a
+        warning; so do RLlib's TensorFlow-only options (``eager_tracing``, ...),
+        which are ignored.
+
+        Args:
+            framework: ``"torch"`` (or None), or one of RLlib's TensorFlow frameworks.
+            **tf_options: RLlib's TensorFlow-only options.
+
+        Returns:
+            This config.
+
+        Raises:
+            ConfigError: another framework, or an option that is not one of RLlib's for ``framework()``.
+        """
+        self._canonical_keys({"framework": framework, **tf_options})
+        return self
+
     def api_stack(
         self: Any, enable_rl_module_and_learner: bool | None = None, enable_env_runner_and_connector_v2: bool | None = None
     ) -> AlgorithmConfig:
@@ -434,3 +316,51 @@ class RLlibConfigMethods:
         from corral.core.common.sample_batch import DEFAULT_POLICY_ID
 
         return CallableBool(bool(set(self.policies) - {DEFAULT_POLICY_ID}) or self.policy_mapping_fn is not None)
+
+
+def answer_rllib_key(key: str, value: Any) -> bool:
+    """Answer an RLlib key that sets no corral option (framework, TensorFlow's, behaviour, experimental flags).
+
+    Args:
+        key: the key as given.
+        value: its value.
+
+    Returns:
+        Whether ``key`` was one of them (said at INFO or in a warning).
+
+    Raises:
+        ConfigError: a value corral does not take for it.
+    """
+    if key == "framework":
+        check_framework(value)
+    elif key in EXPERIMENTAL_FLAGS:
+        note_flag(key, value)
+    elif key in TF_ONLY_KEYS:
+        logger.warning("%s is a TensorFlow option; corral runs on torch and ignores it", key)
+    elif key in BEHAVIOUR_KEYS:
+        kept, why = BEHAVIOUR_KEYS[key]
+        if not any(value is v for v in kept):
+            raise ConfigError(f"{key}={short_repr(value)} is not what corral does: {why}; remove it or set {key}={kept[0]}")
+        logger.info("%s=%r: corral always does this (%s)", key, value, why)
+    else:
+        return False
+    return True
+
+
+def check_framework(value: Any) -> None:
+    """Accept RLlib's ``framework`` values: torch silently, TensorFlow's with a warning (the config runs on torch).
+
+    Args:
+        value: the ``framework`` given.
+
+    Raises:
+        ConfigError: any other value.
+    """
+    if value is None or (isinstance(value, str) and value == "torch"):  # an array cannot be asked `in`
+        return
+    if isinstance(value, str) and value in TF_FRAMEWORKS:
+        logger.warning("framework=%r: corral runs this config on torch, where its options mean the same", value)
+        return
+    raise ConfigError(
+        f"framework={short_repr(value)} is not supported; corral runs on 'torch' (RLlib's 'tf' and 'tf2' run on torch too)"
+    )

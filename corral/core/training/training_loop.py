@@ -1,18 +1,15 @@
-"""The training loop: ``train()`` around a plugin's ``training_step()``, and the blocks a step is built from.
+"""The blocks a training step is built from, and where an iteration's results go.
 
-``train()`` runs ``training_step()`` (at least once, longer if the reporting
-minimums ask), gathers episode metrics, evaluates on schedule, calls the
-``on_train_result`` hook, writes the result files and checkpoints on schedule.
 ``sample()`` fills a train batch from the env runners (or the offline input),
 ``learn_on_batch()`` updates each policy to train, in learner threads when
-several learn at once. Samples and learner stats are keyed by policy id.
+several learn at once; ``logdir`` and the result writer hold what ``train()``
+reports. Samples and learner stats are keyed by policy id.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -27,7 +24,6 @@ from corral.core.persistence.loggers import (
     ResultWriter,
     new_experiment_dir,
 )
-from corral.core.sampling.metrics import summarize_episodes
 from corral.core.training.part import AlgorithmPart
 from corral.errors import TrainingError
 
@@ -180,80 +176,6 @@ class TrainingLoop(AlgorithmPart):
     def _rebuild_policy(self, policy_id: str) -> Policy:
         """A fresh learner copy of a policy that ``self.policies`` moved to disk (it loads the saved state into it)."""
         return self.policy_builds[policy_id].build(policy_id)
-
-    def train(self) -> dict[str, Any]:
-        """Run one training iteration and return its result dict (see README, "Results").
-
-        Raises:
-            CorralError: the algorithm was stopped (:meth:`stop` released what it trains with).
-        """
-        self._check_not_stopped("train")
-        self._torch_threads.update()
-        start = time.perf_counter()
-        sampled_before, trained_before = self.counters["num_env_steps_sampled"], self.counters["num_env_steps_trained"]
-        learner: dict[str, dict[str, Any]] = {}
-        interval = self.config.evaluation_interval
-        evaluate_now = interval is not None and (self.iteration + 1) % interval == 0
-        in_parallel = (
-            evaluate_now and self.config.evaluation_parallel_to_training and self.config.custom_evaluation_function is None
-        )
-        pending_evaluation = None
-        if in_parallel:
-            self.callbacks.evaluate_start(self._as_algorithm)
-            pending_evaluation = self._start_evaluation()
-        while True:
-            learner = self.training_step()
-            self._verify_weights()
-            if pending_evaluation is not None:
-                self._evaluation_runners().continue_episodes(pending_evaluation)
-            elapsed = time.perf_counter() - start
-            enough_time = elapsed >= (self.config.min_time_s_per_iteration or 0)
-            enough_steps = (
-                self.counters["num_env_steps_sampled"] - sampled_before >= self.config.min_sample_timesteps_per_iteration
-                and self.counters["num_env_steps_trained"] - trained_before >= self.config.min_train_timesteps_per_iteration
-            )
-            if enough_time and enough_steps:
-                break
-        self.iteration += 1
-        finished = self.env_runner_group.get_metrics()
-        self.history.add(finished)
-        elapsed = time.perf_counter() - start
-        self.time_total_s += elapsed
-        sampled_this_iter = self.counters["num_env_steps_sampled"] - sampled_before
-        result: dict[str, Any] = {
-            "training_iteration": self.iteration,
-            "timesteps_total": self.counters["num_env_steps_sampled"],
-            "agent_timesteps_total": self.counters["num_agent_steps_sampled"],
-            **self.counters,
-            **summarize_episodes(self.history.episodes, self.config.keep_per_episode_custom_metrics),
-            "episodes_this_iter": len(finished),
-            "episodes_total": self.history.total,
-            "num_env_steps_sampled_this_iter": sampled_this_iter,
-            "num_env_steps_sampled_throughput_per_sec": sampled_this_iter / elapsed if elapsed > 0 else 0.0,
-            "time_this_iter_s": elapsed,
-            "time_total_s": self.time_total_s,
-            "timestamp": int(time.time()),
-            "num_healthy_env_runners": self.env_runner_group.num_healthy_remote_runners,
-            "num_env_runner_restarts": self.env_runner_group.num_restarts,
-            "info": {"learner": learner, **self.counters},
-        }
-        if self._system_usage is not None:
-            result["perf"] = self._system_usage.perf()
-        if self.config.env_task_fn is not None:
-            function = self.config.env_task_fn
-            self.env_runner_group.foreach_env_runner(lambda runner: runner.set_tasks(function, result))
-        if evaluate_now:
-            result["evaluation"] = self._finish_evaluation(pending_evaluation) if in_parallel else self.evaluate()
-            self._last_evaluation = result["evaluation"]
-        elif self.config.always_attach_evaluation_results and self._last_evaluation is not None:
-            result["evaluation"] = self._last_evaluation
-        self.callbacks.train_result(self._as_algorithm, result)
-        self._last_result = result
-        self._result_writer().write(result)
-        frequency = self.config.checkpoint_frequency
-        if frequency and self.iteration % frequency == 0:
-            self.save()
-        return result
 
     @property
     def logdir(self) -> Path:

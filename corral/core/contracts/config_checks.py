@@ -1,0 +1,110 @@
+"""The checks of a whole config, which no single option can make: run by ``AlgorithmConfig.validate()``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from corral.core.contracts.plugin_classes import check_estimation_methods, validate_exploration_config
+from corral.errors import ConfigError
+
+if TYPE_CHECKING:  # the config module imports this one
+    from corral.core.contracts.config import AlgorithmConfig
+
+
+def check_config(config: AlgorithmConfig) -> None:
+    """What no single option can check: combinations, the env, the exploration, the evaluation overrides.
+
+    Args:
+        config: the config (``AlgorithmConfig.validate`` calls this; a plugin's validate adds its own checks).
+
+    Raises:
+        ConfigError: naming what is wrong and what would be right.
+    """
+    if config._search_space:
+        names = ", ".join(sorted(config._search_space))
+        raise ConfigError(
+            f"{names} hold a Tune search space, which a trial turns into a value; run the config through Tune "
+            "(tune.Tuner(ALGO, param_space=config.to_dict())), or give a value to build it here"
+        )
+    if config.env is None:
+        raise ConfigError(
+            "no environment is set; call config.environment('CartPole-v1') "
+            "(a gymnasium id, a 'module:Class' path, a class or a registered name)"
+        )
+    config.get_rollout_fragment_length()
+    exploration_type = config.exploration_config.get("type")
+    if not isinstance(exploration_type, str):
+        raise ConfigError(
+            "exploration_config needs a 'type' naming an exploration plugin, "
+            "e.g. {'type': 'StochasticSampling'}; `corral list` shows the installed ones"
+        )
+    validate_exploration_config(config.exploration_config)
+    if config.off_policy_estimation_methods:
+        check_estimation_methods(config.off_policy_estimation_methods)
+    check_env_runners(config)
+    try:
+        overrides = config._canonical_keys(config.evaluation_config)
+    except ConfigError as exc:
+        raise ConfigError(f"evaluation_config: {exc}") from None
+    for key in ("evaluation_config", "evaluation_interval"):
+        if key in overrides:
+            raise ConfigError(f"evaluation_config cannot set {key!r}: evaluation does not nest")
+    config.model.model_class()
+    from corral.core.contracts.multi_agent_config import check_multi_agent
+
+    check_multi_agent(config)
+    if config._is_evaluation_copy:
+        return
+    try:
+        config.get_evaluation_config().validate()
+    except ConfigError as exc:
+        raise ConfigError(f"evaluation_config: {exc}") from None
+
+
+def check_env_runners(config: AlgorithmConfig) -> None:
+    """The env runner and evaluation options that only make sense together, and Ray where they ask for actors.
+
+    Args:
+        config: the config.
+
+    Raises:
+        ConfigError: a combination that cannot run, or remote runners without Ray installed.
+    """
+    if config.vectorize_mode == "native" and config.restart_failed_sub_environments:
+        raise ConfigError(
+            "restart_failed_sub_environments needs sub-environments stepped one by one; "
+            "set vectorize_mode='sync' or 'auto' (a natively vectorised env has none to restart)"
+        )
+    if config.vectorize_mode == "native" and (
+        config.observation_space is not None or config.action_space is not None or config.horizon is not None
+    ):
+        raise ConfigError(
+            "observation_space, action_space and horizon change each sub-environment, which a natively vectorised "
+            "env does not have; set vectorize_mode='sync' or 'auto'"
+        )
+    if config.evaluation_parallel_to_training and config.evaluation_num_env_runners == 0:
+        raise ConfigError(
+            "evaluation_parallel_to_training needs evaluation actors to run on; set evaluation_num_env_runners >= 1"
+        )
+    if config.evaluation_duration == "auto" and not config.evaluation_parallel_to_training:
+        raise ConfigError(
+            "evaluation_duration='auto' evaluates for as long as an iteration trains, so it needs "
+            "evaluation_parallel_to_training=True (and evaluation_num_env_runners >= 1); or give a number of episodes"
+        )
+    remote = {"num_env_runners": config.num_env_runners, "evaluation_num_env_runners": config.evaluation_num_env_runners}
+    asked = {name: n for name, n in remote.items() if n > 0}
+    if not asked:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        name, n = next(iter(asked.items()))
+        raise ConfigError(
+            f"{name}={n} runs on Ray actors, but Ray is not installed; "
+            f"pip install 'corral[ray]', or set {name}=0 to run in this process"
+        )
+    if config.recreate_failed_env_runners and config.ignore_env_runner_failures:
+        raise ConfigError(
+            "recreate_failed_env_runners and ignore_env_runner_failures exclude each other: "
+            "choose to replace a failed runner or to go on without it"
+        )

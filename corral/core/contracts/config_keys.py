@@ -1,0 +1,120 @@
+"""Reading a config's keys: RLlib's spellings to corral's option names, and errors that name the option.
+
+``AlgorithmConfig`` reads every key through :func:`canonical_keys`, so a key
+RLlib has had in any 2.x era is understood wherever a config is given (builder
+methods, ``from_dict``, ``update_from_dict``, Tune's ``param_space``,
+``evaluation_config``, a checkpoint's ``config_overrides``). The tables of
+names it reads are :mod:`corral.core.contracts.rllib_names`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from corral.core.common import by_value
+from corral.core.contracts.model_config import ModelConfig
+from corral.core.contracts.options.declaring import MAX_NESTING, SCHEDULED_BY
+from corral.core.contracts.rllib_compat import answer_rllib_key
+from corral.core.contracts.rllib_names import ABSENT_KEYS, LEGACY_KEYS, OPTIMIZATION_KEYS
+from corral.errors import ConfigError, did_you_mean, short_repr
+
+if TYPE_CHECKING:  # the config module imports this one
+    from corral.core.contracts.config import AlgorithmConfig
+
+
+def canonical_keys(config_class: type[AlgorithmConfig], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with every key in corral's spelling: RLlib's older names, its ``optimization`` group and its
+    schedules given as an option's value are translated; RLlib keys that set no corral option are answered.
+
+    Args:
+        config_class: the config whose options the keys name.
+        values: the keys and values as given (what ``to_dict()`` wrote by value is restored).
+
+    Returns:
+        The values by corral's option names.
+
+    Raises:
+        ConfigError: a key names no option of ``config_class`` (with the closest), or is one corral does not have.
+    """
+    out: dict[str, Any] = {}
+    buffer_type: str | None = None
+    values = by_value.restore(values, MAX_NESTING)  # what to_dict() wrote by value: its objects again
+    for key, value in values.items():
+        if not isinstance(key, str):
+            kind = type(key).__name__
+            raise ConfigError(f"the config key {short_repr(key)} ({kind}) is no option name; config keys are strings")
+        if answer_rllib_key(key, value):
+            continue
+        if key == "prioritized_replay" and "replay_buffer_config" in config_class.model_fields:  # Ray 1.x's buffer switch
+            if not isinstance(value, bool):
+                raise ConfigError(f"prioritized_replay takes True or False, not {short_repr(value)}")
+            buffer_type = "PrioritizedReplayBuffer" if value else "ReplayBuffer"
+            continue
+        if key == "optimization" and isinstance(value, dict):
+            for inner, inner_value in value.items():
+                name = OPTIMIZATION_KEYS.get(inner)
+                if name is None or name not in config_class.model_fields:
+                    raise unknown_key(config_class, f"optimization.{inner}")
+                out[name] = inner_value
+            continue
+        name = LEGACY_KEYS.get(key, key)
+        if name not in config_class.model_fields:
+            raise unknown_key(config_class, key)
+        schedule = SCHEDULED_BY.get(name)
+        if schedule in config_class.model_fields and isinstance(value, (list, tuple)):  # RLlib: lr=[[0, 1e-3], [1e6, 1e-5]]
+            out[schedule] = value
+            first = value[0] if value else None
+            if isinstance(first, (list, tuple)) and len(first) == 2:
+                out[name] = first[1]
+            continue
+        out[name] = value
+    if buffer_type is not None:  # a replay_buffer_config's own type wins
+        replay = out.get("replay_buffer_config")
+        out["replay_buffer_config"] = {"type": buffer_type, **(replay if isinstance(replay, dict) else {})}
+    return out
+
+
+def unknown_key(config_class: type[AlgorithmConfig], key: str) -> ConfigError:
+    """The error for a key that names no option: why, for an RLlib option corral does not have; else the closest name.
+
+    Args:
+        config_class: the config.
+        key: the key as given.
+
+    Returns:
+        The error, to raise.
+    """
+    if key in ABSENT_KEYS:
+        return ConfigError(f"{key!r} is an RLlib option that corral does not have: {ABSENT_KEYS[key]}")
+    hint = did_you_mean(
+        key, [*config_class.model_fields, *(old for old, new in LEGACY_KEYS.items() if new in config_class.model_fields)]
+    )
+    return ConfigError(f"{config_class.__name__} has no option {key!r}.{hint or ' `corral train --help-config` lists them.'}")
+
+
+def config_error(config_class: type[AlgorithmConfig], exc: ValidationError) -> ConfigError:
+    """Pydantic's validation errors as one ConfigError naming each option, the value and what is allowed.
+
+    Args:
+        config_class: the config.
+        exc: pydantic's error.
+
+    Returns:
+        The error, to raise.
+    """
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
+        error = err.get("ctx", {}).get("error")
+        if isinstance(error, ConfigError):  # a validator's own message names the option and the value
+            lines.append(str(error))
+        elif err["type"] == "extra_forbidden":
+            parent = loc.rpartition(".")[0]
+            key = str(err["loc"][-1])
+            choices = list(ModelConfig.model_fields) if parent == "model" else list(config_class.model_fields)
+            lines.append(f"{parent or config_class.__name__} has no key {key!r}.{did_you_mean(key, choices)}")
+        else:
+            lines.append(f"{loc}={err['input']!r} is invalid: {err['msg']}")
+    return ConfigError("; ".join(dict.fromkeys(lines)))

@@ -1,0 +1,96 @@
+"""ModelConfig: how a policy's network is built (RLlib's ``model`` dict), validated as it is given."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from corral.core.common import by_value
+from corral.core.common.import_paths import import_object
+from corral.core.contracts.options.declaring import check_plain_data
+from corral.core.contracts.rllib_compat import rllib_model_keys
+from corral.errors import ConfigError
+
+MAX_LAYER_SIZE = 8192
+"""The widest layer (or most channels, the largest kernel or stride) a model config may ask for."""
+
+
+class ModelConfig(BaseModel):
+    """How the policy's neural network is built (RLlib's ``model`` dict)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True, allow_inf_nan=False)
+
+    fcnet_hiddens: list[int] = Field(default_factory=lambda: [64, 64], max_length=64)
+    """sizes of the hidden layers of the fully connected network"""
+    fcnet_activation: Literal["tanh", "relu", "swish", "elu", "linear"] = "tanh"
+    """activation function between the fully connected layers"""
+    vf_share_layers: bool = False
+    """whether the value head shares the policy's hidden layers (False: a separate network)"""
+    free_log_std: bool = True
+    """for Box actions: a state-independent, learned log standard deviation instead of a network output"""
+    conv_filters: list[list[int]] | None = None
+    """for image observations: [[out_channels, kernel, stride], ...]; None picks a default by image size"""
+    conv_activation: Literal["tanh", "relu", "swish", "elu"] = "relu"
+    """activation function between the convolution layers"""
+    custom_model: Any = None
+    """a torch.nn.Module subclass or its 'package.module:Class' path, built with RLlib's arguments (obs_space, action_space,
+    num_outputs, model_config, name, **custom_model_config) or corral's (the first four): a plain module's forward(obs)
+    gives the action-distribution inputs and gets a separate value network (DQN puts its Q head on it); a
+    corral.core.Model gives every output itself"""
+    custom_model_config: dict[str, Any] = Field(default_factory=dict)
+    """the custom model's own settings: in model_config, and as keyword arguments with RLlib's constructor arguments"""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rllib_model_keys(cls, value: Any) -> Any:
+        return rllib_model_keys(value, cls.model_fields) if isinstance(value, dict) else value
+
+    @field_validator("fcnet_hiddens")
+    @classmethod
+    def _positive_sizes(cls, value: list[int]) -> list[int]:
+        if any(size <= 0 or size > MAX_LAYER_SIZE for size in value):
+            raise ValueError(f"every hidden layer size must be an integer from 1 to {MAX_LAYER_SIZE}")
+        return value
+
+    @field_validator("conv_filters")
+    @classmethod
+    def _filter_triples(cls, value: list[list[int]] | None) -> list[list[int]] | None:
+        if value is not None and any(len(f) != 3 or min(f) <= 0 or max(f) > MAX_LAYER_SIZE for f in value):
+            raise ValueError(f"each conv filter is [out_channels, kernel, stride] with integers from 1 to {MAX_LAYER_SIZE}")
+        return value
+
+    @field_validator("custom_model_config", mode="before")
+    @classmethod
+    def _plain_custom_model_config(cls, value: Any) -> Any:
+        check_plain_data("model.custom_model_config", value)
+        return value
+
+    @field_validator("custom_model")
+    @classmethod
+    def _model_class(cls, value: Any) -> Any:
+        if value is None or isinstance(value, (str, type)):
+            return value
+        raise ValueError("custom_model must be a torch.nn.Module subclass or its 'package.module:Class' path")
+
+    def model_class(self) -> type | None:
+        """The custom model's class, imported if it is given as a path (None: the catalog's model).
+
+        Raises:
+            ConfigError: the path does not import, or it is not a ``torch.nn.Module`` subclass.
+        """
+        if self.custom_model is None:
+            return None
+        from torch import nn
+
+        cls = import_object(self.custom_model) if isinstance(self.custom_model, str) else self.custom_model
+        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+            raise ConfigError(f"model.custom_model={self.custom_model!r} is not a torch.nn.Module subclass")
+        return cls
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """The fields as a dict; a custom model class is written as its 'module:qualname' path (or by value, see to_dict)."""
+        data = super().model_dump(**kwargs)
+        if isinstance(data.get("custom_model"), type):
+            data["custom_model"] = by_value.encode(data["custom_model"])
+        return data
