@@ -29,10 +29,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
-    from corral.core.environments.pettingzoo_envs import (
-        ParallelPettingZooEnv as ParallelPettingZooEnv,
-        PettingZooEnv as PettingZooEnv,
-    )
     from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
     from corral.core.learning.exploration import Exploration as Exploration
     from corral.core.learning.policy import Policy as Policy
@@ -49,6 +45,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         TrainingError as TrainingError,
         UnknownAlgorithmError as UnknownAlgorithmError,
         UnknownPluginError as UnknownPluginError,
+    )
+    from corral.integrations.pettingzoo import (
+        ParallelPettingZooEnv as ParallelPettingZooEnv,
+        PettingZooEnv as PettingZooEnv,
     )
     from corral.registry import (
         get_algorithm as get_algorithm,
@@ -94,8 +94,8 @@ _EXPORTS = {
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",
     "RandomPolicy": "corral.core.learning.random_policy",
-    "PettingZooEnv": "corral.core.environments.pettingzoo_envs",
-    "ParallelPettingZooEnv": "corral.core.environments.pettingzoo_envs",
+    "PettingZooEnv": "corral.integrations.pettingzoo",
+    "ParallelPettingZooEnv": "corral.integrations.pettingzoo",
     "EnvContext": "corral.core.environments.envs",
 }
 

@@ -91,6 +91,14 @@ def test_each_room_imports_only_the_rooms_below_it(room: str) -> None:
         assert not wrong, f"{path.relative_to(PACKAGE)} imports {sorted(wrong)}, which lie above the {room} room"
 
 
+def test_the_integrations_build_on_the_core_and_nothing_above_it() -> None:
+    """Integrations import the core and the registry; neither imports them (the core's test above holds that)."""
+    for path in modules_under("integrations"):
+        allowed = ("corral.integrations", "corral.core", "corral.registry", *BASE)
+        wrong = {m for m in imported_modules(path) if not below(m, *allowed)}
+        assert not wrong, f"{path.relative_to(PACKAGE)} imports {sorted(wrong)}"
+
+
 def test_the_rooms_cover_the_core() -> None:
     folders = {p.name for p in (PACKAGE / "core").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     modules = {p.stem for p in (PACKAGE / "core").glob("*.py") if p.name != "__init__.py"}
@@ -112,7 +120,7 @@ def test_importing_the_registry_imports_no_heavy_library() -> None:
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
-@pytest.mark.parametrize("folder", ["core", *(f"core/{room}" for room in ROOMS), "registry", "plugins"])
+@pytest.mark.parametrize("folder", ["core", *(f"core/{room}" for room in ROOMS), "registry", "plugins", "integrations"])
 def test_no_folder_holds_more_than_a_dozen_modules(folder: str) -> None:
     modules = [p for p in (PACKAGE / folder).glob("*.py") if p.name != "__init__.py"]
     assert len(modules) <= 12, f"corral/{folder} holds {len(modules)} modules; split it by concern"
@@ -186,7 +194,8 @@ def test_every_module_that_moved_stays_importable_under_its_old_path() -> None:
         "learning.sum_tree",
         "sampling.filters",
     ]
-    expected = modules_of_the_flat_core + moved_into_common + moved_when_layered
+    moved_out_of_the_core = ["environments.pettingzoo_envs"]
+    expected = modules_of_the_flat_core + moved_into_common + moved_when_layered + moved_out_of_the_core
     assert sorted(old.removeprefix("corral.core.") for old in moved) == sorted(expected)
     for old, new in moved.items():
         assert_imports_under_its_old_name(old, new)

@@ -50,10 +50,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
-    from corral.core.environments.pettingzoo_envs import (
-        ParallelPettingZooEnv as ParallelPettingZooEnv,
-        PettingZooEnv as PettingZooEnv,
-    )
     from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
     from corral.core.learning.exploration import Exploration as Exploration
     from corral.core.learning.filters import MeanStdFilter as MeanStdFilter
@@ -113,6 +109,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         UnknownAlgorithmError as UnknownAlgorithmError,
         UnknownPluginError as UnknownPluginError,
     )
+    from corral.integrations.pettingzoo import (
+        ParallelPettingZooEnv as ParallelPettingZooEnv,
+        PettingZooEnv as PettingZooEnv,
+    )
     from corral.plugin_api import PLUGIN_API_VERSION as PLUGIN_API_VERSION
 
 _EXPORTS = {
@@ -161,8 +161,8 @@ _EXPORTS = {
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",
     "RandomPolicy": "corral.core.learning.random_policy",
-    "PettingZooEnv": "corral.core.environments.pettingzoo_envs",
-    "ParallelPettingZooEnv": "corral.core.environments.pettingzoo_envs",
+    "PettingZooEnv": "corral.integrations.pettingzoo",
+    "ParallelPettingZooEnv": "corral.integrations.pettingzoo",
     "add_gae": "corral.core.learning.postprocessing",
     "compute_gae": "corral.core.learning.postprocessing",
     "vtrace": "corral.core.learning.vtrace_targets",
@@ -236,6 +236,7 @@ _MOVED_MODULES = _collapsed(
         **{f"corral.core.{name}": f"corral.core.{room}.{name}" for room, names in _FLAT_CORE_ROOMS.items() for name in names},
         **{f"corral.core.{room}.{name}": f"corral.core.common.{name}" for room, names in _INTO_COMMON.items() for name in names},
         **{f"corral.core.{old}": f"corral.core.{new}" for old, new in _LAYERED.items()},
+        "corral.core.environments.pettingzoo_envs": "corral.integrations.pettingzoo",
         "corral.core.errors": "corral.errors",
         "corral.core.plugin_api": "corral.plugin_api",
     }
