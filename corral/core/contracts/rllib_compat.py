@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from corral.errors import ConfigError, short_repr
 
@@ -382,7 +382,7 @@ class RLlibConfigMethods:
                 takes = ", ".join(sorted(EXPERIMENTAL_KEYWORDS))
                 raise ConfigError(f"experimental() takes no option {key!r}; RLlib's takes {takes}")
         self._canonical_keys(flags)
-        return self
+        return cast("AlgorithmConfig", self)  # the methods are only ever AlgorithmConfig's (see the class docstring)
 
     def api_stack(
         self: Any, enable_rl_module_and_learner: bool | None = None, enable_env_runner_and_connector_v2: bool | None = None
@@ -399,7 +399,7 @@ class RLlibConfigMethods:
         given = {"enable_rl_module_and_learner": enable_rl_module_and_learner}
         given["enable_env_runner_and_connector_v2"] = enable_env_runner_and_connector_v2
         self._canonical_keys({key: value for key, value in given.items() if value is not None})
-        return self
+        return cast("AlgorithmConfig", self)
 
     def rl_module(self: Any, **kwargs: Any) -> AlgorithmConfig:
         """RLlib's ``.rl_module(...)``: only its Ray 2.5 switch ``_enable_rl_module_api``, which corral answers.
@@ -420,7 +420,7 @@ class RLlibConfigMethods:
                 "training(model={...}) (fcnet_hiddens, conv_filters, custom_model)"
             )
         self._canonical_keys(kwargs)
-        return self
+        return cast("AlgorithmConfig", self)
 
     @property
     def is_multi_agent(self: Any) -> CallableBool:

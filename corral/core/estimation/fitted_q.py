@@ -60,7 +60,8 @@ class FittedQ:
         rows, n = len(obs), self.num_actions
         pairs = np.concatenate([obs] * n)  # action a's rows are block a
         logp = self.policy.compute_log_likelihoods(pairs, np.repeat(np.arange(n, dtype=np.int64), rows))
-        return np.exp(logp.reshape(n, rows).T).astype(np.float32)
+        probabilities: np.ndarray = np.exp(logp.reshape(n, rows).T)
+        return probabilities.astype(np.float32)
 
     def train(self, rows: dict[str, np.ndarray]) -> dict[str, float]:
         """``n_iters`` passes of minibatch TD regression on the transitions.

@@ -52,7 +52,7 @@ ONNX_OPSETS = range(9, 21)
 """the ONNX opsets torch's TorchScript-based exporter writes (up to 20 in torch 2.13)"""
 
 
-def observation_leaves(space: gym.Space, name: str = SampleBatch.OBS) -> list[tuple[str, gym.Space]]:
+def observation_leaves(space: gym.Space[Any], name: str = SampleBatch.OBS) -> list[tuple[str, gym.Space[Any]]]:
     """The arrays one observation of ``space`` is made of, named by their path, in the order corral flattens them.
 
     Args:
@@ -70,7 +70,7 @@ def observation_leaves(space: gym.Space, name: str = SampleBatch.OBS) -> list[tu
     return [(name, space)]
 
 
-def leaf_values(space: gym.Space, obs: Any) -> list[Any]:
+def leaf_values(space: gym.Space[Any], obs: Any) -> list[Any]:
     """One observation's arrays in the order of :func:`observation_leaves`.
 
     Args:
@@ -173,7 +173,7 @@ class InferencePath(nn.Module):
         return actions + self._start if self._start else actions
 
 
-def _leaf_encoding(space: gym.Space) -> list[tuple[int, int]] | None:
+def _leaf_encoding(space: gym.Space[Any]) -> list[tuple[int, int]] | None:
     """How corral's preprocessor encodes one array: None flattens it as floats, else (start, n) one-hot per entry."""
     if isinstance(space, gym.spaces.Discrete):
         return [(int(space.start), int(space.n))]

@@ -207,7 +207,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         """:meth:`map_agent` against ``policy_ids`` (the config's, before the policies are built)."""
         mapping = self.config.policy_mapping_fn
         if mapping is not None:
-            policy_id = mapping(agent_id, episode, worker=self)
+            policy_id: str = mapping(agent_id, episode, worker=self)
         elif DEFAULT_POLICY_ID in policy_ids or not policy_ids:
             policy_id = DEFAULT_POLICY_ID
         elif len(policy_ids) == 1:
@@ -238,7 +238,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
                 self._open[i].pop(agent, None)
         self._collector.forget_policy(policy_id)
 
-    def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+    def policy_spaces(self) -> dict[str, tuple[gym.Space[Any], gym.Space[Any]]]:
         """The (observation, action) spaces of every policy the config names, inferred where the spec leaves them out.
 
         A policy's spaces are those of the agents mapped to it (its spec's, where
@@ -252,7 +252,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         env = self.envs[0].env
         specs = self.config.policies or {DEFAULT_POLICY_ID: None}
         probe = MultiAgentEpisode(0, self, episode_id=-1)  # a mapping may read the episode
-        inferred: dict[str, tuple[Hashable, gym.Space, gym.Space]] = {}
+        inferred: dict[str, tuple[Hashable, gym.Space[Any], gym.Space[Any]]] = {}
         for agent in env.possible_agents:
             spaces = (env.get_observation_space(agent), env.get_action_space(agent))
             policy_id = self._map(agent, probe, specs)
@@ -521,7 +521,10 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         function = self.config.observation_fn
         if function is None:
             return observations
-        return function(agent_obs=observations, worker=self, base_env=self.envs[i].env, policies=self.policies, episode=episode)
+        observed: dict[Hashable, Any] = function(
+            agent_obs=observations, worker=self, base_env=self.envs[i].env, policies=self.policies, episode=episode
+        )
+        return observed
 
     # ------------------------------------------------------------------ #
     # episodes
