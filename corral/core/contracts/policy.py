@@ -451,7 +451,7 @@ class Policy:
             TrainingError: something was not finite and ``on_nonfinite`` is ``"raise"``.
         """
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         norms = self.clip_gradients()
         if self.update_guard.check_gradients(loss, norms, terms):
             self.update_guard.step()

@@ -85,7 +85,8 @@ class FittedQ:
             with torch.no_grad():
                 targets = rewards + self.gamma * continues * (next_probs * self.target(next_obs_t)).sum(-1)
             losses = []
-            for chunk in torch.randperm(len(obs), generator=self.generator).split(size):
+            # torch's Python Tensor.split is unannotated (it shadows the typed one in torch's C stub)
+            for chunk in torch.randperm(len(obs), generator=self.generator).split(size):  # type: ignore[no-untyped-call]
                 q = self.model(obs[chunk]).gather(1, actions[chunk, None]).squeeze(1)
                 loss = 0.5 * (q - targets[chunk]).pow(2).mean()
                 self.optimizer.zero_grad()

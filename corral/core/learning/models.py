@@ -49,7 +49,7 @@ class Tanh(nn.Module):
         """``tanh(x)`` elementwise."""
         if x.device.type != "cpu" or _is_compiling() or x.numel() < _SIGMOID_TANH_MIN_ELEMENTS:
             return torch.tanh(x)
-        y: torch.Tensor = _SigmoidTanh.apply(x)
+        y: torch.Tensor = _SigmoidTanh.apply(x)  # type: ignore[no-untyped-call]  # torch leaves Function.apply unannotated
         return y
 
 

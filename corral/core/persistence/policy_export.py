@@ -211,7 +211,7 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
         # torch.jit's deprecation notice (TorchScript is what serving tools load today), and the tracer's
         # notes on shape-dependent Python branches: the model's tanh picks a kernel by size, not the result
         warnings.simplefilter("ignore")
-        traced = torch.jit.trace(path, example, check_trace=False)
+        traced = torch.jit.trace(path, example, check_trace=False)  # type: ignore[no-untyped-call]  # unannotated in torch
         _replace(folder / MODEL_FILE, lambda file: torch.jit.save(traced, str(file)))
         if onnx is not None:
             _replace(folder / ONNX_FILE, lambda file: _export_onnx(path, example, file, onnx))
