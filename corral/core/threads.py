@@ -82,7 +82,8 @@ def ray_actor_cpus() -> float | None:
     context = ray.get_runtime_context()
     if context.get_actor_id() is None:
         return None
-    return float(context.get_assigned_resources().get("CPU", 0.0))
+    resources = context.get_assigned_resources()  # type: ignore[no-untyped-call]  # Ray leaves this method unannotated
+    return float(resources.get("CPU", 0.0))
 
 
 def free_cores(total: int, others_busy: float) -> int:

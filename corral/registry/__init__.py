@@ -157,7 +157,8 @@ def get_algorithm(name: str, dist: str | None = None) -> type[Algorithm]:
         PluginLoadError: The plugin failed to import, is blocked, is not an
             ``Algorithm`` class, or several distributions provide it.
     """
-    return registry_for(ALGORITHMS_GROUP).get(name, dist)
+    algorithm: type[Algorithm] = registry_for(ALGORITHMS_GROUP).get(name, dist)  # checked: a class with get_default_config
+    return algorithm
 
 
 def get_config(name: str, dist: str | None = None) -> AlgorithmConfig:
@@ -241,7 +242,8 @@ def get_exploration(name: str, dist: str | None = None) -> type[Exploration]:
         PluginLoadError: The plugin failed to import, is blocked, is not a
             class, or several distributions provide it.
     """
-    return registry_for(EXPLORATIONS_GROUP).get(name, dist)
+    exploration: type[Exploration] = registry_for(EXPLORATIONS_GROUP).get(name, dist)  # checked: a class
+    return exploration
 
 
 def register_exploration(name: str, cls: type[Exploration]) -> None:
@@ -290,7 +292,8 @@ def get_estimator(name: str, dist: str | None = None) -> type[OffPolicyEstimator
         PluginLoadError: The plugin failed to import, is blocked, is not a
             class, or several distributions provide it.
     """
-    return registry_for(ESTIMATORS_GROUP).get(name, dist)
+    estimator: type[OffPolicyEstimator] = registry_for(ESTIMATORS_GROUP).get(name, dist)  # checked: a class
+    return estimator
 
 
 def register_estimator(name: str, cls: type[OffPolicyEstimator]) -> None:

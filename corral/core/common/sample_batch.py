@@ -8,13 +8,14 @@ start; a single-agent run has exactly one policy, :data:`DEFAULT_POLICY_ID`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
 DEFAULT_POLICY_ID = "default_policy"
 
 
-class SampleBatch(dict):
+class SampleBatch(dict[str, Any]):
     """A dict of equally long numpy columns (``obs``, ``actions``, ``rewards``, ...).
 
     The column names are class constants so that typos fail loudly; a model's

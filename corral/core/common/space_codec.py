@@ -29,7 +29,7 @@ MAX_DEPTH = 16
 """How deep Dict and Tuple spaces may nest in an encoded space."""
 
 
-def encode_space(space: gym.Space) -> dict[str, Any]:
+def encode_space(space: gym.Space[Any]) -> dict[str, Any]:
     """The JSON form of a space.
 
     Args:
@@ -66,7 +66,7 @@ def encode_space(space: gym.Space) -> dict[str, Any]:
     )
 
 
-def decode_space(data: Any, where: str = "space", depth: int = 0) -> gym.Space:
+def decode_space(data: Any, where: str = "space", depth: int = 0) -> gym.Space[Any]:
     """The space :func:`encode_space` wrote.
 
     Args:

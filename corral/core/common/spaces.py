@@ -18,7 +18,7 @@ import numpy as np
 from corral.errors import EnvError
 
 
-def is_image_space(space: gym.Space) -> TypeGuard[gym.spaces.Box]:
+def is_image_space(space: gym.Space[Any]) -> TypeGuard[gym.spaces.Box]:
     """A Box of shape (H, W, C) that a CNN should read."""
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
 
@@ -31,7 +31,7 @@ class ObservationPreprocessor:
         dtype: float32, or the Box's own dtype for images (uint8 stays uint8).
     """
 
-    def __init__(self, space: gym.Space) -> None:
+    def __init__(self, space: gym.Space[Any]) -> None:
         self.space = space
         if is_image_space(space):
             self.shape: tuple[int, ...] = tuple(space.shape)
@@ -47,7 +47,7 @@ class ObservationPreprocessor:
         return _flatten_batch(self.space, obs)
 
 
-def _flat_size(space: gym.Space) -> int:
+def _flat_size(space: gym.Space[Any]) -> int:
     if isinstance(space, gym.spaces.Box):
         return int(np.prod(space.shape))
     if isinstance(space, gym.spaces.Discrete):
@@ -63,7 +63,7 @@ def _flat_size(space: gym.Space) -> int:
     raise EnvError(f"observation space {space} is not supported; use Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple")
 
 
-def _flatten_batch(space: gym.Space, obs: Any) -> np.ndarray:
+def _flatten_batch(space: gym.Space[Any], obs: Any) -> np.ndarray:
     if isinstance(space, (gym.spaces.Box, gym.spaces.MultiBinary)):
         arr = np.asarray(obs, dtype=np.float32)
         return arr.reshape(arr.shape[0], -1)
@@ -95,7 +95,7 @@ class ObservationCheck:
         space: the observation space.
     """
 
-    def __init__(self, space: gym.Space) -> None:
+    def __init__(self, space: gym.Space[Any]) -> None:
         self.space = space
         if isinstance(space, gym.spaces.Box):
             info = np.iinfo(space.dtype) if np.issubdtype(space.dtype, np.integer) else None
@@ -196,7 +196,7 @@ class ActionAdapter:
     replay buffer), and its actions are reshaped to (2, 3) for the env.
     """
 
-    def __init__(self, space: gym.Space, normalize_actions: bool, clip_actions: bool) -> None:
+    def __init__(self, space: gym.Space[Any], normalize_actions: bool, clip_actions: bool) -> None:
         if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
             raise EnvError(f"action space {space} is not supported; use Discrete, MultiDiscrete or Box")
         self.space = space
@@ -206,7 +206,7 @@ class ActionAdapter:
             box is not None and normalize_actions and bool(np.all(np.isfinite(box.low)) and np.all(np.isfinite(box.high)))
         )
         self.clip = self.is_box and clip_actions and not self.normalize
-        self.policy_space: gym.Space = space
+        self.policy_space: gym.Space[Any] = space
         self._env_shape: tuple[int, ...] | None = None  # set when the env's Box has more than one dimension
         if box is not None:
             low, high = box.low.reshape(-1), box.high.reshape(-1)
@@ -234,7 +234,7 @@ class ActionAdapter:
         return actions if self._env_shape is None else actions.reshape(len(actions), *self._env_shape)
 
 
-def space_to_json(space: gym.Space) -> dict[str, Any]:
+def space_to_json(space: gym.Space[Any]) -> dict[str, Any]:
     """A JSON description of a space (type, shape, dtype, sizes), to compare two spaces and name them in messages.
 
     Box bounds are left out, so an env whose bounds moved still evaluates a
@@ -256,7 +256,7 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
     return {"type": type(space).__name__}
 
 
-def add_batch_dim(space: gym.Space, obs: Any) -> Any:
+def add_batch_dim(space: gym.Space[Any], obs: Any) -> Any:
     """One observation of ``space`` as a batch of one (Dict and Tuple observations part by part).
 
     Args:

@@ -92,7 +92,7 @@ def resolve_function(value: Any, name: str) -> Callable[..., Any] | None:
     """
     if value is None:
         return None
-    function = import_object(value) if isinstance(value, str) else value
+    function: object = import_object(value) if isinstance(value, str) else value
     if not callable(function):
         raise ValueError(f"{name} must be a function or its 'module:qualname', not {type(value).__name__}")
     return function

@@ -12,7 +12,7 @@ from it, so this room imports neither.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, cast
 
 from corral._lazy import is_subclass_of_loaded
 from corral.core.common.import_paths import import_object, is_import_path
@@ -50,7 +50,7 @@ def exploration_class(type_name: str) -> type:
             raise ConfigError(f"exploration_config type: {exc}") from None
     if not is_subclass_of_loaded(cls, *EXPLORATION_BASE):
         raise ConfigError(f"exploration {type_name!r} ({cls!r}) does not subclass {'.'.join(EXPLORATION_BASE)}")
-    return cls
+    return cast(type, cls)
 
 
 def validate_exploration_config(exploration_config: dict[str, Any]) -> None:
@@ -89,7 +89,7 @@ def estimator_class(type_name: Any) -> type:
             raise ConfigError(f"off_policy_estimation_methods type: {exc}") from None
     if not is_subclass_of_loaded(cls, *ESTIMATOR_BASE):
         raise ConfigError(f"off-policy estimator {type_name!r} does not subclass {'.'.join(ESTIMATOR_BASE)}")
-    return cls
+    return cast(type, cls)
 
 
 def check_estimation_methods(methods: dict[str, Any]) -> None:

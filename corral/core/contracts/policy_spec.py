@@ -33,8 +33,8 @@ class PolicySpec:
     """
 
     policy_class: Any = None
-    observation_space: gym.Space | None = None
-    action_space: gym.Space | None = None
+    observation_space: gym.Space[Any] | None = None
+    action_space: gym.Space[Any] | None = None
     config: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:

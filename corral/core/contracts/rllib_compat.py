@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from corral.core.contracts.rllib_names import (
     BEHAVIOUR_KEYS as BEHAVIOUR_KEYS,
@@ -247,7 +247,7 @@ class RLlibConfigMethods:
                 takes = ", ".join(sorted(EXPERIMENTAL_KEYWORDS))
                 raise ConfigError(f"experimental() takes no option {key!r}; RLlib's takes {takes}")
         self._canonical_keys(flags)
-        return self
+        return cast("AlgorithmConfig", self)  # the methods are only ever AlgorithmConfig's (see the class docstring)
 
     def framework(self: Any, framework: str | None = "torch", **tf_options: Any) -> AlgorithmConfig:
         """Accept RLlib's ``.framework(...)``: corral runs on torch.
@@ -267,7 +267,7 @@ class RLlibConfigMethods:
             ConfigError: another framework, or an option that is not one of RLlib's for ``framework()``.
         """
         self._canonical_keys({"framework": framework, **tf_options})
-        return self
+        return cast("AlgorithmConfig", self)
 
     def api_stack(
         self: Any, enable_rl_module_and_learner: bool | None = None, enable_env_runner_and_connector_v2: bool | None = None
@@ -284,7 +284,7 @@ class RLlibConfigMethods:
         given = {"enable_rl_module_and_learner": enable_rl_module_and_learner}
         given["enable_env_runner_and_connector_v2"] = enable_env_runner_and_connector_v2
         self._canonical_keys({key: value for key, value in given.items() if value is not None})
-        return self
+        return cast("AlgorithmConfig", self)
 
     def rl_module(self: Any, **kwargs: Any) -> AlgorithmConfig:
         """RLlib's ``.rl_module(...)``: only its Ray 2.5 switch ``_enable_rl_module_api``, which corral answers.
@@ -305,7 +305,7 @@ class RLlibConfigMethods:
                 "training(model={...}) (fcnet_hiddens, conv_filters, custom_model)"
             )
         self._canonical_keys(kwargs)
-        return self
+        return cast("AlgorithmConfig", self)
 
     @property
     def is_multi_agent(self: Any) -> CallableBool:

@@ -38,7 +38,7 @@ logger = logging.getLogger("corral")
 _ENV_CREATORS: dict[str, Callable[[EnvContext], gym.Env]] = {}
 
 
-class EnvContext(dict):
+class EnvContext(dict[str, Any]):
     """The ``env_config`` dict, plus where the env lives: runner and vector indices.
 
     A creator registered with :func:`register_env` (or an env class given as
@@ -208,7 +208,7 @@ def _creator_for(obj: Any, label: str) -> Callable[[EnvContext], gym.Env]:
     return _class_creator(obj, label) if isinstance(obj, type) else obj
 
 
-def _class_creator(cls: type, label: str) -> Callable[[EnvContext], gym.Env]:
+def _class_creator(cls: Callable[..., gym.Env], label: str) -> Callable[[EnvContext], gym.Env]:
     """How to build an env class from its ``env_config``, whatever its constructor's signature.
 
     RLlib's convention first: a class whose first parameter is required (or is named
@@ -471,7 +471,8 @@ class SubEnvironmentGuard(gym.Wrapper):
             return None
         try:
             actions = state_codec.encode(np.stack(record["actions"])) if record["actions"] else []
-            return state_codec.encode({**record, "actions": actions})
+            encoded: dict[str, Any] = state_codec.encode({**record, "actions": actions})  # a dict encodes to a dict
+            return encoded
         except (TypeError, ValueError):
             return None  # options or actions that are not plain data
 

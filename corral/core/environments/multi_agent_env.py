@@ -48,8 +48,8 @@ class MultiAgentEnv(gym.Env):
     writes :meth:`reset` and :meth:`step`.
     """
 
-    observation_spaces: dict[Any, gym.Space]
-    action_spaces: dict[Any, gym.Space]
+    observation_spaces: dict[Any, gym.Space[Any]]
+    action_spaces: dict[Any, gym.Space[Any]]
     possible_agents: list[Any]
     agents: list[Any]
 
@@ -103,7 +103,7 @@ class MultiAgentEnv(gym.Env):
         """How many agents may ever act."""
         return len(self.possible_agents)
 
-    def get_observation_space(self, agent_id: Any) -> gym.Space:
+    def get_observation_space(self, agent_id: Any) -> gym.Space[Any]:
         """The observation space of one agent.
 
         Args:
@@ -118,7 +118,7 @@ class MultiAgentEnv(gym.Env):
         """
         return self._space_of(agent_id, "observation")
 
-    def get_action_space(self, agent_id: Any) -> gym.Space:
+    def get_action_space(self, agent_id: Any) -> gym.Space[Any]:
         """The action space of one agent.
 
         Args:
@@ -133,8 +133,8 @@ class MultiAgentEnv(gym.Env):
         """
         return self._space_of(agent_id, "action")
 
-    def _space_of(self, agent_id: Any, kind: str) -> gym.Space:
-        per_agent: Mapping[Any, gym.Space] = getattr(self, f"{kind}_spaces", None) or {}
+    def _space_of(self, agent_id: Any, kind: str) -> gym.Space[Any]:
+        per_agent: Mapping[Any, gym.Space[Any]] = getattr(self, f"{kind}_spaces", None) or {}
         if isinstance(agent_id, Hashable) and agent_id in per_agent:
             return per_agent[agent_id]
         shared = getattr(self, f"{kind}_space", None)

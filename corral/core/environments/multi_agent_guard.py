@@ -238,9 +238,10 @@ class MultiAgentEnvGuard:
         if not all(plain_agent_id(agent) for step in record["actions"] for agent, _ in step):
             return None
         try:
-            return state_codec.encode(
+            encoded: dict[str, Any] = state_codec.encode(  # a dict encodes to a dict
                 {**record, "actions": [[[agent, action] for agent, action in step] for step in record["actions"]]}
             )
+            return encoded
         except (TypeError, ValueError):
             return None  # options or actions that are not plain data
 

@@ -98,7 +98,7 @@ class OldGymEnv(gym.Env):
             close()
 
 
-def gymnasium_space(space: Any, where: str = "space") -> gym.Space:
+def gymnasium_space(space: Any, where: str = "space") -> gym.Space[Any]:
     """The gymnasium space equal to an old ``gym.spaces`` one (a gymnasium space is returned as it is).
 
     Args:

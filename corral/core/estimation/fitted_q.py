@@ -60,7 +60,8 @@ class FittedQ:
         rows, n = len(obs), self.num_actions
         pairs = np.concatenate([obs] * n)  # action a's rows are block a
         logp = self.policy.compute_log_likelihoods(pairs, np.repeat(np.arange(n, dtype=np.int64), rows))
-        return np.exp(logp.reshape(n, rows).T).astype(np.float32)
+        probabilities: np.ndarray = np.exp(logp.reshape(n, rows).T)
+        return probabilities.astype(np.float32)
 
     def train(self, rows: dict[str, np.ndarray]) -> dict[str, float]:
         """``n_iters`` passes of minibatch TD regression on the transitions.
@@ -84,7 +85,8 @@ class FittedQ:
             with torch.no_grad():
                 targets = rewards + self.gamma * continues * (next_probs * self.target(next_obs_t)).sum(-1)
             losses = []
-            for chunk in torch.randperm(len(obs), generator=self.generator).split(size):
+            # torch's Python Tensor.split is unannotated (it shadows the typed one in torch's C stub)
+            for chunk in torch.randperm(len(obs), generator=self.generator).split(size):  # type: ignore[no-untyped-call]
                 q = self.model(obs[chunk]).gather(1, actions[chunk, None]).squeeze(1)
                 loss = 0.5 * (q - targets[chunk]).pow(2).mean()
                 self.optimizer.zero_grad()

@@ -29,9 +29,9 @@ class Exploration:
             ``normalize_actions`` this is [-1, 1]).
     """
 
-    supports: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
+    supports: tuple[type[gym.Space[Any]], ...] = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
 
-    def __init__(self, action_space: gym.Space) -> None:
+    def __init__(self, action_space: gym.Space[Any]) -> None:
         if not isinstance(action_space, self.supports):
             allowed = " or ".join(s.__name__ for s in self.supports)
             raise ConfigError(
@@ -94,7 +94,7 @@ class Exploration:
 class StochasticSampling(Exploration):
     """Sample from the policy's distribution (on-policy methods); uniform for the first ``random_timesteps``."""
 
-    def __init__(self, action_space: gym.Space, random_timesteps: int = 0) -> None:
+    def __init__(self, action_space: gym.Space[Any], random_timesteps: int = 0) -> None:
         super().__init__(action_space)
         self.random_timesteps = int(random_timesteps)
 
@@ -114,7 +114,7 @@ class EpsilonGreedy(Exploration):
 
     def __init__(
         self,
-        action_space: gym.Space,
+        action_space: gym.Space[Any],
         initial_epsilon: float = 1.0,
         final_epsilon: float = 0.05,
         epsilon_timesteps: int = 100_000,
@@ -150,7 +150,7 @@ class SoftQ(Exploration):
 
     supports = (gym.spaces.Discrete,)
 
-    def __init__(self, action_space: gym.Space, temperature: float = 1.0) -> None:
+    def __init__(self, action_space: gym.Space[Any], temperature: float = 1.0) -> None:
         super().__init__(action_space)
         if temperature <= 0:
             raise ConfigError(f"SoftQ temperature={temperature} must be > 0")
@@ -249,7 +249,7 @@ class Random(Exploration):
         return self._uniform(dist.inputs.shape[0], dist.inputs)
 
 
-def make_exploration(exploration_config: dict[str, Any], action_space: gym.Space) -> Exploration:
+def make_exploration(exploration_config: dict[str, Any], action_space: gym.Space[Any]) -> Exploration:
     """Build the exploration named by ``exploration_config['type']`` for ``action_space``.
 
     Args:

@@ -75,7 +75,7 @@ class Policy:
     ``value_targets``): with ``postprocess_inputs`` a file needs a whole transition instead of them; without it
     a file must hold them itself, and one that does not is refused with the advice to turn postprocessing on"""
 
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: AlgorithmConfig) -> None:
+    def __init__(self, observation_space: gym.Space[Any], action_space: gym.Space[Any], config: AlgorithmConfig) -> None:
         self.observation_space = observation_space
         self.action_space = action_space
         self.config = config
@@ -450,7 +450,7 @@ class Policy:
             TrainingError: something was not finite and ``on_nonfinite`` is ``"raise"``.
         """
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         norms = self.clip_gradients()
         if self.update_guard.check_gradients(loss, norms, terms):
             self.update_guard.step()
@@ -631,8 +631,8 @@ class Policy:
 
 def build_policy(
     policy_class: type[Policy],
-    observation_space: gym.Space,
-    action_space: gym.Space,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
     config: AlgorithmConfig,
     *path: str | int,
     device: torch.device | None = None,
@@ -672,8 +672,8 @@ class PolicyBuild(NamedTuple):
     """
 
     policy_class: type[Policy]
-    observation_space: gym.Space
-    action_space: gym.Space
+    observation_space: gym.Space[Any]
+    action_space: gym.Space[Any]
     config: AlgorithmConfig
 
     def build(

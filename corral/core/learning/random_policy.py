@@ -44,7 +44,7 @@ class RandomPolicy(Policy):
 
     thread_safe_learning = True
 
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: AlgorithmConfig) -> None:
+    def __init__(self, observation_space: gym.Space[Any], action_space: gym.Space[Any], config: AlgorithmConfig) -> None:
         super().__init__(observation_space, action_space, config)
         self.exploration = Random(self.action_adapter.policy_space)
         self.exploration.generator = self.torch_rng

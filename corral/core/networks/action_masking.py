@@ -56,7 +56,7 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
             MultiBinary of one flag per action, or the Dict holds nothing but the mask.
     """
 
-    def __init__(self, observation_space: gym.spaces.Dict, action_space: gym.Space, key: str) -> None:
+    def __init__(self, observation_space: gym.spaces.Dict, action_space: gym.Space[Any], key: str) -> None:
         mask_space = observation_space.spaces[key]
         if not isinstance(action_space, gym.spaces.Discrete):
             raise ConfigError(
@@ -75,7 +75,7 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
         self.num_actions = n
         self._keys = list(rest)
         self._single = self._keys[0] if len(rest) == 1 else None
-        self.model_observation_space: gym.Space = rest[self._single] if self._single is not None else gym.spaces.Dict(rest)
+        self.model_observation_space: gym.Space[Any] = rest[self._single] if self._single is not None else gym.spaces.Dict(rest)
         self.model_input = ObservationPreprocessor(self.model_observation_space)
         self._inner_size = int(np.prod(self.model_input.shape))
         self._model_dtype = torch_dtype(self.model_input.dtype)
@@ -84,7 +84,9 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
         self.dtype = np.dtype(np.float32)
 
     @staticmethod
-    def detect(observation_space: gym.Space, action_space: gym.Space, key: str | None) -> MaskedObservationPreprocessor | None:
+    def detect(
+        observation_space: gym.Space[Any], action_space: gym.Space[Any], key: str | None
+    ) -> MaskedObservationPreprocessor | None:
         """The preprocessor for a masked observation space, or None if the space holds no mask.
 
         Args:

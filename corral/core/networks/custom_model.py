@@ -50,7 +50,9 @@ def is_whole_model(cls: type) -> bool:
     return all(callable(getattr(cls, name, None)) for name in _FORWARDS)
 
 
-def construct(cls: type, obs_space: gym.Space, action_space: gym.Space, num_outputs: int, config: ModelConfig) -> nn.Module:
+def construct(
+    cls: type, obs_space: gym.Space[Any], action_space: gym.Space[Any], num_outputs: int, config: ModelConfig
+) -> nn.Module:
     """Call a custom model's constructor with RLlib's arguments, or else with corral's.
 
     Args:
@@ -130,7 +132,7 @@ class ModuleModel(Model):
         value_function: whether the policy needs value estimates (``vf_preds``).
     """
 
-    def __init__(self, module: nn.Module, obs_space: gym.Space, config: ModelConfig, value_function: bool = True) -> None:
+    def __init__(self, module: nn.Module, obs_space: gym.Space[Any], config: ModelConfig, value_function: bool = True) -> None:
         super().__init__()
         self.module = module
         self.vf_encoder: nn.Module | None = None
@@ -148,8 +150,8 @@ class ModuleModel(Model):
 
 def build_custom_model(
     cls: type,
-    obs_space: gym.Space,
-    action_space: gym.Space,
+    obs_space: gym.Space[Any],
+    action_space: gym.Space[Any],
     num_outputs: int,
     config: ModelConfig,
     value_function: bool = True,
@@ -185,7 +187,7 @@ def build_custom_model(
 
 
 def build_q_model(
-    obs_space: gym.Space, action_space: gym.spaces.Discrete, config: ModelConfig, dueling: bool, hiddens: Sequence[int]
+    obs_space: gym.Space[Any], action_space: gym.spaces.Discrete, config: ModelConfig, dueling: bool, hiddens: Sequence[int]
 ) -> nn.Module:
     """DQN's Q-network: the catalog's, or one built on the ``custom_model``.
 

@@ -49,7 +49,8 @@ class Tanh(nn.Module):
         """``tanh(x)`` elementwise."""
         if x.device.type != "cpu" or _is_compiling() or x.numel() < _SIGMOID_TANH_MIN_ELEMENTS:
             return torch.tanh(x)
-        return _SigmoidTanh.apply(x)
+        y: torch.Tensor = _SigmoidTanh.apply(x)  # type: ignore[no-untyped-call]  # torch leaves Function.apply unannotated
+        return y
 
 
 class _SigmoidTanh(torch.autograd.Function):
@@ -68,7 +69,8 @@ class _SigmoidTanh(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
         (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(grad, y)
+        grad_x: torch.Tensor = torch.ops.aten.tanh_backward(grad, y)
+        return grad_x
 
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -163,7 +165,8 @@ class ConvEncoder(nn.Module):
         x = obs.permute(0, 3, 1, 2).float()
         if obs.dtype == torch.uint8:
             x = x / 255.0
-        return self.net(x)
+        features: torch.Tensor = self.net(x)
+        return features
 
 
 def torch_dtype(dtype: DTypeLike) -> torch.dtype:
@@ -189,7 +192,7 @@ class _FlatFloat(nn.Module):
         return obs.reshape(obs.shape[0], -1).float()
 
 
-def build_encoder(obs_space: gym.Space, config: ModelConfig) -> tuple[nn.Module, int]:
+def build_encoder(obs_space: gym.Space[Any], config: ModelConfig) -> tuple[nn.Module, int]:
     """The network body for an observation space: a CNN + MLP for images, an MLP otherwise.
 
     Args:
@@ -229,7 +232,12 @@ class ActorCriticModel(Model):
     """
 
     def __init__(
-        self, obs_space: gym.Space, num_outputs: int, config: ModelConfig, gaussian: bool = False, value_function: bool = True
+        self,
+        obs_space: gym.Space[Any],
+        num_outputs: int,
+        config: ModelConfig,
+        gaussian: bool = False,
+        value_function: bool = True,
     ) -> None:
         super().__init__()
         self.free_log_std = gaussian and config.free_log_std
@@ -262,7 +270,7 @@ class QModel(Model):
 
     def __init__(
         self,
-        obs_space: gym.Space,
+        obs_space: gym.Space[Any],
         num_actions: int,
         config: ModelConfig,
         dueling: bool = False,
@@ -291,7 +299,7 @@ def _head(features: int, hiddens: Sequence[int], outputs: int) -> nn.Module:
 
 
 def build_model(
-    obs_space: gym.Space, action_space: gym.Space, num_outputs: int, config: ModelConfig, value_function: bool = True
+    obs_space: gym.Space[Any], action_space: gym.Space[Any], num_outputs: int, config: ModelConfig, value_function: bool = True
 ) -> nn.Module:
     """The catalog: a custom model if configured, else an ActorCriticModel for the spaces.
 

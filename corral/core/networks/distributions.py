@@ -8,7 +8,7 @@ the sampling hot path. Each class knows how many network outputs it needs
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -25,7 +25,7 @@ class ActionDistribution:
         self.inputs = inputs
 
     @staticmethod
-    def required_inputs(space: gym.Space) -> int:
+    def required_inputs(space: gym.Space[Any]) -> int:
         """Network outputs per row for this action space."""
         raise NotImplementedError
 
@@ -58,7 +58,7 @@ class Categorical(ActionDistribution):
         self.log_probs = F.log_softmax(inputs, dim=-1)
 
     @staticmethod
-    def required_inputs(space: gym.Space) -> int:
+    def required_inputs(space: gym.Space[Any]) -> int:
         """One logit per action."""
         return int(cast(gym.spaces.Discrete, space).n)
 
@@ -94,7 +94,7 @@ class MultiCategorical(ActionDistribution):
         self.parts = [Categorical(x) for x in torch.split(inputs, nvec, dim=-1)]
 
     @staticmethod
-    def required_inputs(space: gym.Space) -> int:
+    def required_inputs(space: gym.Space[Any]) -> int:
         """One logit per action of every sub-space (the sum of ``nvec``)."""
         return int(np.sum(cast(gym.spaces.MultiDiscrete, space).nvec))
 
@@ -129,7 +129,7 @@ class DiagGaussian(ActionDistribution):
         self.std = self.log_std.exp()
 
     @staticmethod
-    def required_inputs(space: gym.Space) -> int:
+    def required_inputs(space: gym.Space[Any]) -> int:
         """A mean and a log standard deviation per action dimension."""
         return 2 * int(np.prod(cast(gym.spaces.Box, space).shape))
 
@@ -176,7 +176,7 @@ class SquashedGaussian(ActionDistribution):
         self.std = self.log_std.exp()
 
     @staticmethod
-    def required_inputs(space: gym.Space) -> int:
+    def required_inputs(space: gym.Space[Any]) -> int:
         """A mean and a log standard deviation per action dimension."""
         return 2 * int(np.prod(cast(gym.spaces.Box, space).shape))
 
@@ -242,7 +242,7 @@ def normal_like(x: torch.Tensor, generator: torch.Generator | None) -> torch.Ten
     return torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
 
 
-def distribution_for(space: gym.Space) -> tuple[type[ActionDistribution], int]:
+def distribution_for(space: gym.Space[Any]) -> tuple[type[ActionDistribution], int]:
     """The distribution class for an action space and the network outputs it needs.
 
     Returns a class (MultiDiscrete gets a factory that binds its ``nvec``).

@@ -52,7 +52,7 @@ ONNX_OPSETS = range(9, 21)
 """the ONNX opsets torch's TorchScript-based exporter writes (up to 20 in torch 2.13)"""
 
 
-def observation_leaves(space: gym.Space, name: str = SampleBatch.OBS) -> list[tuple[str, gym.Space]]:
+def observation_leaves(space: gym.Space[Any], name: str = SampleBatch.OBS) -> list[tuple[str, gym.Space[Any]]]:
     """The arrays one observation of ``space`` is made of, named by their path, in the order corral flattens them.
 
     Args:
@@ -70,7 +70,7 @@ def observation_leaves(space: gym.Space, name: str = SampleBatch.OBS) -> list[tu
     return [(name, space)]
 
 
-def leaf_values(space: gym.Space, obs: Any) -> list[Any]:
+def leaf_values(space: gym.Space[Any], obs: Any) -> list[Any]:
     """One observation's arrays in the order of :func:`observation_leaves`.
 
     Args:
@@ -173,7 +173,7 @@ class InferencePath(nn.Module):
         return actions + self._start if self._start else actions
 
 
-def _leaf_encoding(space: gym.Space) -> list[tuple[int, int]] | None:
+def _leaf_encoding(space: gym.Space[Any]) -> list[tuple[int, int]] | None:
     """How corral's preprocessor encodes one array: None flattens it as floats, else (start, n) one-hot per entry."""
     if isinstance(space, gym.spaces.Discrete):
         return [(int(space.start), int(space.n))]
@@ -211,7 +211,7 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
         # torch.jit's deprecation notice (TorchScript is what serving tools load today), and the tracer's
         # notes on shape-dependent Python branches: the model's tanh picks a kernel by size, not the result
         warnings.simplefilter("ignore")
-        traced = torch.jit.trace(path, example, check_trace=False)
+        traced = torch.jit.trace(path, example, check_trace=False)  # type: ignore[no-untyped-call]  # unannotated in torch
         _replace(folder / MODEL_FILE, lambda file: torch.jit.save(traced, str(file)))
         if onnx is not None:
             _replace(folder / ONNX_FILE, lambda file: _export_onnx(path, example, file, onnx))

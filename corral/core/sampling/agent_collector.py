@@ -301,7 +301,8 @@ class AgentCollector:
             [env_index, agent, row.policy_id, row.record, row.reward, row.raw_obs]
             for (env_index, agent), row in self._pending.items()
         ]
-        return state_codec.encode({"records": records, "pending": pending})
+        state: dict[str, Any] = state_codec.encode({"records": records, "pending": pending})  # a dict encodes to a dict
+        return state
 
     def set_state(self, state: Any, policy_ids: Collection[str]) -> None:
         """Restore :meth:`get_state` into an empty collector.

@@ -322,12 +322,12 @@ class EnvRunner(BaseEnvRunner):
         return self.policy.model
 
     @property
-    def observation_space(self) -> gym.Space:
+    def observation_space(self) -> gym.Space[Any]:
         """One sub-environment's observation space."""
         return self.env.single_observation_space
 
     @property
-    def action_space(self) -> gym.Space:
+    def action_space(self) -> gym.Space[Any]:
         """One sub-environment's action space."""
         return self.env.single_action_space
 
@@ -336,7 +336,7 @@ class EnvRunner(BaseEnvRunner):
         """The policy acting in this (single-agent) runner."""
         return self.policies[DEFAULT_POLICY_ID]
 
-    def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+    def policy_spaces(self) -> dict[str, tuple[gym.Space[Any], gym.Space[Any]]]:
         """The one policy's (observation, action) spaces: the env's."""
         return {DEFAULT_POLICY_ID: (self.observation_space, self.action_space)}
 
@@ -584,7 +584,7 @@ class EnvRunner(BaseEnvRunner):
         config, the next sample call continues exactly where this one would.
         The policies are not included (the algorithm saves them).
         """
-        return state_codec.encode(
+        state: dict[str, Any] = state_codec.encode(  # a dict encodes to a dict
             {
                 "built_for": self._built_for(),
                 "np_rng": generator_state(self.np_rng),
@@ -598,6 +598,7 @@ class EnvRunner(BaseEnvRunner):
                 "env": get_env_state(self.env) if self._obs is not None else None,
             }
         )
+        return state
 
     def _built_for(self) -> dict[str, Any]:
         """What a saved state depends on: as for every runner, and how the sub-environments are stepped."""

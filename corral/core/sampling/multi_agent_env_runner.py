@@ -26,7 +26,7 @@ import numpy as np
 
 from corral.core.common import state_codec
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
-from corral.core.common.spaces import space_to_json
+from corral.core.common.spaces import space_to_json, stack_observations
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.environments.envs import EnvContext, env_name
@@ -34,7 +34,7 @@ from corral.core.environments.multi_agent_env import ALL_AGENTS, multi_agent_env
 from corral.core.environments.multi_agent_guard import MultiAgentEnvGuard, plain_agent_id
 from corral.core.learning.policy import Policy
 from corral.core.learning.postprocessing import episode_ends
-from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment, stack_observations
+from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment
 from corral.core.sampling.env_runner import BaseEnvRunner, EnvRunner, EpisodeSummary, hist_lists, saved_episode_id
 from corral.core.sampling.trajectories import postprocess_columns
 from corral.core.seeding import generator_state, set_generator_state
@@ -207,7 +207,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         """:meth:`map_agent` against ``policy_ids`` (the config's, before the policies are built)."""
         mapping = self.config.policy_mapping_fn
         if mapping is not None:
-            policy_id = mapping(agent_id, episode, worker=self)
+            policy_id: str = mapping(agent_id, episode, worker=self)
         elif DEFAULT_POLICY_ID in policy_ids or not policy_ids:
             policy_id = DEFAULT_POLICY_ID
         elif len(policy_ids) == 1:
@@ -238,7 +238,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
                 self._open[i].pop(agent, None)
         self._collector.forget_policy(policy_id)
 
-    def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+    def policy_spaces(self) -> dict[str, tuple[gym.Space[Any], gym.Space[Any]]]:
         """The (observation, action) spaces of every policy the config names, inferred where the spec leaves them out.
 
         A policy's spaces are those of the agents mapped to it (its spec's, where
@@ -252,7 +252,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         env = self.envs[0].env
         specs = self.config.policies or {DEFAULT_POLICY_ID: None}
         probe = MultiAgentEpisode(0, self, episode_id=-1)  # a mapping may read the episode
-        inferred: dict[str, tuple[Hashable, gym.Space, gym.Space]] = {}
+        inferred: dict[str, tuple[Hashable, gym.Space[Any], gym.Space[Any]]] = {}
         for agent in env.possible_agents:
             spaces = (env.get_observation_space(agent), env.get_action_space(agent))
             policy_id = self._map(agent, probe, specs)
@@ -521,7 +521,10 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         function = self.config.observation_fn
         if function is None:
             return observations
-        return function(agent_obs=observations, worker=self, base_env=self.envs[i].env, policies=self.policies, episode=episode)
+        observed: dict[Hashable, Any] = function(
+            agent_obs=observations, worker=self, base_env=self.envs[i].env, policies=self.policies, episode=episode
+        )
+        return observed
 
     # ------------------------------------------------------------------ #
     # episodes

@@ -78,7 +78,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
     policy_class: ClassVar[type[Policy]] = Policy
     name: ClassVar[str | None] = None
     """the registered name; defaults to the class name"""
-    supported_action_spaces: ClassVar[tuple[type[gym.Space], ...]] = (
+    supported_action_spaces: ClassVar[tuple[type[gym.Space[Any]], ...]] = (
         gym.spaces.Discrete,
         gym.spaces.MultiDiscrete,
         gym.spaces.Box,
@@ -186,7 +186,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         config.validate()
         return config.freeze()
 
-    def _policy_build(self, policy_id: str, observation_space: gym.Space, action_space: gym.Space) -> PolicyBuild:
+    def _policy_build(self, policy_id: str, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> PolicyBuild:
         """How to build policy ``policy_id``: its spec's class or the algorithm's, its own options on the config's.
 
         Raises:
@@ -260,7 +260,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
                     )
 
     @classmethod
-    def check_action_space(cls, action_space: gym.Space) -> None:
+    def check_action_space(cls, action_space: gym.Space[Any]) -> None:
         """Refuse an action space the algorithm does not support, naming the installed ones that do.
 
         Raises:
@@ -386,7 +386,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         return f"{type(self).__name__}(env={env_name(self.config.env)!r}, iteration={self.iteration})"
 
 
-def _algorithms_supporting(action_space: gym.Space) -> list[str]:
+def _algorithms_supporting(action_space: gym.Space[Any]) -> list[str]:
     """Names of the installed algorithms that act in ``action_space`` (for error messages only: imports them all)."""
     import corral.registry as registry
 

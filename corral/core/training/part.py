@@ -39,7 +39,7 @@ class AlgorithmPart:
     config_class: ClassVar[type[AlgorithmConfig]]
     policy_class: ClassVar[type[Policy]]
     name: ClassVar[str | None]
-    supported_action_spaces: ClassVar[tuple[type[gym.Space], ...]]
+    supported_action_spaces: ClassVar[tuple[type[gym.Space[Any]], ...]]
     sample_whole_fragments: ClassVar[bool]
 
     config: AlgorithmConfig
@@ -89,7 +89,7 @@ class AlgorithmPart:
         def _runner_config(self, config: AlgorithmConfig) -> AlgorithmConfig:
             """Defined in algorithm.py."""
 
-        def _policy_build(self, policy_id: str, observation_space: gym.Space, action_space: gym.Space) -> PolicyBuild:
+        def _policy_build(self, policy_id: str, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> PolicyBuild:
             """Defined in algorithm.py."""
 
         @property
