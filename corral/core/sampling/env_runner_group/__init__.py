@@ -18,7 +18,6 @@ from corral.core.common.sample_batch import MultiAgentBatch
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.policy import PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
-from corral.core.sampling.env_runner import EpisodeSummary
 from corral.core.sampling.env_runner_group.evaluation import (
     EvaluationRound as EvaluationRound,
     continue_round,
@@ -26,6 +25,7 @@ from corral.core.sampling.env_runner_group.evaluation import (
     start_round,
 )
 from corral.core.sampling.env_runner_group.remote_runners import RemoteRunners, first_line
+from corral.core.sampling.metrics import EpisodeSummary
 from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner
 from corral.core.sampling.remote_env_runner import RemoteSample
 from corral.errors import ConfigError, EnvRunnerError

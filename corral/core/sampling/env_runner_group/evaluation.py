@@ -12,8 +12,9 @@ import dataclasses
 import logging
 from typing import Any
 
-from corral.core.sampling.env_runner import EpisodeSummary, evaluation_span
+from corral.core.sampling.base_env_runner import evaluation_span
 from corral.core.sampling.env_runner_group.remote_runners import RemoteRunners
+from corral.core.sampling.metrics import EpisodeSummary
 from corral.errors import EnvRunnerError
 
 logger = logging.getLogger("corral")
