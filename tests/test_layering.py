@@ -231,10 +231,9 @@ def test_batch_columns_and_model_outputs_are_named_by_their_constants() -> None:
     # Keys of checkpoint state that share a column's name but are not columns.
     state_keys = {
         "core/learning/policy.py": {"weights"},
-        "core/sampling/env_runner.py": {"obs"},
+        "core/sampling/runner_state.py": {"obs"},  # both env runners' state (it was in their modules)
         "core/environments/envs.py": {"actions"},
         "core/environments/multi_agent_guard.py": {"actions"},
-        "core/sampling/multi_agent_env_runner.py": {"obs"},
     }
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -20,7 +20,7 @@ therefore run unchanged, batched over every agent of a policy.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +114,8 @@ class AgentCollector:
         self._pending: dict[AgentKey, _Pending] = {}
         self._chunks: dict[tuple[int, Hashable, str], _Chunk] = {}
         self._reset_obs: dict[str, list[Any]] = {}
+        self._agent_indexes: dict[int, dict[Hashable, int]] = {}
+        """by sub-environment, each agent's ``agent_index`` in the output"""
 
     def act(
         self, policy_id: str, agents: Sequence[AgentKey], raw_obs: Sequence[Any], obs: np.ndarray, actions: np.ndarray,
@@ -132,6 +134,31 @@ class AgentCollector:
         start = self._records.setdefault(policy_id, _Records()).add(obs, actions, extras)
         for j, key in enumerate(agents):
             self._pending[key] = _Pending(policy_id, start + j, raw_obs[j])
+
+    def output_context(
+        self, agents: Sequence[AgentKey], episodes: Sequence[Any], possible_agents: Callable[[int], Sequence[Hashable]]
+    ) -> dict[str, np.ndarray]:
+        """The output's ``eps_id``, ``agent_index`` and ``t`` (the agent's step in its episode) of each acting agent.
+
+        An agent's index is its place in its sub-environment's ``possible_agents``; an agent
+        not listed there gets the next free index of its sub-environment when it first acts.
+
+        Args:
+            agents: ``(sub-environment, agent id)`` of each acting agent.
+            episodes: each sub-environment's episode (its ``episode_id`` and ``agent_steps``).
+            possible_agents: the agents a sub-environment lists, by its index.
+
+        Returns:
+            The three columns, a row per agent.
+        """
+        n, indexes = len(agents), self._agent_indexes
+        for i in {i for i, _ in agents} - indexes.keys():
+            indexes[i] = {a: k for k, a in enumerate(possible_agents(i))}
+        return {
+            SampleBatch.EPS_ID: np.fromiter((episodes[i].episode_id for i, _ in agents), np.int64, n),
+            SampleBatch.AGENT_INDEX: np.fromiter((indexes[i].setdefault(a, len(indexes[i])) for i, a in agents), np.int64, n),
+            SampleBatch.T: np.fromiter((episodes[i].agent_steps.get(a, 0) for i, a in agents), np.int64, n),
+        }
 
     def add_reward(self, key: AgentKey, reward: float) -> None:
         """Add to the agent's open row; a reward to an agent that has not acted yet has no row to go to.

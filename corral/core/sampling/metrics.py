@@ -1,14 +1,32 @@
-"""Episode metrics: smoothing over recent episodes and custom-metric aggregation."""
+"""Episode metrics: what is kept of a finished episode, smoothing over recent episodes, custom-metric aggregation."""
 
 from __future__ import annotations
 
 import math
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from corral.core.common.restored import restored_count, restored_float
-from corral.core.sampling.env_runner import EpisodeSummary
+
+
+@dataclass
+class EpisodeSummary:
+    """What metrics need of a finished episode."""
+
+    reward: float
+    length: int
+    custom_metrics: dict[str, float] = field(default_factory=dict)
+    policy_rewards: dict[str, list[float]] = field(default_factory=dict)
+    """multi-agent episodes: by policy id, the total reward of each agent that policy acted for"""
+    hist_data: dict[str, list[float]] = field(default_factory=dict)
+    """what callbacks put into the episode's ``hist_data``, reported whole under ``hist_stats``"""
+
+
+def hist_lists(hist_data: dict[str, Any]) -> dict[str, list[float]]:
+    """An episode's ``hist_data`` as plain float lists, for its :class:`EpisodeSummary` (numpy numbers and arrays too)."""
+    return {key: [float(v) for v in values] for key, values in hist_data.items()}
 
 
 def summarize_episodes(episodes: Iterable[EpisodeSummary], keep_per_episode_custom_metrics: bool = False) -> dict[str, Any]:

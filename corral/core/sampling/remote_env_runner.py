@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from corral.core.common.sample_batch import MultiAgentBatch
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.learning.policy import Policy, PolicyBuild
-from corral.core.sampling.env_runner import EpisodeSummary
+from corral.core.sampling.metrics import EpisodeSummary
 
 
 def ensure_ray() -> Any:

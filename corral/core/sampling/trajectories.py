@@ -9,6 +9,7 @@ the rows that come out are the same, column by column.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,8 @@ from corral.core.common.sample_batch import SampleBatch
 
 if TYPE_CHECKING:
     from corral.core.learning.policy import Policy
+    from corral.core.sampling.agent_collector import PolicyFragment
+    from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner
 
 
 @dataclass
@@ -55,3 +58,34 @@ def postprocess_columns(policy: Policy, fragment: SampleBatch, bootstrap_obs: np
         original = policy.flatten_fragment(column)
         trajectories.append(Trajectory(k, original, policy.postprocess_trajectory(column, bootstrap_obs[k : k + 1])))
     return trajectories
+
+
+def postprocess_for_hook(runner: AnyEnvRunner, parts: Mapping[str, PolicyFragment]) -> dict[str, SampleBatch]:
+    """Postprocess each column of each policy's fragment on its own and show it to ``on_postprocess_trajectory``.
+
+    As in RLlib, each call also gets every trajectory of the same sub-environment
+    before postprocessing (``original_batches``, by agent id: None in a
+    single-agent run), whatever policy acts for it. A column without a
+    transition, or without an episode, is not shown to the hook.
+
+    Args:
+        runner: the env runner that sampled the fragments (its callbacks and policies).
+        parts: by policy id, its fragment with the agent and episode of each column.
+
+    Returns:
+        By policy id, its training rows: the postprocessed columns (as the hook left them), joined.
+    """
+    policies = runner.policies
+    trajectories = {pid: postprocess_columns(policies[pid], part.fragment, part.bootstrap_obs) for pid, part in parts.items()}
+    originals: dict[int, dict[Hashable, tuple[str, Policy, SampleBatch]]] = {}
+    for pid, part in parts.items():
+        for (env_index, agent_id), trajectory in zip(part.agents, trajectories[pid], strict=True):
+            originals.setdefault(env_index, {})[agent_id] = (pid, policies[pid], trajectory.original)
+    for pid, part in parts.items():
+        for (env_index, agent_id), episode, trajectory in zip(part.agents, part.episodes, trajectories[pid], strict=True):
+            if trajectory.has_transitions and episode is not None:
+                runner.callbacks.postprocess_trajectory(
+                    runner, pid, policies[pid], trajectory.postprocessed, agent_id=agent_id, episode=episode,
+                    original_batches=originals[env_index],
+                )  # fmt: skip
+    return {pid: SampleBatch.concat([t.postprocessed for t in columns]) for pid, columns in trajectories.items()}
