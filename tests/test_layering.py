@@ -221,7 +221,7 @@ def test_batch_columns_and_model_outputs_are_named_by_their_constants() -> None:
     columns = {v for k, v in vars(SampleBatch).items() if k.isupper() and isinstance(v, str)}
     # Keys of checkpoint state that share a column's name but are not columns.
     state_keys = {
-        "core/learning/policy.py": {"weights"},
+        "core/learning/policies/state.py": {"weights"},
         "core/sampling/env_runner.py": {"obs"},
         "core/environments/envs.py": {"actions"},
         "core/environments/multi_agent_guard.py": {"actions"},
