@@ -223,7 +223,7 @@ def test_batch_columns_and_model_outputs_are_named_by_their_constants() -> None:
     state_keys = {
         "core/learning/policies/state.py": {"weights"},
         "core/sampling/env_runner.py": {"obs"},
-        "core/environments/envs.py": {"actions"},
+        "core/environments/sub_environment_guard.py": {"actions"},
         "core/environments/multi_agent_guard.py": {"actions"},
         "core/sampling/multi_agent_env_runner.py": {"obs"},
     }
