@@ -230,9 +230,9 @@ def test_batch_columns_and_model_outputs_are_named_by_their_constants() -> None:
     columns = {v for k, v in vars(SampleBatch).items() if k.isupper() and isinstance(v, str)}
     # Keys of checkpoint state that share a column's name but are not columns.
     state_keys = {
-        "core/learning/policy.py": {"weights"},
+        "core/learning/policies/state.py": {"weights"},
         "core/sampling/runner_state.py": {"obs"},  # both env runners' state (it was in their modules)
-        "core/environments/envs.py": {"actions"},
+        "core/environments/sub_environment_guard.py": {"actions"},
         "core/environments/multi_agent_guard.py": {"actions"},
     }
     found = []

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from corral.core.common import state_codec
-from corral.core.environments import envs
+from corral.core.environments import sub_environment_guard
 from corral.core.environments.env_state import get_env_state, set_env_state
 from corral.core.environments.envs import make_vector_env
 from corral.plugins.sac import SACConfig
@@ -84,7 +84,7 @@ def test_a_natively_vectorised_env_is_restored_by_its_attributes() -> None:
 
 
 def test_an_episode_too_long_to_record_starts_anew_after_a_restore(monkeypatch, caplog) -> None:
-    monkeypatch.setattr(envs, "MAX_REPLAY_STEPS", 5)
+    monkeypatch.setattr(sub_environment_guard, "MAX_REPLAY_STEPS", 5)
     config = pendulum_config(num_envs_per_env_runner=1)
     original = make_vector_env(config, 1)
     original.reset(seed=1)

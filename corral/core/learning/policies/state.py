@@ -1,0 +1,180 @@
+"""A policy's state: its weights, what a remote copy needs to act alike, its generators, and what resumes it.
+
+Everything it saves is tensors, numpy arrays or JSON data; everything it
+restores is checked first (finite weights, optimizer state that fits the
+parameters), since a checkpoint may be damaged or tampered with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from corral.core.common.restored import restored_count
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID
+from corral.core.learning.fused_adam import Optimizer
+from corral.core.learning.policies.part import PolicyPart
+from corral.core.seeding import generator_state, set_generator_state, set_torch_generator_state
+
+if TYPE_CHECKING:  # the class this part makes up with the others
+    from corral.core.learning.policy import Policy
+
+
+class PolicyState(PolicyPart):
+    """A policy's weights and state, saved and restored; part of :class:`~corral.core.learning.policy.Policy`."""
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The model's parameters and buffers as numpy arrays (copies)."""
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
+
+    def set_weights(self, weights: dict[str, Any]) -> None:
+        """Load parameters from :meth:`get_weights` output (numpy arrays or tensors)."""
+        # np.array copies: arrays from Ray's object store are read-only, which torch refuses to wrap.
+        self.model.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
+
+    def get_sampling_state(self) -> dict[str, Any]:
+        """What a remote copy of this policy needs to act as it does: weights, timestep, observation filter.
+
+        The timestep drives exploration schedules (epsilon); an exploration's
+        own process (Ornstein-Uhlenbeck noise) stays each copy's own.
+        """
+        state = {"weights": self.get_weights(), "global_timestep": int(self.global_timestep)}
+        if self.observation_filter is not None:
+            state["observation_filter"] = self.observation_filter.get_state()
+        return state
+
+    def set_sampling_state(self, state: dict[str, Any]) -> None:
+        """Act like the policy :meth:`get_sampling_state` was read from."""
+        self.set_weights(state["weights"])
+        self.global_timestep = state["global_timestep"]
+        if self.observation_filter is not None and "observation_filter" in state:
+            self.observation_filter.set_state(state["observation_filter"])
+
+    def get_rng_state(self) -> dict[str, Any]:
+        """The state of this copy's generators and exploration: what makes its next actions the same."""
+        return {
+            "torch_rng": self.torch_rng.get_state(),
+            "torch_rng_device": self.torch_rng.device.type,
+            "np_rng": json.dumps(generator_state(self.np_rng)),
+            "exploration": self.exploration.get_state(),
+        }
+
+    def set_rng_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_rng_state`.
+
+        A torch generator saved on another kind of device (a policy trained on a
+        GPU, restored on a CPU) cannot be set here; this copy keeps its own.
+
+        Raises:
+            ValueError: a generator state does not fit (a tampered file).
+        """
+        if state.get("torch_rng_device", "cpu") == self.torch_rng.device.type:
+            set_torch_generator_state(self.torch_rng, state["torch_rng"])
+        set_generator_state(self.np_rng, json.loads(state["np_rng"]))
+        self.exploration.set_state(state.get("exploration", {}))
+
+    @classmethod
+    def from_checkpoint(
+        cls, checkpoint_path: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID, *, trust_code: bool = False
+    ) -> Policy:
+        """One policy of an algorithm checkpoint, alone: to act with it, or as a frozen opponent.
+
+        Nothing else of the algorithm is built: no environment, no env runners;
+        the checkpoint's env and callbacks are not even resolved. The policy is
+        of the class the checkpoint's algorithm uses, whichever class this is
+        called on.
+
+        Args:
+            checkpoint_path: an algorithm checkpoint folder (``algo.save()``).
+            policy_id: the policy to load.
+            trust_code: import what the checkpoint names (a custom model by path) even if
+                it is not registered; only for checkpoints you trust.
+
+        Returns:
+            The policy, with the checkpoint's weights, filter statistics and timestep.
+
+        Raises:
+            CheckpointError: the checkpoint is damaged, has no such policy, stores its spaces
+                only as descriptions (corral 0.1), or names code that is not registered.
+        """
+        from corral.core.persistence import checkpoints
+        from corral.core.persistence.checkpoint_classes import algorithm_class_of
+
+        ckpt = checkpoints.read_checkpoint(checkpoint_path)
+        # the algorithm that wrote it knows how its policies are configured; found through the registry
+        return algorithm_class_of(ckpt, trust_code).load_policy(ckpt, policy_id, trust_code)
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything needed to resume: weights, optimizer, exploration, generators, filter, timestep. Tensors only."""
+        state: dict[str, Any] = {
+            "weights": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            **self.get_rng_state(),
+            "global_timestep": int(self.global_timestep),
+        }
+        if self.observation_filter is not None:
+            state["observation_filter"] = self.observation_filter.get_state()
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`get_state` returned.
+
+        Raises:
+            ValueError: the weights are not finite, or the optimizer's state does
+                not fit the parameters (a tampered or mismatched checkpoint).
+        """
+        load_finite_weights(self.model, state["weights"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        check_optimizer_state(self.optimizer)
+        if "torch_rng" in state:  # checkpoints of corral 0.1 have none: the generators stay as they are
+            self.set_rng_state(state)
+        else:
+            self.exploration.set_state(state.get("exploration", {}))
+        self.global_timestep = restored_count(state.get("global_timestep", 0), "global_timestep")
+        if self.observation_filter is not None and "observation_filter" in state:
+            self.observation_filter.set_state(state["observation_filter"])
+
+
+def load_finite_weights(module: nn.Module, weights: Any) -> None:
+    """``module.load_state_dict(weights)`` after checking every value is a finite tensor.
+
+    Args:
+        module: the network to load into.
+        weights: a state dict read from a checkpoint; checked before ``module`` is touched.
+
+    Raises:
+        ValueError: ``weights`` is not a dict of tensors, or holds NaN or inf.
+    """
+    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+        raise ValueError("weights must be a dict of tensors")
+    bad = [k for k, v in weights.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise ValueError(f"weights {bad} hold NaN or inf")
+    module.load_state_dict(weights)
+
+
+def check_optimizer_state(optimizer: Optimizer) -> None:
+    """Check a loaded optimizer state: every per-parameter tensor has its parameter's shape and is finite.
+
+    ``Optimizer.load_state_dict`` checks only the number of parameters; a
+    moment of the wrong shape would fail only at the next step, mid-training.
+
+    Raises:
+        ValueError: a state tensor has the wrong shape or holds NaN or inf.
+    """
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            for key, value in optimizer.state.get(param, {}).items():
+                if not isinstance(value, torch.Tensor):
+                    continue
+                if value.dim() > 0 and value.shape != param.shape:
+                    raise ValueError(
+                        f"optimizer state {key!r} has shape {tuple(value.shape)}, its parameter {tuple(param.shape)}"
+                    )
+                if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                    raise ValueError(f"optimizer state {key!r} holds NaN or inf")
