@@ -47,7 +47,7 @@ README_MULTI_AGENT = textwrap.dedent(
     algo.stop()
     """
 )
-"""the README's multi-agent example, saved (its lambda maps agent 0 to p1, as no importable function here does)"""
+"""docs/multi-agent.md's example, saved (its lambda maps agent 0 to p1, as no importable function here does)"""
 
 
 @pytest.fixture(scope="module")
