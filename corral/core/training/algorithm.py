@@ -286,7 +286,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         return self.learn_on_batch(self.sample(self.config.train_batch_size))
 
     def train(self) -> dict[str, Any]:
-        """Run one training iteration and return its result dict (see README, "Results").
+        """Run one training iteration and return its result dict (see docs/checkpoints.md, "Results").
 
         Raises:
             CorralError: the algorithm was stopped (:meth:`stop` released what it trains with).
