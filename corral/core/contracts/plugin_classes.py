@@ -12,6 +12,7 @@ from it, so this room imports neither.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any, cast
 
 from corral._lazy import is_subclass_of_loaded
@@ -38,16 +39,11 @@ def exploration_class(type_name: str) -> type:
     """
     import corral.registry as registry
 
-    if is_import_path(type_name):  # RLlib's custom exploration by its class path
-        try:
-            cls = import_object(type_name)
-        except ConfigError as exc:
-            raise ConfigError(f"exploration_config type: {exc}") from None
+    # RLlib's custom exploration by its class path, else a registered name
+    if is_import_path(type_name):
+        cls = _found(import_object, type_name, "exploration_config", ConfigError)
     else:
-        try:
-            cls = registry.get_exploration(type_name)
-        except UnknownPluginError as exc:
-            raise ConfigError(f"exploration_config type: {exc}") from None
+        cls = _found(registry.get_exploration, type_name, "exploration_config", UnknownPluginError)
     if not is_subclass_of_loaded(cls, *EXPLORATION_BASE):
         raise ConfigError(f"exploration {type_name!r} ({cls!r}) does not subclass {'.'.join(EXPLORATION_BASE)}")
     return cast(type, cls)
@@ -83,10 +79,7 @@ def estimator_class(type_name: Any) -> type:
 
     cls = type_name
     if isinstance(type_name, str):
-        try:
-            cls = registry.get_estimator(type_name)
-        except UnknownPluginError as exc:
-            raise ConfigError(f"off_policy_estimation_methods type: {exc}") from None
+        cls = _found(registry.get_estimator, type_name, "off_policy_estimation_methods", UnknownPluginError)
     if not is_subclass_of_loaded(cls, *ESTIMATOR_BASE):
         raise ConfigError(f"off-policy estimator {type_name!r} does not subclass {'.'.join(ESTIMATOR_BASE)}")
     return cast(type, cls)
@@ -109,6 +102,14 @@ def check_estimation_methods(methods: dict[str, Any]) -> None:
         options = dict(spec)
         cls = estimator_class(options.pop("type"))
         _check_options(f"off-policy estimator {cls.__name__}", cls, options, ("self", "policy", "gamma"))
+
+
+def _found(lookup: Callable[[str], object], type_name: str, option: str, missing: type[Exception]) -> object:
+    """What ``lookup`` finds for ``type_name``; its ``missing`` error becomes a ConfigError naming ``option``."""
+    try:
+        return lookup(type_name)
+    except missing as exc:
+        raise ConfigError(f"{option} type: {exc}") from None
 
 
 def _check_options(what: str, cls: type[Any], options: dict[str, Any], reserved: tuple[str, ...]) -> None:
