@@ -1,11 +1,11 @@
-"""Find, list and load corral's plugins: algorithms, explorations, hook plugins.
+"""Find, list and load corral's plugins: algorithms, explorations, estimators, hook plugins, integrations.
 
 Every algorithm, even corral's own PPO, arrives through an entry point, so the
 path third-party plugins take is the one always exercised. Importing this
 package and listing plugins imports neither torch nor any plugin: entry points
 are read from metadata and loaded one by one, only when looked up.
 
-The three registries are built on first use, not at import, so that importing
+The registries are built on first use, not at import, so that importing
 corral never scans ``sys.path`` and :func:`refresh` can rebuild them after the
 environment changed.
 """
@@ -32,6 +32,7 @@ __all__ = [
     "DISABLE_ENV_VAR",
     "EXPLORATIONS_GROUP",
     "HOOKS_GROUP",
+    "INTEGRATIONS_GROUP",
     "IN_PROCESS",
     "PluginInfo",
     "PluginRegistry",
@@ -41,15 +42,18 @@ __all__ = [
     "get_estimator",
     "get_exploration",
     "get_hook_plugins",
+    "get_integrations",
     "list_algorithms",
     "list_estimators",
     "list_explorations",
     "list_hook_plugins",
+    "list_integrations",
     "on_algorithm_registered",
     "refresh",
     "register_algorithm",
     "register_estimator",
     "register_exploration",
+    "register_integration",
     "registry_for",
 ]
 
@@ -57,6 +61,7 @@ ALGORITHMS_GROUP = "corral.algorithms"
 EXPLORATIONS_GROUP = "corral.explorations"
 ESTIMATORS_GROUP = "corral.estimators"
 HOOKS_GROUP = "corral.hooks"
+INTEGRATIONS_GROUP = "corral.integrations"
 
 _registries: dict[str, PluginRegistry] = {}
 _algorithm_listeners: list[Callable[[str, type[Algorithm]], None]] = []
@@ -78,9 +83,11 @@ def _make(group: str) -> PluginRegistry:
         return PluginRegistry(group, "off-policy estimator")
     if group == HOOKS_GROUP:
         return PluginRegistry(group, "hook plugin", expects_class=False)
+    if group == INTEGRATIONS_GROUP:
+        return PluginRegistry(group, "integration", expects_class=False)
     raise ValueError(
         f"Unknown plugin group {group!r}; expected one of "
-        f"{ALGORITHMS_GROUP!r}, {EXPLORATIONS_GROUP!r}, {ESTIMATORS_GROUP!r}, {HOOKS_GROUP!r}"
+        f"{ALGORITHMS_GROUP!r}, {EXPLORATIONS_GROUP!r}, {ESTIMATORS_GROUP!r}, {HOOKS_GROUP!r}, {INTEGRATIONS_GROUP!r}"
     )
 
 
@@ -91,7 +98,8 @@ def registry_for(group: str) -> PluginRegistry:
     wants the typed functions below instead.
 
     Args:
-        group: ``"corral.algorithms"``, ``"corral.explorations"``, ``"corral.estimators"`` or ``"corral.hooks"``.
+        group: ``"corral.algorithms"``, ``"corral.explorations"``, ``"corral.estimators"``, ``"corral.hooks"``
+            or ``"corral.integrations"``.
 
     Returns:
         The group's registry (the same one until :func:`refresh`).
@@ -337,3 +345,46 @@ def get_hook_plugins() -> list[tuple[PluginInfo, object]]:
         ``PluginManager``, sorted by name.
     """
     return registry_for(HOOKS_GROUP).load_all()
+
+
+# ---------------------------------------------------------------- integrations
+
+
+def list_integrations(check: bool = False) -> list[PluginInfo]:
+    """Describe every installed integration (group ``corral.integrations``), importing none unless ``check``.
+
+    Args:
+        check: As for :func:`list_algorithms`.
+
+    Returns:
+        One :class:`PluginInfo` per entry point or in-process registration, sorted by name.
+    """
+    return registry_for(INTEGRATIONS_GROUP).list_plugins(check)
+
+
+def get_integrations() -> list[tuple[PluginInfo, object]]:
+    """Load every integration, skipping (and logging, never raising for) those that fail to import.
+
+    An integration is a module or object implementing some of the core's seams
+    (:mod:`corral.core.contracts.integration_specs`); the core asks them through
+    :func:`corral.core.contracts.integrations.integration_hooks`.
+
+    Returns:
+        ``(info, integration)`` pairs, sorted by name.
+    """
+    return registry_for(INTEGRATIONS_GROUP).load_all()
+
+
+def register_integration(name: str, integration: object) -> None:
+    """Register an integration in this process (tests, notebooks); the core's seams ask it from then on.
+
+    Args:
+        name: The name to list it by (case-insensitive).
+        integration: A module or object whose functions are marked with
+            :data:`corral.core.contracts.integration_specs.integration`.
+
+    Raises:
+        TypeError: ``name`` is not a string.
+        ValueError: ``name`` is empty.
+    """
+    registry_for(INTEGRATIONS_GROUP).register(name, integration)

@@ -1,0 +1,93 @@
+"""The seams where an integration plugs into the core, as pluggy hookspecs. Specs only; no logic.
+
+The core calls these; it never imports an integration. An integration is a
+module (or object) with functions marked :data:`integration`, named in the
+entry-point group ``corral.integrations`` (corral's own Atari, old-gym,
+rendering, offline and estimation support arrive that way, as a third
+party's would) or registered in-process with
+:func:`corral.registry.register_integration`. A spec marked ``firstresult``
+asks for one answer: the first implementation to return something other
+than None gives it, and None from all of them means "no integration does
+this", which the caller turns into corral's plain behaviour or a clear error.
+
+Every argument is a keyword, and an implementation may declare any subset
+of them, so adding an argument here never breaks an integration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:  # the types the seams pass; at run time nothing is imported
+    import gymnasium as gym
+
+    from corral.core.contracts.config import AlgorithmConfig
+    from corral.core.environments.displays import SubEnvironmentDisplay
+
+PROJECT = "corral.integrations"
+integration_spec = pluggy.HookspecMarker(PROJECT)
+integration = pluggy.HookimplMarker(PROJECT)
+"""what an integration marks its implementations of the seams with"""
+
+
+# ---------------------------------------------------------------- environments
+
+
+@integration_spec(firstresult=True)
+def sub_environment_maker(env_id: str, config: AlgorithmConfig) -> Callable[[dict[str, Any]], gym.Env] | None:
+    """How each sub-environment of the gymnasium id ``env_id`` is made, where an integration makes it itself.
+
+    Asked once per vector env (Atari's preprocessing answers for ale-py's games).
+    None from every integration: ``gym.make``, or gymnasium's native vector env
+    where the id has one.
+
+    Args:
+        env_id: the gymnasium id the config's ``env`` names.
+        config: the algorithm's config.
+
+    Returns:
+        A function making one sub-environment from ``gym.make``'s keyword arguments
+        (``env_config``, and the render mode a display needs), or None.
+    """
+
+
+@integration_spec(firstresult=True)
+def default_clip_rewards(config: AlgorithmConfig) -> bool | None:
+    """Whether rewards are clipped to their sign where the config's ``clip_rewards`` is None (RLlib clips Atari's).
+
+    Args:
+        config: the algorithm's config.
+
+    Returns:
+        True or False where an integration decides for this env, else None (no clipping).
+    """
+
+
+@integration_spec(firstresult=True)
+def adapted_sub_environment(env: Any, config: AlgorithmConfig) -> gym.Env | None:
+    """A sub-environment a creator made, adapted to gymnasium's API where it follows another one (old gym's).
+
+    Args:
+        env: what the env's creator returned.
+        config: the algorithm's config.
+
+    Returns:
+        The adapted env, or None: ``env`` is used as it was made.
+    """
+
+
+@integration_spec(firstresult=True)
+def sub_environment_display(config: AlgorithmConfig, worker_index: int, stream: str) -> SubEnvironmentDisplay | None:
+    """How an env runner shows or records its sub-environment 0 (``render_env``, ``record_env``).
+
+    Args:
+        config: the algorithm's config.
+        worker_index: the env runner's index (0 local).
+        stream: ``"training"`` or ``"evaluation"``: which runners this one samples for.
+
+    Returns:
+        The display, or None where this runner shows nothing.
+    """

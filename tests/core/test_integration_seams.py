@@ -1,0 +1,54 @@
+"""The seams integrations plug into: found through the registry, asked through one pluggy manager."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+
+import corral.registry as registry
+from corral.core.contracts.integration_specs import integration
+from corral.core.contracts.integrations import integration_hooks
+
+
+@pytest.fixture
+def fresh_registry() -> Iterator[None]:
+    registry.refresh()
+    yield
+    registry.refresh()  # drops what the test registered in-process
+
+
+def test_the_installed_integrations_are_listed_by_entry_point() -> None:
+    names = {info.name for info in registry.list_integrations()}
+    assert {"atari", "old_gym", "rendering", "offline", "estimation"} <= names
+
+
+def test_an_integration_registered_in_process_answers_its_seam(fresh_registry: None) -> None:
+    config = SimpleNamespace(clip_rewards=None, env="MyGame")
+
+    class ClipsMyGame:
+        @integration
+        def default_clip_rewards(self, config: SimpleNamespace) -> bool | None:
+            return True if config.env == "MyGame" else None
+
+    before = integration_hooks().default_clip_rewards(config=config)
+    registry.register_integration("clips-my-game", ClipsMyGame())
+    assert integration_hooks().default_clip_rewards(config=config) is True
+    assert integration_hooks().default_clip_rewards(config=SimpleNamespace(clip_rewards=None, env="Other", is_atari=False)) in (
+        None,
+        False,
+    )
+    assert before in (None, False)  # no installed integration clips an env no one knows
+
+
+def test_a_refresh_forgets_an_integration_registered_in_process(fresh_registry: None) -> None:
+    class Adapts:
+        @integration
+        def adapted_sub_environment(self, env: object) -> str:
+            return "adapted"
+
+    registry.register_integration("adapts", Adapts())
+    assert integration_hooks().adapted_sub_environment(env=object(), config=None) == "adapted"
+    registry.refresh()
+    assert integration_hooks().adapted_sub_environment(env=object(), config=SimpleNamespace(auto_wrap_old_gym_envs=False)) is None
