@@ -33,9 +33,8 @@ from pydantic import (
 )
 
 from corral.core.common import by_value
-from corral.core.contracts.config_checks import check_config
-from corral.core.contracts.config_keys import canonical_keys, config_error, unknown_key
-from corral.core.contracts.model_config import MAX_LAYER_SIZE as MAX_LAYER_SIZE, ModelConfig as ModelConfig
+from corral.core.contracts.options.config_checks import check_config
+from corral.core.contracts.options.config_keys import canonical_keys, config_error, unknown_key
 from corral.core.contracts.options.declaring import (
     GROUPS as GROUPS,
     MAX_NESTING as MAX_NESTING,
@@ -53,6 +52,7 @@ from corral.core.contracts.options.declaring import (
     to_jsonable,
 )
 from corral.core.contracts.options.learning_options import LearningOptions
+from corral.core.contracts.options.model_config import MAX_LAYER_SIZE as MAX_LAYER_SIZE, ModelConfig as ModelConfig
 from corral.core.contracts.options.run_options import RunOptions
 from corral.core.contracts.options.sampling_options import SamplingOptions
 from corral.core.contracts.rllib_compat import (
@@ -443,7 +443,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
 
     @classmethod
     def _canonical_keys(cls, values: dict[str, Any]) -> dict[str, Any]:
-        """``values`` by corral's option names (see :func:`~corral.core.contracts.config_keys.canonical_keys`)."""
+        """``values`` by corral's option names (see :func:`~corral.core.contracts.options.config_keys.canonical_keys`)."""
         return canonical_keys(cls, values)
 
     @classmethod

@@ -5,5 +5,7 @@ constraints), the plain-data check and the limits the options share; the
 groups follow RLlib's builder methods: ``sampling_options`` (``environment()``,
 ``env_runners()``), ``learning_options`` (``training()``, ``evaluation()``,
 ``exploration()``, ``callbacks()``) and ``run_options`` (``debugging()`` to
-``offline_data()``).
+``offline_data()``); ``model_config`` is ``ModelConfig``, the ``model`` dict's
+options. Reading a config's keys (``config_keys``: RLlib's spellings, unknown
+keys) and the checks across options (``config_checks``) are here too.
 """

@@ -8,13 +8,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from corral.core.common.import_paths import import_object
-from corral.core.contracts.model_config import ModelConfig
 from corral.core.contracts.options.declaring import (
     OPTIMIZERS,
     OPTIONS_MODEL_CONFIG,
     is_search_space,
     option,
 )
+from corral.core.contracts.options.model_config import ModelConfig
 from corral.core.contracts.rllib_compat import evaluation_overrides
 
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from corral.core.common import by_value
-from corral.core.contracts.model_config import ModelConfig
 from corral.core.contracts.options.declaring import MAX_NESTING, SCHEDULED_BY
+from corral.core.contracts.options.model_config import ModelConfig
 from corral.core.contracts.rllib_compat import answer_rllib_key
 from corral.core.contracts.rllib_names import ABSENT_KEYS, LEGACY_KEYS, OPTIMIZATION_KEYS
 from corral.errors import ConfigError, did_you_mean, short_repr
