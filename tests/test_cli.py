@@ -66,6 +66,7 @@ def test_list_json(run_cli) -> None:
         assert {"name", "dist", "version", "status"} <= set(entry)
     assert set(EXPLORATIONS) <= {e["name"] for e in data["explorations"]}
     assert isinstance(data["hook_plugins"], list)
+    assert {"atari", "old_gym", "rendering"} <= {i["name"] for i in data["integrations"]}
 
 
 def test_list_does_not_import_torch() -> None:

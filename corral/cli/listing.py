@@ -38,6 +38,7 @@ def _list(args: argparse.Namespace) -> int:
         "explorations": registry.list_explorations(args.check),
         "off-policy estimators": registry.list_estimators(args.check),
         "hook plugins": registry.list_hook_plugins(args.check),
+        "integrations": registry.list_integrations(args.check),
     }
     if args.json:
         print(json.dumps({k.replace(" ", "_"): [asdict(p) for p in v] for k, v in sections.items()}, indent=2))

@@ -220,6 +220,9 @@ _LAYERED = {
     "learning.sum_tree": "learning.replay.sum_tree",
 }
 
+# What left the environments room for corral/integrations/, plugged into its seams (issue 30).
+_OUT_OF_THE_ENVIRONMENTS = ("atari", "old_gym", "rendering")
+
 
 def _collapsed(moves: dict[str, str]) -> dict[str, str]:
     """Each old path straight to where its module is now, through any later move of the path it moved to."""
@@ -237,6 +240,7 @@ _MOVED_MODULES = _collapsed(
         **{f"corral.core.{room}.{name}": f"corral.core.common.{name}" for room, names in _INTO_COMMON.items() for name in names},
         **{f"corral.core.{old}": f"corral.core.{new}" for old, new in _LAYERED.items()},
         "corral.core.environments.pettingzoo_envs": "corral.integrations.pettingzoo",
+        **{f"corral.core.environments.{name}": f"corral.integrations.{name}" for name in _OUT_OF_THE_ENVIRONMENTS},
         "corral.core.errors": "corral.errors",
         "corral.core.plugin_api": "corral.plugin_api",
     }

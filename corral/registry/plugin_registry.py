@@ -44,6 +44,8 @@ class _Slot:
     failure_short: str | None = None
     failure_cause: BaseException | None = None
     incompatible: str | None = None
+    warned: bool = False
+    """whether :meth:`PluginRegistry.load_all` logged why it skips this plugin (once per process, not per call)"""
 
     @property
     def key(self) -> str:
@@ -240,10 +242,10 @@ class PluginRegistry:
     def load_all(self) -> list[tuple[PluginInfo, Any]]:
         """Load every usable plugin of the group, skipping (never raising) failures.
 
-        Meant for hook plugins, which all run rather than being chosen by
-        name: one broken logger must not stop training. Blocked and
-        conflicting plugins are skipped; failures are logged and remembered,
-        so ``list_plugins`` shows them as broken.
+        Meant for hook plugins and integrations, which all run rather than being
+        chosen by name: one broken logger must not stop training. Blocked and
+        conflicting plugins are skipped; failures are logged once and
+        remembered, so ``list_plugins`` shows them as broken.
 
         Returns:
             ``(info, object)`` pairs for the plugins that loaded, by name.
@@ -254,12 +256,16 @@ class PluginRegistry:
                 if slot.blocked:
                     continue
                 if slot.clash is not None:
-                    logger.warning("Skipping %s %s: %s.", self.kind, slot.where, slot.clash)
+                    if not slot.warned:
+                        logger.warning("Skipping %s %s: %s.", self.kind, slot.where, slot.clash)
+                    slot.warned = True
                     continue
                 try:
                     obj = self._load(slot)
                 except errors.PluginLoadError as exc:
-                    logger.warning("%s", exc)
+                    if not slot.warned:
+                        logger.warning("%s", exc)
+                    slot.warned = True
                     continue
                 loaded.append((slot.info(self.group), obj))
             loaded += [(self._in_process_info(n, o), o) for n, o in self._in_process.values()]

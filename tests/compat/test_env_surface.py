@@ -203,7 +203,7 @@ def test_old_gym_envs_are_wrapped_to_gymnasium_s_api_and_train(make_algo, env) -
 
 
 def test_an_old_api_env_is_seeded_through_its_seed_method_and_truncation_is_read_from_info() -> None:
-    from corral.core.environments.old_gym import OldGymEnv
+    from corral.integrations.old_gym import OldGymEnv
 
     wrapped = OldGymEnv(OldApiCorridor(max_steps=1))
     obs, info = wrapped.reset(seed=7)
@@ -221,7 +221,7 @@ def test_without_auto_wrap_an_old_gym_env_is_refused_naming_the_fix(make_algo) -
 
 
 def test_an_old_space_gymnasium_has_no_counterpart_of_is_named() -> None:
-    from corral.core.environments.old_gym import gymnasium_space
+    from corral.integrations.old_gym import gymnasium_space
 
     with pytest.raises(EnvError, match=r"observation_space is a .*Graph, which corral cannot turn into a gymnasium space"):
         gymnasium_space(old_space("Graph"), "observation_space")

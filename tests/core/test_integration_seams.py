@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 import corral.registry as registry
+from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.integration_specs import integration
 from corral.core.contracts.integrations import integration_hooks
 
@@ -25,21 +26,17 @@ def test_the_installed_integrations_are_listed_by_entry_point() -> None:
 
 
 def test_an_integration_registered_in_process_answers_its_seam(fresh_registry: None) -> None:
-    config = SimpleNamespace(clip_rewards=None, env="MyGame")
+    config = AlgorithmConfig().environment("MyGame")
 
     class ClipsMyGame:
         @integration
-        def default_clip_rewards(self, config: SimpleNamespace) -> bool | None:
+        def default_clip_rewards(self, config: AlgorithmConfig) -> bool | None:
             return True if config.env == "MyGame" else None
 
-    before = integration_hooks().default_clip_rewards(config=config)
+    assert integration_hooks().default_clip_rewards(config=config) is None  # no installed integration knows MyGame
     registry.register_integration("clips-my-game", ClipsMyGame())
     assert integration_hooks().default_clip_rewards(config=config) is True
-    assert integration_hooks().default_clip_rewards(config=SimpleNamespace(clip_rewards=None, env="Other", is_atari=False)) in (
-        None,
-        False,
-    )
-    assert before in (None, False)  # no installed integration clips an env no one knows
+    assert integration_hooks().default_clip_rewards(config=AlgorithmConfig().environment("CartPole-v1")) is None
 
 
 def test_a_refresh_forgets_an_integration_registered_in_process(fresh_registry: None) -> None:

@@ -37,6 +37,18 @@ integration = pluggy.HookimplMarker(PROJECT)
 
 
 @integration_spec(firstresult=True)
+def known_env_id(env_id: str) -> bool | None:
+    """Whether an integration knows the gymnasium id ``env_id``, registering it with gymnasium on demand (ale-py's games).
+
+    Args:
+        env_id: an env name gymnasium's registry does not hold yet.
+
+    Returns:
+        True where an integration knows it (and it is now in gymnasium's registry), else None.
+    """
+
+
+@integration_spec(firstresult=True)
 def sub_environment_maker(env_id: str, config: AlgorithmConfig) -> Callable[[dict[str, Any]], gym.Env] | None:
     """How each sub-environment of the gymnasium id ``env_id`` is made, where an integration makes it itself.
 

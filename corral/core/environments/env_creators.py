@@ -17,8 +17,7 @@ from typing import Any, cast
 import gymnasium as gym
 
 from corral.core.common.import_paths import import_object, is_import_path
-from corral.core.environments.atari import is_ale_id
-from corral.core.environments.old_gym import ENV_METHODS
+from corral.core.contracts.integrations import integration_hooks
 from corral.errors import ConfigError, EnvError, did_you_mean
 
 logger = logging.getLogger("corral")
@@ -130,7 +129,7 @@ def _tune_creator(name: str) -> Callable[[EnvContext], gym.Env] | None:
 
 
 def _is_gym_id(name: str) -> bool:
-    return ":" not in name and (name in gym.registry or is_ale_id(name))
+    return ":" not in name and (name in gym.registry or bool(integration_hooks().known_env_id(env_id=name)))
 
 
 def env_name(env: Any) -> str:
@@ -185,6 +184,8 @@ def import_env(path: str) -> Any:
     return made if made is not None else import_object(path)
 
 
+ENV_METHODS = ("reset", "step")
+"""what an object needs to be taken for an env (one of the old gym API too, which an integration adapts)"""
 CONFIG_PARAMETERS = ("config", "env_config", "env_context", "context", "ctx")
 """names an env class's first parameter may have for it to take the EnvContext, though it has a default"""
 

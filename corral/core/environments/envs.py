@@ -10,17 +10,23 @@ The environments' other concerns are a module each, whose names are
 importable from here as before: what an env spec names and the registry of
 names (:mod:`~corral.core.environments.env_creators`), and the checks on what
 sub-environments return (:mod:`~corral.core.environments.sub_environment_guard`).
+
+Integrations plug in where a sub-environment is made (the seams in
+:mod:`corral.core.contracts.integration_specs`): one may make an id's
+sub-environments itself (Atari's preprocessing), adapt what a creator returns
+(old gym's API), or show sub-environment 0 (rendering and video).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
-from corral.core.environments.atari import is_ale_id, make_atari
+from corral.core.contracts.integrations import integration_hooks
+from corral.core.environments.displays import SubEnvironmentDisplay
 from corral.core.environments.env_creators import (
     CONFIG_PARAMETERS as CONFIG_PARAMETERS,
     EnvContext as EnvContext,
@@ -31,8 +37,6 @@ from corral.core.environments.env_creators import (
     resolve_creator as resolve_creator,
     share_with_tune as share_with_tune,
 )
-from corral.core.environments.old_gym import OldGymEnv, uses_old_api
-from corral.core.environments.rendering import Display, check_display, displayed
 from corral.core.environments.sub_environment_guard import (
     MAX_REPLAY_STEPS as MAX_REPLAY_STEPS,
     SubEnvironmentGuard as SubEnvironmentGuard,
@@ -52,7 +56,7 @@ def make_vector_env(
     num_envs: int,
     worker_index: int = 0,
     first_env: Any = None,
-    display: Display | None = None,
+    display: SubEnvironmentDisplay | None = None,
     on_sub_environment: Callable[[Any, EnvContext], None] | None = None,
 ) -> gym.vector.VectorEnv:
     """The vector env an env runner steps: native vectorisation where the env offers it.
@@ -69,7 +73,7 @@ def make_vector_env(
         worker_index: the env runner's index (0 local), passed on in each :class:`EnvContext`.
         first_env: sub-environment 0, already made by the env's creator (to see its kind);
             None: make it. A restart makes it anew.
-        display: how sub-environment 0 is shown or recorded (:mod:`corral.core.environments.rendering`);
+        display: how sub-environment 0 is shown or recorded (the ``sub_environment_display`` seam);
             it is then made in the render mode that needs, and no native vector env is used.
         on_sub_environment: called with each sub-environment as the user made it (see
             :attr:`SubEnvironmentGuard.user_env`) and its EnvContext, when it is made and
@@ -84,8 +88,8 @@ def make_vector_env(
             is asked of an env without a native implementation, a creator returns
             something other than a ``gymnasium.Env``, or creating it raised ``TypeError``
             (wrong ``env_config`` keys, say); what ``display`` needs is not installed.
-        ConfigError: ``is_atari=True`` for an env that is no ale-py game, or a ``display``
-            with ``vectorize_mode='native'``.
+        ConfigError: ``is_atari=True`` for an env that is no ale-py game (or without the Atari
+            integration), or a ``display`` with ``vectorize_mode='native'``.
     """
     env_id, creator = resolve_creator(config.env)
     if display is not None:
@@ -94,7 +98,7 @@ def make_vector_env(
                 "render_env and record_env show sub-environment 0 on its own, which a native vector env cannot render; "
                 "use vectorize_mode='auto' (the rendering runner then steps its sub-environments in a loop)"
             )
-        check_display(display, env_id, env_name(config.env))
+        display.check(env_id, env_name(config.env))
     render_mode = {"render_mode": display.render_mode} if display is not None else {}
 
     def make_kwargs(ctx: EnvContext) -> dict[str, Any]:
@@ -102,14 +106,15 @@ def make_vector_env(
         return {**config.env_config, **(render_mode if ctx.vector_index == 0 else {})}
 
     context = EnvContext(config.env_config, worker_index=worker_index, num_workers=config.num_env_runners)
-    ale = env_id is not None and is_ale_id(env_id)
-    atari = ale if config.is_atari is None else config.is_atari  # atari_wanted(config), the id resolved once
-    if atari and not ale:
-        raise ConfigError(f"is_atari=True wraps ale-py games, given by their gymnasium id; {env_name(config.env)!r} is none")
+    maker = integration_hooks().sub_environment_maker(env_id=env_id, config=config) if env_id is not None else None
+    if config.is_atari and maker is None:
+        raise ConfigError(
+            f"is_atari=True wraps ale-py games, given by their gymnasium id; {env_name(config.env)!r} is none "
+            "(or corral's atari integration did not load: `corral list` shows it)"
+        )
     try:
-        if atari:
-            game = cast(str, env_id)
-            creator = lambda ctx: make_atari(game, make_kwargs(ctx), check=not config.disable_env_checking)  # noqa: E731
+        if maker is not None:  # an integration makes this id's sub-environments (ale-py's games)
+            creator = lambda ctx: maker(make_kwargs(ctx))  # noqa: E731
         elif env_id is not None:
             spec = gym.spec(env_id)
             if config.vectorize_mode == "native" and spec.vector_entry_point is None:
@@ -121,7 +126,6 @@ def make_vector_env(
                 and config.observation_space is None
                 and config.action_space is None
                 and config.horizon is None
-                and not ale  # ale-py's vector env preprocesses by itself, channels first
                 and display is None  # a native vector env does not render
             ):
                 return _native_vector_env(env_id, num_envs, config, context, on_sub_environment)
@@ -142,7 +146,7 @@ def make_vector_env(
                 env = _adapted(_checked(created, config), config)
                 if on_sub_environment is not None:
                     on_sub_environment(user_env, sub_context)
-                return (displayed(env, display, env_name(config.env)) if i == 0 and display is not None else env), user_env
+                return (display.wrap(env, env_name(config.env)) if i == 0 and display is not None else env), user_env
 
             return SubEnvironmentGuard(
                 make, i, worker_index, config.restart_failed_sub_environments, check_observations=not config.disable_env_checking
@@ -202,18 +206,12 @@ def _has_checker(env: gym.Env) -> bool:
 
 
 def _checked(env: Any, config: AlgorithmConfig) -> gym.Env:
-    """A created sub-environment as a gymnasium env: an old-gym one wrapped (or refused), anything else refused."""
+    """A created sub-environment as a gymnasium env: one of another API adapted by an integration (old gym's), or refused."""
     from corral.core.environments.multi_agent_env import MultiAgentEnv  # it imports this module
 
     spec = config.env
-    if uses_old_api(env):
-        if not config.auto_wrap_old_gym_envs:
-            raise EnvError(
-                f"{env_name(spec)!r} follows the old gym API (reset() without a seed returning only the observation, "
-                "a four-value step, or the gym package's Env); set environment(auto_wrap_old_gym_envs=True) to wrap "
-                "it, or port it to gymnasium's API"
-            )
-        env = OldGymEnv(env)
+    adapted = integration_hooks().adapted_sub_environment(env=env, config=config)
+    env = env if adapted is None else adapted
     if not isinstance(env, gym.Env):
         raise EnvError(f"the creator of {env_name(spec)!r} returned {type(env).__name__}, not a gymnasium.Env")
     if isinstance(env, MultiAgentEnv):  # make_env_runner gives a multi-agent env its own runner

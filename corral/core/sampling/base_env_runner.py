@@ -21,9 +21,8 @@ import numpy as np
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
-from corral.core.environments.atari import atari_wanted
+from corral.core.contracts.integrations import integration_hooks
 from corral.core.environments.envs import EnvContext
-from corral.core.environments.rendering import display_for
 from corral.core.environments.task_settable_env import set_tasks
 from corral.core.learning.policy import Policy
 from corral.core.learning.postprocessing import episode_ends
@@ -32,6 +31,7 @@ from corral.core.sampling.agent_collector import PolicyFragment
 from corral.core.sampling.metrics import EpisodeSummary
 from corral.core.sampling.trajectories import postprocess_for_hook
 from corral.core.seeding import numpy_generator
+from corral.errors import ConfigError
 
 if TYPE_CHECKING:
     from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner
@@ -90,12 +90,20 @@ class BaseEnvRunner:
         self.policies = policies
         self.callbacks = callbacks or CallbackRunner([])
         self.num_envs = num_envs or config.num_envs_per_env_runner
-        atari = config.clip_rewards is None and atari_wanted(config)  # RLlib's default for Atari: the reward's sign
-        self._clip_rewards = reward_clipper(True if atari else config.clip_rewards)
+        hooks = integration_hooks()
+        clip = config.clip_rewards
+        if clip is None:  # an integration's default: Atari's is RLlib's, the reward's sign
+            clip = hooks.default_clip_rewards(config=config)
+        self._clip_rewards = reward_clipper(clip)
         """what learning sees of a reward (``clip_rewards``); None: the reward as it is"""
         self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
-        self.display = display_for(config, worker_index, stream)
+        self.display = hooks.sub_environment_display(config=config, worker_index=worker_index, stream=stream)
         """how this runner shows its sub-environment 0 (``render_env``, ``record_env``), or None"""
+        if (config.render_env or config.record_env) and not hooks.sub_environment_display.get_hookimpls():
+            raise ConfigError(
+                "render_env and record_env are shown by corral's rendering integration, which did not load "
+                "(`corral list` shows why)"
+            )
         self._completed: list[EpisodeSummary] = []
         # the high bits tell the algorithm's runners apart; the low ones count this runner's episodes
         self.next_episode_id = (2 * worker_index + (stream == "evaluation")) << 48

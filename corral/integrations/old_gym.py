@@ -12,19 +12,46 @@ wraps both kinds here, on gymnasium's own step-API converter, which splits
 from __future__ import annotations
 
 import inspect
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 from gymnasium import spaces
 from gymnasium.utils.step_api_compatibility import convert_to_terminated_truncated_step_api
 
+from corral.core.contracts.integration_specs import integration
+from corral.core.environments.env_creators import ENV_METHODS, env_name
 from corral.errors import EnvError
+
+if TYPE_CHECKING:
+    from corral.core.contracts.config import AlgorithmConfig
 
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
 """what gymnasium's ``step`` returns: observation, reward, terminated, truncated, info"""
 
-ENV_METHODS = ("reset", "step")
-"""what an object needs to be taken for an env"""
+
+@integration
+def adapted_sub_environment(env: Any, config: AlgorithmConfig) -> gym.Env | None:
+    """The seam's answer: an old-gym env wrapped in :class:`OldGymEnv`, or refused without ``auto_wrap_old_gym_envs``.
+
+    Args:
+        env: what the env's creator returned.
+        config: the algorithm's config.
+
+    Returns:
+        The wrapped env, or None for an env that follows gymnasium's API (or is no env at all).
+
+    Raises:
+        EnvError: ``env`` follows the old API and ``auto_wrap_old_gym_envs`` is off.
+    """
+    if not uses_old_api(env):
+        return None
+    if not config.auto_wrap_old_gym_envs:
+        raise EnvError(
+            f"{env_name(config.env)!r} follows the old gym API (reset() without a seed returning only the observation, "
+            "a four-value step, or the gym package's Env); set environment(auto_wrap_old_gym_envs=True) to wrap "
+            "it, or port it to gymnasium's API"
+        )
+    return OldGymEnv(env)
 
 
 def uses_old_api(env: Any) -> bool:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
+from corral.core.contracts.integration_specs import integration
 from corral.errors import EnvError
 
 if TYPE_CHECKING:
@@ -65,6 +66,20 @@ class Display:
     def render_mode(self) -> str:
         """The render mode the sub-environment is made in: frames for a video, else a window."""
         return "rgb_array" if self.video_folder is not None else "human"
+
+    def check(self, env_id: str | None, label: str) -> None:
+        """See :func:`check_display`."""
+        check_display(self, env_id, label)
+
+    def wrap(self, env: gym.Env, label: str) -> gym.Env:
+        """See :func:`displayed`."""
+        return displayed(env, self, label)
+
+
+@integration
+def sub_environment_display(config: AlgorithmConfig, worker_index: int, stream: str) -> Display | None:
+    """The seam's answer: :func:`display_for`."""
+    return display_for(config, worker_index, stream)
 
 
 def display_for(config: AlgorithmConfig, worker_index: int, stream: str) -> Display | None:

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import corral
-from corral.core.environments import rendering
 from corral.errors import ConfigError, EnvError
+from corral.integrations import rendering
 
 SELF_DRAWING = "tests.toy_envs:SelfDrawingCartPole"
 

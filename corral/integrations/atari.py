@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from corral.errors import EnvError
+from corral.core.contracts.integration_specs import integration
+from corral.core.environments.env_creators import env_name
+from corral.errors import ConfigError, EnvError
+
+if TYPE_CHECKING:
+    from corral.core.contracts.config import AlgorithmConfig
 
 ATARI_ID = re.compile(r"[A-Z][A-Za-z]*(NoFrameskip|Deterministic)?-v[045]")
 """the shape of ale-py's older game ids (``PongNoFrameskip-v4``): only such an unknown id registers ale-py's games"""
@@ -87,3 +93,36 @@ def make_atari(env_id: str, env_config: dict[str, Any], check: bool = True) -> g
     env = gym.wrappers.FrameStackObservation(env, FRAME_STACK)
     space = gym.spaces.Box(0, 255, (SCREEN_SIZE, SCREEN_SIZE, FRAME_STACK), np.uint8)
     return gym.wrappers.TransformObservation(env, lambda frames: np.moveaxis(frames, 0, -1), space)
+
+
+@integration
+def known_env_id(env_id: str) -> bool | None:
+    """The seam's answer: True for an ale-py game's id, registering ale-py's games with gymnasium first."""
+    return True if is_ale_id(env_id) else None
+
+
+@integration
+def sub_environment_maker(env_id: str, config: AlgorithmConfig) -> Callable[[dict[str, Any]], gym.Env] | None:
+    """The seam's answer: every ale-py game is made here, preprocessed unless ``is_atari=False``.
+
+    A game with ``is_atari=False`` is made by ``gym.make`` as it is, one sub-environment
+    at a time: ale-py's own vector env would preprocess it.
+
+    Raises:
+        ConfigError: ``is_atari=True`` for a gymnasium id that is no ale-py game.
+    """
+    ale = is_ale_id(env_id)
+    if config.is_atari and not ale:
+        raise ConfigError(f"is_atari=True wraps ale-py games, given by their gymnasium id; {env_name(config.env)!r} is none")
+    if not ale:
+        return None
+    check = not config.disable_env_checking
+    if config.is_atari is False:
+        return lambda kwargs: gym.make(env_id, disable_env_checker=not check, **kwargs)
+    return lambda kwargs: make_atari(env_id, kwargs, check=check)
+
+
+@integration
+def default_clip_rewards(config: AlgorithmConfig) -> bool | None:
+    """The seam's answer: RLlib's default for Atari, rewards clipped to their sign."""
+    return True if atari_wanted(config) else None
