@@ -55,8 +55,8 @@ def missing_offline_integration(option: str, seam: str) -> ConfigError:
         The error to raise, saying what is missing.
     """
     return ConfigError(
-        f"offline_data({option}=...) needs the offline integration (corral.integrations.offline, seam {seam!r}), "
-        "which is not installed or failed to load; see `corral list` and the warnings logged when it was loaded"
+        f"offline_data({option}=...) needs corral's offline integration (corral.integrations.offline, seam {seam!r}), "
+        "which is not installed or did not load (`corral list` shows why)"
     )
 
 

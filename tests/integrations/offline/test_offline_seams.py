@@ -109,7 +109,7 @@ def test_offline_data_without_its_integration_is_refused_before_any_env_is_made(
     corral.register_env("offline-seams-cartpole", creator)
     offline = {k: str(tmp_path / "out") if v == "OUTPUT" else v for k, v in offline.items()}
     config = corral.get_config("BC").environment("offline-seams-cartpole").offline_data(**offline)
-    with pytest.raises(ConfigError, match=rf"offline_data\({option}=\.\.\.\) needs the offline integration"):
+    with pytest.raises(ConfigError, match=rf"offline_data\({option}=\.\.\.\) needs corral's offline integration"):
         config.build()
     assert made == []
     assert not (tmp_path / "out").exists()
