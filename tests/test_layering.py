@@ -199,6 +199,18 @@ def test_every_module_that_moved_stays_importable_under_its_old_path() -> None:
         "environments.atari",
         "environments.old_gym",
         "environments.rendering",
+        *(
+            f"persistence.{name}"
+            for name in (
+                "experience_input",
+                "experience_output",
+                "experience_reader",
+                "input_check",
+                "input_columns",
+                "input_files",
+                "ray_data_input",
+            )
+        ),
     ]
     expected = modules_of_the_flat_core + moved_into_common + moved_when_layered + moved_out_of_the_core
     assert sorted(old.removeprefix("corral.core.") for old in moved) == sorted(expected)

@@ -103,7 +103,7 @@ def experiments_from_file(path: str) -> list[dict[str, Any]]:
         config = dict(spec.get("config") or {})
         for key in ("input", "input_"):  # a tuned example's data ships beside it
             if key in config:
-                from corral.core.persistence.experience_input import input_beside
+                from corral.integrations.offline.experience_input import input_beside
 
                 config[key] = input_beside(config[key], file.absolute().parent)
         checkpointing = spec.get("checkpoint_config") or {}

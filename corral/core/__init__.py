@@ -7,7 +7,7 @@ bottom up: each imports only the rooms before it.
 - ``contracts``: what a user declares and a plugin extends (``AlgorithmConfig``,
   ``ModelConfig``, ``PolicySpec``, RLlib's spellings, callbacks and hooks);
 - ``environments``: making environments, checking their steps, their spaces and state;
-- ``persistence``: checkpoints, safe loading, result files and offline data;
+- ``persistence``: checkpoints, safe loading, result files and policy export;
 - ``networks``: models and the action distributions over their outputs;
 - ``learning``: ``Policy``, explorations, filters, optimizers, targets, replay;
 - ``sampling``: env runners turning a policy and its environments into sample batches;
@@ -219,6 +219,19 @@ _LAYERED = {
     "learning.replay_buffers": "learning.replay.replay_buffers",
     "learning.sum_tree": "learning.replay.sum_tree",
 }
+# What left the core for corral/integrations/ (issue 30), by integration: the modules of persistence that moved.
+_OUT_OF_THE_CORE_OFFLINE = {
+    f"corral.core.persistence.{name}": f"corral.integrations.offline.{name}"
+    for name in (
+        "experience_reader",
+        "experience_input",
+        "experience_output",
+        "input_files",
+        "input_check",
+        "input_columns",
+        "ray_data_input",
+    )
+}
 
 # What left the environments room for corral/integrations/, plugged into its seams (issue 30).
 _OUT_OF_THE_ENVIRONMENTS = ("atari", "old_gym", "rendering")
@@ -243,6 +256,7 @@ _MOVED_MODULES = _collapsed(
         **{f"corral.core.environments.{name}": f"corral.integrations.{name}" for name in _OUT_OF_THE_ENVIRONMENTS},
         "corral.core.errors": "corral.errors",
         "corral.core.plugin_api": "corral.plugin_api",
+        **_OUT_OF_THE_CORE_OFFLINE,
     }
 )
 alias_moved_modules(_MOVED_MODULES)

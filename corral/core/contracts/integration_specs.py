@@ -16,7 +16,7 @@ of them, so adding an argument here never breaks an integration.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # the types the seams pass; at run time nothing is imported
 
     from corral.core.contracts.config import AlgorithmConfig
     from corral.core.environments.displays import SubEnvironmentDisplay
+    from corral.core.learning.policy import Policy
+    from corral.core.sampling.offline_output import ExperienceOutput
+    from corral.core.training.offline_input import ExperienceInput
 
 PROJECT = "corral.integrations"
 integration_spec = pluggy.HookspecMarker(PROJECT)
@@ -102,4 +105,40 @@ def sub_environment_display(config: AlgorithmConfig, worker_index: int, stream: 
 
     Returns:
         The display, or None where this runner shows nothing.
+    """
+
+
+# ---------------------------------------------------------------- offline data
+
+
+@integration_spec(firstresult=True)
+def experience_input(config: AlgorithmConfig, policies: Mapping[str, Policy]) -> ExperienceInput | None:
+    """Where training takes its rows from when the config's ``input_`` names files (or mixes them with the sampler).
+
+    Asked once, when the algorithm is built and its policies exist; never for
+    ``input_="sampler"``. None from every integration is a ConfigError: the
+    user asked for input that nothing reads.
+
+    Args:
+        config: the algorithm's config (``input_``, ``input_config``, ``shuffle_buffer_size``, ...).
+        policies: the learner's policies by id, to check the files against and postprocess the rows.
+
+    Returns:
+        The input the training loop draws sample calls from, or None.
+    """
+
+
+@integration_spec(firstresult=True)
+def experience_output(config: AlgorithmConfig, worker_index: int) -> ExperienceOutput | None:
+    """Where an env runner writes its sampled experiences when the config's ``output`` is set.
+
+    Asked once per env runner; never where ``output`` is None. None from every
+    integration is a ConfigError: the user asked for output that nothing writes.
+
+    Args:
+        config: the runner's config; its ``output="logdir"`` already names the experiment folder.
+        worker_index: the env runner's index (0 local).
+
+    Returns:
+        The output the runner hands each sample call's fragments to, or None.
     """

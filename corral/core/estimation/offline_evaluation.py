@@ -11,7 +11,7 @@ import numpy as np
 
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.estimation.estimator import TARGET_LOGP, Episodes, OffPolicyEstimator, make_estimator
-from corral.core.persistence.experience_input import (
+from corral.core.persistence.experience_input import (  # type: ignore[import-not-found]  # an alias until estimation moves
     SAMPLER,
     TRANSITION_COLUMNS,
     InputCheck,

@@ -26,9 +26,9 @@ from corral.core.environments.envs import EnvContext
 from corral.core.environments.task_settable_env import set_tasks
 from corral.core.learning.policy import Policy
 from corral.core.learning.postprocessing import episode_ends
-from corral.core.persistence.experience_output import OUTPUT_CONTEXT_COLUMNS, ExperienceWriter, transitions
 from corral.core.sampling.agent_collector import PolicyFragment
 from corral.core.sampling.metrics import EpisodeSummary
+from corral.core.sampling.offline_output import OUTPUT_CONTEXT_COLUMNS, experience_output_for
 from corral.core.sampling.trajectories import postprocess_for_hook
 from corral.core.seeding import numpy_generator
 from corral.errors import ConfigError
@@ -107,7 +107,7 @@ class BaseEnvRunner:
         self._completed: list[EpisodeSummary] = []
         # the high bits tell the algorithm's runners apart; the low ones count this runner's episodes
         self.next_episode_id = (2 * worker_index + (stream == "evaluation")) << 48
-        self.output = ExperienceWriter.from_config(config, worker_index)
+        self.output = experience_output_for(config, worker_index)
         """where this runner's sampled transitions are written (``offline_data(output=...)``), or None"""
         self._obs: Any = None
         """the observations the policies act on next; None until the sub-environments are reset"""
@@ -353,19 +353,19 @@ class BaseEnvRunner:
     # experience output
     # ------------------------------------------------------------------ #
     def _write_output(self, parts: dict[str, PolicyFragment]) -> None:
-        """Write each policy's fragment (with its bootstrap observations) as transitions, and take the context out.
+        """Hand each policy's fragment (with its bootstrap observations) to the output, and take the context out.
 
         The ``eps_id``, ``agent_index``, ``t`` and ``infos`` columns exist for the output only:
         they leave the fragments here, so training is the same with or without output.
         """
         if self.output is not None:
-            self.output.write({pid: transitions(part.fragment, part.bootstrap_obs) for pid, part in parts.items()})
+            self.output.write_fragments({pid: (part.fragment, part.bootstrap_obs) for pid, part in parts.items()})
         for part in parts.values():
             for key in OUTPUT_CONTEXT_COLUMNS:
                 part.fragment.pop(key, None)
 
     def close_output(self) -> None:
-        """Close the output files, so that every one is complete (see :class:`ExperienceWriter`)."""
+        """Close the output files, so that every one is complete (see :mod:`corral.integrations.offline.experience_output`)."""
         if self.output is not None:
             self.output.close()
 

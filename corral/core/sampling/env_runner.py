@@ -35,7 +35,6 @@ from corral.core.environments.envs import (
 from corral.core.environments.multi_agent_env import probe_env
 from corral.core.learning.policy import Policy
 from corral.core.memory import check_fits
-from corral.core.persistence.experience_output import OUTPUT_CONTEXT_COLUMNS
 from corral.core.sampling.agent_collector import PolicyFragment
 
 # defined here before: BaseEnvRunner, evaluation_span, reward_clipper, EpisodeSummary, hist_lists, saved_episode_id
@@ -45,6 +44,7 @@ from corral.core.sampling.base_env_runner import (
     reward_clipper as reward_clipper,
 )
 from corral.core.sampling.metrics import EpisodeSummary as EpisodeSummary, hist_lists as hist_lists
+from corral.core.sampling.offline_output import OUTPUT_CONTEXT_COLUMNS
 from corral.core.sampling.runner_state import env_runner_state, saved_episode_id as saved_episode_id, set_env_runner_state
 from corral.errors import ConfigError, EnvError
 

@@ -41,7 +41,6 @@ from corral.core.estimation.offline_evaluation import build_off_policy_evaluatio
 from corral.core.learning.acting import ActionComputation
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
-from corral.core.persistence.experience_input import build_experience_input
 from corral.core.persistence.loggers import (
     CustomResultLogger,
     ResultWriter,
@@ -56,6 +55,7 @@ from corral.core.threads import TorchThreads
 from corral.core.training.checkpoint_loading import class_and_config
 from corral.core.training.checkpointing import Checkpointing
 from corral.core.training.evaluation import Evaluation
+from corral.core.training.offline_input import check_offline_integrations, experience_input_for
 from corral.core.training.training_loop import TrainingLoop
 from corral.errors import ConfigError, CorralError, EnvError
 
@@ -110,6 +110,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         """RLlib's ``logger_creator(config_dict)``: the object given each result in place of corral's files, or None"""
         logger.setLevel(self.config.log_level)
         check_learner_device(self.config)
+        check_offline_integrations(self.config)  # before any env is made: offline data asked for needs its integration
         self._torch_threads = TorchThreads(self.config.num_torch_threads)
         # Every generator this algorithm draws from is its own, derived from the seed (corral.core.seeding).
         seed = self.config.seed
@@ -135,7 +136,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         if self.config.env_task_fn is not None:
             for env in local.sub_environments:  # before any training: each must take set_task()
                 task_settable(env)
-        self.experience_input = build_experience_input(self.config, self.policies)
+        self.experience_input = experience_input_for(self.config, self.policies)
         """where :meth:`sample` takes rows from besides the env runners (``offline_data(input_=...)``), or None"""
         self.off_policy_evaluation = build_off_policy_evaluation(self.config, self.policies)
         """the estimators that :meth:`evaluate` runs on recorded episodes (``off_policy_estimation_methods``), or None"""

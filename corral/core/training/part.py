@@ -22,12 +22,12 @@ from corral.core.contracts.config import AlgorithmConfig
 from corral.core.estimation.offline_evaluation import OffPolicyEvaluation
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
-from corral.core.persistence.experience_input import ExperienceInput
 from corral.core.persistence.loggers import CustomResultLogger, ResultWriter
 from corral.core.sampling.env_runner_group import EnvRunnerGroup, EvaluationRound
 from corral.core.sampling.metrics import EpisodeHistory
 from corral.core.sampling.system_usage import SystemUsage
 from corral.core.threads import TorchThreads
+from corral.core.training.offline_input import ExperienceInput
 
 if TYPE_CHECKING:  # the class the parts make up
     from corral.core.training.algorithm import Algorithm

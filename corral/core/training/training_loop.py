@@ -38,7 +38,7 @@ class TrainingLoop(AlgorithmPart):
 
         With ``offline_data(input_=...)`` the rows come from files instead, or from
         files and the env runners in the proportions asked for (see
-        :mod:`corral.core.persistence.experience_input`).
+        :mod:`corral.integrations.offline.experience_input`).
 
         As RLlib does, steps are counted, not rows: the reset row between two
         episodes is no step. The first call samples a full fragment on every

@@ -17,10 +17,10 @@ import numpy as np
 from corral.core.common import state_codec
 from corral.core.common.restored import restored_count
 from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
-from corral.core.persistence.input_columns import Columns
-from corral.core.persistence.input_files import read_experiences
 from corral.core.seeding import generator_state, set_generator_state
 from corral.errors import ConfigError
+from corral.integrations.offline.input_columns import Columns
+from corral.integrations.offline.input_files import read_experiences
 
 
 class ExperienceReader:
@@ -117,7 +117,7 @@ class ExperienceReader:
                 path, file_format = self.files[index]
                 yield path, read_experiences(path, file_format, self.columns)
             return
-        from corral.core.persistence.ray_data_input import ray_data_blocks
+        from corral.integrations.offline.ray_data_input import ray_data_blocks
 
         paths = [self.files[index][0] for index in self._order]
         for number, block in enumerate(ray_data_blocks(paths, self.columns)):

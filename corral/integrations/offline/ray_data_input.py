@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from corral.core.persistence.input_columns import Columns
-from corral.core.persistence.input_files import renamed, table_columns
+from corral.integrations.offline.input_columns import Columns
+from corral.integrations.offline.input_files import renamed, table_columns
 
 RAY_DATA_BLOCK_ROWS = 8192
 """rows per block streamed from Ray Data"""

@@ -3,7 +3,7 @@
 ``input_`` names a folder, a glob pattern, a file or a list of them, or a
 dict mixing ``"sampler"`` (the env runners) with any of these at given
 proportions. Files are Parquet (the default) or JSON lines, as
-:mod:`corral.core.persistence.experience_output` writes them; Parquet written
+:mod:`corral.integrations.offline.experience_output` writes them; Parquet written
 by other tools reads too when its columns are named as corral's (or mapped with
 ``input_config={"columns": {"obs": "observation", ...}}``).
 
@@ -13,7 +13,7 @@ whose shape or type does not fit the policy's observation or action space is
 a :class:`~corral.errors.ConfigError` naming the file and the column. Values
 (an action outside the space, a non-finite observation) are checked as each
 file is read, and every column is read under corral's name and in the
-policy's dtype, whatever wrote the file (:mod:`~corral.core.persistence.input_columns`).
+policy's dtype, whatever wrote the file (:mod:`~corral.integrations.offline.input_columns`).
 
 Files are read one at a time, in a seeded order that changes every epoch, so
 a dataset larger than memory trains as long as each file fits;
@@ -22,10 +22,10 @@ one sample call's rows, so a mix with the sampler is balanced in rows.
 
 This module builds the input and mixes its sources, and turns rows back into
 fragments for ``postprocess_inputs``. The rest is a module each, whose names
-are importable from here as before: :mod:`~corral.core.persistence.input_files`
-(which files, and reading one), :mod:`~corral.core.persistence.input_check`
+are importable from here as before: :mod:`~corral.integrations.offline.input_files`
+(which files, and reading one), :mod:`~corral.integrations.offline.input_check`
 (rows checked against the policy) and
-:mod:`~corral.core.persistence.experience_reader` (chunks, epochs, the shuffle buffer).
+:mod:`~corral.integrations.offline.experience_reader` (chunks, epochs, the shuffle buffer).
 """
 
 from __future__ import annotations
@@ -37,11 +37,13 @@ from typing import Any
 import numpy as np
 
 from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
-from corral.core.persistence.experience_output import require_pyarrow
-from corral.core.persistence.experience_reader import ExperienceReader as ExperienceReader
-from corral.core.persistence.input_check import InputCheck as InputCheck
-from corral.core.persistence.input_columns import Columns as Columns
-from corral.core.persistence.input_files import (
+from corral.core.seeding import numpy_generator
+from corral.errors import ConfigError
+from corral.integrations.offline.experience_output import require_pyarrow
+from corral.integrations.offline.experience_reader import ExperienceReader as ExperienceReader
+from corral.integrations.offline.input_check import InputCheck as InputCheck
+from corral.integrations.offline.input_columns import Columns as Columns
+from corral.integrations.offline.input_files import (
     INPUT_SUFFIXES as INPUT_SUFFIXES,
     SAMPLER as SAMPLER,
     file_format_of as file_format_of,
@@ -51,8 +53,6 @@ from corral.core.persistence.input_files import (
     renamed as renamed,
     table_columns as table_columns,
 )
-from corral.core.seeding import numpy_generator
-from corral.errors import ConfigError
 
 TRANSITION_COLUMNS = (SampleBatch.REWARDS, SampleBatch.NEXT_OBS, SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS)
 """what postprocessing (``postprocess_inputs``) and learning from rewards need besides obs and actions"""

@@ -44,10 +44,8 @@ import numpy as np
 from corral.core.common import state_codec
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import OUTPUT_FORMATS as OUTPUT_FORMATS  # the config checks them
+from corral.core.sampling.offline_output import OUTPUT_CONTEXT_COLUMNS as OUTPUT_CONTEXT_COLUMNS  # the runners record them
 from corral.errors import ConfigError
-
-OUTPUT_CONTEXT_COLUMNS = (SampleBatch.EPS_ID, SampleBatch.AGENT_INDEX, SampleBatch.T, SampleBatch.INFOS)
-"""columns an env runner adds to its fragments while it writes output (and removes before postprocessing)"""
 
 
 def transitions(fragment: Mapping[str, np.ndarray], bootstrap_obs: np.ndarray) -> dict[str, np.ndarray]:
@@ -187,6 +185,15 @@ class ExperienceWriter:
             return None
         output_format = config.output_config.get("format", "parquet")
         return cls(config.output, output_format, config.output_compress_columns, config.output_max_file_size, worker_index)
+
+    def write_fragments(self, fragments: Mapping[str, tuple[Mapping[str, np.ndarray], np.ndarray]]) -> None:
+        """Write one sample call's fragments as transitions (see :func:`transitions`): the env runners' call.
+
+        Args:
+            fragments: by policy id, ``(fragment, bootstrap_obs)`` as :func:`transitions` takes them;
+                the transitions are copies, so the runner may change the fragments afterwards.
+        """
+        self.write({pid: transitions(fragment, bootstrap_obs) for pid, (fragment, bootstrap_obs) in fragments.items()})
 
     def write(self, batches: Mapping[str, dict[str, np.ndarray]]) -> None:
         """Write one sample call's transitions, by policy id (see :func:`transitions`), while sampling goes on.

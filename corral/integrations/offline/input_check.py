@@ -5,7 +5,7 @@ again as it is read: a missing column, or a column whose shape, type or values
 do not fit the policy's observation or action space, is a
 :class:`~corral.errors.ConfigError` naming the file and the column. Columns
 come out under corral's names and in the policy's dtypes
-(:mod:`~corral.core.persistence.input_columns`), actions in the policy's space.
+(:mod:`~corral.integrations.offline.input_columns`), actions in the policy's space.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import numpy as np
 
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.common.spaces import add_batch_dim
-from corral.core.persistence.input_columns import Columns, standard_names, typed_columns
 from corral.errors import ConfigError
+from corral.integrations.offline.input_columns import Columns, standard_names, typed_columns
 
 
 class InputCheck:
@@ -56,7 +56,7 @@ class InputCheck:
 
         Returns:
             The rows under corral's column names and in the policy's dtypes
-            (:mod:`~corral.core.persistence.input_columns`), actions as the policy
+            (:mod:`~corral.integrations.offline.input_columns`), actions as the policy
             takes them (integers, or float32 rows in its space).
 
         Raises:

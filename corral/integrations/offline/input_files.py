@@ -2,11 +2,11 @@
 
 ``input_`` names a folder, a glob pattern, a file or a list of them. Files are
 Parquet (the default) or JSON lines, as
-:mod:`corral.core.persistence.experience_output` writes them; Parquet written
+:mod:`corral.integrations.offline.experience_output` writes them; Parquet written
 by other tools reads too when its columns are named as corral's (or mapped with
 ``input_config={"columns": {"obs": "observation", ...}}``). A file is read
 whole, by policy id, as numpy columns; checking them against the policy is
-:mod:`~corral.core.persistence.input_check`'s job.
+:mod:`~corral.integrations.offline.input_check`'s job.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import numpy as np
 
 from corral.core.common import state_codec
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
-from corral.core.persistence.experience_output import OUTPUT_FORMATS
-from corral.core.persistence.input_columns import Columns
 from corral.errors import ConfigError
+from corral.integrations.offline.experience_output import OUTPUT_FORMATS
+from corral.integrations.offline.input_columns import Columns
 
 SAMPLER = "sampler"
 INPUT_SUFFIXES = {".parquet": "parquet", ".json": "json", ".jsonl": "json"}

@@ -19,7 +19,7 @@ the same whatever wrote it:
   per episode of the block.
 
 Actions are the caller's: they go into the policy's action space, which needs
-the space (:class:`~corral.core.persistence.experience_input.InputCheck`).
+the space (:class:`~corral.integrations.offline.experience_input.InputCheck`).
 """
 
 from __future__ import annotations

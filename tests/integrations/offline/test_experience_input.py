@@ -15,7 +15,7 @@ import pytest
 
 import corral
 from corral import ConfigError, make_multi_agent
-from corral.core.persistence.experience_input import as_fragment
+from corral.integrations.offline.experience_input import as_fragment
 from tests.conftest import small_ppo_config
 
 DATA = Path(corral.__file__).parent / "tuned_examples" / "data"

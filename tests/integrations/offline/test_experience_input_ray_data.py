@@ -11,7 +11,7 @@ import pytest
 
 import corral
 from corral import ConfigError
-from corral.core.persistence.ray_data_input import RAY_DATA_BLOCK_ROWS
+from corral.integrations.offline.ray_data_input import RAY_DATA_BLOCK_ROWS
 
 pytestmark = pytest.mark.usefixtures("ray_on_two_cpus")
 
