@@ -113,8 +113,11 @@ def alias_moved_modules(moved: dict[str, str]) -> None:
 
     Checkpoints and configs record classes as ``"module:Name"`` and plugins may
     import deep paths, so a module that moves stays reachable under its old name
-    (with a ``DeprecationWarning``). One finder serves every package's table; it
-    is consulted after the regular ones, so it never shadows a module that exists.
+    (with a ``DeprecationWarning``). One finder serves every package's table. It
+    is consulted before the regular ones and answers only the old names (whose
+    files are gone): a package that moved is aliased with its modules, and its
+    old module names must give the new module objects, not a second copy that
+    the regular finders would load from the new package's folder.
 
     Args:
         moved: ``{old module name: new module name}``, added to the moves already known.
@@ -122,5 +125,5 @@ def alias_moved_modules(moved: dict[str, str]) -> None:
     finder = next((f for f in sys.meta_path if isinstance(f, _MovedModuleFinder)), None)
     if finder is None:
         finder = _MovedModuleFinder({})
-        sys.meta_path.append(finder)
+        sys.meta_path.insert(0, finder)
     finder.moved.update(moved)

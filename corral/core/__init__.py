@@ -1,28 +1,28 @@
 """The core every algorithm builds on; plugins import from here.
 
-Nine rooms, each with one job (its ``__init__`` says which), listed from the
+Eight rooms, each with one job (its ``__init__`` says which), listed from the
 bottom up: each imports only the rooms before it.
 
 - ``common``: the shared types the others read (batches, spaces, import paths, codecs);
 - ``contracts``: what a user declares and a plugin extends (``AlgorithmConfig``,
-  ``ModelConfig``, ``PolicySpec``, RLlib's spellings, callbacks and hooks);
+  ``ModelConfig``, ``PolicySpec``, RLlib's spellings, callbacks and hooks, and
+  the seams integrations answer);
 - ``environments``: making environments, checking their steps, their spaces and state;
 - ``persistence``: checkpoints, safe loading, result files and policy export;
 - ``networks``: models and the action distributions over their outputs;
 - ``learning``: ``Policy``, explorations, filters, optimizers, targets, replay;
 - ``sampling``: env runners turning a policy and its environments into sample batches;
-- ``estimation``: off-policy estimation of a policy from logged episodes;
 - ``training``: ``Algorithm``, the loop that composes them, and the off-policy loop.
 
-Beside them, modules that serve all seven and import none: ``seeding`` (every
+Beside them, modules that serve all the rooms and import none: ``seeding`` (every
 generator derived from one seed), ``results`` (the keys and numbers of a
 result), and what the machine gives a run: ``memory`` (sizes checked before
 allocation), ``threads`` (torch's thread count) and ``devices`` (where
 policies compute). This module re-exports the public
 names, resolved on first access so that importing the registry or the errors
-(``corral list``) does not import torch; modules that moved into the rooms stay
-importable under their old paths (``corral.core.policy``), which checkpoints
-of corral 0.1 record.
+(``corral list``) does not import torch; modules that moved into the rooms, or out of
+the core into ``corral.integrations``, stay importable under their old paths
+(``corral.core.policy``), which checkpoints of corral 0.1 record.
 """
 
 from __future__ import annotations
@@ -219,22 +219,29 @@ _LAYERED = {
     "learning.replay_buffers": "learning.replay.replay_buffers",
     "learning.sum_tree": "learning.replay.sum_tree",
 }
-# What left the core for corral/integrations/ (issue 30), by integration: the modules of persistence that moved.
-_OUT_OF_THE_CORE_OFFLINE = {
-    f"corral.core.persistence.{name}": f"corral.integrations.offline.{name}"
-    for name in (
-        "experience_reader",
-        "experience_input",
-        "experience_output",
-        "input_files",
-        "input_check",
-        "input_columns",
-        "ray_data_input",
-    )
+# What left the core for corral/integrations/, plugged into its seams (issue 30): old path in the core, new in the integrations.
+_OUT_OF_THE_CORE = {
+    "environments.pettingzoo_envs": "pettingzoo",
+    **{f"environments.{name}": name for name in ("atari", "old_gym", "rendering")},
+    **{
+        f"persistence.{name}": f"offline.{name}"
+        for name in (
+            "experience_reader",
+            "experience_input",
+            "experience_output",
+            "input_files",
+            "input_check",
+            "input_columns",
+            "ray_data_input",
+        )
+    },
+    # a room that left whole: the package and each of its modules, so that both give the new module objects
+    "estimation": "estimation",
+    **{
+        f"estimation.{name}": f"estimation.{name}"
+        for name in ("estimator", "importance_sampling", "direct_method", "fitted_q", "offline_evaluation")
+    },
 }
-
-# What left the environments room for corral/integrations/, plugged into its seams (issue 30).
-_OUT_OF_THE_ENVIRONMENTS = ("atari", "old_gym", "rendering")
 
 
 def _collapsed(moves: dict[str, str]) -> dict[str, str]:
@@ -252,11 +259,9 @@ _MOVED_MODULES = _collapsed(
         **{f"corral.core.{name}": f"corral.core.{room}.{name}" for room, names in _FLAT_CORE_ROOMS.items() for name in names},
         **{f"corral.core.{room}.{name}": f"corral.core.common.{name}" for room, names in _INTO_COMMON.items() for name in names},
         **{f"corral.core.{old}": f"corral.core.{new}" for old, new in _LAYERED.items()},
-        "corral.core.environments.pettingzoo_envs": "corral.integrations.pettingzoo",
-        **{f"corral.core.environments.{name}": f"corral.integrations.{name}" for name in _OUT_OF_THE_ENVIRONMENTS},
+        **{f"corral.core.{old}": f"corral.integrations.{new}" for old, new in _OUT_OF_THE_CORE.items()},
         "corral.core.errors": "corral.errors",
         "corral.core.plugin_api": "corral.plugin_api",
-        **_OUT_OF_THE_CORE_OFFLINE,
     }
 )
 alias_moved_modules(_MOVED_MODULES)

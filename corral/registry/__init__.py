@@ -23,9 +23,9 @@ from corral.registry.plugin_registry import PluginRegistry
 
 if TYPE_CHECKING:  # for type checkers only: at run time the registry imports nothing above it
     from corral.core.contracts.config import AlgorithmConfig
-    from corral.core.estimation.estimator import OffPolicyEstimator
     from corral.core.learning.exploration import Exploration
     from corral.core.training.algorithm import Algorithm
+    from corral.integrations.estimation.estimator import OffPolicyEstimator
 
 __all__ = [
     "ALGORITHMS_GROUP",

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the types the seams pass; at run time nothing is imported
     from corral.core.environments.displays import SubEnvironmentDisplay
     from corral.core.learning.policy import Policy
     from corral.core.sampling.offline_output import ExperienceOutput
+    from corral.core.training.off_policy_evaluation import OffPolicyEvaluation
     from corral.core.training.offline_input import ExperienceInput
 
 PROJECT = "corral.integrations"
@@ -141,4 +142,24 @@ def experience_output(config: AlgorithmConfig, worker_index: int) -> ExperienceO
 
     Returns:
         The output the runner hands each sample call's fragments to, or None.
+    """
+
+
+# ---------------------------------------------------------------- off-policy estimation
+
+
+@integration_spec(firstresult=True)
+def off_policy_evaluation(config: AlgorithmConfig, policies: Mapping[str, Policy]) -> OffPolicyEvaluation | None:
+    """The off-policy estimates ``evaluate()`` reports, when the config names ``off_policy_estimation_methods``.
+
+    Asked once, when the algorithm is built and its policies exist; never when
+    the config names no method. None from every integration is a ConfigError:
+    the user asked for estimates that nothing computes.
+
+    Args:
+        config: the algorithm's config (``off_policy_estimation_methods``, the recorded episodes' ``input``).
+        policies: the learner's policies by id; the estimates are of the default policy.
+
+    Returns:
+        What runs the estimators at each evaluation, or None.
     """

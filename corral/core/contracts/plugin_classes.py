@@ -2,11 +2,11 @@
 
 A config is checked before anything runs, so ``validate()`` must know that
 ``exploration_config={"type": "EpsilonGreedy", "final_epsilon": 0.1}`` names an
-exploration with that option. The classes live in rooms above the config
-(``learning``, ``estimation``): they are found through the registry (or an
-import path, as RLlib's custom explorations are given), and checked against
-their base class by its module path, which is loaded whenever a class derives
-from it, so this room imports neither.
+exploration with that option. The classes live above the config (the
+``learning`` room, the estimation integration): they are found through the
+registry (or an import path, as RLlib's custom explorations are given), and
+checked against their base class by its module path, which is loaded whenever
+a class derives from it, so this room imports neither.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from corral.errors import ConfigError, UnknownPluginError, did_you_mean
 
 EXPLORATION_BASE = ("corral.core.learning.exploration", "Exploration")
 """the module and name of the class every exploration derives from"""
-ESTIMATOR_BASE = ("corral.core.estimation.estimator", "OffPolicyEstimator")
+ESTIMATOR_BASE = ("corral.integrations.estimation.estimator", "OffPolicyEstimator")
 """the module and name of the class every off-policy estimator derives from"""
 
 

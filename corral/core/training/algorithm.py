@@ -37,7 +37,6 @@ from corral.core.contracts.rllib_compat import as_config_of
 from corral.core.devices import check_learner_device
 from corral.core.environments.envs import env_name
 from corral.core.environments.task_settable_env import task_settable
-from corral.core.estimation.offline_evaluation import build_off_policy_evaluation
 from corral.core.learning.acting import ActionComputation
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
@@ -55,6 +54,7 @@ from corral.core.threads import TorchThreads
 from corral.core.training.checkpoint_loading import class_and_config
 from corral.core.training.checkpointing import Checkpointing
 from corral.core.training.evaluation import Evaluation
+from corral.core.training.off_policy_evaluation import check_estimation_integration, off_policy_evaluation_for
 from corral.core.training.offline_input import check_offline_integrations, experience_input_for
 from corral.core.training.training_loop import TrainingLoop
 from corral.errors import ConfigError, CorralError, EnvError
@@ -111,6 +111,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         logger.setLevel(self.config.log_level)
         check_learner_device(self.config)
         check_offline_integrations(self.config)  # before any env is made: offline data asked for needs its integration
+        check_estimation_integration(self.config)  # and off-policy estimates theirs
         self._torch_threads = TorchThreads(self.config.num_torch_threads)
         # Every generator this algorithm draws from is its own, derived from the seed (corral.core.seeding).
         seed = self.config.seed
@@ -138,7 +139,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
                 task_settable(env)
         self.experience_input = experience_input_for(self.config, self.policies)
         """where :meth:`sample` takes rows from besides the env runners (``offline_data(input_=...)``), or None"""
-        self.off_policy_evaluation = build_off_policy_evaluation(self.config, self.policies)
+        self.off_policy_evaluation = off_policy_evaluation_for(self.config, self.policies)
         """the estimators that :meth:`evaluate` runs on recorded episodes (``off_policy_estimation_methods``), or None"""
         recreated = functools.partial(self.callbacks.env_runners_recreated, self, is_evaluation=False)
         self.env_runner_group = EnvRunnerGroup(

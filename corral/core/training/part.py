@@ -19,7 +19,6 @@ import numpy as np
 
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
-from corral.core.estimation.offline_evaluation import OffPolicyEvaluation
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence.loggers import CustomResultLogger, ResultWriter
@@ -27,6 +26,7 @@ from corral.core.sampling.env_runner_group import EnvRunnerGroup, EvaluationRoun
 from corral.core.sampling.metrics import EpisodeHistory
 from corral.core.sampling.system_usage import SystemUsage
 from corral.core.threads import TorchThreads
+from corral.core.training.off_policy_evaluation import OffPolicyEvaluation
 from corral.core.training.offline_input import ExperienceInput
 
 if TYPE_CHECKING:  # the class the parts make up

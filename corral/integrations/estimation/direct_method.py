@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from corral.core.common.sample_batch import SampleBatch
-from corral.core.estimation.estimator import Episodes, OffPolicyEstimator, step_ratios
-from corral.core.estimation.fitted_q import FittedQ
+from corral.integrations.estimation.estimator import Episodes, OffPolicyEstimator, step_ratios
+from corral.integrations.estimation.fitted_q import FittedQ
 
 _Q, _V = "q_model_q", "q_model_v"
 """the columns :meth:`DirectMethod.estimate` adds for its episodes: Q(s_t, a_t) and V(s_t) of the Q model"""
@@ -22,7 +22,7 @@ class DirectMethod(OffPolicyEstimator):
     Args:
         policy: the target policy.
         gamma: the discount.
-        q_model_config: the Q model's options (see :data:`corral.core.estimation.fitted_q.Q_MODEL_DEFAULTS`).
+        q_model_config: the Q model's options (see :data:`corral.integrations.estimation.fitted_q.Q_MODEL_DEFAULTS`).
     """
 
     discrete_actions_only = True

@@ -13,9 +13,9 @@ import pytest
 
 import corral
 from corral import ConfigError, make_multi_agent
-from corral.core.estimation.direct_method import DoublyRobust
-from corral.core.estimation.estimator import TARGET_LOGP, Episodes, OffPolicyEstimator
-from corral.core.estimation.importance_sampling import ImportanceSampling, WeightedImportanceSampling
+from corral.integrations.estimation.direct_method import DoublyRobust
+from corral.integrations.estimation.estimator import TARGET_LOGP, Episodes, OffPolicyEstimator
+from corral.integrations.estimation.importance_sampling import ImportanceSampling, WeightedImportanceSampling
 from tests.conftest import small_ppo_config
 from tests.toy_envs import SignGuessEnv
 
@@ -176,3 +176,29 @@ def test_model_based_estimators_need_discrete_actions_and_estimation_one_policy(
     two = two.multi_agent(policies={"a", "b"}, policy_mapping_fn=lambda agent_id, *a, **k: "ab"[agent_id])
     with pytest.raises(ConfigError, match="needs a single-agent run"):
         two.evaluation(evaluation_config={"input": str(behaviour_episodes)}, off_policy_estimation_methods=METHODS).build()
+
+
+def test_estimation_methods_without_the_estimation_integration_are_refused_before_any_env_is_made(
+    behaviour_episodes: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[int] = []
+
+    class CountedSignGuess(SignGuessEnv):
+        def __init__(self, config: Any = None) -> None:
+            made.append(1)
+            super().__init__(config)
+
+    config = (
+        small_ppo_config()
+        .environment(CountedSignGuess)
+        .evaluation(evaluation_config={"input": str(behaviour_episodes)}, off_policy_estimation_methods=METHODS)
+    )
+    monkeypatch.setenv(corral.registry.DISABLE_ENV_VAR, "estimation")  # the user's kill switch: as if not installed
+    corral.registry.refresh()
+    try:
+        with pytest.raises(ConfigError, match=r"needs corral's estimation integration.*did not load"):
+            config.build()
+    finally:
+        monkeypatch.delenv(corral.registry.DISABLE_ENV_VAR)
+        corral.registry.refresh()
+    assert made == []

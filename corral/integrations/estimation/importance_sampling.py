@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from corral.core.common.sample_batch import SampleBatch
-from corral.core.estimation.estimator import Episodes, OffPolicyEstimator, step_ratios, summarize
+from corral.integrations.estimation.estimator import Episodes, OffPolicyEstimator, step_ratios, summarize
 
 
 class ImportanceSampling(OffPolicyEstimator):

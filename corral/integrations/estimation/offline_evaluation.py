@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
-from corral.core.estimation.estimator import TARGET_LOGP, Episodes, OffPolicyEstimator, make_estimator
-from corral.core.persistence.experience_input import (  # type: ignore[import-not-found]  # an alias until estimation moves
+from corral.errors import ConfigError
+from corral.integrations.estimation.estimator import TARGET_LOGP, Episodes, OffPolicyEstimator, make_estimator
+from corral.integrations.offline.experience_input import (
     SAMPLER,
     TRANSITION_COLUMNS,
     InputCheck,
@@ -20,7 +21,6 @@ from corral.core.persistence.experience_input import (  # type: ignore[import-no
     input_files,
     read_experiences,
 )
-from corral.errors import ConfigError
 
 EPISODE_COLUMNS = (SampleBatch.OBS, SampleBatch.ACTIONS, *TRANSITION_COLUMNS, SampleBatch.ACTION_LOGP)
 """what an estimator reads of each recorded row; ``action_logp`` is the behaviour policy's"""
@@ -54,7 +54,7 @@ class OffPolicyEvaluation:
             unit: ``"episodes"`` or ``"timesteps"``.
 
         Returns:
-            Each estimator's estimate (see :func:`~corral.core.estimation.estimator.summarize`)
+            Each estimator's estimate (see :func:`~corral.integrations.estimation.estimator.summarize`)
             and training stats, by name.
         """
         taken: list[dict[str, np.ndarray]] = []
