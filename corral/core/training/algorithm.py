@@ -12,9 +12,8 @@ The rest comes from its parts, a module each, which a reader opens by concern:
 - :mod:`~corral.core.training.policy_set`: ``get_policy()``, weights, ``add_policy()``/``remove_policy()``, export;
 - :mod:`~corral.core.training.checkpointing`: ``save()``, ``restore()``, ``from_checkpoint()``;
 - :mod:`~corral.core.training.state`: ``get_state()``, ``set_state()``, ``from_state()``;
-- :mod:`~corral.core.learning.acting`: ``compute_single_action()``, ``compute_actions()``.
-
-:mod:`~corral.core.training.part` types the attributes they share.
+- :mod:`~corral.core.learning.acting`: ``compute_single_action()``, ``compute_actions()``;
+- :mod:`~corral.core.training.part` types the attributes they share.
 """
 
 from __future__ import annotations
@@ -110,8 +109,8 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         """RLlib's ``logger_creator(config_dict)``: the object given each result in place of corral's files, or None"""
         logger.setLevel(self.config.log_level)
         check_learner_device(self.config)
-        check_offline_integrations(self.config)  # before any env is made: offline data asked for needs its integration
-        check_estimation_integration(self.config)  # and off-policy estimates theirs
+        check_offline_integrations(self.config)  # before any env is made: what the config asks of an integration
+        check_estimation_integration(self.config)
         self._torch_threads = TorchThreads(self.config.num_torch_threads)
         # Every generator this algorithm draws from is its own, derived from the seed (corral.core.seeding).
         seed = self.config.seed
