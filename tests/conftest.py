@@ -207,6 +207,22 @@ def ray_on_two_cpus() -> Iterator[None]:
 
 
 @pytest.fixture
+def disable_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """A fresh plugin registry for the test; ``disable_plugins("offline")`` blocks plugins by name as a user's
+    ``CORRAL_DISABLE_PLUGINS`` does. What the test registers in-process is dropped after it."""
+    import corral.registry as registry
+
+    def disable(names: str) -> None:
+        monkeypatch.setenv(registry.DISABLE_ENV_VAR, names)
+        registry.refresh()
+
+    registry.refresh()
+    yield disable
+    monkeypatch.delenv(registry.DISABLE_ENV_VAR, raising=False)
+    registry.refresh()
+
+
+@pytest.fixture
 def hide_package(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
     """``hide_package("onnx")``: from then on in the test, importing it fails as if it were not installed."""
     real_import = builtins.__import__

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from types import SimpleNamespace
-
-import pytest
+from typing import Any
 
 import corral.registry as registry
 from corral.core.contracts.config import AlgorithmConfig
@@ -13,19 +11,12 @@ from corral.core.contracts.integration_specs import integration
 from corral.core.contracts.integrations import integration_hooks
 
 
-@pytest.fixture
-def fresh_registry() -> Iterator[None]:
-    registry.refresh()
-    yield
-    registry.refresh()  # drops what the test registered in-process
-
-
 def test_the_installed_integrations_are_listed_by_entry_point() -> None:
     names = {info.name for info in registry.list_integrations()}
     assert {"atari", "old_gym", "rendering", "offline", "estimation"} <= names
 
 
-def test_an_integration_registered_in_process_answers_its_seam(fresh_registry: None) -> None:
+def test_an_integration_registered_in_process_answers_its_seam(disable_plugins: Any) -> None:
     config = AlgorithmConfig().environment("MyGame")
 
     class ClipsMyGame:
@@ -39,7 +30,7 @@ def test_an_integration_registered_in_process_answers_its_seam(fresh_registry: N
     assert integration_hooks().default_clip_rewards(config=AlgorithmConfig().environment("CartPole-v1")) is None
 
 
-def test_a_refresh_forgets_an_integration_registered_in_process(fresh_registry: None) -> None:
+def test_a_refresh_forgets_an_integration_registered_in_process(disable_plugins: Any) -> None:
     class Adapts:
         @integration
         def adapted_sub_environment(self, env: object) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -16,20 +16,6 @@ from corral.core.contracts.integration_specs import integration
 from corral.errors import ConfigError
 
 
-@pytest.fixture
-def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
-    """Disable integrations by name (as ``CORRAL_DISABLE_PLUGINS`` does for a user); the registry is rebuilt after."""
-
-    def disable(names: str) -> None:
-        monkeypatch.setenv(registry.DISABLE_ENV_VAR, names)
-        registry.refresh()
-
-    registry.refresh()
-    yield disable
-    monkeypatch.delenv(registry.DISABLE_ENV_VAR, raising=False)
-    registry.refresh()
-
-
 def ppo(**environment: Any) -> AlgorithmConfig:
     return (
         corral.get_config("PPO")
@@ -40,7 +26,7 @@ def ppo(**environment: Any) -> AlgorithmConfig:
     )
 
 
-def test_an_integration_makes_the_sub_environments_of_an_id_it_claims(fresh_registry: Any, make_algo: Any) -> None:
+def test_an_integration_makes_the_sub_environments_of_an_id_it_claims(disable_plugins: Any, make_algo: Any) -> None:
     made: list[dict[str, Any]] = []
 
     class ShortCartPole:
@@ -58,7 +44,7 @@ def test_an_integration_makes_the_sub_environments_of_an_id_it_claims(fresh_regi
     assert result["episode_len_mean"] <= 5
 
 
-def test_an_integration_s_default_clips_the_rewards_where_clip_rewards_is_none(fresh_registry: Any, make_algo: Any) -> None:
+def test_an_integration_s_default_clips_the_rewards_where_clip_rewards_is_none(disable_plugins: Any, make_algo: Any) -> None:
     class ClipsPendulum:  # as Atari's integration clips ale-py games' rewards, RLlib's default
         @integration
         def default_clip_rewards(self, config: AlgorithmConfig) -> bool | None:
@@ -71,13 +57,13 @@ def test_an_integration_s_default_clips_the_rewards_where_clip_rewards_is_none(f
         assert (set(np.unique(rewards)) <= {-1.0, 0.0}) is clipped
 
 
-def test_is_atari_without_the_atari_integration_is_refused_before_any_env_is_made(fresh_registry: Any, make_algo: Any) -> None:
-    fresh_registry("atari")
+def test_is_atari_without_the_atari_integration_is_refused_before_any_env_is_made(disable_plugins: Any, make_algo: Any) -> None:
+    disable_plugins("atari")
     with pytest.raises(ConfigError, match=r"is_atari=True wraps ale-py games.*atari integration did not load"):
         make_algo(ppo(is_atari=True))
 
 
-def test_render_env_without_the_rendering_integration_is_refused(fresh_registry: Any, make_algo: Any) -> None:
-    fresh_registry("rendering")
+def test_render_env_without_the_rendering_integration_is_refused(disable_plugins: Any, make_algo: Any) -> None:
+    disable_plugins("rendering")
     with pytest.raises(ConfigError, match="rendering integration, which did not load"):
         make_algo(ppo(render_env=True))

@@ -179,7 +179,7 @@ def test_model_based_estimators_need_discrete_actions_and_estimation_one_policy(
 
 
 def test_estimation_methods_without_the_estimation_integration_are_refused_before_any_env_is_made(
-    behaviour_episodes: Path, monkeypatch: pytest.MonkeyPatch
+    behaviour_episodes: Path, disable_plugins: Callable[[str], None]
 ) -> None:
     made: list[int] = []
 
@@ -193,12 +193,7 @@ def test_estimation_methods_without_the_estimation_integration_are_refused_befor
         .environment(CountedSignGuess)
         .evaluation(evaluation_config={"input": str(behaviour_episodes)}, off_policy_estimation_methods=METHODS)
     )
-    monkeypatch.setenv(corral.registry.DISABLE_ENV_VAR, "estimation")  # the user's kill switch: as if not installed
-    corral.registry.refresh()
-    try:
-        with pytest.raises(ConfigError, match=r"needs corral's estimation integration.*did not load"):
-            config.build()
-    finally:
-        monkeypatch.delenv(corral.registry.DISABLE_ENV_VAR)
-        corral.registry.refresh()
+    disable_plugins("estimation")  # the user's kill switch: as if it were not installed
+    with pytest.raises(ConfigError, match=r"needs corral's estimation integration.*did not load"):
+        config.build()
     assert made == []

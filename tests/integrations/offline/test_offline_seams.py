@@ -6,7 +6,7 @@ import importlib
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -35,20 +35,9 @@ MOVED = (
 
 
 @pytest.fixture
-def fresh_registry() -> Iterator[None]:
-    registry.refresh()
-    yield
-    registry.refresh()  # drops what the test registered in-process, and rereads CORRAL_DISABLE_PLUGINS
-
-
-@pytest.fixture
-def without_offline(monkeypatch: pytest.MonkeyPatch, fresh_registry: None) -> Iterator[None]:
+def without_offline(disable_plugins: Callable[[str], None]) -> None:
     """The user's kill switch for the offline integration: as if it were not installed."""
-    monkeypatch.setenv("CORRAL_DISABLE_PLUGINS", "offline")
-    registry.refresh()
-    yield
-    monkeypatch.undo()
-    registry.refresh()
+    disable_plugins("offline")
 
 
 @pytest.mark.parametrize("name", MOVED)
@@ -63,7 +52,7 @@ def test_the_old_path_gives_the_same_module_and_classes(name: str) -> None:
             assert getattr(old, attribute) is value
 
 
-def test_the_integration_answers_both_seams_after_its_modules_load(fresh_registry: None) -> None:
+def test_the_integration_answers_both_seams_after_its_modules_load(disable_plugins: Any) -> None:
     """A submodule named as a seam, once imported, must not take the place of the seam's implementation."""
     for name in MOVED:
         importlib.import_module(f"corral.integrations.offline.{name}")
