@@ -108,6 +108,14 @@ def sub_environment_maker(env_id: str, config: AlgorithmConfig) -> Callable[[dic
     A game with ``is_atari=False`` is made by ``gym.make`` as it is, one sub-environment
     at a time: ale-py's own vector env would preprocess it.
 
+    Args:
+        env_id: the gymnasium id the config's ``env`` names.
+        config: the algorithm's config (``is_atari``, ``disable_env_checking``).
+
+    Returns:
+        A function making one sub-environment from ``gym.make``'s keyword arguments, or None
+        for an id that is no ale-py game.
+
     Raises:
         ConfigError: ``is_atari=True`` for a gymnasium id that is no ale-py game.
     """

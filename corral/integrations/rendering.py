@@ -68,17 +68,39 @@ class Display:
         return "rgb_array" if self.video_folder is not None else "human"
 
     def check(self, env_id: str | None, label: str) -> None:
-        """See :func:`check_display`."""
+        """Refuse, before anything is made, what this display cannot show (see :func:`check_display`).
+
+        Args:
+            env_id: the gymnasium id the env is made from, if it is one.
+            label: the env's name, for the message.
+        """
         check_display(self, env_id, label)
 
     def wrap(self, env: gym.Env, label: str) -> gym.Env:
-        """See :func:`displayed`."""
+        """Sub-environment 0 wrapped to be shown or recorded (see :func:`displayed`).
+
+        Args:
+            env: the sub-environment, made in :attr:`render_mode` where it could be.
+            label: the env's name, for messages.
+
+        Returns:
+            The wrapped env.
+        """
         return displayed(env, self, label)
 
 
 @integration
 def sub_environment_display(config: AlgorithmConfig, worker_index: int, stream: str) -> Display | None:
-    """The seam's answer: :func:`display_for`."""
+    """The seam's answer: the display of this runner's sub-environment 0 (see :func:`display_for`).
+
+    Args:
+        config: the runner's config.
+        worker_index: the runner's index (0 local).
+        stream: ``"sampling"`` or ``"evaluation"``.
+
+    Returns:
+        The display, or None when this runner shows nothing.
+    """
     return display_for(config, worker_index, stream)
 
 

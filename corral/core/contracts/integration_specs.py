@@ -102,7 +102,7 @@ def sub_environment_display(config: AlgorithmConfig, worker_index: int, stream: 
     Args:
         config: the algorithm's config.
         worker_index: the env runner's index (0 local).
-        stream: ``"training"`` or ``"evaluation"``: which runners this one samples for.
+        stream: ``"sampling"`` or ``"evaluation"``: which runners this one samples for.
 
     Returns:
         The display, or None where this runner shows nothing.
