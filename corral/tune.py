@@ -40,6 +40,7 @@ from ray.tune.result_grid import ResultGrid
 from corral import registry
 from corral.core.common import by_value
 from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.options.model_names import share_models_with_tune
 from corral.core.devices import ray_gpus
 from corral.core.environments.envs import share_with_tune
 from corral.core.results import RESULT_KEYS
@@ -240,6 +241,7 @@ def _register_again() -> None:
     for name, cls in _registered.items():
         tune.register_trainable(name, trainable(cls))
     share_with_tune()
+    share_models_with_tune()
 
 
 def _register_config_class() -> None:
@@ -255,5 +257,6 @@ register_trainables()
 registry.on_algorithm_registered(_register)
 _register_config_class()
 share_with_tune()  # the envs registered with corral before this import; register_env shares later ones itself
+share_models_with_tune()  # and the custom models registered with ModelCatalog
 # Tune re-registers its own trainables the same way (a private list, so only if it exists).
 getattr(ray._private.worker, "_post_init_hooks", []).append(_register_again)

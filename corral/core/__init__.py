@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     )
     from corral.core.learning.schedules import PiecewiseSchedule as PiecewiseSchedule, linear_schedule as linear_schedule
     from corral.core.learning.vtrace_targets import vtrace as vtrace
+    from corral.core.networks.catalog import ModelCatalog as ModelCatalog
     from corral.core.networks.custom_model import build_q_model as build_q_model
     from corral.core.networks.default_models import (
         ActorCriticModel as ActorCriticModel,
@@ -92,6 +93,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         DiagGaussian as DiagGaussian,
         MultiCategorical as MultiCategorical,
         SquashedGaussian as SquashedGaussian,
+    )
+    from corral.core.networks.model_v2 import (
+        TorchModelV2 as TorchModelV2,
+        restore_original_dimensions as restore_original_dimensions,
     )
     from corral.core.sampling.async_sampling import AsyncSampler as AsyncSampler
     from corral.core.sampling.env_runner import EnvRunner as EnvRunner, Episode as Episode
@@ -138,6 +143,9 @@ _EXPORTS = {
     "build_model": "corral.core.networks.default_models",
     "mlp": "corral.core.networks.default_models",
     "build_q_model": "corral.core.networks.custom_model",
+    "ModelCatalog": "corral.core.networks.catalog",
+    "TorchModelV2": "corral.core.networks.model_v2",
+    "restore_original_dimensions": "corral.core.networks.model_v2",
     "ActionDistribution": "corral.core.networks.distributions",
     "Categorical": "corral.core.networks.distributions",
     "MultiCategorical": "corral.core.networks.distributions",

@@ -35,7 +35,10 @@ _EXPORTS = {
         ],
         "corral.testing.conformance",
     ),
-    **dict.fromkeys(["TOY_ENVS", "BoxActionEnv", "DiscreteActionEnv", "MultiDiscreteActionEnv"], "corral.testing.envs"),
+    **dict.fromkeys(
+        ["TOY_ENVS", "BoxActionEnv", "DiscreteActionEnv", "MultiDiscreteActionEnv", "RepeatAfterMe", "StatelessCartPole"],
+        "corral.testing.envs",
+    ),
 }
 
 __all__ = list(_EXPORTS)

@@ -1,8 +1,10 @@
-"""Tiny environments, one per action-space type, so every algorithm can be checked in a second.
+"""Tiny environments, one per action-space type, so every algorithm can be checked in a second; and memory tasks.
 
-Each checks the actions it gets: an action outside the space raises at once,
-so an algorithm that produces invalid actions fails loudly rather than
-training on garbage. Episodes last 16 steps and end by truncation.
+Each toy env checks the actions it gets: an action outside the space raises
+at once, so an algorithm that produces invalid actions fails loudly rather
+than training on garbage. Their episodes last 16 steps and end by truncation.
+:class:`StatelessCartPole` and :class:`RepeatAfterMe` need memory to be
+solved, for recurrent models (issue 31).
 """
 
 from __future__ import annotations
@@ -97,6 +99,90 @@ class CountingEnv(gym.Env):
         """Count the step; the episode terminates at its length."""
         self.t += 1
         return np.array([float(self.t)], np.float32), 1.0, self.t >= self.length, False, {}
+
+
+class StatelessCartPole(gym.Env):
+    """CartPole-v1 whose observation is the cart's position and the pole's angle only, without their velocities.
+
+    Tests memory: one observation does not tell which way the pole is falling,
+    so a feed-forward policy balances it poorly, while a recurrent one (or one
+    that sees several steps) can estimate the velocities from the last
+    observations. Rewards, episode ends (termination when the pole falls or the
+    cart leaves the track, truncation at 500 steps) and actions are
+    CartPole-v1's.
+
+    Args:
+        config: ignored (an ``EnvContext`` when made by corral).
+    """
+
+    action_space = gym.spaces.Discrete(2)
+    VISIBLE = (0, 2)
+    """the indices of CartPole-v1's observation kept: the cart's position and the pole's angle"""
+
+    def __init__(self, config: Any = None) -> None:
+        self.env = gym.make("CartPole-v1")
+        full = self.env.observation_space
+        assert isinstance(full, gym.spaces.Box)
+        low, high = full.low[list(self.VISIBLE)], full.high[list(self.VISIBLE)]
+        self.observation_space = gym.spaces.Box(low, high, (len(self.VISIBLE),), np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        """Start an episode of the inner CartPole; the observation is its position and angle."""
+        super().reset(seed=seed)
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self._visible(obs), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        """CartPole's step, its observation without the velocities."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._visible(obs), float(reward), terminated, truncated, info
+
+    def _visible(self, obs: np.ndarray) -> np.ndarray:
+        return np.asarray(obs, np.float32)[list(self.VISIBLE)]
+
+    def close(self) -> None:
+        """Close the inner CartPole."""
+        self.env.close()
+
+
+class RepeatAfterMe(gym.Env):
+    """Repeat the observation seen ``repeat_delay`` steps ago: a memory task with an exact answer.
+
+    Each step observes a random bit (``Discrete(2)``); the action (``Discrete(2)``)
+    earns +1 when it equals the bit observed ``repeat_delay`` steps before the
+    current one and -1 otherwise. The first ``repeat_delay`` steps of an
+    episode have nothing to repeat yet and earn 0. An episode terminates after
+    ``episode_length`` steps. A policy without memory earns 0 on average; one
+    that remembers the last ``repeat_delay`` bits earns ``episode_length -
+    repeat_delay``.
+
+    Args:
+        config: ``repeat_delay`` (default 1, as RLlib's key), ``episode_length`` (default 100).
+    """
+
+    observation_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config: Any = None) -> None:
+        config = dict(config or {})
+        self.repeat_delay = int(config.get("repeat_delay", 1))
+        self.episode_length = int(config.get("episode_length", 100))
+        if self.repeat_delay < 0 or self.episode_length < 1:
+            raise ValueError(f"RepeatAfterMe needs repeat_delay >= 0 and episode_length >= 1, got {config}")
+        self.seen: list[int] = []
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[int, dict]:
+        """Start an episode; the first bit is drawn."""
+        super().reset(seed=seed)
+        self.seen = [int(self.np_random.integers(2))]
+        return self.seen[-1], {}
+
+    def step(self, action: Any) -> tuple[int, float, bool, bool, dict]:
+        """Score the action against the bit ``repeat_delay`` steps back; draw the next bit."""
+        index = len(self.seen) - 1 - self.repeat_delay  # the current observation is seen[-1]
+        reward = 0.0 if index < 0 else (1.0 if int(action) == self.seen[index] else -1.0)
+        self.seen.append(int(self.np_random.integers(2)))
+        return self.seen[-1], reward, len(self.seen) > self.episode_length, False, {}
 
 
 TOY_ENVS: dict[type[gym.Space], str] = {

@@ -5,7 +5,8 @@ actor-critic policy gets a separate value network beside it, DQN puts its Q
 head on it (as RLlib does), behaviour cloning needs no value network, and SAC,
 whose networks a single module cannot stand for, refuses it. The constructor
 takes RLlib's arguments (``name`` and ``custom_model_config`` as keywords) or
-corral's four; RLlib's ModelV2 is refused with a message saying so.
+corral's four; a module shaped like RLlib's ModelV2 that does not subclass corral's
+``TorchModelV2`` is refused with a message saying so (tests/core/test_model_v2.py has ModelV2 itself).
 """
 
 from __future__ import annotations
@@ -150,8 +151,8 @@ def test_sac_refuses_a_custom_model_it_cannot_use() -> None:
         SACConfig().environment("Pendulum-v1").training(model={"custom_model": Net}).build()
 
 
-def test_rllib_s_model_v2_is_refused_with_what_to_write_instead() -> None:
-    with pytest.raises(ConfigError, match=r"looks like RLlib's ModelV2 .* which corral does not take yet\. Write forward\(obs\)"):
+def test_a_model_v2_shape_without_corral_s_torch_model_v2_is_refused_with_what_to_write_instead() -> None:
+    with pytest.raises(ConfigError, match=r"looks like RLlib's ModelV2 .* does not subclass corral's TorchModelV2"):
         ppo({"custom_model": ModelV2Like}).build()
 
 

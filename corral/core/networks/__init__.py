@@ -3,7 +3,9 @@
 ``default_models`` builds what a ``ModelConfig`` describes (fully connected
 and convolutional encoders, actor-critic and Q heads) on the ``Model`` base;
 ``custom_model`` fits a network the user brings (RLlib's ``custom_model``, a
-plain ``torch.nn.Module``) to what policies read; ``distributions`` turns
+plain ``torch.nn.Module``) to what policies read; ``model_v2`` is RLlib's
+``TorchModelV2``, adapted onto corral's model contract, and ``catalog`` its
+``ModelCatalog`` of models registered by name; ``distributions`` turns
 outputs into actions; ``action_masking`` keeps illegal actions out. This is
-where RLlib's ModelV2, RLModule and recurrent models join.
+where RLlib's RLModule and recurrent models join.
 """

@@ -1,7 +1,13 @@
 """A user's ``custom_model`` class, built and made into a corral model.
 
-Two kinds of class are taken:
+Three kinds of class are taken:
 
+- RLlib's ModelV2, a subclass of :class:`~corral.core.networks.model_v2.TorchModelV2`
+  (``forward(input_dict, state, seq_lens)``, ``value_function()``): the whole
+  network, whose ``value_function()`` is the value head (the model decides
+  whether it shares layers, reading ``model_config["vf_share_layers"]`` as
+  RLlib's own models do); DQN reads its outputs as the features under its Q
+  head, as RLlib's DQN does. Recurrent ones are refused for now;
 - a :class:`~corral.core.networks.default_models.Model` (or any module with
   ``forward_inference``/``forward_exploration``/``forward_train`` returning
   dicts): the whole network, whose outputs the policy reads as they are;
@@ -11,15 +17,16 @@ Two kinds of class are taken:
   it, built as the catalog's (``fcnet_hiddens``, ``conv_filters``, ...). DQN reads
   it as the network under its Q head (see :func:`build_q_model`).
 
-Either is constructed with RLlib's arguments,
+Each is constructed with RLlib's arguments,
 ``Class(obs_space, action_space, num_outputs, model_config, name, **custom_model_config)``,
 or, where the constructor does not take those, corral's
-``Class(obs_space, action_space, num_outputs, model_config)``. The module reads
-observations as the policy preprocesses them: one flat float vector per row
-(Discrete one-hot, Dict and Tuple flattened), or channels-last images.
-
-RLlib's ModelV2 (``forward(input_dict, state, seq_lens)``, ``value_function()``)
-is not taken yet; it is refused with a message saying so.
+``Class(obs_space, action_space, num_outputs, model_config)`` (a ModelV2 takes
+only RLlib's, its ``name`` required). A plain module or
+a ``Model`` reads observations as the policy preprocesses them: one flat float
+vector per row (Discrete one-hot, Dict and Tuple flattened), or channels-last
+images; a ModelV2 gets them restored as well (see
+:mod:`~corral.core.networks.model_v2`). A module with ModelV2's shape that does
+not subclass corral's ``TorchModelV2`` is refused with a message saying so.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from torch import nn
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import ModelConfig
 from corral.core.networks.default_models import Model, QModel, _init, build_encoder
+from corral.core.networks.model_v2 import ModelV2Features, TorchModelV2, is_model_v2, model_v2_obs_space
 from corral.errors import ConfigError
 
 MODEL_NAME = "model"
@@ -116,10 +124,42 @@ def check_plain_forward(module: nn.Module) -> None:
     if len(required) > 1 or callable(getattr(module, "value_function", None)):
         raise ConfigError(
             f"model.custom_model {type(module).__qualname__} looks like RLlib's ModelV2 (forward(input_dict, state, "
-            "seq_lens), value_function()), which corral does not take yet. Write forward(obs) returning the "
-            "action-distribution inputs (corral adds a value network), or subclass corral.core.Model and return "
-            "{'action_dist_inputs': ..., 'vf_preds': ...} from _forward(obs)"
+            "seq_lens), value_function()) but does not subclass corral's TorchModelV2, which corral needs to call it. "
+            "Subclass it (from corral.core import TorchModelV2, in place of RLlib's), or write forward(obs) returning "
+            "the action-distribution inputs (corral adds a value network)"
         )
+
+
+def build_model_v2(
+    cls: type, obs_space: gym.Space[Any], action_space: gym.Space[Any], num_outputs: int, config: ModelConfig
+) -> TorchModelV2:
+    """Build a user's ModelV2 as RLlib does: the preprocessed observation space, RLlib's constructor arguments.
+
+    Args:
+        cls: a :class:`TorchModelV2` subclass.
+        obs_space: the observations' space, as the policy's model sees them (the model gets
+            the preprocessed space, whose ``original_space`` is this one).
+        action_space: the space the policy acts in.
+        num_outputs: the width of the outputs ``forward`` returns.
+        config: the model config.
+
+    Returns:
+        The model.
+
+    Raises:
+        ConfigError: the constructor raised, or the model is recurrent (``get_initial_state()`` is not empty).
+    """
+    model = construct(cls, model_v2_obs_space(obs_space), action_space, num_outputs, config)
+    if not isinstance(model, TorchModelV2):  # a __new__ that returns something else
+        raise ConfigError(f"model.custom_model {cls.__qualname__} built a {type(model).__name__}, not a TorchModelV2")
+    state = model.get_initial_state()
+    if state:
+        raise ConfigError(
+            f"model.custom_model {cls.__qualname__} is recurrent (get_initial_state() returns {len(state)} state "
+            "tensors): recurrent custom models come with issue 31's recurrent step, which corral does not have yet. "
+            "Use a feed-forward model (get_initial_state() returning [])"
+        )
+    return model
 
 
 class ModuleModel(Model):
@@ -170,9 +210,14 @@ def build_custom_model(
         A module with corral's three forwards.
 
     Raises:
-        ConfigError: the class cannot be built (see :func:`construct`), is RLlib's ModelV2, or a plain
-            module is asked to share its layers with the value function (``vf_share_layers``).
+        ConfigError: the class cannot be built (see :func:`construct`), is a recurrent ModelV2 or a module
+            shaped like ModelV2 without subclassing ``TorchModelV2``, or a plain module is asked to share
+            its layers with the value function (``vf_share_layers``).
     """
+    if is_model_v2(cls):
+        model = build_model_v2(cls, obs_space, action_space, num_outputs, config)
+        model.value_outputs = value_function  # value_function() is the value head: RLlib's models share as they choose
+        return model
     module = construct(cls, obs_space, action_space, num_outputs, config)
     if is_whole_model(cls):
         return module
@@ -192,10 +237,11 @@ def build_q_model(
     """DQN's Q-network: the catalog's, or one built on the ``custom_model``.
 
     A whole model (see :func:`is_whole_model`) is the Q-network as it is: its
-    ``action_dist_inputs`` are the Q-values, one per action. A plain module is,
-    as in RLlib, the network under DQN's Q head (``hiddens``, ``dueling``): it is
-    built with ``num_outputs`` features, ``([256] + fcnet_hiddens)[-1]`` with a
-    Q head's hidden layers and the number of actions without.
+    ``action_dist_inputs`` are the Q-values, one per action. A ModelV2 or a plain
+    module is, as in RLlib, the network under DQN's Q head (``hiddens``,
+    ``dueling``): it is built with ``num_outputs`` features,
+    ``([256] + fcnet_hiddens)[-1]`` with a Q head's hidden layers and the number
+    of actions without.
 
     Args:
         obs_space: the observations' space, as the model sees them.
@@ -208,16 +254,22 @@ def build_q_model(
         The Q-network.
 
     Raises:
-        ConfigError: the custom model cannot be built (see :func:`construct`), or is RLlib's ModelV2.
+        ConfigError: the custom model cannot be built (see :func:`construct`), is a recurrent ModelV2, or is
+            shaped like ModelV2 without subclassing ``TorchModelV2``.
     """
     num_actions = int(action_space.n)
     cls = config.model_class()
-    if cls is not None and is_whole_model(cls):
+    if cls is not None and not is_model_v2(cls) and is_whole_model(cls):
         return construct(cls, obs_space, action_space, num_actions, config)
-    body = None
+    body: tuple[nn.Module, int] | None = None
     if cls is not None:
         width = [256, *config.fcnet_hiddens][-1] if hiddens else num_actions
-        module = construct(cls, obs_space, action_space, width, config)
-        check_plain_forward(module)
-        body = (module, width)
+        if is_model_v2(cls):
+            model = build_model_v2(cls, obs_space, action_space, width, config)
+            model.value_outputs = False
+            body = (ModelV2Features(model), width)
+        else:
+            module = construct(cls, obs_space, action_space, width, config)
+            check_plain_forward(module)
+            body = (module, width)
     return QModel(obs_space, num_actions, config, dueling=dueling, hiddens=hiddens, body=body)

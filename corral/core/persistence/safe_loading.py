@@ -9,6 +9,8 @@ a module and calls what it finds, so a tampered checkpoint could run any code
 against what was registered or installed on purpose:
 
 - environments: names given to ``corral.register_env`` (or Ray Tune's) and gymnasium ids;
+- custom models: names given to ``ModelCatalog.register_custom_model`` (a name is data: the
+  script that loads the checkpoint registers it again, and an unknown name is refused by name);
 - algorithms: registered plugin names (from the distribution the checkpoint records);
 - explorations: registered plugin names (the only way they are named);
 - callbacks, models and environments that are corral's own classes, and
@@ -198,9 +200,13 @@ def _copied_env(env: str) -> str:
 
 
 def _is_import_path(field: str, value: str) -> bool:
-    """Whether an env or exploration name would be imported, as resolving it decides (a registered env name first)."""
+    """Whether an env, exploration or custom model name would be imported, as resolving it decides (registered names first)."""
     if not is_import_path(value):
         return False
+    if field == "custom_model":
+        from corral.core.contracts.options.model_names import registered_model_class
+
+        return registered_model_class(value) is None
     if field == "env" and ":" not in value:
         import gymnasium as gym
 
@@ -212,7 +218,7 @@ def _is_import_path(field: str, value: str) -> bool:
 
 def _is_registered(field: str, value: str) -> bool:
     """Whether resolving ``value`` imports only what was registered or installed on purpose."""
-    if field in ("env", "exploration") and not _is_import_path(field, value):
+    if field in ("env", "exploration", "custom_model") and not _is_import_path(field, value):
         return True  # a registered name (or a gymnasium id), or unknown (refused later): never an import
     # A path into corral's own package (already imported, so it cannot come from elsewhere).
     module = split_import_path(value)[0]

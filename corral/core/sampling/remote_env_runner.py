@@ -53,8 +53,10 @@ class EnvRunnerActor:
         worker_index: int,
         stream: str,
         env_creators: dict[str, Any] | None = None,
+        model_classes: dict[str, type] | None = None,
     ) -> None:
         from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
+        from corral.core.contracts.options.model_names import register_model_class
         from corral.core.devices import env_runner_device
         from corral.core.environments.envs import register_env
         from corral.core.learning.policy_map import PolicyMap
@@ -63,6 +65,8 @@ class EnvRunnerActor:
 
         for name, creator in (env_creators or {}).items():  # this process's registry starts empty
             register_env(name, creator)
+        for name, cls in (model_classes or {}).items():  # and so does its custom models' (ModelCatalog)
+            register_model_class(name, cls)
 
         TorchThreads(config.num_torch_threads)  # "auto": the CPUs this actor reserved
         self._builds: dict[str, PolicyBuild] = {}
@@ -198,7 +202,8 @@ def start_env_runner(config: AlgorithmConfig, policy_builds: dict[str, PolicyBui
     """Start one remote env runner with the resources the config asks for; returns its actor handle.
 
     An env the config names by a ``corral.register_env`` name is registered in
-    the runner's process too, with the same creator.
+    the runner's process too, with the same creator, and so is a custom model
+    the config or a policy's config names by a ``ModelCatalog`` name.
 
     Args:
         config: the runner's config (the evaluation config for evaluation runners).
@@ -206,6 +211,7 @@ def start_env_runner(config: AlgorithmConfig, policy_builds: dict[str, PolicyBui
         worker_index: the runner's index, from 1.
         stream: ``"sampling"`` or ``"evaluation"``: with ``worker_index``, where its generators derive from.
     """
+    from corral.core.contracts.options.model_names import registered_model_classes
     from corral.core.devices import ray_gpus
     from corral.core.environments.envs import registered_creators
 
@@ -216,4 +222,5 @@ def start_env_runner(config: AlgorithmConfig, policy_builds: dict[str, PolicyBui
         resources=dict(config.custom_resources_per_env_runner) or None,
         max_restarts=0,
     )(EnvRunnerActor)
-    return actor_class.remote(config, dict(policy_builds), worker_index, stream, registered_creators(config.env))
+    models = registered_model_classes(config.model.custom_model, *(b.config.model.custom_model for b in policy_builds.values()))
+    return actor_class.remote(config, dict(policy_builds), worker_index, stream, registered_creators(config.env), models)

@@ -7,8 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from corral.core.common import by_value
-from corral.core.common.import_paths import import_object
+from corral.core.common.import_paths import import_object, is_import_path
 from corral.core.contracts.options.declaring import check_plain_data
+from corral.core.contracts.options.model_names import registered_model_class, unknown_model_name
 from corral.core.contracts.rllib_compat import rllib_model_keys
 from corral.errors import ConfigError
 
@@ -34,10 +35,11 @@ class ModelConfig(BaseModel):
     conv_activation: Literal["tanh", "relu", "swish", "elu"] = "relu"
     """activation function between the convolution layers"""
     custom_model: Any = None
-    """a torch.nn.Module subclass or its 'package.module:Class' path, built with RLlib's arguments (obs_space, action_space,
-    num_outputs, model_config, name, **custom_model_config) or corral's (the first four): a plain module's forward(obs)
-    gives the action-distribution inputs and gets a separate value network (DQN puts its Q head on it); a
-    corral.core.Model gives every output itself"""
+    """a torch.nn.Module subclass, its 'package.module:Class' path, or a name given to ModelCatalog.register_custom_model,
+    built with RLlib's arguments (obs_space, action_space, num_outputs, model_config, name, **custom_model_config) or
+    corral's (the first four): RLlib's TorchModelV2 gives forward(input_dict, state, seq_lens) and value_function(); a
+    plain module's forward(obs) gives the action-distribution inputs and gets a separate value network; DQN puts its Q
+    head on either; a corral.core.Model gives every output itself"""
     custom_model_config: dict[str, Any] = Field(default_factory=dict)
     """the custom model's own settings: in model_config, and as keyword arguments with RLlib's constructor arguments"""
 
@@ -71,19 +73,31 @@ class ModelConfig(BaseModel):
     def _model_class(cls, value: Any) -> Any:
         if value is None or isinstance(value, (str, type)):
             return value
-        raise ValueError("custom_model must be a torch.nn.Module subclass or its 'package.module:Class' path")
+        raise ValueError(
+            "custom_model must be a torch.nn.Module subclass, its 'package.module:Class' path or a registered model name"
+        )
 
     def model_class(self) -> type | None:
-        """The custom model's class, imported if it is given as a path (None: the catalog's model).
+        """The custom model's class: registered under its name, or imported from its path (None: the catalog's model).
+
+        A registered name is looked up first (see
+        :mod:`~corral.core.contracts.options.model_names`), so a name may look like a path.
 
         Raises:
-            ConfigError: the path does not import, or it is not a ``torch.nn.Module`` subclass.
+            ConfigError: the string is neither a registered name nor an import path, the path does not import,
+                or it is not a ``torch.nn.Module`` subclass.
         """
         if self.custom_model is None:
             return None
         from torch import nn
 
-        cls = import_object(self.custom_model) if isinstance(self.custom_model, str) else self.custom_model
+        cls = self.custom_model
+        if isinstance(cls, str):
+            cls = registered_model_class(cls)
+            if cls is None and not is_import_path(self.custom_model):
+                raise unknown_model_name(self.custom_model)
+            if cls is None:
+                cls = import_object(self.custom_model)
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
             raise ConfigError(f"model.custom_model={self.custom_model!r} is not a torch.nn.Module subclass")
         return cls

@@ -1,0 +1,123 @@
+"""Custom model classes registered under a name: what a ``model.custom_model`` string names besides an import path.
+
+``ModelCatalog.register_custom_model(name, cls)`` (RLlib's spelling, in
+:mod:`corral.core.networks.catalog`) registers here, so that
+``model={"custom_model": name}`` is plain data: a config, a Tune trial's
+config and a checkpoint record the name, never the class. Every process that
+builds the model must know the name: a script that restores a checkpoint
+registers it again, remote env runners get the classes their config names
+(as registered env creators travel), and where Ray Tune is imported the name
+is registered with Tune too (RLlib's category ``rllib_model``), for its trials.
+A name registered with RLlib's own ``ModelCatalog`` (Tune's registry) is
+found as well.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from corral.errors import ConfigError, did_you_mean
+
+logger = logging.getLogger("corral")
+
+_MODELS: dict[str, type] = {}
+
+TUNE_CATEGORY = "rllib_model"
+"""the category of Ray Tune's registry where RLlib's ``ModelCatalog`` keeps custom models (``ray.tune.registry.RLLIB_MODEL``)"""
+
+
+def register_model_class(name: str, cls: type) -> None:
+    """Make ``name`` usable as ``model={"custom_model": name}``; registering a name again replaces its class.
+
+    Args:
+        name: the name configs use; any non-empty string.
+        cls: the model class, a ``torch.nn.Module`` subclass.
+
+    Raises:
+        ConfigError: ``name`` is not a non-empty string, or ``cls`` is not a ``torch.nn.Module`` subclass.
+    """
+    from torch import nn
+
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"register_custom_model needs a non-empty string name, got {name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ConfigError(f"register_custom_model({name!r}, ...) needs a torch.nn.Module subclass, got {cls!r}")
+    _MODELS[name] = cls
+    if "ray.tune.registry" in sys.modules:  # Tune trials are other processes: they find it in Tune's registry
+        share_models_with_tune(name)
+
+
+def share_models_with_tune(*names: str) -> None:
+    """Register model classes (those named, default all) with Ray Tune too, under RLlib's category.
+
+    A class that Tune cannot pickle stays known in this process only, with a warning.
+
+    Args:
+        *names: names given to :func:`register_model_class`.
+    """
+    from ray.tune.registry import _global_registry
+
+    for name in names or list(_MODELS):
+        try:
+            _global_registry.register(TUNE_CATEGORY, name, _MODELS[name])
+        except Exception as exc:  # pickling whatever the class holds may fail
+            logger.warning("custom model %r is known in this process only (Ray Tune cannot pickle it: %s)", name, exc)
+
+
+def registered_model_class(name: str) -> type | None:
+    """The class registered under ``name`` here, or with Ray Tune's registry where Tune is imported; else None.
+
+    Args:
+        name: a ``custom_model`` string.
+
+    Returns:
+        The class, or None if the name is not registered.
+    """
+    if name in _MODELS:
+        return _MODELS[name]
+    registry = sys.modules.get("ray.tune.registry")
+    store = getattr(registry, "_global_registry", None)  # RLlib's ModelCatalog registers there too
+    if store is None or not store.contains(TUNE_CATEGORY, name):
+        return None
+    found: Any = store.get(TUNE_CATEGORY, name)
+    return found if isinstance(found, type) else None
+
+
+def registered_model_classes(*names: Any) -> dict[str, type]:
+    """The classes registered under ``names`` (what is not a registered name is left out).
+
+    A remote env runner is another process, whose registry is empty: the
+    classes its config names travel with it (Ray serialises them) and are
+    registered there again.
+
+    Args:
+        *names: ``custom_model`` values from configs; only registered strings count.
+
+    Returns:
+        ``{name: class}``.
+    """
+    found = {}
+    for name in names:
+        cls = registered_model_class(name) if isinstance(name, str) else None
+        if cls is not None:
+            found[name] = cls
+    return found
+
+
+def unknown_model_name(name: str) -> ConfigError:
+    """The error for a ``custom_model`` string that is neither a registered name nor an import path.
+
+    Args:
+        name: the string.
+
+    Returns:
+        The error to raise, with the closest registered name and how to register one.
+    """
+    return ConfigError(
+        f"model.custom_model {name!r} is not a registered model name.{did_you_mean(name, list(_MODELS))} Register it "
+        f"with ModelCatalog.register_custom_model({name!r}, YourModel) (from corral.core import ModelCatalog) in "
+        "every script that builds this config or restores a checkpoint of it, or give the class itself or its "
+        "'package.module:Class' path"
+    )

@@ -1,0 +1,264 @@
+"""RLlib's ModelV2 for torch: ``TorchModelV2``, with ``forward(input_dict, state, seq_lens)`` and ``value_function()``.
+
+An RLlib user's custom model subclasses it as in RLlib::
+
+    class MyModel(TorchModelV2, nn.Module):
+        def __init__(self, obs_space, action_space, num_outputs, model_config, name, **kwargs):
+            TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+            nn.Module.__init__(self)
+            ...
+
+        def forward(self, input_dict, state, seq_lens):
+            self._features = self.body(input_dict["obs_flat"])
+            return self.logits(self._features), state
+
+        def value_function(self):
+            return self._value_branch(self._features).reshape(-1)
+
+and ``model={"custom_model": MyModel}`` (or a name given to
+``ModelCatalog.register_custom_model``) builds it. It is adapted onto corral's
+one model contract: :class:`TorchModelV2` writes ``forward_inference``,
+``forward_exploration`` and ``forward_train`` itself, each calling the model
+and, where the policy needs value estimates, ``value_function()`` after it. So
+``policy.model`` is the user's model, and ``policy.model(input_dict)`` and
+``policy.model.value_function()`` work as in RLlib.
+
+What the model is given:
+
+- ``obs_space``: as in RLlib, the space of the preprocessed observations (a
+  flat ``Box`` for Dict, Tuple, Discrete and MultiDiscrete observations, the
+  ``Box`` itself otherwise), whose ``original_space`` is the env's;
+- ``input_dict``: ``obs`` restored to the original structure (a dict or tuple of
+  ``[B, ...]`` tensors for Dict and Tuple spaces, Box parts in their shape,
+  Discrete and MultiDiscrete parts one-hot, as RLlib's
+  :func:`restore_original_dimensions` gives them), ``obs_flat`` (the flat
+  ``[B, n]`` batch) and ``is_training`` (True in the loss). ``prev_actions`` and
+  ``prev_rewards`` are not given yet: corral's batches carry them with the
+  recurrent models of issue 31;
+- ``state``: ``[]`` and ``seq_lens``: None. A recurrent model (one whose
+  ``get_initial_state()`` is not empty) is refused when it is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.spaces import ObservationPreprocessor, is_image_space
+
+
+class TorchModelV2(nn.Module):
+    """RLlib's torch ModelV2: write ``forward(input_dict, state, seq_lens) -> (outputs, state)`` and ``value_function()``.
+
+    Args:
+        obs_space: the preprocessed observations' space; ``obs_space.original_space`` is the env's.
+        action_space: the space the policy acts in.
+        num_outputs: the width of the outputs ``forward`` returns (the action-distribution
+            inputs; under DQN's Q head, the features it reads).
+        model_config: the ``model`` config as a dict (``custom_model_config`` in it).
+        name: the model's name.
+    """
+
+    value_outputs: bool = True
+    """whether corral's forwards add ``vf_preds`` from :meth:`value_function` (False where the policy needs no values)"""
+
+    def __init__(
+        self, obs_space: gym.Space[Any], action_space: gym.Space[Any], num_outputs: int, model_config: dict[str, Any], name: str
+    ) -> None:
+        if "_modules" not in self.__dict__:  # RLlib's style calls nn.Module.__init__ after this; either order works
+            nn.Module.__init__(self)
+        self.obs_space = obs_space
+        self.action_space = action_space
+        self.num_outputs = num_outputs
+        self.model_config = model_config
+        self.name = name
+        self.framework = "torch"
+        self._last_output: torch.Tensor | None = None
+
+    def forward(
+        self, input_dict: dict[str, Any], state: list[torch.Tensor], seq_lens: torch.Tensor | None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The model's outputs for a batch: override this.
+
+        Args:
+            input_dict: ``obs`` (restored to the observation space's structure), ``obs_flat``
+                (``[B, n]``) and ``is_training``.
+            state: the recurrent state, ``[]`` for a feed-forward model.
+            seq_lens: None for a feed-forward model.
+
+        Returns:
+            ``(outputs, state_out)``: ``[B, num_outputs]`` outputs and the state (``state`` itself here).
+        """
+        raise NotImplementedError(f"{type(self).__qualname__} must implement forward(input_dict, state, seq_lens)")
+
+    def value_function(self) -> torch.Tensor:
+        """The value estimates ``[B]`` of the batch of the last :meth:`forward` call: override this for actor-critics."""
+        raise NotImplementedError(
+            f"{type(self).__qualname__} has no value_function(), which an actor-critic algorithm (PPO, A2C, IMPALA) needs"
+        )
+
+    def get_initial_state(self) -> list[torch.Tensor]:
+        """The recurrent state at an episode's start, one tensor per state part; ``[]``: a feed-forward model."""
+        return []
+
+    def last_output(self) -> torch.Tensor | None:
+        """The outputs of the last call (None before the first)."""
+        return self._last_output
+
+    def __call__(
+        self,
+        input_dict: Mapping[str, Any],
+        state: list[torch.Tensor] | None = None,
+        seq_lens: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Call :meth:`forward` on a batch as the policy stores it, restored as RLlib's ``ModelV2.__call__`` does.
+
+        Args:
+            input_dict: ``obs``, the preprocessed observations (a tensor or array with a batch axis,
+                as the policy stores them); ``is_training`` (default False) and any other entries
+                are passed on.
+            state: the recurrent state (default ``[]``).
+            seq_lens: the sequence lengths (default None).
+
+        Returns:
+            ``(outputs, state_out)`` as :meth:`forward` returns them.
+
+        Raises:
+            ValueError: ``input_dict`` has no ``obs``, or ``forward`` did not return a pair.
+        """
+        if SampleBatch.OBS not in input_dict:
+            raise ValueError(f"{type(self).__qualname__}(input_dict) needs input_dict['obs'], the batch of observations")
+        obs = input_dict[SampleBatch.OBS]
+        if not isinstance(obs, torch.Tensor):
+            obs = torch.as_tensor(np.asarray(obs))
+        restored = dict(input_dict)
+        restored[SampleBatch.OBS] = restore_original_dimensions(obs, self.obs_space)
+        restored["obs_flat"] = obs.reshape(obs.shape[0], -1) if obs.dim() > 2 else obs
+        restored.setdefault("is_training", False)
+        result = self.forward(restored, list(state or []), seq_lens)
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise ValueError(f"{type(self).__qualname__}.forward must return (outputs, state), got {type(result).__name__}")
+        outputs, state_out = result
+        self._last_output = outputs
+        return outputs, state_out
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The module's attributes for copying and pickling, tensors kept from the last forward pass detached.
+
+        An RLlib-style model keeps its last features (``self._features``) for
+        ``value_function()``; with their autograd graph they could not be
+        deep-copied (an exported copy, a target network).
+        """
+        state = dict(self.__dict__)
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor) and value.grad_fn is not None:
+                state[key] = value.detach()
+        return state
+
+    # corral's model contract (see corral.core.networks.default_models.Model)
+    def forward_inference(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Outputs for acting without exploration: ``action_dist_inputs`` and, for actor-critics, ``vf_preds``."""
+        return self._corral_outputs(obs, is_training=False)
+
+    def forward_exploration(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Outputs for acting while collecting samples."""
+        return self._corral_outputs(obs, is_training=False)
+
+    def forward_train(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Outputs for the loss (``is_training`` True)."""
+        return self._corral_outputs(obs, is_training=True)
+
+    def _corral_outputs(self, obs: torch.Tensor, is_training: bool) -> dict[str, torch.Tensor]:
+        outputs, _ = self({SampleBatch.OBS: obs, "is_training": is_training})
+        out = {SampleBatch.ACTION_DIST_INPUTS: outputs}
+        if self.value_outputs:
+            out[SampleBatch.VF_PREDS] = self.value_function().reshape(-1)
+        return out
+
+
+class ModelV2Features(nn.Module):
+    """A ModelV2 as the network under DQN's Q head: ``forward(obs)`` is the model's outputs (its features).
+
+    ``is_training`` is whether gradients are recorded (the loss's forward pass), since the
+    Q-network's forward passes do not say which they are.
+
+    Args:
+        model: the user's model, built with the features' width as ``num_outputs``.
+    """
+
+    def __init__(self, model: TorchModelV2) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """The model's outputs for a batch of preprocessed observations."""
+        outputs, _ = self.model({SampleBatch.OBS: obs, "is_training": torch.is_grad_enabled()})
+        return outputs
+
+
+def model_v2_obs_space(space: gym.Space[Any]) -> gym.Space[Any]:
+    """The observation space a ModelV2 is built with, as RLlib's preprocessors give it.
+
+    Args:
+        space: the observations' space, as the policy's model sees them.
+
+    Returns:
+        A Box of the preprocessed observations (the Box itself for Box spaces, flat float32
+        otherwise), with ``original_space`` set to ``space``.
+    """
+    if isinstance(space, gym.spaces.Box):
+        box = gym.spaces.Box(space.low, space.high, space.shape, space.dtype)
+    else:
+        box = gym.spaces.Box(-np.inf, np.inf, ObservationPreprocessor(space).shape, np.float32)
+    box.original_space = space  # type: ignore[attr-defined]  # RLlib's attribute, read by restore_original_dimensions
+    return box
+
+
+def restore_original_dimensions(obs: torch.Tensor, obs_space: gym.Space[Any], tensorlib: Any = "torch") -> Any:
+    """Preprocessed observations in their original structure, as RLlib's function of this name gives them.
+
+    Args:
+        obs: ``[B, n]`` flat observations (images: ``[B, H, W, C]``, returned as they are).
+        obs_space: the preprocessed space; its ``original_space`` (else itself) says the structure.
+        tensorlib: RLlib's framework argument; only torch tensors are taken.
+
+    Returns:
+        For a Dict space a dict, for a Tuple a tuple, of ``[B, ...]`` parts: Box and MultiBinary
+        parts in their shape, Discrete and MultiDiscrete parts one-hot; a Box in its shape.
+    """
+    original = getattr(obs_space, "original_space", obs_space)
+    if is_image_space(original) or obs.dim() != 2:
+        return obs
+    return _unflatten(obs, original)
+
+
+def _unflatten(flat: torch.Tensor, space: gym.Space[Any]) -> Any:
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        parts = list(space.spaces.items()) if isinstance(space, gym.spaces.Dict) else list(enumerate(space.spaces))
+        sizes = [_flat_width(part) for _, part in parts]
+        pieces = torch.split(flat, sizes, dim=1)
+        restored = [_unflatten(piece, part) for piece, (_, part) in zip(pieces, parts, strict=True)]
+        if isinstance(space, gym.spaces.Dict):
+            return {key: value for (key, _), value in zip(parts, restored, strict=True)}
+        return tuple(restored)
+    if isinstance(space, (gym.spaces.Box, gym.spaces.MultiBinary)):
+        return flat.reshape(flat.shape[0], *space.shape)
+    return flat  # Discrete, MultiDiscrete: one-hot, as the preprocessor made them
+
+
+def _flat_width(space: gym.Space[Any]) -> int:
+    """How many columns of a flat row a (part of a) space takes; an image part too (flattened inside a Dict)."""
+    if isinstance(space, gym.spaces.Box):
+        return int(np.prod(space.shape))
+    return int(ObservationPreprocessor(space).shape[0])
+
+
+def is_model_v2(cls: type) -> bool:
+    """Whether a custom model class is corral's :class:`TorchModelV2`."""
+    return isinstance(cls, type) and issubclass(cls, TorchModelV2)

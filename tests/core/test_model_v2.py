@@ -1,0 +1,241 @@
+"""RLlib's ModelV2 as a custom model: written as RLlib's docs write it, registered by name, run by corral's algorithms.
+
+The model here is what an RLlib user has: ``TorchModelV2`` and ``nn.Module``,
+``forward(input_dict, state, seq_lens)`` keeping its features for
+``value_function()`` through a ``_value_branch``, registered with
+``ModelCatalog.register_custom_model``. Only the import of ``TorchModelV2``
+and ``ModelCatalog`` changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from corral import ConfigError
+from corral.core import ModelCatalog, SampleBatch, TorchModelV2, restore_original_dimensions
+from corral.plugins.dqn import DQNConfig
+from corral.plugins.impala import IMPALAConfig
+from corral.plugins.ppo import PPOConfig
+from tests.conftest import SMALL_PPO
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "rllib_style_mlp"
+
+SEEN: list[dict[str, Any]] = []
+"""what the last RLlibStyleModel built was given: its obs_space, then each forward's input_dict"""
+
+
+class RLlibStyleModel(TorchModelV2, nn.Module):
+    """A small MLP with a value branch, written as RLlib's custom-model docs write one."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name, hidden=64):
+        TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+        nn.Module.__init__(self)
+        SEEN.clear()
+        SEEN.append({"obs_space": obs_space, "num_outputs": num_outputs, "name": name, "hidden": hidden})
+        inputs = int(np.prod(obs_space.shape))
+        self.body = nn.Sequential(nn.Linear(inputs, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
+        self.logits = nn.Linear(hidden, num_outputs)
+        self._value_branch = nn.Linear(hidden, 1)
+        self._features = None
+
+    def forward(self, input_dict, state, seq_lens):
+        SEEN.append(input_dict)
+        self._features = self.body(input_dict["obs_flat"].float())
+        return self.logits(self._features), state
+
+    def value_function(self):
+        assert self._features is not None, "must call forward() first"
+        return torch.reshape(self._value_branch(self._features), [-1])
+
+
+class RecurrentModel(RLlibStyleModel):
+    """A ModelV2 with recurrent state: refused until the recurrent step."""
+
+    def get_initial_state(self) -> list[torch.Tensor]:
+        return [torch.zeros(8)]
+
+
+@pytest.fixture(autouse=True)
+def registered() -> None:
+    ModelCatalog.register_custom_model(NAME, RLlibStyleModel)
+
+
+def ppo(env: str = "CartPole-v1", **training: Any) -> PPOConfig:
+    model = {"custom_model": NAME, "custom_model_config": {"hidden": 32}}
+    return PPOConfig().environment(env).training(**{"model": model, **SMALL_PPO, **training}).debugging(seed=0)
+
+
+def test_a_registered_model_v2_is_the_policy_s_model_as_rllib_s_accessing_model_state_shows() -> None:
+    algo = ppo().build()
+    try:
+        policy = algo.get_policy()
+        assert isinstance(policy.model, RLlibStyleModel) and SEEN[0]["hidden"] == 32 and SEEN[0]["name"]
+        assert SEEN[0]["num_outputs"] == 2 and SEEN[0]["obs_space"].shape == (4,)
+        obs = torch.from_numpy(np.array([[0.1, 0.2, 0.3, 0.4]], np.float32))
+        logits, state = policy.model({"obs": obs})
+        assert logits.shape == (1, 2) and state == []
+        assert policy.model.value_function().shape == (1,)
+        assert SEEN[-1]["is_training"] is False and torch.equal(SEEN[-1]["obs_flat"], obs)
+        with torch.no_grad():
+            out = policy.model.forward_train(obs)
+        assert SEEN[-1]["is_training"] is True, "the loss's forward pass says it is training"
+        assert torch.equal(out[SampleBatch.ACTION_DIST_INPUTS], logits.detach())
+        assert torch.equal(out[SampleBatch.VF_PREDS], policy.model.value_function())
+        before = [p.detach().clone() for p in policy.model.parameters()]
+        algo.train()
+        assert all(not torch.equal(b, p) for b, p in zip(before, policy.model.parameters(), strict=True)), (
+            "the value branch learns with the rest"
+        )
+    finally:
+        algo.stop()
+
+
+def test_ppo_learns_cartpole_with_a_registered_model_v2() -> None:
+    model = {"custom_model": NAME, "custom_model_config": {"hidden": 64}}
+    algo = ppo(model=model, train_batch_size=2000, minibatch_size=128, num_epochs=10, lr=1e-3).build()
+    try:
+        result: dict[str, Any] = {}
+        while not result or (result["episode_reward_mean"] < 120 and result["timesteps_total"] < 50_000):
+            result = algo.train()
+        assert result["episode_reward_mean"] >= 120, result["timesteps_total"]
+    finally:
+        algo.stop()
+
+
+def test_dqn_puts_its_q_head_on_a_model_v2_s_outputs_as_rllib_does() -> None:
+    config = DQNConfig().environment("CartPole-v1").training(model={"custom_model": NAME}, hiddens=[128], train_batch_size=32)
+    algo = config.reporting(min_sample_timesteps_per_iteration=64).debugging(seed=0).build()
+    try:
+        assert SEEN[0]["num_outputs"] == 128, "RLlib: ([256] + fcnet_hiddens)[-1] features under a Q head with hiddens"
+        model = algo.get_policy().model
+        (inner,) = [m for m in model.modules() if isinstance(m, RLlibStyleModel)]
+        assert inner.value_outputs is False
+        assert model(torch.zeros(3, 4))[SampleBatch.ACTION_DIST_INPUTS].shape == (3, 2)
+        assert algo.train()["training_iteration"] == 1
+    finally:
+        algo.stop()
+
+
+def test_impala_trains_a_model_v2_whose_value_function_is_its_value_head() -> None:
+    config = IMPALAConfig().environment("CartPole-v1").training(model={"custom_model": RLlibStyleModel})
+    algo = config.update_from_dict({"train_batch_size": 64, "rollout_fragment_length": 16, "seed": 0}).build()
+    try:
+        policy = algo.get_policy()
+        assert isinstance(policy.model, RLlibStyleModel) and policy.model.value_outputs is True
+        before = policy.model._value_branch.weight.detach().clone()
+        assert algo.train()["training_iteration"] == 1
+        assert not torch.equal(before, policy.model._value_branch.weight)
+    finally:
+        algo.stop()
+
+
+def test_a_dict_observation_arrives_as_its_dict_as_restore_original_dimensions_gives_it() -> None:
+    algo = ppo("tests.toy_envs:DictObsEnv").build()
+    try:
+        space = SEEN[0]["obs_space"]
+        assert space.shape == (6,) and isinstance(space.original_space, gym.spaces.Dict)
+        assert SEEN[0]["num_outputs"] == 4, "a Box(2) action's means and log standard deviations"
+        algo.train()
+        given = SEEN[-1]
+        assert set(given["obs"]) == {"pos", "vel"} and given["is_training"] is True
+        rows = given["obs_flat"].shape[0]
+        assert given["obs"]["pos"].shape == (rows, 4) and given["obs"]["vel"].shape == (rows, 2)
+        assert torch.equal(torch.cat([given["obs"]["pos"], given["obs"]["vel"]], dim=1), given["obs_flat"])
+        assert torch.all(given["obs"]["pos"].sum(dim=1) == 1), "a Discrete part arrives one-hot, as in RLlib"
+    finally:
+        algo.stop()
+
+
+def test_restore_original_dimensions_rebuilds_nested_tuples_and_shaped_boxes() -> None:
+    space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Dict({"m": gym.spaces.Box(0, 1, (2, 3))})))
+    flat = torch.arange(16, dtype=torch.float32).reshape(2, 8)
+    one_hot, inner = restore_original_dimensions(flat, space)
+    assert torch.equal(one_hot, flat[:, :2]) and torch.equal(inner["m"], flat[:, 2:].reshape(2, 2, 3))
+    images = torch.zeros(2, 8, 8, 3)
+    assert restore_original_dimensions(images, gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)) is images
+
+
+CHILD = """
+import json, sys
+import numpy as np
+from corral import Algorithm
+from corral.core import ModelCatalog
+if sys.argv[2] == "register":
+    from tests.core.test_model_v2 import NAME, RLlibStyleModel
+    ModelCatalog.register_custom_model(NAME, RLlibStyleModel)
+try:
+    algo = Algorithm.from_checkpoint(sys.argv[1])
+except Exception as exc:
+    print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+else:
+    obs = np.array([0.01, -0.02, 0.03, 0.04], np.float32)
+    action = int(algo.compute_single_action(obs, explore=False))
+    print(json.dumps({"action": action, "model": type(algo.get_policy().model).__name__}))
+    algo.stop()
+"""
+
+
+def reopen(checkpoint: str, register: bool) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(ROOT), os.environ.get("PYTHONPATH", "")] if p)}
+    args = [sys.executable, "-c", CHILD, checkpoint, "register" if register else "no"]
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_checkpoint_records_the_name_and_reopens_where_the_name_is_registered_again(tmp_path: Path) -> None:
+    algo = ppo().build()
+    try:
+        algo.train()
+        checkpoint = algo.save(str(tmp_path / "ckpt"))
+        obs = np.array([0.01, -0.02, 0.03, 0.04], np.float32)
+        action = int(algo.compute_single_action(obs, explore=False))
+    finally:
+        algo.stop()
+    config = json.loads((Path(checkpoint) / "config.json").read_text())
+    assert config["model"]["custom_model"] == NAME, "the name is data: no class path, nothing pickled"
+    assert reopen(checkpoint, register=True) == {"action": action, "model": "RLlibStyleModel"}
+    error = reopen(checkpoint, register=False)["error"]
+    assert f"model.custom_model '{NAME}' is not a registered model name" in error
+    assert "ModelCatalog.register_custom_model" in error
+
+
+@pytest.mark.usefixtures("ray_on_two_cpus")
+def test_a_remote_env_runner_gets_the_registered_model_with_its_config() -> None:
+    # its process has an empty registry: the class travels with the runner, as a registered env creator does
+    algo = ppo().env_runners(num_env_runners=1).build()
+    try:
+        assert algo.train()["timesteps_total"] >= 256
+        names = algo.workers.foreach_worker(lambda worker: type(worker.get_policy().model).__name__)
+        assert names == ["RLlibStyleModel", "RLlibStyleModel"]
+    finally:
+        algo.stop()
+
+
+def test_a_recurrent_model_v2_is_refused_until_the_recurrent_step() -> None:
+    with pytest.raises(ConfigError, match=r"RecurrentModel is recurrent .* issue 31's recurrent step"):
+        ppo().training(model={"custom_model": RecurrentModel}).build()
+
+
+def test_an_unknown_name_is_refused_with_the_closest_registered_one() -> None:
+    with pytest.raises(ConfigError, match=rf"'rllib_style_mpl' is not a registered model name\. Did you mean '{NAME}'\?"):
+        ppo().training(model={"custom_model": "rllib_style_mpl"}).build()
+
+
+def test_register_custom_model_takes_only_torch_modules() -> None:
+    with pytest.raises(ConfigError, match=r"needs a torch\.nn\.Module subclass"):
+        ModelCatalog.register_custom_model("not_a_model", dict)
+    with pytest.raises(ConfigError, match="non-empty string name"):
+        ModelCatalog.register_custom_model("", RLlibStyleModel)
