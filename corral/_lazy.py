@@ -87,6 +87,7 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def __init__(self, moved: dict[str, str]) -> None:
         self.moved = moved
+        self._specs: dict[str, Any] = {}  # a module's own spec, while the import system files it under an old name
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         """A spec for an old name; None for every other name, which the regular finders handle."""
@@ -102,10 +103,17 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             DeprecationWarning,
             stacklevel=2,
         )
-        return importlib.import_module(new_name)
+        module = importlib.import_module(new_name)
+        self._specs[spec.name] = module.__spec__
+        return module
 
     def exec_module(self, module: Any) -> None:
-        """Nothing to run: the module was executed under its new name."""
+        """Nothing to run (the module was executed under its new name): it gets back its own spec.
+
+        The import system gave the module the old name's spec; its own says where it
+        is (``importlib.reload`` reads it) and, for a package, where its modules are.
+        """
+        module.__spec__ = self._specs.pop(module.__spec__.name, module.__spec__)
 
 
 def alias_moved_modules(moved: dict[str, str]) -> None:

@@ -235,6 +235,7 @@ def assert_imports_under_its_old_name(old: str, new: str) -> None:
         sys.modules.pop(old, None)
         module = importlib.import_module(old)
     assert module is importlib.import_module(new)
+    assert module.__spec__.name == new  # its own spec, not the alias's
 
 
 def test_an_old_path_never_shadows_a_module_that_exists() -> None:
