@@ -13,6 +13,7 @@ from typing import Any
 import pluggy
 
 from corral.core.contracts import integration_specs
+from corral.errors import ConfigError
 
 _lock = threading.Lock()
 _built: tuple[tuple[int, ...], pluggy.PluginManager] | None = None
@@ -37,3 +38,35 @@ def integration_hooks() -> Any:
                 manager.register(obj, name=f"{info.name} ({info.dist})")
             _built = (key, manager)
         return _built[1].hook
+
+
+def implemented(seam: str) -> bool:
+    """Whether an installed integration implements ``seam``: asked before any work starts, where the user needs it.
+
+    Args:
+        seam: the spec's name in :mod:`corral.core.contracts.integration_specs`.
+
+    Returns:
+        True where at least one integration implements it.
+    """
+    return bool(getattr(integration_hooks(), seam).get_hookimpls())
+
+
+def required_answer(seam: str, missing: ConfigError, **arguments: Any) -> Any:
+    """Ask ``seam`` for what the user's config asked for; no answer from any integration is ``missing``.
+
+    Args:
+        seam: the spec's name (a ``firstresult`` one).
+        missing: the error that says which integration would answer.
+        **arguments: the spec's arguments.
+
+    Returns:
+        The first integration's answer.
+
+    Raises:
+        ConfigError: ``missing``, where every integration answered None (or none implements the seam).
+    """
+    found = getattr(integration_hooks(), seam)(**arguments)
+    if found is None:
+        raise missing
+    return found

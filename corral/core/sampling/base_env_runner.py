@@ -21,7 +21,7 @@ import numpy as np
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
-from corral.core.contracts.integrations import integration_hooks
+from corral.core.contracts.integrations import implemented, integration_hooks
 from corral.core.environments.envs import EnvContext
 from corral.core.environments.task_settable_env import set_tasks
 from corral.core.learning.policy import Policy
@@ -99,7 +99,7 @@ class BaseEnvRunner:
         self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
         self.display = hooks.sub_environment_display(config=config, worker_index=worker_index, stream=stream)
         """how this runner shows its sub-environment 0 (``render_env``, ``record_env``), or None"""
-        if (config.render_env or config.record_env) and not hooks.sub_environment_display.get_hookimpls():
+        if (config.render_env or config.record_env) and not implemented("sub_environment_display"):
             raise ConfigError(
                 "render_env and record_env are shown by corral's rendering integration, which did not load "
                 "(`corral list` shows why)"

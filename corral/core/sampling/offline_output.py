@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from corral.core.common.sample_batch import SampleBatch
-from corral.core.contracts.integrations import integration_hooks
+from corral.core.contracts.integrations import implemented, required_answer
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def check_experience_output(config: AlgorithmConfig | Any) -> None:
     Raises:
         ConfigError: ``output`` is set and no integration implements ``experience_output``.
     """
-    if config.output is not None and not integration_hooks().experience_output.get_hookimpls():
+    if config.output is not None and not implemented("experience_output"):
         raise missing_offline_integration("output", "experience_output")
 
 
@@ -89,7 +89,6 @@ def experience_output_for(config: AlgorithmConfig | Any, worker_index: int) -> E
     """
     if config.output is None:
         return None
-    output: ExperienceOutput | None = integration_hooks().experience_output(config=config, worker_index=worker_index)
-    if output is None:
-        raise missing_offline_integration("output", "experience_output")
+    missing = missing_offline_integration("output", "experience_output")
+    output: ExperienceOutput = required_answer("experience_output", missing, config=config, worker_index=worker_index)
     return output

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from corral.core.contracts.integrations import integration_hooks
+from corral.core.contracts.integrations import implemented, required_answer
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def check_estimation_integration(config: AlgorithmConfig | Any) -> None:
     Raises:
         ConfigError: the config names estimation methods and no integration implements the seam.
     """
-    if config.off_policy_estimation_methods and not integration_hooks().off_policy_evaluation.get_hookimpls():
+    if config.off_policy_estimation_methods and not implemented("off_policy_evaluation"):
         raise _missing()
 
 
@@ -64,9 +64,7 @@ def off_policy_evaluation_for(config: AlgorithmConfig | Any, policies: Mapping[s
     """
     if not config.off_policy_estimation_methods:
         return None
-    found: OffPolicyEvaluation | None = integration_hooks().off_policy_evaluation(config=config, policies=policies)
-    if found is None:
-        raise _missing()
+    found: OffPolicyEvaluation = required_answer("off_policy_evaluation", _missing(), config=config, policies=policies)
     return found
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from corral.core.common.sample_batch import MultiAgentBatch
-from corral.core.contracts.integrations import integration_hooks
+from corral.core.contracts.integrations import implemented, required_answer
 from corral.core.sampling.offline_output import check_experience_output, missing_offline_integration
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def check_offline_integrations(config: AlgorithmConfig | Any) -> None:
         ConfigError: ``input_`` names files (or a mix) or ``output`` is set, and no
             integration implements the seam that serves it.
     """
-    if not _sampler_alone(config) and not integration_hooks().experience_input.get_hookimpls():
+    if not _sampler_alone(config) and not implemented("experience_input"):
         raise missing_offline_integration("input_", "experience_input")
     check_experience_output(config)
 
@@ -89,9 +89,8 @@ def experience_input_for(config: AlgorithmConfig | Any, policies: Mapping[str, P
     """
     if _sampler_alone(config):
         return None
-    found: ExperienceInput | None = integration_hooks().experience_input(config=config, policies=policies)
-    if found is None:
-        raise missing_offline_integration("input_", "experience_input")
+    missing = missing_offline_integration("input_", "experience_input")
+    found: ExperienceInput = required_answer("experience_input", missing, config=config, policies=policies)
     return found
 
 
