@@ -171,18 +171,25 @@ def test_enable_tf1_exec_eagerly_is_a_tensorflow_option_like_the_others(caplog: 
     assert warnings.count("enable_tf1_exec_eagerly is a TensorFlow option; corral runs on torch and ignores it") == 2
 
 
-@pytest.mark.parametrize("key", ["use_lstm", "use_attention"])
-def test_a_recurrent_model_is_said_to_be_not_available_yet(key: str) -> None:
-    with pytest.raises(ConfigError, match=rf"model\.{key}=True: .* models are not available in corral yet") as info:
-        PPOConfig().training(model={key: True, "fcnet_hiddens": [32]})
+def test_an_attention_model_is_said_to_be_not_available_yet_with_the_lstm_named_instead() -> None:
+    with pytest.raises(ConfigError, match=r"model\.use_attention=True: .* not available in corral yet; model\.use_lstm") as info:
+        PPOConfig().training(model={"use_attention": True, "fcnet_hiddens": [32]})
     assert "no key" not in str(info.value)
 
 
+def test_rllib_s_lstm_keys_are_options_and_its_older_combined_switch_sets_both() -> None:
+    model = {"use_lstm": True, "max_seq_len": 10, "lstm_cell_size": 32, "lstm_use_prev_action_reward": True}
+    config = PPOConfig().training(model=model)
+    assert (config.model.use_lstm, config.model.max_seq_len, config.model.lstm_cell_size) == (True, 10, 32)
+    assert config.model.lstm_use_prev_action and config.model.lstm_use_prev_reward
+    assert config.to_dict()["model"]["lstm_cell_size"] == 32
+
+
 def test_rllib_s_settings_of_nets_this_config_does_not_ask_for_are_ignored_at_info(caplog: pytest.LogCaptureFixture) -> None:
-    model = {"use_lstm": False, "max_seq_len": 20, "lstm_cell_size": 256, "use_attention": False, "post_fcnet_hiddens": []}
+    model = {"attention_dim": 64, "use_attention": False, "post_fcnet_hiddens": []}
     with caplog.at_level(logging.INFO, logger="corral"):
         config = PPOConfig().training(model={**model, "post_fcnet_activation": "relu", "fcnet_hiddens": [32]})
-    assert config.model.fcnet_hiddens == [32] and "use_lstm" not in config.to_dict()["model"]
+    assert config.model.fcnet_hiddens == [32] and "use_attention" not in config.to_dict()["model"]
     assert sum("ignored" in r.getMessage() for r in caplog.records) == len(model) + 1
 
 

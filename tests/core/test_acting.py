@@ -23,7 +23,7 @@ def test_the_second_positional_argument_is_rnn_state_not_explore(algo) -> None:
     greedy = algo.compute_single_action(OBS, explore=False)
     assert algo.compute_single_action(OBS, [], explore=False) == greedy  # an empty state: RLlib's stateless call
     assert algo.compute_single_action(OBS, None, explore=False) == greedy
-    with pytest.raises(ConfigError, match=r"state=\[array.*stateless model.*no recurrent models yet.*explore=False"):
+    with pytest.raises(ConfigError, match=r"state=\[array.*stateless model.*model.use_lstm.*explore=False"):
         algo.compute_single_action(OBS, [np.zeros(2, np.float32)])
     with pytest.raises(ConfigError, match=r"state=False is RNN state.*by keyword"):  # a call written for explore second
         algo.compute_single_action(OBS, False)

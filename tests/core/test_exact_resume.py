@@ -41,6 +41,18 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
         "PPO",
         {"env": "CartPole-v1", "num_envs_per_env_runner": 4, "train_batch_size": 256, "minibatch_size": 64, "num_epochs": 2},
     ),
+    # an LSTM: each sub-environment's state and previous action carry over in the checkpoint
+    "PPO-LSTM": (
+        "PPO",
+        {
+            "env": "CartPole-v1",
+            "num_envs_per_env_runner": 4,
+            "train_batch_size": 256,
+            "minibatch_size": 64,
+            "num_epochs": 2,
+            "model": {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 8, "lstm_use_prev_action": True},
+        },
+    ),
     "DQN": (
         "DQN",
         {

@@ -51,6 +51,12 @@ class SampleBatch(dict[str, Any]):
     """the replay buffer rows a replayed batch came from, to update their priorities"""
     BOOTSTRAP_OBS = "bootstrap_obs"
     """the observation after each sequence's last row, whose value bootstraps its targets"""
+    SEQ_LENS = "seq_lens"
+    """in a recurrent policy's batches, each sequence's steps: its other step columns are ``[S, max_seq_len, ...]``"""
+    PREV_ACTIONS = "prev_actions"
+    """the action before each step in its episode (zeros at the first), for models that read it"""
+    PREV_REWARDS = "prev_rewards"
+    """the reward before each step in its episode (0 at the first), for models that read it"""
 
     @property
     def count(self) -> int:

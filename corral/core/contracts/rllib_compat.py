@@ -84,16 +84,16 @@ def note_flag(key: str, value: Any) -> None:
 
 
 _NO_MEMORY_YET = (
-    "are not available in corral yet: its models see one observation at a time. Until they land, stack recent "
-    "observations into one (gymnasium's FrameStackObservation wrapper), and set {key}=False or remove it"
+    "are not available in corral yet; model.use_lstm=True gives the policy memory (an LSTM over the same inputs). "
+    "Set {key}=False or remove it"
 )
 
 
 def rllib_model_keys(model: dict[str, Any], fields: Collection[str] = ()) -> dict[str, Any]:
     """A ``model`` dict without RLlib's keys that corral answers itself, each answered.
 
-    ``use_lstm``/``use_attention`` True is refused (recurrent and attention nets
-    are not in corral yet); False, the settings of those nets, an empty
+    ``use_attention`` True is refused (attention nets are not in corral yet;
+    ``use_lstm`` is a model option); False, the attention settings, an empty
     ``post_fcnet_hiddens`` and ``post_fcnet_activation`` are dropped at INFO,
     since they ask for nothing corral does not do; RLlib's copies of
     ``_disable_preprocessor_api`` and ``_disable_action_flattening`` in the
@@ -108,7 +108,7 @@ def rllib_model_keys(model: dict[str, Any], fields: Collection[str] = ()) -> dic
         The dict with those keys removed (the same dict when it has none).
 
     Raises:
-        ConfigError: a recurrent or attention net is asked for, or ``post_fcnet_hiddens`` holds layers.
+        ConfigError: an attention net is asked for, or ``post_fcnet_hiddens`` holds layers.
     """
     answered = {key for key in model if isinstance(key, str) and key not in fields} & {
         *RECURRENT_MODEL_KEYS,

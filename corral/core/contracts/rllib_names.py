@@ -198,17 +198,11 @@ EXPERIMENTAL_KEYWORDS = frozenset(
 
 
 RECURRENT_MODEL_KEYS = {
-    "use_lstm": "recurrent (LSTM) models",
     "use_attention": "attention (GTrXL) models",
 }
-"""RLlib's model switches for nets with memory, which corral does not have yet: False is accepted (at INFO)"""
+"""RLlib's model switches for nets with memory that corral does not have yet: False is accepted (at INFO)"""
 
 RECURRENT_MODEL_SETTINGS = (
-    "max_seq_len",
-    "lstm_cell_size",
-    "lstm_use_prev_action",
-    "lstm_use_prev_reward",
-    "lstm_use_prev_action_reward",
     "_time_major",
     "attention_num_transformer_units",
     "attention_dim",

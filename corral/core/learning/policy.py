@@ -46,11 +46,13 @@ from corral.core.learning.policies.state import (
     load_finite_weights as load_finite_weights,
 )
 from corral.core.learning.policies.updates import Updates, standardize as standardize, to_floats as to_floats
+from corral.core.learning.recurrent.sequences import chop_into_sequences, zero_actions
 from corral.core.learning.schedules import PiecewiseSchedule
 from corral.core.memory import check_fits
 from corral.core.networks.action_masking import ActionMaskedModel, MaskedObservationPreprocessor
 from corral.core.networks.default_models import Model, build_model, torch_dtype
 from corral.core.networks.distributions import ActionDistribution, distribution_for
+from corral.core.networks.recurrent import RecurrentModel, is_recurrent
 from corral.core.seeding import numpy_generator, torch_generator
 from corral.errors import ConfigError
 
@@ -84,6 +86,9 @@ class Policy(Acting, Updates, PolicyState):
     )
     """the columns :meth:`learn_on_batch` needs of rows read from files (``offline_data(input_=...)``): every file
     is checked for them before training starts; the default is a whole transition"""
+    recurrent_models: ClassVar[bool] = False
+    """whether :meth:`learn_on_batch` learns on batches of sequences (:meth:`train_forward`), so a recurrent
+    model (``model.use_lstm``) may be used; a policy class that does not is refused such a model when built"""
     postprocessing_columns: ClassVar[tuple[str, ...]] = ()
     """the columns of :attr:`input_columns` that :meth:`postprocess_trajectory` computes (``advantages``,
     ``value_targets``): with ``postprocess_inputs`` a file needs a whole transition instead of them; without it
@@ -104,6 +109,8 @@ class Policy(Acting, Updates, PolicyState):
         self.action_adapter = ActionAdapter(action_space, config.normalize_actions, config.clip_actions)
         self.dist_class, self.num_outputs = distribution_for(self.action_adapter.policy_space)
         self.model = self._build_model()
+        self.is_recurrent = is_recurrent(self.model)
+        """whether the model has memory: it then acts on each episode's state and learns on sequences"""
         self.exploration = make_exploration(config.exploration_config, self.action_adapter.policy_space)
         filtered_shape = self.preprocessor.shape if self.action_mask is None else self.action_mask.model_input.shape
         self.observation_filter = MeanStdFilter(filtered_shape) if config.observation_filter == "MeanStdFilter" else None
@@ -155,9 +162,34 @@ class Policy(Acting, Updates, PolicyState):
             "use smaller layers (model.fcnet_hiddens, model.conv_filters) or smaller observations",
         )
         model = self.make_model().to(self.device)
+        if is_recurrent(model) or self.config.model.use_lstm:
+            self._check_recurrent_allowed()
+        if self.config.model.use_lstm and not is_recurrent(model):
+            raise ConfigError(
+                f"model.use_lstm=True, but {type(self).__name__}.make_model built {type(model).__qualname__}, which has no "
+                "state; build the model with corral.core.build_model (it makes the LSTM), or remove use_lstm"
+            )
         self._check_model_outputs(model)
         checked = cast(Model, model)  # it has Model's forward methods, whether or not it subclasses Model
         return checked if self.action_mask is None else ActionMaskedModel(checked, self.action_mask)
+
+    def _check_recurrent_allowed(self) -> None:
+        """Refuse a recurrent model where this policy cannot learn with one.
+
+        Raises:
+            ConfigError: the policy class learns on rows only, or observations carry an action mask.
+        """
+        name = type(self).__name__
+        if not self.recurrent_models:
+            raise ConfigError(
+                f"{name} learns on single steps, so it cannot train a recurrent model (model.use_lstm or a custom model "
+                "with state); corral's PPO and A2C train them. Remove use_lstm, or use one of those"
+            )
+        if self.action_mask is not None:
+            raise ConfigError(
+                f"{name}: recurrent models (model.use_lstm) do not take action-masked observations yet; "
+                "remove use_lstm, or the action mask from the observations"
+            )
 
     def _check_model_outputs(self, model: nn.Module) -> None:
         """Run the model on two zero observations: each required output needs a row per observation."""
@@ -172,7 +204,13 @@ class Policy(Acting, Updates, PolicyState):
             )
         try:
             with torch.no_grad():
-                out = cast(Model, model).forward_inference(probe)  # its forward methods exist (checked above)
+                if is_recurrent(model):
+                    recurrent = cast(RecurrentModel, model)
+                    state = [part.expand(2, *part.shape) for part in recurrent.get_initial_state()]
+                    prev = torch.from_numpy(zero_actions(self.action_adapter.policy_space, 2)).to(self.device)
+                    out = recurrent.forward_inference(probe, state, None, prev, torch.zeros(2, device=self.device))
+                else:
+                    out = cast(Model, model).forward_inference(probe)  # its forward methods exist (checked above)
         except Exception as exc:  # a custom model may fail in any way
             raise ConfigError(
                 f"{what} fails on a batch of observations of shape {tuple(probe.shape)}: {type(exc).__name__}: {exc}"
@@ -241,6 +279,17 @@ class Policy(Acting, Updates, PolicyState):
             fragment: columns of shape ``[T, N, ...]`` plus a boolean ``valid``.
             bootstrap_obs: ``[N, ...]`` preprocessed observations after the last row.
         """
+        return self.training_rows(fragment)
+
+    def training_rows(self, fragment: SampleBatch) -> SampleBatch:
+        """A postprocessed ``[T, N]`` fragment as what :meth:`learn_on_batch` reads.
+
+        Its valid rows flattened (:meth:`flatten_fragment`); for a recurrent
+        policy, sequences of at most ``model.max_seq_len`` steps (see
+        :func:`~corral.core.learning.recurrent.sequences.chop_into_sequences`).
+        """
+        if self.is_recurrent:
+            return chop_into_sequences(fragment, self.config.model.max_seq_len)
         return self.flatten_fragment(fragment)
 
     def input_rows(self, rows: SampleBatch, postprocessed: bool) -> SampleBatch:

@@ -58,9 +58,9 @@ class RandomPolicy(Policy):
         return FusedAdam(self.model.parameters(), lr=0.0)
 
     def compute_actions(
-        self, obs: np.ndarray, explore: bool | None = None, timestep: int | None = None
+        self, obs: np.ndarray, explore: bool | None = None, timestep: int | None = None, **recurrent: Any
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Uniformly random actions, even with ``explore=False`` (see :meth:`Policy.compute_actions`)."""
+        """Uniformly random actions, even with ``explore=False`` (see :meth:`Policy.compute_actions`; it has no memory)."""
         return super().compute_actions(obs, explore=True, timestep=timestep)
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:

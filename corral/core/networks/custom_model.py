@@ -41,7 +41,7 @@ from torch import nn
 
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import ModelConfig
-from corral.core.networks.default_models import Model, QModel, _init, build_encoder
+from corral.core.networks.default_models import Model, QModel, build_encoder, init_linear
 from corral.core.networks.model_v2 import ModelV2Features, TorchModelV2, is_model_v2, model_v2_obs_space
 from corral.errors import ConfigError
 
@@ -179,7 +179,7 @@ class ModuleModel(Model):
         self.vf_head: nn.Module | None = None
         if value_function:
             self.vf_encoder, features = build_encoder(obs_space, config)
-            self.vf_head = _init(nn.Linear(features, 1), 1.0)
+            self.vf_head = init_linear(nn.Linear(features, 1), 1.0)
 
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         out = {SampleBatch.ACTION_DIST_INPUTS: self.module(obs)}

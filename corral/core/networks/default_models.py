@@ -125,13 +125,22 @@ def mlp(sizes: list[int], activation: str, out_size: int | None = None, out_gain
     """
     layers: list[nn.Module] = []
     for n_in, n_out in itertools.pairwise(sizes):
-        layers += [_init(nn.Linear(n_in, n_out), np.sqrt(2)), ACTIVATIONS[activation]()]
+        layers += [init_linear(nn.Linear(n_in, n_out), np.sqrt(2)), ACTIVATIONS[activation]()]
     if out_size is not None:
-        layers.append(_init(nn.Linear(sizes[-1], out_size), out_gain))
+        layers.append(init_linear(nn.Linear(sizes[-1], out_size), out_gain))
     return nn.Sequential(*layers)
 
 
-def _init(layer: nn.Linear, gain: float) -> nn.Linear:
+def init_linear(layer: nn.Linear, gain: float) -> nn.Linear:
+    """``layer`` with orthogonal weights of ``gain`` and zero biases (corral's initialisation of every linear layer).
+
+    Args:
+        layer: the layer, initialised in place.
+        gain: the orthogonal initialisation's gain (sqrt(2) for hidden layers, 0.01 for policy heads).
+
+    Returns:
+        ``layer``.
+    """
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
     return layer
@@ -243,9 +252,9 @@ class ActorCriticModel(Model):
         self.free_log_std = gaussian and config.free_log_std
         head_outputs = num_outputs // 2 if self.free_log_std else num_outputs
         self.encoder, features = build_encoder(obs_space, config)
-        self.pi_head = _init(nn.Linear(features, head_outputs), 0.01)
+        self.pi_head = init_linear(nn.Linear(features, head_outputs), 0.01)
         self.vf_encoder = None if config.vf_share_layers or not value_function else build_encoder(obs_space, config)[0]
-        self.vf_head = _init(nn.Linear(features, 1), 1.0) if value_function else None
+        self.vf_head = init_linear(nn.Linear(features, 1), 1.0) if value_function else None
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.zeros(head_outputs))
 
@@ -294,14 +303,14 @@ class QModel(Model):
 def _head(features: int, hiddens: Sequence[int], outputs: int) -> nn.Module:
     """A Q head: RLlib's ``hiddens`` layers (ReLU) after the encoder, then a linear output."""
     if not hiddens:
-        return _init(nn.Linear(features, outputs), 1.0)
+        return init_linear(nn.Linear(features, outputs), 1.0)
     return mlp([features, *hiddens], "relu", out_size=outputs)
 
 
 def build_model(
     obs_space: gym.Space[Any], action_space: gym.Space[Any], num_outputs: int, config: ModelConfig, value_function: bool = True
 ) -> nn.Module:
-    """The catalog: a custom model if configured, else an ActorCriticModel for the spaces.
+    """The catalog: a custom model if configured, an LSTMModel with ``use_lstm``, else an ActorCriticModel for the spaces.
 
     Args:
         obs_space: one observation's space.
@@ -317,12 +326,22 @@ def build_model(
 
     Raises:
         ConfigError: the custom model's path does not import or is not a ``torch.nn.Module``,
-            its constructor raised, or the catalog's ``conv_filters`` do not fit the images.
+            its constructor raised, ``use_lstm`` is asked of a custom model, or the catalog's
+            ``conv_filters`` do not fit the images.
     """
     cls = config.model_class()
+    if cls is not None and config.use_lstm:
+        raise ConfigError(
+            f"model.use_lstm=True with model.custom_model={cls.__qualname__}: corral does not wrap custom models in an "
+            "LSTM yet; remove use_lstm (the catalog's encoder then gets the LSTM), or give the custom model its own memory"
+        )
     if cls is not None:
         from corral.core.networks.custom_model import build_custom_model  # it builds on this module
 
         return build_custom_model(cls, obs_space, action_space, num_outputs, config, value_function)
+    if config.use_lstm:
+        from corral.core.networks.recurrent import LSTMModel  # it builds on this module
+
+        return LSTMModel(obs_space, action_space, num_outputs, config, value_function)
     box = isinstance(action_space, gym.spaces.Box)
     return ActorCriticModel(obs_space, num_outputs, config, gaussian=box, value_function=value_function)

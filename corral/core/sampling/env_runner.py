@@ -34,6 +34,7 @@ from corral.core.environments.envs import (
 )
 from corral.core.environments.multi_agent_env import probe_env
 from corral.core.learning.policy import Policy
+from corral.core.learning.recurrent.carry import RecurrentCarry
 from corral.core.memory import check_fits
 from corral.core.sampling.agent_collector import PolicyFragment
 
@@ -98,6 +99,8 @@ class EnvRunner(BaseEnvRunner):
         self._episode_ids = np.full(self.num_envs, -1, dtype=np.int64)
         """each sub-environment's episode id, kept while output is written (its rows name their episode)"""
         self._buffers: dict[str, np.ndarray] = {}
+        self._carry: RecurrentCarry | None = None
+        """a recurrent policy's state, previous action and reward in each sub-environment"""
 
     def _check_buffer_memory(self) -> None:
         """Refuse a fragment whose ``[T, N]`` sample buffers cannot fit in memory, before they are allocated."""
@@ -162,7 +165,13 @@ class EnvRunner(BaseEnvRunner):
         """
         policy = self.policy
         obs = policy.preprocess(self._obs, update_filter=t is not None)  # training samples update the filter
-        actions, extras = policy.compute_actions(obs, explore=explore)
+        carry = self._recurrent_carry(policy)
+        if carry is None:
+            actions, extras = policy.compute_actions(obs, explore=explore)
+            columns = extras
+        else:
+            actions, extras = policy.compute_actions(obs, explore=explore, **carry.inputs())
+            columns = {**extras, **carry.columns()}
         next_obs, rewards, terminateds, truncateds, infos = self.env.step(policy.action_adapter(actions))
         if self._native:
             check_vector_step(next_obs, rewards, self._obs_check, self._ep_len, self.worker_index)
@@ -172,19 +181,20 @@ class EnvRunner(BaseEnvRunner):
         valid = ~self._reset_pending
         recorded = valid if include is None else valid & include
         n_valid = int(recorded.sum())
+        recorded_rewards = rewards if self._clip_rewards is None else self._clip_rewards(rewards)
         if t is not None:
             if not self._buffers or (t == 0 and self._buffers[SampleBatch.OBS].shape[0] != horizon):
-                self._allocate(horizon, obs, actions, extras)
+                self._allocate(horizon, obs, actions, columns)
             elif t == self._buffers[SampleBatch.OBS].shape[0]:  # a complete episode runs past the fragment
                 self._buffers = {k: np.concatenate([v, np.zeros_like(v)]) for k, v in self._buffers.items()}
             buf = self._buffers
             buf[SampleBatch.OBS][t] = obs
             buf[SampleBatch.ACTIONS][t] = actions
-            buf[SampleBatch.REWARDS][t] = rewards if self._clip_rewards is None else self._clip_rewards(rewards)
+            buf[SampleBatch.REWARDS][t] = recorded_rewards
             buf[SampleBatch.TERMINATEDS][t] = terminateds
             buf[SampleBatch.TRUNCATEDS][t] = truncateds
             buf[SampleBatch.VALID][t] = recorded
-            for key, value in extras.items():
+            for key, value in columns.items():
                 buf[key][t] = value
             if self.output is not None:
                 buf[SampleBatch.EPS_ID][t] = self._episode_ids
@@ -198,8 +208,18 @@ class EnvRunner(BaseEnvRunner):
                 for i in np.flatnonzero(recorded):
                     self._last_episodes[i] = self._episodes[i]
         self._track_episodes(rewards, terminateds, truncateds, valid, next_obs, actions, infos)
+        if carry is not None:
+            carry.advance(extras, actions, recorded_rewards, starting=~valid)  # after a reset row, an episode starts
         self._obs = next_obs
         return n_valid, n_valid
+
+    def _recurrent_carry(self, policy: Policy) -> RecurrentCarry | None:
+        """The recurrent policy's carry between steps (made when it first acts, anew for another); None without memory."""
+        if not policy.is_recurrent:
+            return None
+        if self._carry is None or self._carry.policy is not policy:
+            self._carry = RecurrentCarry(policy, self.num_envs)
+        return self._carry
 
     def _allocate(self, horizon: int, obs: np.ndarray, actions: np.ndarray, extras: dict[str, np.ndarray]) -> None:
         n = self.num_envs
@@ -229,6 +249,7 @@ class EnvRunner(BaseEnvRunner):
             )
         self._reset_pending[:] = False
         self._discarding[:] = False
+        self._carry = None  # every episode starts over
         self._ep_return[:] = 0.0
         self._ep_len[:] = 0
         self._begin_episodes(range(self.num_envs), self._obs)

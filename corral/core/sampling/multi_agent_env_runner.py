@@ -347,6 +347,12 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         return MultiAgentEpisode(i, self, episode_id)
 
     def _reset_all(self) -> None:
+        recurrent = sorted(pid for pid, policy in self.policies.items() if policy.is_recurrent)
+        if recurrent:
+            raise ConfigError(
+                f"policies {recurrent} have recurrent models (model.use_lstm), which corral trains in single-agent runs "
+                "only so far; remove use_lstm from their config, or train them in a single-agent env"
+            )
         self._obs = [{} for _ in range(self.num_envs)]
         self._episodes = [self._new_episode(i, episode_id=-1) for i in range(self.num_envs)]  # replaced by _reset
         self._discarding[:] = False

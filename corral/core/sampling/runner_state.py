@@ -105,6 +105,7 @@ def env_runner_state(runner: EnvRunner) -> dict[str, Any]:
             "next_episode_id": runner.next_episode_id,
             "episode_ids": [None if episode_id < 0 else int(episode_id) for episode_id in runner._episode_ids],
             "env": get_env_state(runner.env) if runner._obs is not None else None,
+            "recurrent": None if runner._carry is None else runner._carry.get_state(),
         }
     )
     return state
@@ -153,6 +154,12 @@ def set_env_runner_state(runner: EnvRunner, state: dict[str, Any]) -> None:
     if discarding.shape != (n,):
         raise ValueError(f"env runner state 'discarding' has shape {discarding.shape}, this runner {n} sub-environments")
     runner._discarding = discarding
+    runner._carry = None
+    if state.get("recurrent") is not None:  # a recurrent policy's state in each sub-environment
+        carry = runner._recurrent_carry(runner.policy)
+        if carry is None:
+            raise ValueError("the env runner state holds a recurrent policy's state, but this runner's policy has no memory")
+        carry.set_state(state["recurrent"])
     runner._resume_episodes(episode_ids)
 
 

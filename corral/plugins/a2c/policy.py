@@ -11,13 +11,14 @@ class A2CPolicy(ActorCriticPolicy):
 
     config: A2CConfig
     thread_safe_learning = True
+    recurrent_models = True
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
         """One gradient step on the whole batch."""
         lr = self.update_lr()
         t = self.to_tensors(batch, POLICY_GRADIENT_COLUMNS)
         if self.config.normalize_advantages:
-            t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES])
+            t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES], self.step_mask(t))
         total, terms = self.policy_gradient_loss(t)
         (grad_norm,) = self.apply_gradients(total, terms)
         return {**to_floats({**terms, "grad_gnorm": grad_norm}), "cur_lr": lr}

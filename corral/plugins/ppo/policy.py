@@ -25,6 +25,7 @@ class PPOPolicy(ActorCriticPolicy):
 
     config: PPOConfig
     thread_safe_learning = True
+    recurrent_models = True
     input_columns = tuple(_TRAIN_COLUMNS)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -37,15 +38,15 @@ class PPOPolicy(ActorCriticPolicy):
         Terms whose coefficient is zero are not computed; :meth:`_batch_stats`
         reports all of them once per update instead of once per minibatch.
         """
-        total, terms, _ = self._loss_terms(t, every_term=False)
+        total, terms, _, _ = self._loss_terms(t, every_term=False)
         return total, terms
 
     def _loss_terms(
         self, t: dict[str, torch.Tensor], every_term: bool
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """The total loss, its terms (zero-coefficient ones only if ``every_term``) and the model's outputs."""
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The total loss, its terms (zero-coefficient ones only if ``every_term``), the model's outputs and their rows."""
         cfg = self.config
-        out = self.model.forward_train(t[SampleBatch.OBS])
+        out, t = self.train_forward(t)
         dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
         advantages = t[SampleBatch.ADVANTAGES]
         ratio = torch.exp(dist.logp(t[SampleBatch.ACTIONS]) - t[SampleBatch.ACTION_LOGP])
@@ -61,7 +62,7 @@ class PPOPolicy(ActorCriticPolicy):
         if every_term or self.kl_coeff > 0:
             terms["kl"] = self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS]).kl(dist).mean()
             total = total + self.kl_coeff * terms["kl"]
-        return total, terms, out
+        return total, terms, out, t
 
     def _vf_loss(self, values: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
         targets = t[SampleBatch.VALUE_TARGETS]
@@ -76,21 +77,27 @@ class PPOPolicy(ActorCriticPolicy):
     @torch.no_grad()
     def _batch_stats(self, t: dict[str, torch.Tensor]) -> dict[str, float]:
         """Loss terms of the updated policy on the whole train batch, in one pass."""
-        total, terms, out = self._loss_terms(t, every_term=True)
-        targets = t[SampleBatch.VALUE_TARGETS]
+        total, terms, out, rows = self._loss_terms(t, every_term=True)
+        targets = rows[SampleBatch.VALUE_TARGETS]
         explained = 1.0 - torch.var(targets - out[SampleBatch.VF_PREDS]) / torch.var(targets)
         stats = {"total_loss": total, **terms, "vf_explained_var": explained}
         return dict(zip(stats, torch.stack(list(stats.values())).tolist(), strict=True))
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
-        """Several epochs of shuffled minibatch SGD; then adapt the KL coefficient."""
+        """Several epochs of shuffled minibatch SGD; then adapt the KL coefficient.
+
+        A recurrent policy's batch is sequences: they are shuffled whole, and a
+        minibatch holds ``minibatch_size // max_seq_len`` of them (at least one), as in RLlib.
+        """
         cfg = self.config
         lr = self.update_lr()
         t = self.to_tensors(batch, _TRAIN_COLUMNS)
         if cfg.normalize_advantages:
-            t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES])
+            t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES], self.step_mask(t))
         n = batch.count
         size = AUTO_MINIBATCH_SIZE if cfg.minibatch_size == "auto" else cfg.minibatch_size
+        if self.is_recurrent:
+            size = max(1, size // cfg.model.max_seq_len)
         grad_norms = []
         for _ in range(cfg.num_epochs):
             order = torch.randperm(n, device=self.device, generator=self.torch_rng)

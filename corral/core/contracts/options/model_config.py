@@ -42,10 +42,24 @@ class ModelConfig(BaseModel):
     head on either; a corral.core.Model gives every output itself"""
     custom_model_config: dict[str, Any] = Field(default_factory=dict)
     """the custom model's own settings: in model_config, and as keyword arguments with RLlib's constructor arguments"""
+    use_lstm: bool = False
+    """wrap the network in an LSTM (RLlib's LSTM wrapper): the policy keeps a state per episode and learns on sequences"""
+    lstm_cell_size: int = Field(default=256, ge=1, le=MAX_LAYER_SIZE)
+    """the LSTM's state size"""
+    max_seq_len: int = Field(default=20, ge=1, le=100_000)
+    """the longest sequence a recurrent model is trained on: episodes are cut into chunks of at most this many steps"""
+    lstm_use_prev_action: bool = False
+    """feed the previous action to the LSTM too (one-hot for Discrete actions)"""
+    lstm_use_prev_reward: bool = False
+    """feed the previous reward to the LSTM too"""
 
     @model_validator(mode="before")
     @classmethod
     def _rllib_model_keys(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "lstm_use_prev_action_reward" in value:  # RLlib's older name for both switches
+            value = dict(value)
+            both = value.pop("lstm_use_prev_action_reward")
+            value["lstm_use_prev_action"] = value["lstm_use_prev_reward"] = both
         return rllib_model_keys(value, cls.model_fields) if isinstance(value, dict) else value
 
     @field_validator("fcnet_hiddens")

@@ -7,6 +7,7 @@ every forward pass under ``torch.inference_mode()``; RLlib's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -16,11 +17,13 @@ from corral.core.common.sample_batch import SampleBatch
 from corral.core.common.spaces import ObservationCheck
 from corral.core.learning.acting import single_action
 from corral.core.learning.policies.part import PolicyPart
+from corral.core.learning.recurrent.sequences import STATE_OUT_PREFIX, zero_actions
 from corral.core.networks.action_masking import LEGAL_ACTIONS
-from corral.errors import ObservationError
+from corral.errors import ConfigError, ObservationError
 
 if TYPE_CHECKING:  # the class this part makes up with the others
     from corral.core.learning.policy import Policy
+    from corral.core.networks.recurrent import RecurrentModel
 
 
 class Acting(PolicyPart):
@@ -50,7 +53,14 @@ class Acting(PolicyPart):
 
     @torch.inference_mode()
     def compute_actions(
-        self, obs: np.ndarray, explore: bool | None = None, timestep: int | None = None
+        self,
+        obs: np.ndarray,
+        explore: bool | None = None,
+        timestep: int | None = None,
+        *,
+        state: Sequence[np.ndarray] | None = None,
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Actions (in the policy's action space) and extras for a batch of preprocessed observations.
 
@@ -60,21 +70,62 @@ class Acting(PolicyPart):
                 (``forward_inference``); None means ``config.explore``.
             timestep: the timestep the exploration's schedules read; None means
                 ``self.global_timestep``.
+            state: a recurrent model's state, an ``[B, ...]`` array per part; None: each row
+                starts an episode (:meth:`get_initial_state`). Ignored by feed-forward models.
+            prev_actions: ``[B, ...]`` the action before each row's step (zeros at an episode's
+                first), for recurrent models that read it; None: zeros.
+            prev_rewards: ``[B]`` the reward before each row's step, likewise.
 
         Returns:
             ``(actions, extras)``: ``[B, ...]`` actions in the policy's action space
             (:attr:`action_adapter` maps them to the env's), and the
-            :meth:`extra_action_out` columns, all as numpy arrays on the CPU.
+            :meth:`extra_action_out` columns (with a recurrent model, the next state
+            as ``state_out_0``, ...), all as numpy arrays on the CPU.
         """
         explore = self.config.explore if explore is None else explore
         obs_t = torch.from_numpy(obs).to(self.device)
-        model_out = self.model.forward_exploration(obs_t) if explore else self.model.forward_inference(obs_t)
+        if self.is_recurrent:
+            model = cast("RecurrentModel", self.model)
+            inputs = self._recurrent_inputs(len(obs), state, prev_actions, prev_rewards)
+            model_out = model.forward_exploration(obs_t, **inputs) if explore else model.forward_inference(obs_t, **inputs)
+        else:
+            model_out = self.model.forward_exploration(obs_t) if explore else self.model.forward_inference(obs_t)
         dist = self.dist_class(model_out[SampleBatch.ACTION_DIST_INPUTS])
         t = self.global_timestep if timestep is None else timestep
         self.exploration.action_mask = model_out.get(LEGAL_ACTIONS)  # set by an ActionMaskedModel
         actions = self.exploration.get_exploration_action(dist, t, explore)
         extras = self.extra_action_out(model_out, dist, actions)
+        if self.is_recurrent:
+            extras.update((key, value) for key, value in model_out.items() if key.startswith(STATE_OUT_PREFIX))
         return actions.cpu().numpy(), {k: v.cpu().numpy() for k, v in extras.items()}
+
+    def get_initial_state(self) -> list[np.ndarray]:
+        """The model's state at an episode's start, one array per part without a batch axis (RLlib's); ``[]`` without memory."""
+        if not self.is_recurrent:
+            return []
+        return [part.detach().cpu().numpy() for part in cast("RecurrentModel", self.model).get_initial_state()]
+
+    def _recurrent_inputs(
+        self,
+        batch: int,
+        state: Sequence[np.ndarray] | None,
+        prev_actions: np.ndarray | None,
+        prev_rewards: np.ndarray | None,
+    ) -> dict[str, Any]:
+        """A recurrent model's inputs beside the observations, as tensors; zeros and initial states where not given."""
+        if state is None:
+            parts = [p.expand(batch, *p.shape) for p in cast("RecurrentModel", self.model).get_initial_state()]
+        else:
+            parts = [torch.as_tensor(np.asarray(p), dtype=torch.float32, device=self.device) for p in state]
+        if prev_actions is None:
+            prev_actions = zero_actions(self.action_adapter.policy_space, batch)
+        if prev_rewards is None:
+            prev_rewards = np.zeros(batch, dtype=np.float32)
+        return {
+            "state": parts,
+            SampleBatch.PREV_ACTIONS: torch.as_tensor(prev_actions, device=self.device),
+            SampleBatch.PREV_REWARDS: torch.as_tensor(prev_rewards, dtype=torch.float32, device=self.device),
+        }
 
     def split_action_mask(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The model's observations and the legal actions of a batch, for code that calls parts of the model directly.
@@ -105,15 +156,47 @@ class Acting(PolicyPart):
         Returns:
             ``[B]`` float32 log-likelihoods under the distribution :meth:`compute_actions` samples from
             when it explores (an exploration that acts otherwise, such as epsilon-greedy, is not in them).
+
+        Raises:
+            ConfigError: the policy is recurrent (its likelihoods depend on the episode so far, which rows do not hold).
         """
+        if self.is_recurrent:
+            raise ConfigError(
+                "off-policy estimation weighs rows by the policy's likelihoods, which for a recurrent policy (model.use_lstm) "
+                "depend on each episode's earlier steps; corral does not estimate recurrent policies yet: remove "
+                "off_policy_estimation_methods or use a feed-forward model"
+            )
         obs_t = torch.from_numpy(obs).to(self.device)
         dist = self.dist_class(self.model.forward_exploration(obs_t)[SampleBatch.ACTION_DIST_INPUTS])
         return dist.logp(torch.as_tensor(actions, device=self.device)).float().cpu().numpy()
 
     @torch.inference_mode()
-    def compute_values(self, obs: np.ndarray) -> np.ndarray:
-        """Value estimates for a batch of preprocessed observations (actor-critic models)."""
-        return self.model.forward_inference(torch.from_numpy(obs).to(self.device))[SampleBatch.VF_PREDS].cpu().numpy()
+    def compute_values(
+        self,
+        obs: np.ndarray,
+        *,
+        state: Sequence[np.ndarray] | None = None,
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Value estimates for a batch of preprocessed observations (actor-critic models).
+
+        Args:
+            obs: ``[B, ...]`` preprocessed observations.
+            state: a recurrent model's state at them (see :meth:`compute_actions`).
+            prev_actions: the actions before them, for recurrent models that read them.
+            prev_rewards: the rewards before them, likewise.
+
+        Returns:
+            ``[B]`` value estimates.
+        """
+        obs_t = torch.from_numpy(obs).to(self.device)
+        if self.is_recurrent:
+            inputs = self._recurrent_inputs(len(obs), state, prev_actions, prev_rewards)
+            out = cast("RecurrentModel", self.model).forward_inference(obs_t, **inputs)
+        else:
+            out = self.model.forward_inference(obs_t)
+        return out[SampleBatch.VF_PREDS].cpu().numpy()
 
     def check_observations(self, obs: Any, batched: bool) -> None:
         """Refuse raw observations whose form does not fit the observation space, before any forward pass.
@@ -159,9 +242,10 @@ class Acting(PolicyPart):
 
         Args:
             obs: one observation of ``observation_space``, without a batch axis.
-            state: RNN state; corral's models are stateless, so only None or ``[]``.
-            prev_action: the previous action (RLlib's; corral's models do not read it).
-            prev_reward: the previous reward (RLlib's; corral's models do not read it).
+            state: a recurrent model's state (None: an episode's start; :meth:`get_initial_state`);
+                a stateless model's is None or ``[]``.
+            prev_action: the previous action, for recurrent models that read it (``lstm_use_prev_action``).
+            prev_reward: the previous reward, likewise.
             info: the env's info dict (RLlib's; corral's models do not read it).
             input_dict: instead of ``obs`` and ``state``: ``{"obs": ..., "state_in_0": ...}``.
             episode: the episode acted in (RLlib's; corral's explorations do not read it).
@@ -169,17 +253,18 @@ class Acting(PolicyPart):
             timestep: the timestep exploration schedules read; None means :attr:`global_timestep`.
 
         Returns:
-            ``(action, [], extras)``: the env action (an ``int`` for Discrete spaces, a numpy
-            array otherwise), no RNN state, and the extra outputs for it
+            ``(action, state_out, extras)``: the env action (an ``int`` for Discrete spaces, a numpy
+            array otherwise), the state after it (``[]`` without memory), and the extra outputs for it
             (``action_dist_inputs``, ``action_logp``, ``action_prob``, ``vf_preds`` as the policy has them).
 
         Raises:
-            ConfigError: ``state`` is not empty, or ``input_dict`` comes with ``obs`` or without ``"obs"``.
+            ConfigError: ``state`` is not empty for a stateless model, or ``input_dict`` comes with ``obs``
+                or without ``"obs"``.
             ObservationError: ``obs`` does not fit the observation space (see :meth:`check_observations`).
         """
         policy = cast("Policy", self)  # single_action takes the whole policy, which this part is of
-        action, extras = single_action(
+        action, state_out, extras = single_action(
             policy, obs, state, prev_action=prev_action, prev_reward=prev_reward, input_dict=input_dict, explore=explore,
             timestep=timestep, adapter=self.action_adapter, policy_id=None, caller="Policy.compute_single_action",
         )  # fmt: skip
-        return action, [], extras
+        return action, state_out, extras

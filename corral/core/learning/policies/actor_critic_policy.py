@@ -9,6 +9,7 @@ from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.actor_critic import GAEConfig
 from corral.core.learning.policy import Policy
 from corral.core.learning.postprocessing import add_gae
+from corral.core.learning.recurrent.sequences import inputs_after
 
 POLICY_GRADIENT_COLUMNS = [SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES, SampleBatch.VALUE_TARGETS]
 """The columns :meth:`ActorCriticPolicy.policy_gradient_loss` reads."""
@@ -29,10 +30,13 @@ class ActorCriticPolicy(Policy):
     postprocessing_columns = (SampleBatch.ADVANTAGES, SampleBatch.VALUE_TARGETS)
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
-        """Add ``advantages`` and ``value_targets``, then flatten."""
-        last_values = self.compute_values(bootstrap_obs)
+        """Add ``advantages`` and ``value_targets``, then flatten (or cut into sequences, see :meth:`training_rows`)."""
+        if self.is_recurrent:
+            last_values = self.compute_values(bootstrap_obs, **inputs_after(fragment, self.get_initial_state()))
+        else:
+            last_values = self.compute_values(bootstrap_obs)
         with_advantages = add_gae(fragment, last_values, self.config.gamma, self.config.lambda_)
-        return self.flatten_fragment(with_advantages)
+        return self.training_rows(with_advantages)
 
     def policy_gradient_loss(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The vanilla actor-critic loss on the :data:`POLICY_GRADIENT_COLUMNS` of ``t``.
@@ -45,7 +49,7 @@ class ActorCriticPolicy(Policy):
             ``policy_loss``, ``vf_loss``, ``entropy``), for :func:`to_floats`.
         """
         cfg = self.config
-        out = self.model.forward_train(t[SampleBatch.OBS])
+        out, t = self.train_forward(t)
         dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
         policy_loss = -(dist.logp(t[SampleBatch.ACTIONS]) * t[SampleBatch.ADVANTAGES]).mean()
         vf_loss = 0.5 * (out[SampleBatch.VF_PREDS] - t[SampleBatch.VALUE_TARGETS]).pow(2).mean()

@@ -40,6 +40,7 @@ class PolicyPart:
     dist_class: type[ActionDistribution]
     num_outputs: int
     model: Model
+    is_recurrent: bool
     exploration: Exploration
     observation_filter: MeanStdFilter | None
     optimizer: Optimizer

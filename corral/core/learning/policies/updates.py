@@ -9,6 +9,7 @@ its learner stats.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -16,6 +17,13 @@ import torch
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.learning.nonfinite import UpdateGuard
 from corral.core.learning.policies.part import PolicyPart
+from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX, is_step_column
+
+if TYPE_CHECKING:
+    from corral.core.networks.recurrent import RecurrentModel
+
+_SEQUENCE_INPUTS = (SampleBatch.SEQ_LENS, SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS)
+"""what a batch of sequences brings to a recurrent model beside the columns a loss asks for (and ``state_in_k``)"""
 
 
 class Updates(PolicyPart):
@@ -30,9 +38,53 @@ class Updates(PolicyPart):
 
         Returns:
             Tensors by column name; on the CPU they share memory with ``batch``'s arrays
-            where those are C-contiguous and writable.
+            where those are C-contiguous and writable. A batch of sequences (a recurrent
+            policy's) brings its ``seq_lens``, ``state_in_k`` and previous actions and
+            rewards along with the columns asked for: :meth:`train_forward` reads them.
         """
+        if keys and SampleBatch.SEQ_LENS in batch:
+            keys = [*keys, *(k for k in batch if k not in keys and (k in _SEQUENCE_INPUTS or k.startswith(STATE_IN_PREFIX)))]
         return {k: torch.from_numpy(np.require(batch[k], requirements=["C", "W"])).to(self.device) for k in (keys or batch)}
+
+    def train_forward(self, t: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The model's training outputs for a batch of tensors, and the batch's columns with a row per output row.
+
+        A feed-forward policy's batch is its rows: ``model.forward_train(obs)`` and
+        ``t`` itself. A recurrent policy's is sequences (see
+        :mod:`corral.core.learning.recurrent.sequences`): the model runs over them from each
+        one's starting state, and both the outputs and the step columns come back
+        as the real steps alone, padding dropped. So a loss written for rows (means
+        over the batch) is the same for sequences.
+
+        Args:
+            t: the batch's columns as tensors (:meth:`to_tensors`).
+
+        Returns:
+            ``(outputs, columns)``: the model's outputs by key, and the step columns of ``t``,
+            each with one row per step.
+        """
+        if SampleBatch.SEQ_LENS not in t:
+            return self.model.forward_train(t[SampleBatch.OBS]), t
+        seq_lens = t[SampleBatch.SEQ_LENS]
+        obs = t[SampleBatch.OBS]
+        sequences, steps = obs.shape[:2]
+        state = [t[f"{STATE_IN_PREFIX}{k}"] for k in range(sum(key.startswith(STATE_IN_PREFIX) for key in t))]
+        model = cast("RecurrentModel", self.model)
+        out = model.forward_train(obs, state, seq_lens, t.get(SampleBatch.PREV_ACTIONS), t.get(SampleBatch.PREV_REWARDS))
+        real = (torch.arange(steps, device=self.device) < seq_lens.unsqueeze(1)).reshape(-1)
+        rows = sequences * steps
+        outputs = {k: v[real] for k, v in out.items() if v.shape[:1] == (rows,)}  # the final state_out_k are per sequence
+        columns = {k: v.reshape(rows, *v.shape[2:])[real] for k, v in t.items() if is_step_column(k)}
+        return outputs, columns
+
+    @staticmethod
+    def step_mask(t: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """``[S, L]`` True at the real steps of a batch of sequences (not its padding); None for a batch of rows."""
+        seq_lens = t.get(SampleBatch.SEQ_LENS)
+        if seq_lens is None:
+            return None
+        steps = t[SampleBatch.OBS].shape[1]
+        return torch.arange(steps, device=seq_lens.device) < seq_lens.unsqueeze(1)
 
     def apply_gradients(self, loss: torch.Tensor, terms: dict[str, torch.Tensor] | None = None) -> list[torch.Tensor]:
         """Backpropagate ``loss``, clip if ``grad_clip``, and step ``self.optimizer`` unless something is not finite.
@@ -118,9 +170,18 @@ class Updates(PolicyPart):
         return lr
 
 
-def standardize(x: torch.Tensor) -> torch.Tensor:
-    """``x`` shifted and scaled to mean 0 and standard deviation 1 over the batch (advantage normalisation)."""
-    return (x - x.mean()) / (x.std() + 1e-8)
+def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``x`` shifted and scaled to mean 0 and standard deviation 1 over the batch (advantage normalisation).
+
+    Args:
+        x: the values.
+        mask: where ``x`` holds real values (a batch of sequences' :meth:`Updates.step_mask`); None: everywhere.
+
+    Returns:
+        ``x`` standardized by the mean and standard deviation of its real values.
+    """
+    real = x if mask is None else x[mask]
+    return (x - real.mean()) / (real.std() + 1e-8)
 
 
 def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:

@@ -1,0 +1,277 @@
+"""Models with memory: the recurrent model contract, and RLlib's ``use_lstm`` wrapper built on it.
+
+A recurrent model is a :class:`~corral.core.networks.default_models.Model`
+whose ``get_initial_state()`` is not empty. Its three forwards take, beside
+the observations, the state and what else RLlib's recurrent models read:
+
+- acting: ``obs`` ``[B, ...]``, one step per row, ``state`` a list of ``[B, ...]``
+  tensors, ``seq_lens`` None;
+- training: ``obs`` ``[S, L, ...]``, ``S`` sequences of at most ``L`` steps
+  (zero-padded after ``seq_lens[s]`` steps), ``state`` the state at each
+  sequence's start, ``[S, ...]`` per part.
+
+They return ``action_dist_inputs`` (and ``vf_preds``) with one row per step:
+``[B, ...]`` when acting, ``[S * L, ...]`` in training (sequence-major, the padding
+included), and ``state_out_0``, ``state_out_1``, ... (:func:`state_out_key`), the
+state after the last step of each row or sequence. ``prev_actions``
+(``[B]``/``[S, L]`` plus the action's shape) and ``prev_rewards`` come along when
+the model asks for them (:attr:`RecurrentModel.uses_prev_actions`).
+
+The policy keeps the rest: the env runners carry each episode's state from step
+to step and reset it when an episode starts, and training batches hold
+sequences (:mod:`corral.core.learning.recurrent.sequences`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from corral.core.common.sample_batch import SampleBatch
+from corral.core.contracts.options.model_config import ModelConfig
+from corral.core.networks.default_models import Model, build_encoder, init_linear
+from corral.errors import ConfigError
+
+
+def state_in_key(index: int) -> str:
+    """The batch column of a state part at a sequence's start (RLlib's ``state_in_0``, ...)."""
+    return f"state_in_{index}"
+
+
+def state_out_key(index: int) -> str:
+    """The model output (and sample column) of a state part after a step (RLlib's ``state_out_0``, ...)."""
+    return f"state_out_{index}"
+
+
+class RecurrentModel(Model):
+    """Base of models with memory: write ``get_initial_state`` and ``_forward_recurrent``.
+
+    The three forwards default to ``_forward_recurrent``, as a feed-forward
+    model's do to ``_forward``.
+    """
+
+    uses_prev_actions: bool = False
+    """whether the forwards read ``prev_actions`` (the env runners then record them)"""
+    uses_prev_rewards: bool = False
+    """whether the forwards read ``prev_rewards``"""
+
+    def get_initial_state(self) -> list[torch.Tensor]:
+        """The state at an episode's start, one tensor per part, without a batch axis."""
+        raise NotImplementedError
+
+    def _forward_recurrent(
+        self,
+        obs: torch.Tensor,
+        state: list[torch.Tensor],
+        seq_lens: torch.Tensor | None = None,
+        prev_actions: torch.Tensor | None = None,
+        prev_rewards: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def forward_inference(  # type: ignore[override]  # the recurrent contract: more inputs than Model's
+        self,
+        obs: torch.Tensor,
+        state: list[torch.Tensor],
+        seq_lens: torch.Tensor | None = None,
+        prev_actions: torch.Tensor | None = None,
+        prev_rewards: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Outputs and the next state for acting without exploration (see the module docstring).
+
+        Args:
+            obs: ``[B, ...]`` observations (acting) or ``[S, L, ...]`` sequences (training).
+            state: the state at each row or sequence start, one tensor per part.
+            seq_lens: ``[S]`` each sequence's steps; None when acting.
+            prev_actions: the action before each step, if the model reads it.
+            prev_rewards: the reward before each step, if the model reads it.
+
+        Returns:
+            The outputs by key, ``state_out_k`` among them.
+        """
+        return self._forward_recurrent(obs, state, seq_lens, prev_actions, prev_rewards)
+
+    def forward_exploration(  # type: ignore[override]
+        self,
+        obs: torch.Tensor,
+        state: list[torch.Tensor],
+        seq_lens: torch.Tensor | None = None,
+        prev_actions: torch.Tensor | None = None,
+        prev_rewards: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Outputs and the next state for acting while collecting samples.
+
+        Args:
+            obs: ``[B, ...]`` observations (acting) or ``[S, L, ...]`` sequences (training).
+            state: the state at each row or sequence start, one tensor per part.
+            seq_lens: ``[S]`` each sequence's steps; None when acting.
+            prev_actions: the action before each step, if the model reads it.
+            prev_rewards: the reward before each step, if the model reads it.
+
+        Returns:
+            The outputs by key, ``state_out_k`` among them.
+        """
+        return self._forward_recurrent(obs, state, seq_lens, prev_actions, prev_rewards)
+
+    def forward_train(  # type: ignore[override]
+        self,
+        obs: torch.Tensor,
+        state: list[torch.Tensor],
+        seq_lens: torch.Tensor | None = None,
+        prev_actions: torch.Tensor | None = None,
+        prev_rewards: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Outputs for the loss, over ``[S, L, ...]`` sequences.
+
+        Args:
+            obs: ``[B, ...]`` observations (acting) or ``[S, L, ...]`` sequences (training).
+            state: the state at each row or sequence start, one tensor per part.
+            seq_lens: ``[S]`` each sequence's steps; None when acting.
+            prev_actions: the action before each step, if the model reads it.
+            prev_rewards: the reward before each step, if the model reads it.
+
+        Returns:
+            The outputs by key, ``state_out_k`` among them.
+        """
+        return self._forward_recurrent(obs, state, seq_lens, prev_actions, prev_rewards)
+
+    def forward(  # type: ignore[override]
+        self,
+        obs: torch.Tensor,
+        state: list[torch.Tensor],
+        seq_lens: torch.Tensor | None = None,
+        prev_actions: torch.Tensor | None = None,
+        prev_rewards: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """The same outputs as :meth:`forward_train` (``nn.Module`` calls this).
+
+        Args:
+            obs: ``[B, ...]`` observations (acting) or ``[S, L, ...]`` sequences (training).
+            state: the state at each row or sequence start, one tensor per part.
+            seq_lens: ``[S]`` each sequence's steps; None when acting.
+            prev_actions: the action before each step, if the model reads it.
+            prev_rewards: the reward before each step, if the model reads it.
+
+        Returns:
+            The outputs by key, ``state_out_k`` among them.
+        """
+        return self._forward_recurrent(obs, state, seq_lens, prev_actions, prev_rewards)
+
+
+def is_recurrent(model: nn.Module) -> bool:
+    """Whether a model has memory: its ``get_initial_state()`` returns state parts."""
+    initial = getattr(model, "get_initial_state", None)
+    return callable(initial) and len(initial()) > 0
+
+
+def prev_action_width(action_space: gym.Space[Any]) -> int:
+    """How many inputs a previous action takes: one-hot for Discrete, flat for Box.
+
+    Raises:
+        ConfigError: another action space (RLlib's ``lstm_use_prev_action`` has no encoding for it here).
+    """
+    if isinstance(action_space, gym.spaces.Discrete):
+        return int(action_space.n)
+    if isinstance(action_space, gym.spaces.Box):
+        return int(np.prod(action_space.shape))
+    raise ConfigError(
+        f"model.lstm_use_prev_action=True: the previous action of a {type(action_space).__name__} action space "
+        "cannot be an LSTM input; corral encodes Discrete (one-hot) and Box actions. Set lstm_use_prev_action=False"
+    )
+
+
+class LSTMModel(RecurrentModel):
+    """RLlib's ``use_lstm`` wrapper: the catalog's encoder, an LSTM over its features, then policy and value heads.
+
+    As in RLlib, the LSTM reads the encoder's last hidden layer (plus the
+    previous action, one-hot for Discrete, and reward, with
+    ``lstm_use_prev_action``/``lstm_use_prev_reward``), and both heads read the
+    LSTM's output, so the value function shares the memory (``vf_share_layers``
+    does not apply). The state is the LSTM's ``(h, c)``, zeros at an episode's start.
+
+    Args:
+        obs_space: one observation's space (as the model sees it).
+        action_space: the space the policy acts in.
+        num_outputs: the width of ``action_dist_inputs``.
+        config: the model config: the encoder's options, ``lstm_cell_size`` and the ``lstm_use_prev_*`` switches.
+        value_function: whether to add the value head.
+
+    Raises:
+        ConfigError: ``lstm_use_prev_action`` with an action space it cannot encode.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        num_outputs: int,
+        config: ModelConfig,
+        value_function: bool = True,
+    ) -> None:
+        super().__init__()
+        self.free_log_std = isinstance(action_space, gym.spaces.Box) and config.free_log_std
+        head_outputs = num_outputs // 2 if self.free_log_std else num_outputs
+        self.uses_prev_actions = config.lstm_use_prev_action
+        self.uses_prev_rewards = config.lstm_use_prev_reward
+        self.discrete_actions = int(action_space.n) if isinstance(action_space, gym.spaces.Discrete) else 0
+        extra = (prev_action_width(action_space) if self.uses_prev_actions else 0) + int(self.uses_prev_rewards)
+        self.encoder, features = build_encoder(obs_space, config)
+        self.cell_size = config.lstm_cell_size
+        self.lstm = nn.LSTM(features + extra, self.cell_size, batch_first=True)
+        self.pi_head = init_linear(nn.Linear(self.cell_size, head_outputs), 0.01)
+        self.vf_head = init_linear(nn.Linear(self.cell_size, 1), 1.0) if value_function else None
+        if self.free_log_std:
+            self.log_std = nn.Parameter(torch.zeros(head_outputs))
+
+    def get_initial_state(self) -> list[torch.Tensor]:
+        """``[h, c]``: two zero vectors of ``lstm_cell_size``."""
+        weight = self.pi_head.weight
+        return [weight.new_zeros(self.cell_size), weight.new_zeros(self.cell_size)]
+
+    def _lstm_inputs(
+        self, features: torch.Tensor, prev_actions: torch.Tensor | None, prev_rewards: torch.Tensor | None
+    ) -> torch.Tensor:
+        parts = [features]
+        if self.uses_prev_actions:
+            if prev_actions is None:
+                raise ConfigError("this LSTM model reads the previous actions (lstm_use_prev_action): pass prev_actions")
+            if self.discrete_actions:
+                one_hot = nn.functional.one_hot(prev_actions.long(), self.discrete_actions)
+                parts.append(one_hot.reshape(*features.shape[:-1], -1).to(features.dtype))
+            else:
+                parts.append(prev_actions.reshape(*features.shape[:-1], -1).to(features.dtype))
+        if self.uses_prev_rewards:
+            if prev_rewards is None:
+                raise ConfigError("this LSTM model reads the previous rewards (lstm_use_prev_reward): pass prev_rewards")
+            parts.append(prev_rewards.reshape(*features.shape[:-1], 1).to(features.dtype))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+    def _forward_recurrent(
+        self,
+        obs: torch.Tensor,
+        state: list[torch.Tensor],
+        seq_lens: torch.Tensor | None = None,
+        prev_actions: torch.Tensor | None = None,
+        prev_rewards: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        if seq_lens is None:  # acting: a row is one step of its own sequence
+            sequences, steps = obs.shape[0], 1
+            features = self.encoder(obs)
+        else:
+            sequences, steps = obs.shape[:2]
+            features = self.encoder(obs.reshape(sequences * steps, *obs.shape[2:]))
+        x = self._lstm_inputs(features.reshape(sequences, steps, -1), prev_actions, prev_rewards)
+        # padding after a sequence's end changes nothing before it: the LSTM runs forward only
+        out, (h, c) = self.lstm(x, (state[0].unsqueeze(0), state[1].unsqueeze(0)))
+        out = out.reshape(sequences * steps, self.cell_size)
+        dist_inputs = self.pi_head(out)
+        if self.free_log_std:
+            dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
+        outputs = {SampleBatch.ACTION_DIST_INPUTS: dist_inputs, state_out_key(0): h[0], state_out_key(1): c[0]}
+        if self.vf_head is not None:
+            outputs[SampleBatch.VF_PREDS] = self.vf_head(out).squeeze(-1)
+        return outputs
