@@ -95,6 +95,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         SquashedGaussian as SquashedGaussian,
     )
     from corral.core.networks.model_v2 import (
+        RecurrentNetwork as RecurrentNetwork,
         TorchModelV2 as TorchModelV2,
         restore_original_dimensions as restore_original_dimensions,
     )
@@ -145,6 +146,7 @@ _EXPORTS = {
     "build_q_model": "corral.core.networks.custom_model",
     "ModelCatalog": "corral.core.networks.catalog",
     "TorchModelV2": "corral.core.networks.model_v2",
+    "RecurrentNetwork": "corral.core.networks.model_v2",
     "restore_original_dimensions": "corral.core.networks.model_v2",
     "ActionDistribution": "corral.core.networks.distributions",
     "Categorical": "corral.core.networks.distributions",

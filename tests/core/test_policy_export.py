@@ -190,3 +190,68 @@ def test_corral_export_refuses_a_bad_opset_before_loading_the_checkpoint(run_cli
     proc = run_cli("export", checkpoint, "--out", str(tmp_path / "out"), "--onnx", "17")
     assert proc.returncode == 0, proc.stderr
     assert {"model.pt", "model.onnx", "model.json"} <= {f.name for f in (tmp_path / "out").iterdir()}
+
+
+# Steps a CartPole episode with each exported file of a recurrent policy, carrying its state, in a process without corral.
+RECURRENT_EPISODE = WITHOUT_CORRAL.split("folder, arrays")[0] + textwrap.dedent("""
+    import gymnasium as gym
+
+    folder = sys.argv[1]
+    inputs = json.load(open(f"{folder}/model.json"))["inputs"]
+    runtimes = {
+        "torchscript": torch.jit.load(f"{folder}/model.pt"),
+        "export": torch.export.load(f"{folder}/model.pt2").module(),
+        "onnx": onnxruntime.InferenceSession(f"{folder}/model.onnx"),
+    }
+    for runtime, model in runtimes.items():
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=7)
+        state = [np.zeros([1, *item["shape"]], np.float32) for item in inputs if item["name"].startswith("state_in_")]
+        prev_action, prev_reward, actions = np.zeros(1, np.int64), np.zeros(1, np.float32), []
+        for _ in range(60):
+            feed = [obs[None].astype(np.float32), *state, prev_action, prev_reward]
+            if runtime == "onnx":
+                out = model.run(None, {item["name"]: value for item, value in zip(inputs, feed)})
+            else:
+                out = [t.numpy() for t in model(*[torch.as_tensor(value) for value in feed])]
+            action, state = int(out[0][0]), list(out[2:])
+            actions.append(action)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            prev_action, prev_reward = np.array([action]), np.array([reward], np.float32)
+            if terminated or truncated:
+                break
+        np.save(f"{folder}/{runtime}_actions.npy", np.array(actions))
+    assert not any(name.split(".")[0] == "corral" for name in sys.modules)
+""")
+
+
+def test_an_exported_recurrent_policy_steps_an_episode_as_compute_single_action_does(tmp_path: Path) -> None:
+    model = {"use_lstm": True, "lstm_cell_size": 16, "lstm_use_prev_action": True, "lstm_use_prev_reward": True}
+    algo = (
+        corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=64, model=model).debugging(seed=0).build()
+    )
+    algo.train()
+    path = algo.export_policy_model(tmp_path / "export", onnx=17)
+    env = __import__("gymnasium").make("CartPole-v1")
+    obs, _ = env.reset(seed=7)
+    state, prev_action, prev_reward, expected = algo.get_policy().get_initial_state(), 0, 0.0, []
+    for _ in range(60):
+        action, state, _ = algo.compute_single_action(obs, state, prev_action=prev_action, prev_reward=prev_reward, explore=False)
+        expected.append(action)
+        obs, prev_reward, terminated, truncated, _ = env.step(action)
+        prev_action = action
+        if terminated or truncated:
+            break
+    algo.stop()
+    names = [item["name"] for item in json.loads((path.parent / "model.json").read_text())["inputs"]]
+    assert names == ["obs", "state_in_0", "state_in_1", "prev_actions", "prev_rewards"]
+    proc = subprocess.run(
+        [sys.executable, "-c", RECURRENT_EPISODE, str(path.parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert proc.returncode == 0, proc.stderr
+    for runtime in ("torchscript", "export", "onnx"):
+        np.testing.assert_array_equal(np.load(path.parent / f"{runtime}_actions.npy"), expected, err_msg=runtime)

@@ -288,3 +288,16 @@ def stack_observations(observations: Sequence[Any]) -> Any:
     if isinstance(first, tuple):
         return tuple(stack_observations([o[i] for o in observations]) for i in range(len(first)))
     return np.stack([np.asarray(o) for o in observations])
+
+
+def zero_actions(space: gym.Space[Any], rows: int) -> np.ndarray:
+    """``rows`` zero actions of the policy's action space: the previous action at an episode's start.
+
+    Args:
+        space: the policy's action space.
+        rows: how many.
+
+    Returns:
+        ``[rows, *space.shape]`` zeros of the space's dtype.
+    """
+    return np.zeros((rows, *(space.shape or ())), dtype=space.dtype or np.float32)

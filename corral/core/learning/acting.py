@@ -24,8 +24,8 @@ import gymnasium as gym
 import numpy as np
 
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
-from corral.core.common.spaces import ActionAdapter, add_batch_dim, stack_observations
-from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX, STATE_OUT_PREFIX, zero_actions
+from corral.core.common.spaces import ActionAdapter, add_batch_dim, stack_observations, zero_actions
+from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX, STATE_OUT_PREFIX
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:  # the policy module imports this one

@@ -31,7 +31,7 @@ from torch import nn
 
 from corral._lazy import lazy_exports
 from corral.core.common.sample_batch import SampleBatch
-from corral.core.common.spaces import ActionAdapter, ObservationPreprocessor
+from corral.core.common.spaces import ActionAdapter, ObservationPreprocessor, zero_actions
 from corral.core.contracts.config import SCHEDULES, AlgorithmConfig
 from corral.core.devices import policy_device
 from corral.core.learning.exploration import make_exploration
@@ -46,7 +46,7 @@ from corral.core.learning.policies.state import (
     load_finite_weights as load_finite_weights,
 )
 from corral.core.learning.policies.updates import Updates, standardize as standardize, to_floats as to_floats
-from corral.core.learning.recurrent.sequences import chop_into_sequences, zero_actions
+from corral.core.learning.recurrent.sequences import chop_into_sequences
 from corral.core.learning.schedules import PiecewiseSchedule
 from corral.core.memory import check_fits
 from corral.core.networks.action_masking import ActionMaskedModel, MaskedObservationPreprocessor

@@ -147,18 +147,11 @@ def build_model_v2(
         The model.
 
     Raises:
-        ConfigError: the constructor raised, or the model is recurrent (``get_initial_state()`` is not empty).
+        ConfigError: the constructor raised.
     """
     model = construct(cls, model_v2_obs_space(obs_space), action_space, num_outputs, config)
     if not isinstance(model, TorchModelV2):  # a __new__ that returns something else
         raise ConfigError(f"model.custom_model {cls.__qualname__} built a {type(model).__name__}, not a TorchModelV2")
-    state = model.get_initial_state()
-    if state:
-        raise ConfigError(
-            f"model.custom_model {cls.__qualname__} is recurrent (get_initial_state() returns {len(state)} state "
-            "tensors): recurrent custom models come with issue 31's recurrent step, which corral does not have yet. "
-            "Use a feed-forward model (get_initial_state() returning [])"
-        )
     return model
 
 
@@ -266,6 +259,11 @@ def build_q_model(
         width = [256, *config.fcnet_hiddens][-1] if hiddens else num_actions
         if is_model_v2(cls):
             model = build_model_v2(cls, obs_space, action_space, width, config)
+            if model.get_initial_state():
+                raise ConfigError(
+                    f"model.custom_model {cls.__qualname__} is recurrent (get_initial_state() is not empty), but DQN "
+                    "learns on single steps; corral's PPO and A2C train recurrent models"
+                )
             model.value_outputs = False
             body = (ModelV2Features(model), width)
         else:

@@ -32,11 +32,14 @@ What the model is given:
   ``[B, ...]`` tensors for Dict and Tuple spaces, Box parts in their shape,
   Discrete and MultiDiscrete parts one-hot, as RLlib's
   :func:`restore_original_dimensions` gives them), ``obs_flat`` (the flat
-  ``[B, n]`` batch) and ``is_training`` (True in the loss). ``prev_actions`` and
-  ``prev_rewards`` are not given yet: corral's batches carry them with the
-  recurrent models of issue 31;
-- ``state``: ``[]`` and ``seq_lens``: None. A recurrent model (one whose
-  ``get_initial_state()`` is not empty) is refused when it is built.
+  ``[B, n]`` batch) and ``is_training`` (True in the loss); a recurrent model
+  also gets ``prev_actions`` and ``prev_rewards``;
+- ``state`` and ``seq_lens``: ``[]`` and None for a feed-forward model. A
+  recurrent one (whose ``get_initial_state()`` is not empty, usually a
+  :class:`RecurrentNetwork` with ``forward_rnn``) gets its state and, as in
+  RLlib, flat ``[S * L]`` rows with ``seq_lens`` in training and ``[B]`` rows with
+  ``seq_lens`` of ones when acting; it returns the next state. PPO and A2C
+  train it, as they train ``use_lstm``.
 """
 
 from __future__ import annotations
@@ -161,25 +164,122 @@ class TorchModelV2(nn.Module):
                 state[key] = value.detach()
         return state
 
-    # corral's model contract (see corral.core.networks.default_models.Model)
-    def forward_inference(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Outputs for acting without exploration: ``action_dist_inputs`` and, for actor-critics, ``vf_preds``."""
-        return self._corral_outputs(obs, is_training=False)
+    # corral's model contract (see corral.core.networks.default_models.Model, and .recurrent for the state)
+    def forward_inference(self, obs: torch.Tensor, *recurrent: Any) -> dict[str, torch.Tensor]:
+        """Outputs for acting without exploration: ``action_dist_inputs`` and, for actor-critics, ``vf_preds``.
 
-    def forward_exploration(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Outputs for acting while collecting samples."""
-        return self._corral_outputs(obs, is_training=False)
+        Args:
+            obs: the preprocessed observations.
+            *recurrent: for a recurrent model, ``state, seq_lens, prev_actions, prev_rewards``
+                (see :mod:`corral.core.networks.recurrent`).
 
-    def forward_train(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Outputs for the loss (``is_training`` True)."""
-        return self._corral_outputs(obs, is_training=True)
+        Returns:
+            The outputs by key; a recurrent model's next state as ``state_out_k``.
+        """
+        return self._corral_outputs(obs, False, *recurrent)
 
-    def _corral_outputs(self, obs: torch.Tensor, is_training: bool) -> dict[str, torch.Tensor]:
-        outputs, _ = self({SampleBatch.OBS: obs, "is_training": is_training})
+    def forward_exploration(self, obs: torch.Tensor, *recurrent: Any) -> dict[str, torch.Tensor]:
+        """Outputs for acting while collecting samples (arguments as :meth:`forward_inference`'s).
+
+        Args:
+            obs: the preprocessed observations.
+            *recurrent: a recurrent model's state and the rest.
+
+        Returns:
+            The outputs by key.
+        """
+        return self._corral_outputs(obs, False, *recurrent)
+
+    def forward_train(self, obs: torch.Tensor, *recurrent: Any) -> dict[str, torch.Tensor]:
+        """Outputs for the loss (``is_training`` True; arguments as :meth:`forward_inference`'s).
+
+        Args:
+            obs: the preprocessed observations (``[S, L, ...]`` sequences for a recurrent model).
+            *recurrent: a recurrent model's state at each sequence's start and the rest.
+
+        Returns:
+            The outputs by key, a row per step.
+        """
+        return self._corral_outputs(obs, True, *recurrent)
+
+    def _corral_outputs(
+        self,
+        obs: torch.Tensor,
+        is_training: bool,
+        state: list[torch.Tensor] | None = None,
+        seq_lens: torch.Tensor | None = None,
+        prev_actions: torch.Tensor | None = None,
+        prev_rewards: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        input_dict: dict[str, Any] = {"is_training": is_training}
+        if state is not None:  # recurrent: RLlib's models get flat [S * L] rows with seq_lens (all ones when acting)
+            sequences = seq_lens is not None
+            if seq_lens is None:
+                seq_lens = torch.ones(obs.shape[0], dtype=torch.int32, device=obs.device)
+            else:
+                obs = obs.reshape(-1, *obs.shape[2:])
+            if prev_actions is not None:
+                input_dict[SampleBatch.PREV_ACTIONS] = prev_actions.flatten(0, 1) if sequences else prev_actions
+            if prev_rewards is not None:
+                input_dict[SampleBatch.PREV_REWARDS] = prev_rewards.reshape(-1)
+        input_dict[SampleBatch.OBS] = obs
+        outputs, state_out = self(input_dict, state, seq_lens)
         out = {SampleBatch.ACTION_DIST_INPUTS: outputs}
         if self.value_outputs:
             out[SampleBatch.VF_PREDS] = self.value_function().reshape(-1)
+        for index, part in enumerate(state_out if state is not None else ()):
+            out[f"state_out_{index}"] = part
         return out
+
+
+class RecurrentNetwork(TorchModelV2):
+    """RLlib's base of recurrent ModelV2s: write ``forward_rnn(inputs, state, seq_lens)`` and ``get_initial_state()``.
+
+    :meth:`forward` gives ``forward_rnn`` the flat observations with a time axis,
+    ``[S, L, n]``: ``S`` sequences of ``L`` steps, zero-padded after ``seq_lens``
+    (one step per sequence when acting), and flattens its ``[S, L, num_outputs]``
+    outputs back to rows, as RLlib's does. ``value_function()`` then returns a
+    value per row too. The policy carries the state between steps and resets it
+    with each episode.
+    """
+
+    def forward(
+        self, input_dict: dict[str, Any], state: list[torch.Tensor], seq_lens: torch.Tensor | None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Add the time axis, call :meth:`forward_rnn`, and flatten its outputs.
+
+        Args:
+            input_dict: ``obs_flat`` is read, ``[S * L, n]``.
+            state: the state at each sequence's start.
+            seq_lens: ``[S]`` each sequence's steps.
+
+        Returns:
+            ``([S * L, num_outputs] outputs, state after each sequence)``.
+
+        Raises:
+            ValueError: no ``seq_lens`` (the model was not called as a recurrent one).
+        """
+        if seq_lens is None:
+            raise ValueError(f"{type(self).__qualname__} is recurrent: call it with seq_lens (and its state)")
+        flat = input_dict["obs_flat"].float()
+        inputs = flat.reshape(seq_lens.shape[0], -1, *flat.shape[1:])
+        outputs, state_out = self.forward_rnn(inputs, state, seq_lens)
+        return outputs.reshape(-1, outputs.shape[-1]), state_out
+
+    def forward_rnn(
+        self, inputs: torch.Tensor, state: list[torch.Tensor], seq_lens: torch.Tensor
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The recurrent network: override this.
+
+        Args:
+            inputs: ``[S, L, n]`` flat observations with a time axis.
+            state: the state at each sequence's start, ``[S, ...]`` per part.
+            seq_lens: ``[S]`` each sequence's steps.
+
+        Returns:
+            ``([S, L, num_outputs] outputs, the state after the sequences)``.
+        """
+        raise NotImplementedError(f"{type(self).__qualname__} must implement forward_rnn(inputs, state, seq_lens)")
 
 
 class ModelV2Features(nn.Module):

@@ -13,7 +13,10 @@ deprecates TorchScript in favour of ``torch.export``: corral writes
 ``model.pt`` as long as torch can, for the serving tools that load TorchScript
 today. The module takes one tensor per array of the observation: ``obs`` for a
 Box or Discrete space, ``obs.<key>`` (``obs.<index>`` in a Tuple) for each
-entry of a Dict or Tuple space, an action mask included. With ``onnx=OPSET``
+entry of a Dict or Tuple space, an action mask included. A recurrent policy's
+module also takes its state (``state_in_0``, ...; zeros at an episode's start),
+the previous actions (in the policy's action space) and rewards, and returns
+the next state (``state_out_0``, ...) after its two outputs. With ``onnx=OPSET``
 the same path is also written as ``model.onnx`` (inputs named so, outputs
 ``actions`` and ``action_dist_inputs``, any batch size), for onnxruntime and
 other ONNX runtimes; it needs the ``onnx`` extra.
@@ -38,7 +41,7 @@ from torch.nn import functional as F
 
 from corral._version import __version__
 from corral.core.common.sample_batch import SampleBatch
-from corral.core.common.spaces import is_image_space, space_to_json
+from corral.core.common.spaces import is_image_space, space_to_json, zero_actions
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -122,6 +125,10 @@ class InferencePath(nn.Module):
         self._image = is_image_space(model_space)  # an image alone is the model's input as it is
         self._leaves = [_leaf_encoding(leaf) for _, leaf in model_leaves]
         self.model = copy.deepcopy(policy.model).to("cpu").eval().requires_grad_(False)
+        self._state_parts = len(policy.get_initial_state())
+        self._observation_inputs = len(self.input_names)
+        if self._state_parts:  # a recurrent model's inputs follow the observation's arrays
+            self.input_names += [*recurrent_input_names(self._state_parts), SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS]
         self.dist_class = policy.dist_class
         obs_filter = policy.observation_filter
         self._filter_clip = None if obs_filter is None else float(obs_filter.clip)
@@ -139,8 +146,14 @@ class InferencePath(nn.Module):
             self.register_buffer("clip_low", torch.from_numpy(np.asarray(low)))
             self.register_buffer("clip_high", torch.from_numpy(np.asarray(high)))
 
-    def forward(self, *obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Env actions and the action distribution's inputs for a batch of raw observations, array by array."""
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Env actions and the action distribution's inputs for a batch of raw observations, array by array.
+
+        A recurrent model's path also takes its state (``state_in_k``), the previous
+        actions (in the policy's action space) and rewards after the observation's
+        arrays, and returns the next state (``state_out_k``) after its two outputs.
+        """
+        obs = inputs[: self._observation_inputs]
         x = self._preprocess([obs[i] for i in self._model_indexes])
         if self._filter_clip is not None:
             normalized = (x.double() - self.filter_mean) / self.filter_std
@@ -148,8 +161,15 @@ class InferencePath(nn.Module):
         if self._mask_index is not None:  # as the policy's rows are: the observation, then the mask's flags
             mask = obs[self._mask_index]
             x = torch.cat([x.reshape(x.shape[0], -1).float(), mask.reshape(mask.shape[0], -1).float()], dim=1)
-        inputs = self.model.forward_inference(x)[SampleBatch.ACTION_DIST_INPUTS]
-        return self._env_actions(self.dist_class(inputs).deterministic_sample()), inputs
+        if not self._state_parts:
+            dist_inputs = self.model.forward_inference(x)[SampleBatch.ACTION_DIST_INPUTS]
+            return self._env_actions(self.dist_class(dist_inputs).deterministic_sample()), dist_inputs
+        recurrent = inputs[self._observation_inputs :]
+        state = list(recurrent[: self._state_parts])
+        out = cast(Any, self.model).forward_inference(x, state, None, recurrent[-2], recurrent[-1])  # the recurrent contract
+        dist_inputs = out[SampleBatch.ACTION_DIST_INPUTS]
+        state_out = [out[f"state_out_{k}"] for k in range(self._state_parts)]
+        return self._env_actions(self.dist_class(dist_inputs).deterministic_sample()), dist_inputs, *state_out
 
     def _preprocess(self, arrays: list[torch.Tensor]) -> torch.Tensor:
         if self._image:
@@ -171,6 +191,18 @@ class InferencePath(nn.Module):
         if self._env_shape is not None:
             actions = actions.reshape(actions.shape[0], *self._env_shape)
         return actions + self._start if self._start else actions
+
+
+def recurrent_input_names(parts: int) -> list[str]:
+    """The inputs of an exported recurrent policy's state: ``state_in_0``, ``state_in_1``, ...
+
+    Args:
+        parts: how many state tensors the model has.
+
+    Returns:
+        Their names, in order; the outputs are named ``state_out_k`` alike.
+    """
+    return [f"state_in_{k}" for k in range(parts)]
 
 
 def _leaf_encoding(space: gym.Space[Any]) -> list[tuple[int, int]] | None:
@@ -204,7 +236,13 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
     path = InferencePath(policy)
     space = policy.observation_space
     samples = [leaf_values(space, space.sample()) for _ in range(2)]
-    example = tuple(torch.as_tensor(np.stack([np.asarray(s[i]) for s in samples])) for i in range(len(path.input_names)))
+    leaves = observation_leaves(space)
+    example = tuple(torch.as_tensor(np.stack([np.asarray(s[i]) for s in samples])) for i in range(len(leaves)))
+    initial_state = policy.get_initial_state()
+    if initial_state:
+        prev_actions = zero_actions(policy.action_adapter.policy_space, 2)
+        recurrent = [np.stack([part, part]) for part in initial_state] + [prev_actions, np.zeros(2, dtype=np.float32)]
+        example += tuple(torch.from_numpy(array) for array in recurrent)
     folder = Path(export_dir).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
@@ -227,9 +265,13 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
         "policy_id": policy_id,
         "inputs": [
             {"name": name, "space": space_to_json(leaf), "dtype": str(value.dtype).removeprefix("torch.")}
-            for (name, leaf), value in zip(observation_leaves(space), example, strict=True)
-        ],
-        "outputs": ["actions (in the env's action space)", "action_dist_inputs"],
+            for (name, leaf), value in zip(leaves, example, strict=False)  # the observation's arrays
+        ]
+        + [
+            {"name": name, "shape": list(value.shape[1:]), "dtype": str(value.dtype).removeprefix("torch.")}
+            for name, value in zip(path.input_names[len(leaves) :], example[len(leaves) :], strict=True)
+        ],  # a recurrent policy's state (zeros at an episode's start), previous action and reward
+        "outputs": ["actions (in the env's action space)", "action_dist_inputs", *_state_outputs(len(initial_state))],
         "action_space": space_to_json(policy.action_space),
         "observation_filter": cast(Any, policy.config).observation_filter,
         "onnx_opset": onnx,
@@ -247,7 +289,10 @@ def _write_exported_program(path: InferencePath, example: tuple[torch.Tensor, ..
     """
     batch = torch.export.Dim("batch")
     try:
-        program = torch.export.export(path, example, dynamic_shapes=(tuple({0: batch} for _ in example),))
+        with warnings.catch_warnings():
+            # torch's own nn.LSTM re-assigns its flat weights while it is captured: a note about torch, not the model
+            warnings.filterwarnings("ignore", message="The tensor attributes .*_flat_weights", category=UserWarning)
+            program = torch.export.export(path, example, dynamic_shapes=(tuple({0: batch} for _ in example),))
     except Exception as exc:  # torch's exporter raises many kinds (UserError, Unsupported, ...) for a model it cannot capture
         file.unlink(missing_ok=True)  # never one of an earlier export beside the new model.pt
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -255,6 +300,10 @@ def _write_exported_program(path: InferencePath, example: tuple[torch.Tensor, ..
         return False
     _replace(file, lambda temporary: torch.export.save(program, str(temporary)))
     return True
+
+
+def _state_outputs(parts: int) -> list[str]:
+    return [f"state_out_{k}" for k in range(parts)]
 
 
 def check_onnx_opset(opset: Any) -> None:
@@ -276,14 +325,15 @@ def _export_onnx(path: InferencePath, example: tuple[torch.Tensor, ...], file: P
     options: dict[str, Any] = {}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         options["dynamo"] = False  # the TorchScript-based exporter: no onnxscript needed, the same graph as model.pt
-    names = [*path.input_names, SampleBatch.ACTIONS, SampleBatch.ACTION_DIST_INPUTS]
+    outputs = [SampleBatch.ACTIONS, SampleBatch.ACTION_DIST_INPUTS, *_state_outputs(path._state_parts)]
+    names = [*path.input_names, *outputs]
     torch.onnx.export(
         path,
         example,
         str(file),
         opset_version=opset,
         input_names=path.input_names,
-        output_names=names[-2:],
+        output_names=outputs,
         dynamic_axes={name: {0: "batch"} for name in names},  # any batch size
         **options,
     )

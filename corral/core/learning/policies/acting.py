@@ -14,10 +14,10 @@ import numpy as np
 import torch
 
 from corral.core.common.sample_batch import SampleBatch
-from corral.core.common.spaces import ObservationCheck
+from corral.core.common.spaces import ObservationCheck, zero_actions
 from corral.core.learning.acting import single_action
 from corral.core.learning.policies.part import PolicyPart
-from corral.core.learning.recurrent.sequences import STATE_OUT_PREFIX, zero_actions
+from corral.core.learning.recurrent.sequences import STATE_OUT_PREFIX
 from corral.core.networks.action_masking import LEGAL_ACTIONS
 from corral.errors import ConfigError, ObservationError
 
@@ -87,7 +87,7 @@ class Acting(PolicyPart):
         if self.is_recurrent:
             model = cast("RecurrentModel", self.model)
             inputs = self._recurrent_inputs(len(obs), state, prev_actions, prev_rewards)
-            model_out = model.forward_exploration(obs_t, **inputs) if explore else model.forward_inference(obs_t, **inputs)
+            model_out = model.forward_exploration(obs_t, *inputs) if explore else model.forward_inference(obs_t, *inputs)
         else:
             model_out = self.model.forward_exploration(obs_t) if explore else self.model.forward_inference(obs_t)
         dist = self.dist_class(model_out[SampleBatch.ACTION_DIST_INPUTS])
@@ -111,8 +111,11 @@ class Acting(PolicyPart):
         state: Sequence[np.ndarray] | None,
         prev_actions: np.ndarray | None,
         prev_rewards: np.ndarray | None,
-    ) -> dict[str, Any]:
-        """A recurrent model's inputs beside the observations, as tensors; zeros and initial states where not given."""
+    ) -> tuple[list[torch.Tensor], None, torch.Tensor, torch.Tensor]:
+        """A recurrent model's arguments after the observations when acting: ``(state, seq_lens, prev_actions, prev_rewards)``.
+
+        Tensors on the policy's device; the initial state and zeros where not given, and no ``seq_lens`` (one step per row).
+        """
         if state is None:
             parts = [p.expand(batch, *p.shape) for p in cast("RecurrentModel", self.model).get_initial_state()]
         else:
@@ -121,11 +124,8 @@ class Acting(PolicyPart):
             prev_actions = zero_actions(self.action_adapter.policy_space, batch)
         if prev_rewards is None:
             prev_rewards = np.zeros(batch, dtype=np.float32)
-        return {
-            "state": parts,
-            SampleBatch.PREV_ACTIONS: torch.as_tensor(prev_actions, device=self.device),
-            SampleBatch.PREV_REWARDS: torch.as_tensor(prev_rewards, dtype=torch.float32, device=self.device),
-        }
+        actions = torch.as_tensor(prev_actions, device=self.device)
+        return parts, None, actions, torch.as_tensor(prev_rewards, dtype=torch.float32, device=self.device)
 
     def split_action_mask(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The model's observations and the legal actions of a batch, for code that calls parts of the model directly.
@@ -193,7 +193,7 @@ class Acting(PolicyPart):
         obs_t = torch.from_numpy(obs).to(self.device)
         if self.is_recurrent:
             inputs = self._recurrent_inputs(len(obs), state, prev_actions, prev_rewards)
-            out = cast("RecurrentModel", self.model).forward_inference(obs_t, **inputs)
+            out = cast("RecurrentModel", self.model).forward_inference(obs_t, *inputs)
         else:
             out = self.model.forward_inference(obs_t)
         return out[SampleBatch.VF_PREDS].cpu().numpy()

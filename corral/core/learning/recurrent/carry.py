@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.spaces import zero_actions
 from corral.core.learning.policy import Policy
-from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX, STATE_OUT_PREFIX, zero_actions
+from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX, STATE_OUT_PREFIX
 
 
 class RecurrentCarry:

@@ -15,26 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from corral.core.common.sample_batch import SampleBatch
 
 STATE_IN_PREFIX = "state_in_"
 STATE_OUT_PREFIX = "state_out_"
-
-
-def zero_actions(space: gym.Space[Any], rows: int) -> np.ndarray:
-    """``rows`` zero actions of the policy's action space: the previous action at an episode's start.
-
-    Args:
-        space: the policy's action space.
-        rows: how many.
-
-    Returns:
-        ``[rows, *space.shape]`` zeros of the space's dtype.
-    """
-    return np.zeros((rows, *(space.shape or ())), dtype=space.dtype or np.float32)
 
 
 def is_step_column(key: str) -> bool:
