@@ -99,6 +99,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         TorchModelV2 as TorchModelV2,
         restore_original_dimensions as restore_original_dimensions,
     )
+    from corral.core.networks.recurrent import LSTMModel as LSTMModel, RecurrentModel as RecurrentModel
     from corral.core.sampling.async_sampling import AsyncSampler as AsyncSampler
     from corral.core.sampling.env_runner import EnvRunner as EnvRunner, Episode as Episode
     from corral.core.training.algorithm import Algorithm as Algorithm
@@ -147,6 +148,8 @@ _EXPORTS = {
     "ModelCatalog": "corral.core.networks.catalog",
     "TorchModelV2": "corral.core.networks.model_v2",
     "RecurrentNetwork": "corral.core.networks.model_v2",
+    "RecurrentModel": "corral.core.networks.recurrent",
+    "LSTMModel": "corral.core.networks.recurrent",
     "restore_original_dimensions": "corral.core.networks.model_v2",
     "ActionDistribution": "corral.core.networks.distributions",
     "Categorical": "corral.core.networks.distributions",

@@ -12,6 +12,7 @@ from corral.core import SampleBatch
 from corral.core.learning.recurrent.sequences import chop_into_sequences, inputs_after
 from corral.plugins.a2c import A2CConfig
 from corral.plugins.dqn import DQNConfig
+from corral.plugins.impala import IMPALAConfig
 from corral.plugins.ppo import PPOConfig
 from corral.testing.envs import StatelessCartPole
 from tests.conftest import SMALL_PPO
@@ -179,4 +180,24 @@ def test_remote_env_runners_carry_the_state_and_their_sequences_train_the_learne
     assert result["num_env_steps_trained"] == result["num_env_steps_sampled"] >= 256
     after = algo.get_policy().get_weights()
     assert any(not np.allclose(before[k], after[k]) for k in before if k.startswith("lstm."))
+    algo.stop()
+
+
+def test_impala_learns_on_whole_fragments_from_their_first_state_starting_over_with_each_episode() -> None:
+    config = IMPALAConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=2, rollout_fragment_length=20)
+    algo = config.training(train_batch_size=80, model=LSTM).debugging(seed=0).build()
+    policy = algo.get_policy()
+    before = policy.get_weights()
+    result = algo.train()
+    assert np.isfinite(result["info"]["learner"]["default_policy"]["total_loss"])
+    assert any(not np.allclose(before[k], v) for k, v in policy.get_weights().items() if k.startswith("lstm."))
+    algo.stop()
+
+
+def test_evaluation_carries_the_state_through_its_episodes() -> None:
+    algo = lstm_ppo().evaluation(evaluation_interval=1, evaluation_duration=2).build()
+    result = algo.train()
+    assert result["evaluation"]["episodes_this_iter"] >= 2
+    carry = algo._evaluation_runners().local_env_runner._carry
+    assert carry is not None and carry.policy is algo.get_policy() and np.any(carry.state[0])
     algo.stop()

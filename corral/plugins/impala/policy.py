@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
-from corral.core import Policy, SampleBatch, to_floats, vtrace
+from corral.core import Policy, RecurrentModel, SampleBatch, to_floats, vtrace
+from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX
 from corral.plugins.impala.config import IMPALAConfig
 
 _SEQUENCE_COLUMNS = [
@@ -27,10 +28,16 @@ class IMPALAPolicy(Policy):
     The targets must use the learner's current value function and policy, so
     nothing is estimated when sampling: a batch row is a whole sequence
     (``[B, T, ...]`` columns) plus the observation to bootstrap from.
+
+    A recurrent model's sequence also holds the state it started from
+    (``state_in_k``) and the previous actions and rewards; the learner runs the
+    model over it step by step from that state, starting over where an episode
+    starts inside the sequence, as the env runner did.
     """
 
     config: IMPALAConfig
     thread_safe_learning = True
+    recurrent_models = True
     required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
     input_columns = (*_SEQUENCE_COLUMNS, SampleBatch.BOOTSTRAP_OBS)
     postprocessing_columns = (SampleBatch.VALID, SampleBatch.BOOTSTRAP_OBS)  # sequences: only postprocessing cuts them
@@ -38,24 +45,30 @@ class IMPALAPolicy(Policy):
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
         """One row per sub-environment: its ``[T, ...]`` sequence and its bootstrap observation."""
         # copies: the runner writes its next fragment into the same buffers
-        sequences = {k: np.ascontiguousarray(np.swapaxes(fragment[k], 0, 1)) for k in _SEQUENCE_COLUMNS}
-        return SampleBatch({**sequences, SampleBatch.BOOTSTRAP_OBS: np.asarray(bootstrap_obs)})
+        columns = _SEQUENCE_COLUMNS + (_RECURRENT_COLUMNS if self.is_recurrent else [])
+        sequences = {k: np.ascontiguousarray(np.swapaxes(fragment[k], 0, 1)) for k in columns}
+        starts = {k: fragment[k][0].copy() for k in fragment if k.startswith(STATE_IN_PREFIX)}  # each sequence's first state
+        return SampleBatch({**sequences, **starts, SampleBatch.BOOTSTRAP_OBS: np.asarray(bootstrap_obs)})
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
         """One gradient step on the V-trace actor-critic loss over every sequence of the batch."""
         cfg = self.config
         lr = self.update_lr()
-        t = self.to_tensors(batch, [*_SEQUENCE_COLUMNS, SampleBatch.BOOTSTRAP_OBS])
+        recurrent = [k for k in batch if k.startswith(STATE_IN_PREFIX)] + (_RECURRENT_COLUMNS if self.is_recurrent else [])
+        t = self.to_tensors(batch, [*_SEQUENCE_COLUMNS, SampleBatch.BOOTSTRAP_OBS, *recurrent])
         time_major = {k: t[k].transpose(0, 1) for k in _SEQUENCE_COLUMNS}  # [T, B, ...]
         steps, sequences = time_major[SampleBatch.REWARDS].shape
-        obs = time_major[SampleBatch.OBS].reshape(steps * sequences, *time_major[SampleBatch.OBS].shape[2:])
-        out = self.model.forward_train(obs)
-        dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
+        if self.is_recurrent:
+            dist_inputs, values, last_values = self._recurrent_outputs(t)
+        else:
+            obs = time_major[SampleBatch.OBS].reshape(steps * sequences, *time_major[SampleBatch.OBS].shape[2:])
+            out = self.model.forward_train(obs)
+            dist_inputs, values = out[SampleBatch.ACTION_DIST_INPUTS], out[SampleBatch.VF_PREDS].view(steps, sequences)
+            with torch.no_grad():
+                last_values = self.model.forward_train(t[SampleBatch.BOOTSTRAP_OBS])[SampleBatch.VF_PREDS]
+        dist = self.dist_class(dist_inputs)
         actions = time_major[SampleBatch.ACTIONS].reshape(steps * sequences, *time_major[SampleBatch.ACTIONS].shape[2:])
         target_logp = dist.logp(actions).view(steps, sequences)
-        values = out[SampleBatch.VF_PREDS].view(steps, sequences)
-        with torch.no_grad():
-            last_values = self.model.forward_train(t[SampleBatch.BOOTSTRAP_OBS])[SampleBatch.VF_PREDS]
         valid = time_major[SampleBatch.VALID].float()
         vs, pg_advantages = vtrace(
             time_major[SampleBatch.ACTION_LOGP], target_logp, time_major[SampleBatch.REWARDS], values, last_values,
@@ -70,3 +83,55 @@ class IMPALAPolicy(Policy):
         (grad_norm,) = self.apply_gradients(total, {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy})
         stats = {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, "grad_gnorm": grad_norm}
         return {**to_floats(stats), "cur_lr": lr}
+
+    def _recurrent_outputs(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A recurrent model over ``[B, T]`` sequences, a step at a time from each one's first state.
+
+        After a reset row (``valid`` False) an episode starts: the state starts over,
+        as the env runner's did; the recorded previous actions and rewards already do.
+
+        Returns:
+            ``[T * B, ...]`` time-major action-distribution inputs, ``[T, B]`` values, and
+            ``[B]`` values of the bootstrap observations from the state after each sequence.
+        """
+        model = cast(RecurrentModel, self.model)
+        initial = model.get_initial_state()
+        state = [t[f"{STATE_IN_PREFIX}{k}"] for k in range(len(initial))]
+        valid = t[SampleBatch.VALID]
+        sequences, steps = valid.shape
+        one_step = torch.ones(sequences, dtype=torch.int32, device=self.device)
+        dist_inputs, values = [], []
+        for step in range(steps):
+            if step > 0:
+                state = _start_over(state, initial, ~valid[:, step - 1])
+            out = model.forward_train(
+                t[SampleBatch.OBS][:, step : step + 1], state, one_step,
+                t[SampleBatch.PREV_ACTIONS][:, step : step + 1], t[SampleBatch.PREV_REWARDS][:, step : step + 1],
+            )  # fmt: skip
+            state = [out[f"state_out_{k}"] for k in range(len(initial))]
+            dist_inputs.append(out[SampleBatch.ACTION_DIST_INPUTS])
+            values.append(out[SampleBatch.VF_PREDS])
+        with torch.no_grad():
+            ended = ~valid[:, -1]
+            state = _start_over([part.detach() for part in state], initial, ended)
+            last_action = t[SampleBatch.ACTIONS][:, -1:]
+            last_reward = t[SampleBatch.REWARDS][:, -1:]
+            last_values = model.forward_train(
+                t[SampleBatch.BOOTSTRAP_OBS].unsqueeze(1), state, one_step,
+                torch.where(_rows(ended, last_action), torch.zeros_like(last_action), last_action),
+                torch.where(ended.unsqueeze(1), torch.zeros_like(last_reward), last_reward),
+            )[SampleBatch.VF_PREDS]  # fmt: skip
+        return torch.cat(dist_inputs), torch.stack(values), last_values
+
+
+_RECURRENT_COLUMNS = [SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS]
+
+
+def _rows(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A ``[B]`` mask shaped to broadcast over ``like``'s rows."""
+    return mask.reshape(-1, *([1] * (like.dim() - 1)))
+
+
+def _start_over(state: list[torch.Tensor], initial: list[torch.Tensor], rows: torch.Tensor) -> list[torch.Tensor]:
+    """The state, with the initial one where ``rows`` starts an episode."""
+    return [torch.where(_rows(rows, part), start, part) for part, start in zip(state, initial, strict=True)]
