@@ -187,6 +187,16 @@ def test_impala_learns_on_whole_fragments_from_their_first_state_starting_over_w
     config = IMPALAConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=2, rollout_fragment_length=20)
     algo = config.training(train_batch_size=80, model=LSTM).debugging(seed=0).build()
     policy = algo.get_policy()
+    runner = algo.env_runner_group.local_env_runner
+    batch = SampleBatch.concat([runner.sample().policy_batches["default_policy"] for _ in range(3)])  # episodes end inside
+    assert not batch[SampleBatch.VALID].all()
+    t = policy.to_tensors(batch)
+    with torch.no_grad():
+        dist_inputs, _, _ = policy._recurrent_outputs(t)
+    steps, sequences = batch[SampleBatch.VALID].shape[1], batch.count
+    logp = policy.dist_class(dist_inputs).logp(t[SampleBatch.ACTIONS].T.reshape(-1)).view(steps, sequences).T
+    # the learner's model, run over each sequence from its first state, gives what the runner's gave step by step
+    torch.testing.assert_close(logp, t[SampleBatch.ACTION_LOGP], rtol=0, atol=1e-5)
     before = policy.get_weights()
     result = algo.train()
     assert np.isfinite(result["info"]["learner"]["default_policy"]["total_loss"])
