@@ -60,13 +60,6 @@ class RLlibStyleModel(TorchModelV2, nn.Module):
         return torch.reshape(self._value_branch(self._features), [-1])
 
 
-class RecurrentModel(RLlibStyleModel):
-    """A ModelV2 with recurrent state: refused until the recurrent step."""
-
-    def get_initial_state(self) -> list[torch.Tensor]:
-        return [torch.zeros(8)]
-
-
 @pytest.fixture(autouse=True)
 def registered() -> None:
     ModelCatalog.register_custom_model(NAME, RLlibStyleModel)
@@ -224,11 +217,6 @@ def test_a_remote_env_runner_gets_the_registered_model_with_its_config() -> None
         algo.stop()
 
 
-def test_a_recurrent_model_v2_is_refused_until_the_recurrent_step() -> None:
-    with pytest.raises(ConfigError, match=r"RecurrentModel is recurrent .* issue 31's recurrent step"):
-        ppo().training(model={"custom_model": RecurrentModel}).build()
-
-
 def test_an_unknown_name_is_refused_with_the_closest_registered_one() -> None:
     with pytest.raises(ConfigError, match=rf"'rllib_style_mpl' is not a registered model name\. Did you mean '{NAME}'\?"):
         ppo().training(model={"custom_model": "rllib_style_mpl"}).build()
@@ -239,3 +227,31 @@ def test_register_custom_model_takes_only_torch_modules() -> None:
         ModelCatalog.register_custom_model("not_a_model", dict)
     with pytest.raises(ConfigError, match="non-empty string name"):
         ModelCatalog.register_custom_model("", RLlibStyleModel)
+
+
+class WithCustomLoss(RLlibStyleModel):
+    """RLlib's custom_loss() and metrics(): a term on a weight only the custom loss reads, reported as a metric."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.anchor = nn.Parameter(torch.ones(3))
+        self.seen_columns: list[str] = []
+        self._term = torch.zeros(())
+
+    def custom_loss(self, policy_loss, loss_inputs):
+        self.seen_columns = sorted(loss_inputs)
+        self._term = self.anchor.pow(2).sum()
+        return [policy_loss + self._term]  # RLlib's models may return one loss per optimizer
+
+    def metrics(self):
+        return {"anchor_term": self._term}
+
+
+def test_custom_loss_is_backpropagated_and_metrics_reach_the_learner_stats() -> None:
+    algo = ppo().training(model={"custom_model": WithCustomLoss}).build()
+    model = algo.get_policy().model
+    result = algo.train()
+    assert model.anchor.detach().abs().max() < 1.0  # its only gradient is the custom term's
+    assert SampleBatch.OBS in model.seen_columns and SampleBatch.ADVANTAGES in model.seen_columns
+    assert 0.0 < result["info"]["learner"]["default_policy"]["anchor_term"] < 3.0
+    algo.stop()

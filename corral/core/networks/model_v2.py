@@ -110,6 +110,25 @@ class TorchModelV2(nn.Module):
         """The recurrent state at an episode's start, one tensor per state part; ``[]``: a feed-forward model."""
         return []
 
+    def custom_loss(self, policy_loss: Any, loss_inputs: Mapping[str, torch.Tensor]) -> Any:
+        """The loss to optimize, given the algorithm's: override to add terms of the model's own (RLlib's hook).
+
+        Called at every gradient step, before backpropagation.
+
+        Args:
+            policy_loss: the algorithm's total loss (a tensor).
+            loss_inputs: the batch the policy is learning on, its columns as tensors (``obs``,
+                ``actions``, ...; the whole train batch, of which PPO's minibatches are slices).
+
+        Returns:
+            The loss to backpropagate: ``policy_loss`` unchanged by default (a one-item list is taken too).
+        """
+        return policy_loss
+
+    def metrics(self) -> dict[str, Any]:
+        """Numbers to report beside the learner's stats after each update (RLlib's hook); none by default."""
+        return {}
+
     def last_output(self) -> torch.Tensor | None:
         """The outputs of the last call (None before the first)."""
         return self._last_output

@@ -141,6 +141,7 @@ class TrainingLoop(AlgorithmPart):
         """One policy's update, its stats added to ``result``; an error names the policy and the iteration."""
         try:
             result.update(policy.learn_on_batch(batch))
+            result.update(policy.model_metrics())
         except TrainingError as exc:
             raise exc.located(policy_id, self.iteration + 1) from None
         if policy.update_guard.skipped:

@@ -9,7 +9,7 @@ its learner stats.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -18,6 +18,8 @@ from corral.core.common.sample_batch import SampleBatch
 from corral.core.learning.nonfinite import UpdateGuard
 from corral.core.learning.policies.part import PolicyPart
 from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX, is_step_column
+from corral.core.networks.model_v2 import TorchModelV2
+from corral.errors import ConfigError
 
 if TYPE_CHECKING:
     from corral.core.networks.recurrent import RecurrentModel
@@ -44,7 +46,9 @@ class Updates(PolicyPart):
         """
         if keys and SampleBatch.SEQ_LENS in batch:
             keys = [*keys, *(k for k in batch if k not in keys and (k in _SEQUENCE_INPUTS or k.startswith(STATE_IN_PREFIX)))]
-        return {k: torch.from_numpy(np.require(batch[k], requirements=["C", "W"])).to(self.device) for k in (keys or batch)}
+        tensors = {k: torch.from_numpy(np.require(batch[k], requirements=["C", "W"])).to(self.device) for k in (keys or batch)}
+        self.__dict__["_loss_inputs"] = tensors  # what a model's custom_loss() is given
+        return tensors
 
     def train_forward(self, t: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """The model's training outputs for a batch of tensors, and the batch's columns with a row per output row.
@@ -89,7 +93,8 @@ class Updates(PolicyPart):
     def apply_gradients(self, loss: torch.Tensor, terms: dict[str, torch.Tensor] | None = None) -> list[torch.Tensor]:
         """Backpropagate ``loss``, clip if ``grad_clip``, and step ``self.optimizer`` unless something is not finite.
 
-        A NaN or inf loss or gradient norm, or weights that the step would make
+        A ModelV2 that overrides ``custom_loss()`` turns ``loss`` into the loss
+        backpropagated first. A NaN or inf loss or gradient norm, or weights that the step would make
         non-finite, stop the update before it reaches the weights (see
         :mod:`corral.core.learning.nonfinite`): a :class:`~corral.errors.TrainingError`,
         or a skipped update with ``debugging(on_nonfinite="skip")``.
@@ -104,12 +109,30 @@ class Updates(PolicyPart):
         Raises:
             TrainingError: something was not finite and ``on_nonfinite`` is ``"raise"``.
         """
+        if isinstance(self.model, TorchModelV2) and type(self.model).custom_loss is not TorchModelV2.custom_loss:
+            loss = self._custom_loss(loss)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         norms = self.clip_gradients()
         if self.update_guard.check_gradients(loss, norms, terms):
             self.update_guard.step()
         return norms
+
+    def _custom_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """The model's ``custom_loss()`` of the algorithm's loss and the batch being learned on."""
+        custom = cast(TorchModelV2, self.model).custom_loss(loss, self.__dict__.get("_loss_inputs", {}))
+        if isinstance(custom, (list, tuple)) and len(custom) == 1:  # RLlib's models may return one loss per optimizer
+            custom = custom[0]
+        if not isinstance(custom, torch.Tensor) or custom.dim() != 0:
+            raise ConfigError(
+                f"{type(self.model).__qualname__}.custom_loss() returned {type(custom).__name__}; it must return a scalar tensor"
+            )
+        return custom
+
+    def model_metrics(self) -> dict[str, float]:
+        """The model's own ``metrics()`` (a ModelV2's), as floats for the learner's stats; none for other models."""
+        metrics: dict[str, Any] = self.model.metrics() if isinstance(self.model, TorchModelV2) else {}
+        return {str(k): float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for k, v in metrics.items()}
 
     def clip_gradients(self) -> list[torch.Tensor]:
         """Clip gradients to ``grad_clip`` as ``grad_clip_by`` says; returns each param group's global norm before.
