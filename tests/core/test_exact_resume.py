@@ -107,6 +107,20 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
             "observation_filter": "MeanStdFilter",
         },
     ),
+    # agents that leave at different steps, with an LSTM: each agent's state, previous action and reward carry over
+    "PPO-multi-agent-LSTM": (
+        "PPO",
+        {
+            "env": "corral.testing.envs:MultiAgentCountingEnv",
+            "env_config": {"num_agents": 2},
+            "num_envs_per_env_runner": 3,
+            "rollout_fragment_length": 7,
+            "train_batch_size": 90,
+            "minibatch_size": 30,
+            "num_epochs": 2,
+            "model": {"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4, "lstm_use_prev_reward": True},
+        },
+    ),
     # one shared policy, agents that leave mid-episode, a replay buffer in the checkpoint
     "DQN-multi-agent": (
         "DQN",

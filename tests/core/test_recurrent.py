@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from corral import Algorithm, ConfigError
+from corral import Algorithm, ConfigError, make_multi_agent
 from corral.core import SampleBatch
 from corral.core.learning.recurrent.sequences import chop_into_sequences, inputs_after
 from corral.plugins.a2c import A2CConfig
@@ -153,7 +153,7 @@ def test_a_restored_recurrent_policy_continues_exactly(tmp_path) -> None:
 
 
 def test_where_recurrent_models_are_not_trained_the_error_says_where_they_are() -> None:
-    with pytest.raises(ConfigError, match="PPO and A2C train them"):
+    with pytest.raises(ConfigError, match="PPO, A2C and IMPALA train them"):
         DQNConfig().environment("CartPole-v1").training(model=LSTM).build()
     with pytest.raises(ConfigError, match="does not wrap custom models in an LSTM"):
         lstm_ppo(custom_model=torch.nn.Linear).build()
@@ -210,4 +210,36 @@ def test_evaluation_carries_the_state_through_its_episodes() -> None:
     assert result["evaluation"]["episodes_this_iter"] >= 2
     carry = algo._evaluation_runners().local_env_runner._carry
     assert carry is not None and carry.policy is algo.get_policy() and np.any(carry.state[0])
+    algo.stop()
+
+
+def test_each_agent_carries_its_own_state_in_a_multi_agent_run() -> None:
+    policies = {"p0", "p1"}
+    config = (
+        PPOConfig()
+        .environment(make_multi_agent("CartPole-v1"), env_config={"num_agents": 2})
+        .multi_agent(policies=policies, policy_mapping_fn=lambda agent_id, *args, **kwargs: f"p{agent_id}")
+        .training(**SMALL_PPO, model=LSTM)
+        .debugging(seed=0)
+    )
+    algo = config.build()
+    fragments = []
+    for pid in policies:
+        policy = algo.get_policy(pid)
+        original = policy.training_rows
+        policy.training_rows = lambda fragment, original=original: fragments.append(fragment) or original(fragment)
+    result = algo.train()
+    assert result["num_agent_steps_trained"] == result["num_agent_steps_sampled"] >= 256
+    checked = 0
+    for fragment in fragments:
+        valid, state_in, state_out = fragment[SampleBatch.VALID], fragment["state_in_0"], fragment["state_out_0"]
+        for column in range(valid.shape[1]):
+            for t in range(1, len(valid)):
+                if valid[t][column] and valid[t - 1][column]:  # the agent's next step goes on from where it was
+                    np.testing.assert_array_equal(state_in[t, column], state_out[t - 1, column])
+                    checked += 1
+                elif valid[t][column] and valid[: t - 1, column].any():  # after a reset row: a new episode
+                    np.testing.assert_array_equal(state_in[t, column], 0.0)
+                    checked += 1
+    assert checked > 200
     algo.stop()

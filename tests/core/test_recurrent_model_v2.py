@@ -66,7 +66,7 @@ def test_a_recurrent_model_v2_acts_with_its_state_and_trains_on_sequences() -> N
 
 
 def test_dqn_refuses_a_recurrent_model_v2_and_names_what_trains_one() -> None:
-    with pytest.raises(ConfigError, match=r"is recurrent .* PPO and A2C train recurrent models"):
+    with pytest.raises(ConfigError, match=r"is recurrent .* PPO, A2C and IMPALA train recurrent models"):
         DQNConfig().environment(RepeatAfterMe).training(model={"custom_model": NAME}).build()
 
 

@@ -183,7 +183,7 @@ class Policy(Acting, Updates, PolicyState):
         if not self.recurrent_models:
             raise ConfigError(
                 f"{name} learns on single steps, so it cannot train a recurrent model (model.use_lstm or a custom model "
-                "with state); corral's PPO and A2C train them. Remove use_lstm, or use one of those"
+                "with state); corral's PPO, A2C and IMPALA train them. Remove use_lstm, or use one of those"
             )
         if self.action_mask is not None:
             raise ConfigError(

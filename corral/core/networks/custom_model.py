@@ -262,7 +262,7 @@ def build_q_model(
             if model.get_initial_state():
                 raise ConfigError(
                     f"model.custom_model {cls.__qualname__} is recurrent (get_initial_state() is not empty), but DQN "
-                    "learns on single steps; corral's PPO and A2C train recurrent models"
+                    "learns on single steps; corral's PPO, A2C and IMPALA train recurrent models"
                 )
             model.value_outputs = False
             body = (ModelV2Features(model), width)

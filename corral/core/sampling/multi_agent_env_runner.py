@@ -27,6 +27,7 @@ from corral.core.common.spaces import stack_observations
 from corral.core.environments.envs import EnvContext, env_name
 from corral.core.environments.multi_agent_env import ALL_AGENTS, multi_agent_env_maker
 from corral.core.environments.multi_agent_guard import MultiAgentEnvGuard
+from corral.core.learning.recurrent.carry import AgentCarry, recorded_inputs
 from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment
 from corral.core.sampling.agent_policies import PolicyModels as PolicyModels, infer_policy_spaces, map_agent
 from corral.core.sampling.base_env_runner import BaseEnvRunner
@@ -121,6 +122,8 @@ class MultiAgentEnvRunner(BaseEnvRunner):
 
     def _make_envs(self, first_env: Any) -> None:
         config, worker_index = self.config, self.worker_index
+        self._carry = AgentCarry()
+        """recurrent policies' state, previous action and reward of each agent"""
         if config.observation_space is not None or config.action_space is not None:
             raise ConfigError(
                 "environment(observation_space=..., action_space=...) is for single-agent envs; give each policy of a "
@@ -259,7 +262,14 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             policy = self.policies[policy_id]
             raw = [obs for _, _, obs in items]
             obs = policy.preprocess(stack_observations(raw), update_filter=record)
-            actions, extras = policy.compute_actions(obs, explore=explore)
+            if policy.is_recurrent:
+                keys = [(i, agent) for i, agent, _ in items]
+                inputs = self._carry.inputs(policy_id, policy, keys)
+                actions, extras = policy.compute_actions(obs, explore=explore, **inputs)
+                self._carry.advance(policy_id, keys, extras, actions)
+                extras = {**extras, **recorded_inputs(inputs)}
+            else:
+                actions, extras = policy.compute_actions(obs, explore=explore)
             env_actions = policy.action_adapter(actions)
             # Discrete actions as Python ints, which every env accepts
             as_list = env_actions.tolist() if isinstance(policy.action_space, gym.spaces.Discrete) else list(env_actions)
@@ -287,14 +297,16 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         observations = self._observe(observations, i, episode)
         over = bool(terminateds[ALL_AGENTS] or truncateds[ALL_AGENTS])
         episode.length += 1
+        clip = self._clip_rewards
         for agent, reward in rewards.items():
             value = float(reward)
             episode.total_reward += value
             key = (agent, episode.policy_for(agent))
             episode.agent_rewards[key] = episode.agent_rewards.get(key, 0.0) + value
+            learned = value if clip is None else float(clip(value))
+            self._carry.add_reward((i, agent), learned)
             if record:
-                clip = self._clip_rewards
-                self._collector.add_reward((i, agent), value if clip is None else float(clip(value)))
+                self._collector.add_reward((i, agent), learned)
         for agent in actions:
             episode.agent_steps[agent] = episode.agent_steps.get(agent, 0) + 1
         open_agents = self._open[i]
@@ -307,6 +319,8 @@ class MultiAgentEnvRunner(BaseEnvRunner):
                 if record:
                     info = infos.get(agent) if self.output is not None else None
                     self._collector.close((i, agent), observations.get(agent), terminated, truncated, info, episode)
+                if terminated or truncated:
+                    self._carry.forget((i, agent))
                 del open_agents[agent]
         if i == 0 and self.display is not None:
             self.envs[0].env.render()
@@ -347,12 +361,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         return MultiAgentEpisode(i, self, episode_id)
 
     def _reset_all(self) -> None:
-        recurrent = sorted(pid for pid, policy in self.policies.items() if policy.is_recurrent)
-        if recurrent:
-            raise ConfigError(
-                f"policies {recurrent} have recurrent models (model.use_lstm), which corral trains in single-agent runs "
-                "only so far; remove use_lstm from their config, or train them in a single-agent env"
-            )
+        self._carry = AgentCarry()  # every agent starts over
         self._obs = [{} for _ in range(self.num_envs)]
         self._episodes = [self._new_episode(i, episode_id=-1) for i in range(self.num_envs)]  # replaced by _reset
         self._discarding[:] = False
@@ -363,6 +372,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         """Start a new episode in sub-environment ``i``, with a reset seed drawn from the runner's generator."""
         assert self._obs is not None
         observations, infos = self.envs[i].reset(seed=self._reset_seed())
+        self._carry.forget_sub_environment(i)
         episode = self._episodes[i] = self._new_episode(i)
         episode.last_observations.update(observations)
         episode.last_infos.update(infos)

@@ -202,6 +202,7 @@ def multi_agent_runner_state(runner: MultiAgentEnvRunner) -> dict[str, Any]:
         if all(episode is not None for episode in episodes):
             state["episodes"] = episodes
             state["open_rows"] = runner._collector.get_state()
+            state["recurrent"] = state_codec.encode(runner._carry.get_state())
     return state
 
 
@@ -264,6 +265,7 @@ def set_multi_agent_runner_state(runner: MultiAgentEnvRunner, state: dict[str, A
         if not runner._reset_pending[i]:
             _restore_episode(runner, i, saved)
     runner._collector.set_state(state.get("open_rows"), runner.policies)
+    runner._carry.set_state(state_codec.decode(state.get("recurrent", [])), runner.policies)
     if runner.callbacks.has_episode_start:  # callbacks see the episodes in progress anew (their user_data is not saved)
         for i, episode in enumerate(runner._episodes):
             if not runner._reset_pending[i]:

@@ -10,6 +10,7 @@ zero previous action and reward (RLlib's convention).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,21 @@ from corral.core.common.sample_batch import SampleBatch
 from corral.core.common.spaces import zero_actions
 from corral.core.learning.policy import Policy
 from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX, STATE_OUT_PREFIX
+
+
+def recorded_inputs(inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """A recurrent policy's inputs of a step as sample columns: ``state_in_k``, ``prev_actions``, ``prev_rewards``.
+
+    Args:
+        inputs: the keyword arguments given to ``Policy.compute_actions`` (``state`` and the rest).
+
+    Returns:
+        The columns, a row per acting sub-environment or agent.
+    """
+    columns = {f"{STATE_IN_PREFIX}{k}": part for k, part in enumerate(inputs["state"])}
+    columns[SampleBatch.PREV_ACTIONS] = inputs[SampleBatch.PREV_ACTIONS]
+    columns[SampleBatch.PREV_REWARDS] = inputs[SampleBatch.PREV_REWARDS]
+    return columns
 
 
 class RecurrentCarry:
@@ -41,10 +57,7 @@ class RecurrentCarry:
 
     def columns(self) -> dict[str, np.ndarray]:
         """What to record beside the next step: ``state_in_k``, ``prev_actions``, ``prev_rewards``."""
-        columns = {f"{STATE_IN_PREFIX}{k}": part for k, part in enumerate(self.state)}
-        columns[SampleBatch.PREV_ACTIONS] = self.prev_actions
-        columns[SampleBatch.PREV_REWARDS] = self.prev_rewards
-        return columns
+        return recorded_inputs(self.inputs())
 
     def advance(self, extras: dict[str, np.ndarray], actions: np.ndarray, rewards: np.ndarray, starting: np.ndarray) -> None:
         """Move on after a step.
@@ -95,3 +108,97 @@ class RecurrentCarry:
         if prev_actions.shape != self.prev_actions.shape or prev_rewards.shape != self.prev_rewards.shape:
             raise ValueError("the saved previous actions or rewards do not fit this runner's sub-environments")
         self.state, self.prev_actions, self.prev_rewards = parts, prev_actions, prev_rewards
+
+
+class AgentCarry:
+    """A multi-agent runner's recurrent state, previous action and previous reward of each agent in each sub-environment.
+
+    Agents act a few at a time, each for its own policy; an agent's entry is
+    made when it first acts (the policy's initial state), moves on with each of
+    its actions, sums the rewards it gets until it next acts, and is dropped when
+    its episode ends. Feed-forward policies' agents have no entry.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[int, Any], tuple[str, list[np.ndarray], np.ndarray, float]] = {}
+
+    def inputs(self, policy_id: str, policy: Policy, keys: list[tuple[int, Any]]) -> dict[str, Any]:
+        """The keyword arguments of ``Policy.compute_actions`` for these agents, stacked in their order.
+
+        Args:
+            policy_id: the policy that acts for all of them.
+            policy: that policy (recurrent).
+            keys: ``(sub-environment, agent id)`` of each.
+
+        Returns:
+            ``state``, ``prev_actions`` and ``prev_rewards``.
+        """
+        initial = policy.get_initial_state()
+        zero = zero_actions(policy.action_adapter.policy_space, 1)[0]
+        start = (policy_id, initial, zero, 0.0)
+        found = [self._entries.get(key) for key in keys]
+        rows = [row if row is not None and row[0] == policy_id else start for row in found]
+        return {
+            "state": [np.stack([row[1][k] for row in rows]) for k in range(len(initial))],
+            SampleBatch.PREV_ACTIONS: np.stack([row[2] for row in rows]),
+            SampleBatch.PREV_REWARDS: np.array([row[3] for row in rows], dtype=np.float32),
+        }
+
+    def advance(self, policy_id: str, keys: list[tuple[int, Any]], extras: dict[str, np.ndarray], actions: np.ndarray) -> None:
+        """After the agents acted: their next state and action; their rewards start from 0.
+
+        Args:
+            policy_id: the policy that acted.
+            keys: the agents, in the order of the rows.
+            extras: the policy's extras (its ``state_out_k``).
+            actions: the actions, in the policy's action space.
+        """
+        parts = sorted(key for key in extras if key.startswith(STATE_OUT_PREFIX))
+        for row, key in enumerate(keys):
+            self._entries[key] = (policy_id, [extras[part][row].copy() for part in parts], actions[row].copy(), 0.0)
+
+    def add_reward(self, key: tuple[int, Any], reward: float) -> None:
+        """A reward the agent got since it last acted (its next step's previous reward)."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries[key] = (*entry[:3], entry[3] + reward)
+
+    def forget(self, key: tuple[int, Any]) -> None:
+        """The agent's episode ended: it starts over when it next acts."""
+        self._entries.pop(key, None)
+
+    def forget_sub_environment(self, index: int) -> None:
+        """The sub-environment's episode ended: every agent in it starts over."""
+        for key in [key for key in self._entries if key[0] == index]:
+            del self._entries[key]
+
+    def get_state(self) -> list[list[Any]]:
+        """Every agent's entry, ``[sub-environment, agent id, policy id, state, previous action, previous reward]``."""
+        return [
+            [i, agent, pid, list(state), action, reward] for (i, agent), (pid, state, action, reward) in self._entries.items()
+        ]
+
+    def set_state(self, saved: Any, policies: Mapping[str, Policy]) -> None:
+        """Restore :meth:`get_state`, each entry checked against its policy's shapes.
+
+        Args:
+            saved: what :meth:`get_state` returned, decoded.
+            policies: the runner's policies by id.
+
+        Raises:
+            ValueError: it is malformed, names a policy the runner lacks, or its shapes are not the policy's.
+        """
+        if not isinstance(saved, list):
+            raise ValueError("a multi-agent recurrent carry's state must be a list of entries")
+        entries = {}
+        for entry in saved:
+            if not (isinstance(entry, list) and len(entry) == 6 and entry[2] in policies):
+                raise ValueError(f"a saved recurrent entry must name one of the policies {sorted(policies)}")
+            i, agent, pid, state, action, reward = entry
+            policy = policies[pid]
+            parts = [np.asarray(part, dtype=np.float32) for part in state]
+            if [p.shape for p in parts] != [p.shape for p in policy.get_initial_state()]:
+                raise ValueError(f"the saved recurrent state of agent {agent!r} does not fit policy {pid!r}")
+            zero = zero_actions(policy.action_adapter.policy_space, 1)[0]
+            entries[(int(i), agent)] = (pid, parts, np.asarray(action, dtype=zero.dtype).reshape(zero.shape), float(reward))
+        self._entries = entries
