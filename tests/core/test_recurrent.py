@@ -16,6 +16,7 @@ from corral.plugins.impala import IMPALAConfig
 from corral.plugins.ppo import PPOConfig
 from corral.testing.envs import StatelessCartPole
 from tests.conftest import SMALL_PPO
+from tests.toy_envs import MaskedChoiceEnv
 
 LSTM = {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 5, "fcnet_hiddens": [16]}
 
@@ -242,4 +243,15 @@ def test_each_agent_carries_its_own_state_in_a_multi_agent_run() -> None:
                     np.testing.assert_array_equal(state_in[t, column], 0.0)
                     checked += 1
     assert checked > 200
+    algo.stop()
+
+
+def test_a_recurrent_policy_acts_and_learns_within_an_action_mask() -> None:
+    # MaskedChoiceEnv raises on an illegal action: sampling and evaluation finishing says the mask held
+    algo = PPOConfig().environment(MaskedChoiceEnv).training(**SMALL_PPO, model=LSTM).debugging(seed=0).build()
+    result = algo.train()
+    assert result["num_env_steps_trained"] >= 256 and algo.get_policy().is_recurrent
+    obs, _ = MaskedChoiceEnv().reset(seed=1)
+    action, state, _ = algo.compute_single_action(obs, algo.get_policy().get_initial_state(), explore=False)
+    assert obs["action_mask"][action] == 1 and len(state) == 2
     algo.stop()

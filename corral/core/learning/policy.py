@@ -177,18 +177,12 @@ class Policy(Acting, Updates, PolicyState):
         """Refuse a recurrent model where this policy cannot learn with one.
 
         Raises:
-            ConfigError: the policy class learns on rows only, or observations carry an action mask.
+            ConfigError: the policy class learns on rows only.
         """
-        name = type(self).__name__
         if not self.recurrent_models:
             raise ConfigError(
-                f"{name} learns on single steps, so it cannot train a recurrent model (model.use_lstm or a custom model "
-                "with state); corral's PPO, A2C and IMPALA train them. Remove use_lstm, or use one of those"
-            )
-        if self.action_mask is not None:
-            raise ConfigError(
-                f"{name}: recurrent models (model.use_lstm) do not take action-masked observations yet; "
-                "remove use_lstm, or the action mask from the observations"
+                f"{type(self).__name__} learns on single steps, so it cannot train a recurrent model (model.use_lstm or a "
+                "custom model with state); corral's PPO, A2C and IMPALA train them. Remove use_lstm, or use one of those"
             )
 
     def _check_model_outputs(self, model: nn.Module) -> None:

@@ -196,24 +196,51 @@ class ActionMaskedModel(Model):
         except AttributeError:
             return getattr(super().__getattr__("model"), name)
 
-    def _masked(self, forward: Callable[[torch.Tensor], dict[str, torch.Tensor]], rows: torch.Tensor) -> dict[str, torch.Tensor]:
-        model_obs, legal = self.preprocessor.split(rows)
-        out = dict(forward(model_obs))
+    def _masked(
+        self, forward: Callable[..., dict[str, torch.Tensor]], rows: torch.Tensor, recurrent: tuple[Any, ...]
+    ) -> dict[str, torch.Tensor]:
+        # a recurrent model's training rows are [S, L, ...] sequences: split them flat, give the model its sequences
+        model_obs, legal = self.preprocessor.split(rows.reshape(-1, rows.shape[-1]))
+        out = dict(forward(model_obs.reshape(*rows.shape[:-1], *model_obs.shape[1:]), *recurrent))
         out[SampleBatch.ACTION_DIST_INPUTS] = mask_logits(out[SampleBatch.ACTION_DIST_INPUTS], legal)
         out[LEGAL_ACTIONS] = legal  # for the exploration's uniform draws, without splitting the rows again
         return out
 
-    def forward_inference(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The wrapped model's ``forward_inference``, masked."""
-        return self._masked(self.model.forward_inference, obs)
+    def forward_inference(self, obs: torch.Tensor, *recurrent: Any) -> dict[str, torch.Tensor]:
+        """The wrapped model's ``forward_inference``, masked.
 
-    def forward_exploration(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The wrapped model's ``forward_exploration``, masked."""
-        return self._masked(self.model.forward_exploration, obs)
+        Args:
+            obs: the masked preprocessor's rows (``[S, L, ...]`` sequences for a recurrent model in training).
+            *recurrent: a recurrent model's state and the rest (see :mod:`corral.core.networks.recurrent`).
 
-    def forward_train(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The wrapped model's ``forward_train``, masked."""
-        return self._masked(self.model.forward_train, obs)
+        Returns:
+            The wrapped model's outputs, illegal actions masked, and :data:`LEGAL_ACTIONS`.
+        """
+        return self._masked(self.model.forward_inference, obs, recurrent)
+
+    def forward_exploration(self, obs: torch.Tensor, *recurrent: Any) -> dict[str, torch.Tensor]:
+        """The wrapped model's ``forward_exploration``, masked (arguments as :meth:`forward_inference`'s).
+
+        Args:
+            obs: the masked preprocessor's rows.
+            *recurrent: a recurrent model's state and the rest.
+
+        Returns:
+            The wrapped model's outputs, masked.
+        """
+        return self._masked(self.model.forward_exploration, obs, recurrent)
+
+    def forward_train(self, obs: torch.Tensor, *recurrent: Any) -> dict[str, torch.Tensor]:
+        """The wrapped model's ``forward_train``, masked (arguments as :meth:`forward_inference`'s).
+
+        Args:
+            obs: the masked preprocessor's rows.
+            *recurrent: a recurrent model's state and the rest.
+
+        Returns:
+            The wrapped model's outputs, masked.
+        """
+        return self._masked(self.model.forward_train, obs, recurrent)
 
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        return self._masked(self.model.forward, obs)
+        return self._masked(self.model.forward, obs, ())
