@@ -319,3 +319,17 @@ def test_each_row_carries_the_info_of_its_step_as_json_data(tmp_path: Path, mult
         assert set(info) == {"step", "pole"}  # the env object is left out
         assert info["step"] == t + 1
         np.testing.assert_allclose(info["pole"], obs[2:], rtol=1e-6)  # the unfiltered state after the step
+
+
+def test_a_recurrent_policy_s_output_holds_its_state_in_and_out_and_previous_actions_and_rewards(tmp_path: Path) -> None:
+    algo = ppo(tmp_path / "out").training(model={"use_lstm": True, "lstm_cell_size": 8}).build()
+    algo.train()
+    algo.stop()
+    rows = read_parquet(tmp_path / "out")
+    assert rows["state_in_0"].shape == rows["state_out_0"].shape == (len(rows["obs"]), 8)
+    episode = rows["eps_id"] == rows["eps_id"][0]
+    # within an episode (rows in time order), each step starts from the state the step before ended in
+    np.testing.assert_array_equal(rows["state_in_1"][episode][1:], rows["state_out_1"][episode][:-1])
+    np.testing.assert_array_equal(rows["prev_actions"][episode][1:], rows["actions"][episode][:-1])
+    first_steps = rows["t"] == 0
+    assert first_steps.any() and not rows["state_in_0"][first_steps].any() and not rows["prev_rewards"][first_steps].any()
