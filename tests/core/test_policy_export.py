@@ -54,6 +54,19 @@ WITHOUT_CORRAL = textwrap.dedent("""
     assert not any(name.split(".")[0] == "corral" for name in sys.modules)
 """)
 
+
+def run_without_corral(script: str, *arguments: Path) -> None:
+    """Run a script in a fresh interpreter whose path holds no corral; it must succeed."""
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *map(str, arguments)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
 CASES = {
     "PPO CartPole (Discrete, filtered)": ("PPO", "CartPole-v1", {"observation_filter": "MeanStdFilter", "minibatch_size": 64}),
     "SAC Pendulum (Box)": ("SAC", "Pendulum-v1", {}),
@@ -84,14 +97,7 @@ def test_the_exported_model_acts_as_the_policy_in_a_process_without_corral(case:
     names = [item["name"] for item in json.loads((tmp_path / "export" / "model.json").read_text())["inputs"]]
     leaves = [leaf_values(space, obs) for obs in observations]
     np.savez(tmp_path / "obs.npz", **{n: np.stack([np.asarray(obs[i]) for obs in leaves]) for i, n in enumerate(names)})
-    proc = subprocess.run(
-        [sys.executable, "-c", WITHOUT_CORRAL, str(path.parent), str(tmp_path / "obs.npz")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": ""},
-    )
-    assert proc.returncode == 0, proc.stderr
+    run_without_corral(WITHOUT_CORRAL, path.parent, tmp_path / "obs.npz")
     for runtime in ("torchscript", "export", "onnx"):
         actions = np.load(path.parent / f"{runtime}_actions.npy")
         assert actions.shape == expected.shape and actions.dtype.kind == expected.dtype.kind, runtime
@@ -245,13 +251,6 @@ def test_an_exported_recurrent_policy_steps_an_episode_as_compute_single_action_
     algo.stop()
     names = [item["name"] for item in json.loads((path.parent / "model.json").read_text())["inputs"]]
     assert names == ["obs", "state_in_0", "state_in_1", "prev_actions", "prev_rewards"]
-    proc = subprocess.run(
-        [sys.executable, "-c", RECURRENT_EPISODE, str(path.parent)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": ""},
-    )
-    assert proc.returncode == 0, proc.stderr
+    run_without_corral(RECURRENT_EPISODE, path.parent)
     for runtime in ("torchscript", "export", "onnx"):
         np.testing.assert_array_equal(np.load(path.parent / f"{runtime}_actions.npy"), expected, err_msg=runtime)

@@ -170,6 +170,25 @@ def mask_logits(logits: torch.Tensor, legal: torch.Tensor | None) -> torch.Tenso
     return torch.where(legal, logits, torch.full_like(logits, MASKED_LOGIT))
 
 
+def _masked_forward(name: str) -> Callable[..., dict[str, torch.Tensor]]:
+    """An :class:`ActionMaskedModel` method: the wrapped model's forward of this name, masked."""
+
+    def forward(self: ActionMaskedModel, obs: torch.Tensor, *recurrent: Any) -> dict[str, torch.Tensor]:
+        return self._masked(getattr(self.model, name), obs, recurrent)
+
+    forward.__name__ = name
+    forward.__doc__ = f"""The wrapped model's ``{name}``, masked.
+
+        Args:
+            obs: the masked preprocessor's rows (``[S, L, ...]`` sequences for a recurrent model in training).
+            *recurrent: a recurrent model's state and the rest (see :mod:`corral.core.networks.recurrent`).
+
+        Returns:
+            The wrapped model's outputs, illegal actions masked, and :data:`LEGAL_ACTIONS`.
+        """
+    return forward
+
+
 class ActionMaskedModel(Model):
     """A model that sees the observation only, and whose illegal actions' distribution inputs are masked.
 
@@ -206,41 +225,9 @@ class ActionMaskedModel(Model):
         out[LEGAL_ACTIONS] = legal  # for the exploration's uniform draws, without splitting the rows again
         return out
 
-    def forward_inference(self, obs: torch.Tensor, *recurrent: Any) -> dict[str, torch.Tensor]:
-        """The wrapped model's ``forward_inference``, masked.
-
-        Args:
-            obs: the masked preprocessor's rows (``[S, L, ...]`` sequences for a recurrent model in training).
-            *recurrent: a recurrent model's state and the rest (see :mod:`corral.core.networks.recurrent`).
-
-        Returns:
-            The wrapped model's outputs, illegal actions masked, and :data:`LEGAL_ACTIONS`.
-        """
-        return self._masked(self.model.forward_inference, obs, recurrent)
-
-    def forward_exploration(self, obs: torch.Tensor, *recurrent: Any) -> dict[str, torch.Tensor]:
-        """The wrapped model's ``forward_exploration``, masked (arguments as :meth:`forward_inference`'s).
-
-        Args:
-            obs: the masked preprocessor's rows.
-            *recurrent: a recurrent model's state and the rest.
-
-        Returns:
-            The wrapped model's outputs, masked.
-        """
-        return self._masked(self.model.forward_exploration, obs, recurrent)
-
-    def forward_train(self, obs: torch.Tensor, *recurrent: Any) -> dict[str, torch.Tensor]:
-        """The wrapped model's ``forward_train``, masked (arguments as :meth:`forward_inference`'s).
-
-        Args:
-            obs: the masked preprocessor's rows.
-            *recurrent: a recurrent model's state and the rest.
-
-        Returns:
-            The wrapped model's outputs, masked.
-        """
-        return self._masked(self.model.forward_train, obs, recurrent)
+    forward_inference = _masked_forward("forward_inference")
+    forward_exploration = _masked_forward("forward_exploration")
+    forward_train = _masked_forward("forward_train")
 
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         return self._masked(self.model.forward, obs, ())

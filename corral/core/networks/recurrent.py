@@ -73,7 +73,7 @@ class RecurrentModel(Model):
     ) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
-    def forward_inference(  # type: ignore[override]  # the recurrent contract: more inputs than Model's
+    def forward(  # type: ignore[override]  # the recurrent contract: more inputs than Model's
         self,
         obs: torch.Tensor,
         state: list[torch.Tensor],
@@ -81,7 +81,7 @@ class RecurrentModel(Model):
         prev_actions: torch.Tensor | None = None,
         prev_rewards: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
-        """Outputs and the next state for acting without exploration (see the module docstring).
+        """The outputs and the next state; ``forward_inference``, ``forward_exploration`` and ``forward_train`` too.
 
         Args:
             obs: ``[B, ...]`` observations (acting) or ``[S, L, ...]`` sequences (training).
@@ -91,75 +91,12 @@ class RecurrentModel(Model):
             prev_rewards: the reward before each step, if the model reads it.
 
         Returns:
-            The outputs by key, ``state_out_k`` among them.
+            The outputs by key, ``state_out_k`` among them (see the module docstring).
         """
         return self._forward_recurrent(obs, state, seq_lens, prev_actions, prev_rewards)
 
-    def forward_exploration(  # type: ignore[override]
-        self,
-        obs: torch.Tensor,
-        state: list[torch.Tensor],
-        seq_lens: torch.Tensor | None = None,
-        prev_actions: torch.Tensor | None = None,
-        prev_rewards: torch.Tensor | None = None,
-    ) -> dict[str, torch.Tensor]:
-        """Outputs and the next state for acting while collecting samples.
-
-        Args:
-            obs: ``[B, ...]`` observations (acting) or ``[S, L, ...]`` sequences (training).
-            state: the state at each row or sequence start, one tensor per part.
-            seq_lens: ``[S]`` each sequence's steps; None when acting.
-            prev_actions: the action before each step, if the model reads it.
-            prev_rewards: the reward before each step, if the model reads it.
-
-        Returns:
-            The outputs by key, ``state_out_k`` among them.
-        """
-        return self._forward_recurrent(obs, state, seq_lens, prev_actions, prev_rewards)
-
-    def forward_train(  # type: ignore[override]
-        self,
-        obs: torch.Tensor,
-        state: list[torch.Tensor],
-        seq_lens: torch.Tensor | None = None,
-        prev_actions: torch.Tensor | None = None,
-        prev_rewards: torch.Tensor | None = None,
-    ) -> dict[str, torch.Tensor]:
-        """Outputs for the loss, over ``[S, L, ...]`` sequences.
-
-        Args:
-            obs: ``[B, ...]`` observations (acting) or ``[S, L, ...]`` sequences (training).
-            state: the state at each row or sequence start, one tensor per part.
-            seq_lens: ``[S]`` each sequence's steps; None when acting.
-            prev_actions: the action before each step, if the model reads it.
-            prev_rewards: the reward before each step, if the model reads it.
-
-        Returns:
-            The outputs by key, ``state_out_k`` among them.
-        """
-        return self._forward_recurrent(obs, state, seq_lens, prev_actions, prev_rewards)
-
-    def forward(  # type: ignore[override]
-        self,
-        obs: torch.Tensor,
-        state: list[torch.Tensor],
-        seq_lens: torch.Tensor | None = None,
-        prev_actions: torch.Tensor | None = None,
-        prev_rewards: torch.Tensor | None = None,
-    ) -> dict[str, torch.Tensor]:
-        """The same outputs as :meth:`forward_train` (``nn.Module`` calls this).
-
-        Args:
-            obs: ``[B, ...]`` observations (acting) or ``[S, L, ...]`` sequences (training).
-            state: the state at each row or sequence start, one tensor per part.
-            seq_lens: ``[S]`` each sequence's steps; None when acting.
-            prev_actions: the action before each step, if the model reads it.
-            prev_rewards: the reward before each step, if the model reads it.
-
-        Returns:
-            The outputs by key, ``state_out_k`` among them.
-        """
-        return self._forward_recurrent(obs, state, seq_lens, prev_actions, prev_rewards)
+    # one function for all three, as Model's default to _forward; a subclass may override each
+    forward_inference = forward_exploration = forward_train = forward  # type: ignore[assignment]
 
 
 def is_recurrent(model: nn.Module) -> bool:

@@ -158,7 +158,12 @@ class AgentCarry:
             self._entries[key] = (policy_id, [extras[part][row].copy() for part in parts], actions[row].copy(), 0.0)
 
     def add_reward(self, key: tuple[int, Any], reward: float) -> None:
-        """A reward the agent got since it last acted (its next step's previous reward)."""
+        """A reward the agent got since it last acted (its next step's previous reward).
+
+        Args:
+            key: the agent, ``(sub-environment, agent id)``.
+            reward: the reward, as learning sees it (clipped if ``clip_rewards``).
+        """
         entry = self._entries.get(key)
         if entry is not None:
             self._entries[key] = (*entry[:3], entry[3] + reward)
