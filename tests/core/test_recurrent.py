@@ -156,8 +156,29 @@ def test_a_restored_recurrent_policy_continues_exactly(tmp_path) -> None:
 def test_where_recurrent_models_are_not_trained_the_error_says_where_they_are() -> None:
     with pytest.raises(ConfigError, match="PPO, A2C and IMPALA train them"):
         DQNConfig().environment("CartPole-v1").training(model=LSTM).build()
-    with pytest.raises(ConfigError, match="does not wrap custom models in an LSTM"):
-        lstm_ppo(custom_model=torch.nn.Linear).build()
+    with pytest.raises(ConfigError, match="gives every output itself: there is nothing for an LSTM to wrap"):
+        lstm_ppo(custom_model="corral.core:LSTMModel").build()
+
+
+class Features(torch.nn.Module):
+    """A plain module: observations to features, as a custom model under use_lstm is written."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+        super().__init__()
+        self.layer = torch.nn.Linear(obs_space.shape[0], num_outputs)
+
+    def forward(self, obs):
+        return torch.relu(self.layer(obs))
+
+
+def test_use_lstm_wraps_a_custom_model_whose_outputs_the_lstm_reads() -> None:
+    algo = lstm_ppo(custom_model=Features, fcnet_hiddens=[12]).build()
+    model = algo.get_policy().model
+    assert isinstance(model.encoder, Features) and model.encoder.layer.out_features == 12 and model.lstm.input_size == 12
+    before = model.encoder.layer.weight.detach().clone()
+    algo.train()
+    assert not torch.allclose(before, model.encoder.layer.weight)  # trained through the LSTM
+    algo.stop()
 
 
 @pytest.mark.slow

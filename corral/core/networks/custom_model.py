@@ -224,6 +224,39 @@ def build_custom_model(
     return ModuleModel(module, obs_space, config, value_function)
 
 
+def custom_body(
+    cls: type, obs_space: gym.Space[Any], action_space: gym.Space[Any], width: int, config: ModelConfig, why_no_state: str
+) -> nn.Module:
+    """A ModelV2 or plain module as the network under corral's own head: ``forward(obs)`` is its ``width`` features.
+
+    Args:
+        cls: the ``custom_model`` class (a ModelV2 or a plain module, not a whole model).
+        obs_space: the observations' space, as the model sees them.
+        action_space: the space the policy acts in.
+        width: the ``num_outputs`` it is built with: the features the head reads.
+        config: the model config.
+        why_no_state: why the head cannot carry the model's own recurrent state, for the error.
+
+    Returns:
+        The body.
+
+    Raises:
+        ConfigError: the model cannot be built (see :func:`construct`), or it is a recurrent ModelV2.
+    """
+    if not is_model_v2(cls):
+        module = construct(cls, obs_space, action_space, width, config)
+        check_plain_forward(module)
+        return module
+    model = build_model_v2(cls, obs_space, action_space, width, config)
+    if model.get_initial_state():
+        raise ConfigError(
+            f"model.custom_model {cls.__qualname__} is recurrent (get_initial_state() is not empty), but {why_no_state}; "
+            "corral's PPO, A2C and IMPALA train recurrent models"
+        )
+    model.value_outputs = False
+    return ModelV2Features(model)
+
+
 def build_q_model(
     obs_space: gym.Space[Any], action_space: gym.spaces.Discrete, config: ModelConfig, dueling: bool, hiddens: Sequence[int]
 ) -> nn.Module:
@@ -254,20 +287,8 @@ def build_q_model(
     cls = config.model_class()
     if cls is not None and not is_model_v2(cls) and is_whole_model(cls):
         return construct(cls, obs_space, action_space, num_actions, config)
-    body: tuple[nn.Module, int] | None = None
+    body = None
     if cls is not None:
         width = [256, *config.fcnet_hiddens][-1] if hiddens else num_actions
-        if is_model_v2(cls):
-            model = build_model_v2(cls, obs_space, action_space, width, config)
-            if model.get_initial_state():
-                raise ConfigError(
-                    f"model.custom_model {cls.__qualname__} is recurrent (get_initial_state() is not empty), but DQN "
-                    "learns on single steps; corral's PPO, A2C and IMPALA train recurrent models"
-                )
-            model.value_outputs = False
-            body = (ModelV2Features(model), width)
-        else:
-            module = construct(cls, obs_space, action_space, width, config)
-            check_plain_forward(module)
-            body = (module, width)
+        body = (custom_body(cls, obs_space, action_space, width, config, "DQN learns on single steps"), width)
     return QModel(obs_space, num_actions, config, dueling=dueling, hiddens=hiddens, body=body)

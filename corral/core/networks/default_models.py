@@ -326,22 +326,17 @@ def build_model(
 
     Raises:
         ConfigError: the custom model's path does not import or is not a ``torch.nn.Module``,
-            its constructor raised, ``use_lstm`` is asked of a custom model, or the catalog's
-            ``conv_filters`` do not fit the images.
+            its constructor raised, ``use_lstm`` is asked of a model that gives every output itself,
+            or the catalog's ``conv_filters`` do not fit the images.
     """
     cls = config.model_class()
-    if cls is not None and config.use_lstm:
-        raise ConfigError(
-            f"model.use_lstm=True with model.custom_model={cls.__qualname__}: corral does not wrap custom models in an "
-            "LSTM yet; remove use_lstm (the catalog's encoder then gets the LSTM), or give the custom model its own memory"
-        )
+    if config.use_lstm:
+        from corral.core.networks.recurrent import lstm_model  # it builds on this module
+
+        return lstm_model(cls, obs_space, action_space, num_outputs, config, value_function)
     if cls is not None:
         from corral.core.networks.custom_model import build_custom_model  # it builds on this module
 
         return build_custom_model(cls, obs_space, action_space, num_outputs, config, value_function)
-    if config.use_lstm:
-        from corral.core.networks.recurrent import LSTMModel  # it builds on this module
-
-        return LSTMModel(obs_space, action_space, num_outputs, config, value_function)
     box = isinstance(action_space, gym.spaces.Box)
     return ActorCriticModel(obs_space, num_outputs, config, gaussian=box, value_function=value_function)

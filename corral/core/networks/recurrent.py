@@ -136,6 +136,8 @@ class LSTMModel(RecurrentModel):
         num_outputs: the width of ``action_dist_inputs``.
         config: the model config: the encoder's options, ``lstm_cell_size`` and the ``lstm_use_prev_*`` switches.
         value_function: whether to add the value head.
+        body: the network under the LSTM and its output width, instead of the catalog's encoder
+            (a custom model's, see :func:`lstm_model`).
 
     Raises:
         ConfigError: ``lstm_use_prev_action`` with an action space it cannot encode.
@@ -148,6 +150,7 @@ class LSTMModel(RecurrentModel):
         num_outputs: int,
         config: ModelConfig,
         value_function: bool = True,
+        body: tuple[nn.Module, int] | None = None,
     ) -> None:
         super().__init__()
         self.free_log_std = isinstance(action_space, gym.spaces.Box) and config.free_log_std
@@ -156,7 +159,7 @@ class LSTMModel(RecurrentModel):
         self.uses_prev_rewards = config.lstm_use_prev_reward
         self.discrete_actions = int(action_space.n) if isinstance(action_space, gym.spaces.Discrete) else 0
         extra = (prev_action_width(action_space) if self.uses_prev_actions else 0) + int(self.uses_prev_rewards)
-        self.encoder, features = build_encoder(obs_space, config)
+        self.encoder, features = body or build_encoder(obs_space, config)
         self.cell_size = config.lstm_cell_size
         self.lstm = nn.LSTM(features + extra, self.cell_size, batch_first=True)
         self.pi_head = init_linear(nn.Linear(self.cell_size, head_outputs), 0.01)
@@ -212,3 +215,46 @@ class LSTMModel(RecurrentModel):
         if self.vf_head is not None:
             outputs[SampleBatch.VF_PREDS] = self.vf_head(out).squeeze(-1)
         return outputs
+
+
+def lstm_model(
+    cls: type | None,
+    obs_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    num_outputs: int,
+    config: ModelConfig,
+    value_function: bool = True,
+) -> LSTMModel:
+    """``use_lstm``: the LSTM over the catalog's encoder, or over a custom model's outputs, as RLlib wraps one.
+
+    A ModelV2 or a plain module is built with ``fcnet_hiddens[-1]`` outputs
+    (256 without hidden layers), which the LSTM reads as its features.
+
+    Args:
+        cls: the ``custom_model`` class, or None for the catalog's encoder.
+        obs_space: one observation's space.
+        action_space: the space the policy acts in.
+        num_outputs: the width of ``action_dist_inputs``.
+        config: the model config.
+        value_function: whether to add the value head.
+
+    Returns:
+        The LSTM model.
+
+    Raises:
+        ConfigError: the custom model gives every output itself (a ``corral.core.Model``), has its own state,
+            or cannot be built.
+    """
+    from corral.core.networks.custom_model import custom_body, is_whole_model  # they build on this module
+    from corral.core.networks.model_v2 import is_model_v2
+
+    body = None
+    if cls is not None:
+        if not is_model_v2(cls) and is_whole_model(cls):
+            raise ConfigError(
+                f"model.use_lstm=True with model.custom_model={cls.__qualname__}, which gives every output itself: there is "
+                "nothing for an LSTM to wrap. Give the model its own state (get_initial_state) or remove use_lstm"
+            )
+        width = config.fcnet_hiddens[-1] if config.fcnet_hiddens else 256
+        body = (custom_body(cls, obs_space, action_space, width, config, "use_lstm wraps it in an LSTM of its own"), width)
+    return LSTMModel(obs_space, action_space, num_outputs, config, value_function, body)
