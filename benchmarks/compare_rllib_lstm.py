@@ -155,7 +155,8 @@ def run(case: str, smoke: bool) -> dict[str, Any]:
             reached = (steps, seconds)
             if case != "corral_feed_forward":
                 break
-        if (smoke and len(curve) >= 2) or steps >= STEP_CAP or seconds >= SECONDS_CAP:
+        cap = FEED_FORWARD_STEPS if case == "corral_feed_forward" else STEP_CAP
+        if (smoke and len(curve) >= 2) or steps >= cap or seconds >= SECONDS_CAP:
             break
     algo.stop()
     return {
@@ -219,6 +220,7 @@ def main() -> None:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "target_mean_return": TARGET,
         "step_cap": STEP_CAP,
+        "feed_forward_steps": FEED_FORWARD_STEPS,
         "settings": SETTINGS,
         "network": NETWORK,
         "cpus": os.cpu_count(),
