@@ -176,7 +176,8 @@ def in_child(case: str, smoke: bool) -> dict[str, Any]:
     """Run one case in a fresh Python process; its result."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "result.json"
-        env = {**os.environ, "CORRAL_RESULTS_DIR": str(Path(folder) / "corral_results"), "RAY_DEDUP_LOGS": "0"}
+        # a throwaway HOME: RLlib writes its log folder under ~/ray_results whatever it is told
+        env = {**os.environ, "CORRAL_RESULTS_DIR": str(Path(folder) / "corral_results"), "HOME": folder}
         subprocess.run(
             [sys.executable, __file__, "--child", case, str(out), *(["--smoke"] if smoke else [])], check=True, env=env
         )
