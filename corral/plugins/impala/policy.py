@@ -58,17 +58,19 @@ class IMPALAPolicy(Policy):
         t = self.to_tensors(batch, [*_SEQUENCE_COLUMNS, SampleBatch.BOOTSTRAP_OBS, *recurrent])
         time_major = {k: t[k].transpose(0, 1) for k in _SEQUENCE_COLUMNS}  # [T, B, ...]
         steps, sequences = time_major[SampleBatch.REWARDS].shape
+        actions = time_major[SampleBatch.ACTIONS].reshape(steps * sequences, *time_major[SampleBatch.ACTIONS].shape[2:])
         if self.is_recurrent:
             dist_inputs, values, last_values = self._recurrent_outputs(t)
+            dist = self.dist_class(dist_inputs)
+            target_logp = dist.logp(actions).view(steps, sequences)
         else:
             obs = time_major[SampleBatch.OBS].reshape(steps * sequences, *time_major[SampleBatch.OBS].shape[2:])
             out = self.model.forward_train(obs)
-            dist_inputs, values = out[SampleBatch.ACTION_DIST_INPUTS], out[SampleBatch.VF_PREDS].view(steps, sequences)
+            dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
+            target_logp = dist.logp(actions).view(steps, sequences)
+            values = out[SampleBatch.VF_PREDS].view(steps, sequences)
             with torch.no_grad():
                 last_values = self.model.forward_train(t[SampleBatch.BOOTSTRAP_OBS])[SampleBatch.VF_PREDS]
-        dist = self.dist_class(dist_inputs)
-        actions = time_major[SampleBatch.ACTIONS].reshape(steps * sequences, *time_major[SampleBatch.ACTIONS].shape[2:])
-        target_logp = dist.logp(actions).view(steps, sequences)
         valid = time_major[SampleBatch.VALID].float()
         vs, pg_advantages = vtrace(
             time_major[SampleBatch.ACTION_LOGP], target_logp, time_major[SampleBatch.REWARDS], values, last_values,

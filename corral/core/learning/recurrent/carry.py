@@ -86,7 +86,11 @@ class RecurrentCarry:
 
     def get_state(self) -> dict[str, Any]:
         """The state, previous actions and rewards of every sub-environment, for a runner's checkpoint."""
-        return {"state": list(self.state), "prev_actions": self.prev_actions, "prev_rewards": self.prev_rewards}
+        return {
+            "state": list(self.state),
+            SampleBatch.PREV_ACTIONS: self.prev_actions,
+            SampleBatch.PREV_REWARDS: self.prev_rewards,
+        }
 
     def set_state(self, saved: Any) -> None:
         """Restore :meth:`get_state`, checked against this policy's shapes.
@@ -103,8 +107,8 @@ class RecurrentCarry:
         expected = [part.shape for part in self.state]
         if [part.shape for part in parts] != expected:
             raise ValueError(f"the saved recurrent state has shapes {[p.shape for p in parts]}, this policy's are {expected}")
-        prev_actions = np.asarray(saved.get("prev_actions"), dtype=self.prev_actions.dtype)
-        prev_rewards = np.asarray(saved.get("prev_rewards"), dtype=np.float32)
+        prev_actions = np.asarray(saved.get(SampleBatch.PREV_ACTIONS), dtype=self.prev_actions.dtype)
+        prev_rewards = np.asarray(saved.get(SampleBatch.PREV_REWARDS), dtype=np.float32)
         if prev_actions.shape != self.prev_actions.shape or prev_rewards.shape != self.prev_rewards.shape:
             raise ValueError("the saved previous actions or rewards do not fit this runner's sub-environments")
         self.state, self.prev_actions, self.prev_rewards = parts, prev_actions, prev_rewards
