@@ -7,12 +7,41 @@ start; a single-agent run has exactly one policy, :data:`DEFAULT_POLICY_ID`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 DEFAULT_POLICY_ID = "default_policy"
+
+STATE_IN_PREFIX = "state_in_"
+"""a recurrent model's state parts are columns ``state_in_0``, ``state_in_1``, ... (where a step or sequence starts)"""
+STATE_OUT_PREFIX = "state_out_"
+"""... and ``state_out_0``, ... (after a step): model outputs, sample columns and exported outputs alike"""
+
+
+def state_in_key(index: int) -> str:
+    """The column of a state part where a step or sequence starts (RLlib's ``state_in_0``, ...)."""
+    return f"{STATE_IN_PREFIX}{index}"
+
+
+def state_out_key(index: int) -> str:
+    """The model output (and sample column) of a state part after a step (RLlib's ``state_out_0``, ...)."""
+    return f"{STATE_OUT_PREFIX}{index}"
+
+
+def state_columns(keys: Iterable[Any], prefix: str) -> list[str]:
+    """The keys naming state parts, ``prefix`` and an index, in the parts' order (``state_in_10`` after ``state_in_9``).
+
+    Args:
+        keys: any keys (a batch's, a model's outputs', an input dict's).
+        prefix: :data:`STATE_IN_PREFIX` or :data:`STATE_OUT_PREFIX`.
+
+    Returns:
+        The matching keys, sorted by their index.
+    """
+    found = [key for key in keys if isinstance(key, str) and key.startswith(prefix) and key[len(prefix) :].isdigit()]
+    return sorted(found, key=lambda key: int(key[len(prefix) :]))
 
 
 class SampleBatch(dict[str, Any]):

@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID, STATE_IN_PREFIX, STATE_OUT_PREFIX, SampleBatch, state_columns
 from corral.core.common.spaces import ActionAdapter, add_batch_dim, stack_observations, zero_actions
-from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX, STATE_OUT_PREFIX
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:  # the policy module imports this one
@@ -83,7 +82,7 @@ def single_action(
         prev_action: the previous action in the policy's action space, for recurrent models that
             read it (None: zeros, as at an episode's start).
         prev_reward: the previous reward, likewise.
-        input_dict: RLlib's alternative to ``observation``: ``{"obs": ..., "state_in_0": ..., SampleBatch.PREV_ACTIONS: ...}``.
+        input_dict: RLlib's alternative to ``observation``: ``{"obs": ..., "state_in_0": ..., "prev_actions": ...}``.
         explore: explore, or act deterministically; None means the policy's ``config.explore``.
         timestep: the timestep exploration schedules read; None means the policy's ``global_timestep``.
         adapter: maps the policy's actions to the env's (unsquashed or clipped as asked).
@@ -107,7 +106,7 @@ def single_action(
         if SampleBatch.OBS not in input_dict:
             raise ConfigError(f"{caller}: input_dict needs the observation under 'obs'; it has {sorted(map(str, input_dict))}")
         observation = input_dict[SampleBatch.OBS]
-        state = [value for key, value in input_dict.items() if str(key).startswith(STATE_IN_PREFIX)] or None
+        state = [input_dict[key] for key in state_columns(input_dict, STATE_IN_PREFIX)] or None
         prev_action = input_dict.get(SampleBatch.PREV_ACTIONS)
         prev_reward = input_dict.get(SampleBatch.PREV_REWARDS)
     elif observation is None:
@@ -137,8 +136,7 @@ def _one_row_inputs(policy: Policy, state: Any, prev_action: Any, prev_reward: A
 
 def _pop_state(extras: dict[str, np.ndarray]) -> list[np.ndarray]:
     """The ``state_out_k`` arrays of a recurrent policy's extras, taken out of them, in order."""
-    keys = sorted((key for key in extras if key.startswith(STATE_OUT_PREFIX)), key=lambda key: int(key[len(STATE_OUT_PREFIX) :]))
-    return [extras.pop(key) for key in keys]
+    return [extras.pop(key) for key in state_columns(list(extras), STATE_OUT_PREFIX)]
 
 
 def actions_of(

@@ -52,7 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.sample_batch import SampleBatch, state_out_key
 from corral.core.common.spaces import ObservationPreprocessor, is_image_space
 
 
@@ -247,7 +247,7 @@ class TorchModelV2(nn.Module):
         if self.value_outputs:
             out[SampleBatch.VF_PREDS] = self.value_function().reshape(-1)
         for index, part in enumerate(state_out if state is not None else ()):
-            out[f"state_out_{index}"] = part
+            out[state_out_key(index)] = part
         return out
 
 

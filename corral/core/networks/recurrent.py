@@ -31,20 +31,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.sample_batch import SampleBatch, state_out_key
 from corral.core.contracts.options.model_config import ModelConfig
 from corral.core.networks.default_models import Model, build_encoder, init_linear
 from corral.errors import ConfigError
-
-
-def state_in_key(index: int) -> str:
-    """The batch column of a state part at a sequence's start (RLlib's ``state_in_0``, ...)."""
-    return f"state_in_{index}"
-
-
-def state_out_key(index: int) -> str:
-    """The model output (and sample column) of a state part after a step (RLlib's ``state_out_0``, ...)."""
-    return f"state_out_{index}"
 
 
 class RecurrentModel(Model):

@@ -40,7 +40,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from corral._version import __version__
-from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.sample_batch import SampleBatch, state_in_key, state_out_key
 from corral.core.common.spaces import is_image_space, space_to_json, zero_actions
 from corral.errors import ConfigError
 
@@ -126,9 +126,12 @@ class InferencePath(nn.Module):
         self._leaves = [_leaf_encoding(leaf) for _, leaf in model_leaves]
         self.model = copy.deepcopy(policy.model).to("cpu").eval().requires_grad_(False)
         self._state_parts = len(policy.get_initial_state())
+        self.state_outputs = [state_out_key(k) for k in range(self._state_parts)]
+        """a recurrent model's next state, the outputs after the actions and their distribution's inputs"""
         self._observation_inputs = len(self.input_names)
         if self._state_parts:  # a recurrent model's inputs follow the observation's arrays
-            self.input_names += [*recurrent_input_names(self._state_parts), SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS]
+            state_in = [state_in_key(k) for k in range(self._state_parts)]
+            self.input_names += [*state_in, SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS]
         self.dist_class = policy.dist_class
         obs_filter = policy.observation_filter
         self._filter_clip = None if obs_filter is None else float(obs_filter.clip)
@@ -168,7 +171,7 @@ class InferencePath(nn.Module):
         state = list(recurrent[: self._state_parts])
         out = cast(Any, self.model).forward_inference(x, state, None, recurrent[-2], recurrent[-1])  # the recurrent contract
         dist_inputs = out[SampleBatch.ACTION_DIST_INPUTS]
-        state_out = [out[f"state_out_{k}"] for k in range(self._state_parts)]
+        state_out = [out[key] for key in self.state_outputs]
         return self._env_actions(self.dist_class(dist_inputs).deterministic_sample()), dist_inputs, *state_out
 
     def _preprocess(self, arrays: list[torch.Tensor]) -> torch.Tensor:
@@ -191,18 +194,6 @@ class InferencePath(nn.Module):
         if self._env_shape is not None:
             actions = actions.reshape(actions.shape[0], *self._env_shape)
         return actions + self._start if self._start else actions
-
-
-def recurrent_input_names(parts: int) -> list[str]:
-    """The inputs of an exported recurrent policy's state: ``state_in_0``, ``state_in_1``, ...
-
-    Args:
-        parts: how many state tensors the model has.
-
-    Returns:
-        Their names, in order; the outputs are named ``state_out_k`` alike.
-    """
-    return [f"state_in_{k}" for k in range(parts)]
 
 
 def _leaf_encoding(space: gym.Space[Any]) -> list[tuple[int, int]] | None:
@@ -271,7 +262,11 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
             {"name": name, "shape": list(value.shape[1:]), "dtype": str(value.dtype).removeprefix("torch.")}
             for name, value in zip(path.input_names[len(leaves) :], example[len(leaves) :], strict=True)
         ],  # a recurrent policy's state (zeros at an episode's start), previous action and reward
-        "outputs": ["actions (in the env's action space)", "action_dist_inputs", *_state_outputs(len(initial_state))],
+        "outputs": [
+            "actions (in the env's action space)",
+            "action_dist_inputs",
+            *path.state_outputs,
+        ],
         "action_space": space_to_json(policy.action_space),
         "observation_filter": cast(Any, policy.config).observation_filter,
         "onnx_opset": onnx,
@@ -302,10 +297,6 @@ def _write_exported_program(path: InferencePath, example: tuple[torch.Tensor, ..
     return True
 
 
-def _state_outputs(parts: int) -> list[str]:
-    return [f"state_out_{k}" for k in range(parts)]
-
-
 def check_onnx_opset(opset: Any) -> None:
     """Refuse an opset torch cannot write, or ONNX export without the ``onnx`` package, before any work.
 
@@ -325,7 +316,7 @@ def _export_onnx(path: InferencePath, example: tuple[torch.Tensor, ...], file: P
     options: dict[str, Any] = {}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         options["dynamo"] = False  # the TorchScript-based exporter: no onnxscript needed, the same graph as model.pt
-    outputs = [SampleBatch.ACTIONS, SampleBatch.ACTION_DIST_INPUTS, *_state_outputs(path._state_parts)]
+    outputs = [SampleBatch.ACTIONS, SampleBatch.ACTION_DIST_INPUTS, *path.state_outputs]
     names = [*path.input_names, *outputs]
     torch.onnx.export(
         path,

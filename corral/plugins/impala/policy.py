@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from corral.core import Policy, RecurrentModel, SampleBatch, to_floats, vtrace
-from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX
+from corral.core.common.sample_batch import STATE_IN_PREFIX, state_in_key, state_out_key
 from corral.plugins.impala.config import IMPALAConfig
 
 _SEQUENCE_COLUMNS = [
@@ -98,7 +98,7 @@ class IMPALAPolicy(Policy):
         """
         model = cast(RecurrentModel, self.model)
         initial = model.get_initial_state()
-        state = [t[f"{STATE_IN_PREFIX}{k}"] for k in range(len(initial))]
+        state = [t[state_in_key(k)] for k in range(len(initial))]
         valid = t[SampleBatch.VALID]
         sequences, steps = valid.shape
         one_step = torch.ones(sequences, dtype=torch.int32, device=self.device)
@@ -110,7 +110,7 @@ class IMPALAPolicy(Policy):
                 t[SampleBatch.OBS][:, step : step + 1], state, one_step,
                 t[SampleBatch.PREV_ACTIONS][:, step : step + 1], t[SampleBatch.PREV_REWARDS][:, step : step + 1],
             )  # fmt: skip
-            state = [out[f"state_out_{k}"] for k in range(len(initial))]
+            state = [out[state_out_key(k)] for k in range(len(initial))]
             dist_inputs.append(out[SampleBatch.ACTION_DIST_INPUTS])
             values.append(out[SampleBatch.VF_PREDS])
         with torch.no_grad():

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import torch
 
-from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.sample_batch import STATE_OUT_PREFIX, SampleBatch
 from corral.core.common.spaces import ObservationCheck, zero_actions
 from corral.core.learning.acting import single_action
 from corral.core.learning.policies.part import PolicyPart
-from corral.core.learning.recurrent.sequences import STATE_OUT_PREFIX
 from corral.core.networks.action_masking import LEGAL_ACTIONS
 from corral.errors import ConfigError, ObservationError
 

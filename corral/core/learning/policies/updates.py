@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import torch
 
-from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.sample_batch import STATE_IN_PREFIX, SampleBatch, state_columns
 from corral.core.learning.nonfinite import UpdateGuard
 from corral.core.learning.policies.part import PolicyPart
-from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX, is_step_column
+from corral.core.learning.recurrent.sequences import is_step_column
 from corral.core.networks.model_v2 import TorchModelV2
 from corral.errors import ConfigError
 
@@ -72,10 +72,10 @@ class Updates(PolicyPart):
         seq_lens = t[SampleBatch.SEQ_LENS]
         obs = t[SampleBatch.OBS]
         sequences, steps = obs.shape[:2]
-        state = [t[f"{STATE_IN_PREFIX}{k}"] for k in range(sum(key.startswith(STATE_IN_PREFIX) for key in t))]
+        state = [t[key] for key in state_columns(t, STATE_IN_PREFIX)]
         model = cast("RecurrentModel", self.model)
         out = model.forward_train(obs, state, seq_lens, t.get(SampleBatch.PREV_ACTIONS), t.get(SampleBatch.PREV_REWARDS))
-        real = (torch.arange(steps, device=self.device) < seq_lens.unsqueeze(1)).reshape(-1)
+        real = cast(torch.Tensor, self.step_mask(t)).reshape(-1)
         rows = sequences * steps
         outputs = {k: v[real] for k, v in out.items() if v.shape[:1] == (rows,)}  # the final state_out_k are per sequence
         columns = {k: v.reshape(rows, *v.shape[2:])[real] for k, v in t.items() if is_step_column(k)}

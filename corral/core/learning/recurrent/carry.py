@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.sample_batch import STATE_OUT_PREFIX, SampleBatch, state_columns, state_in_key, state_out_key
 from corral.core.common.spaces import zero_actions
 from corral.core.learning.policy import Policy
-from corral.core.learning.recurrent.sequences import STATE_IN_PREFIX, STATE_OUT_PREFIX
 
 
 def recorded_inputs(inputs: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -30,7 +29,7 @@ def recorded_inputs(inputs: dict[str, Any]) -> dict[str, np.ndarray]:
     Returns:
         The columns, a row per acting sub-environment or agent.
     """
-    columns = {f"{STATE_IN_PREFIX}{k}": part for k, part in enumerate(inputs["state"])}
+    columns = {state_in_key(k): part for k, part in enumerate(inputs["state"])}
     columns[SampleBatch.PREV_ACTIONS] = inputs[SampleBatch.PREV_ACTIONS]
     columns[SampleBatch.PREV_REWARDS] = inputs[SampleBatch.PREV_REWARDS]
     return columns
@@ -68,7 +67,7 @@ class RecurrentCarry:
             rewards: the step's rewards, as recorded.
             starting: ``[N]`` True where the next step starts an episode.
         """
-        self.state = [extras[f"{STATE_OUT_PREFIX}{k}"].copy() for k in range(len(self.state))]
+        self.state = [extras[state_out_key(k)].copy() for k in range(len(self.state))]
         self.prev_actions = actions.astype(self.prev_actions.dtype, copy=True)
         self.prev_rewards = rewards.astype(np.float32, copy=True)
         self.start_over(starting)
@@ -125,6 +124,8 @@ class AgentCarry:
 
     def __init__(self) -> None:
         self._entries: dict[tuple[int, Any], tuple[str, list[np.ndarray], np.ndarray, float]] = {}
+        self._starts: dict[str, tuple[Policy, tuple[str, list[np.ndarray], np.ndarray, float]]] = {}
+        """by policy id, the policy and an agent's entry at an episode's start, made once: this runs at every step"""
 
     def inputs(self, policy_id: str, policy: Policy, keys: list[tuple[int, Any]]) -> dict[str, Any]:
         """The keyword arguments of ``Policy.compute_actions`` for these agents, stacked in their order.
@@ -137,9 +138,12 @@ class AgentCarry:
         Returns:
             ``state``, ``prev_actions`` and ``prev_rewards``.
         """
-        initial = policy.get_initial_state()
-        zero = zero_actions(policy.action_adapter.policy_space, 1)[0]
-        start = (policy_id, initial, zero, 0.0)
+        cached = self._starts.get(policy_id)
+        if cached is None or cached[0] is not policy:  # made anew for a policy replaced under its id
+            zero = zero_actions(policy.action_adapter.policy_space, 1)[0]
+            cached = self._starts[policy_id] = (policy, (policy_id, policy.get_initial_state(), zero, 0.0))
+        start = cached[1]
+        initial = start[1]
         found = [self._entries.get(key) for key in keys]
         rows = [row if row is not None and row[0] == policy_id else start for row in found]
         return {
@@ -157,7 +161,7 @@ class AgentCarry:
             extras: the policy's extras (its ``state_out_k``).
             actions: the actions, in the policy's action space.
         """
-        parts = sorted(key for key in extras if key.startswith(STATE_OUT_PREFIX))
+        parts = state_columns(extras, STATE_OUT_PREFIX)
         for row, key in enumerate(keys):
             self._entries[key] = (policy_id, [extras[part][row].copy() for part in parts], actions[row].copy(), 0.0)
 

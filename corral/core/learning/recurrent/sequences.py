@@ -17,10 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from corral.core.common.sample_batch import SampleBatch
-
-STATE_IN_PREFIX = "state_in_"
-STATE_OUT_PREFIX = "state_out_"
+from corral.core.common.sample_batch import STATE_IN_PREFIX, STATE_OUT_PREFIX, SampleBatch, state_out_key
 
 
 def is_step_column(key: str) -> bool:
@@ -87,7 +84,7 @@ def inputs_after(fragment: SampleBatch, initial_state: list[np.ndarray]) -> dict
     def last_or(column: np.ndarray, start: np.ndarray | float) -> np.ndarray:
         return np.where(ended_valid.reshape(-1, *([1] * (column.ndim - 2))), column[-1], start)
 
-    state = [last_or(fragment[f"{STATE_OUT_PREFIX}{k}"], initial) for k, initial in enumerate(initial_state)]
+    state = [last_or(fragment[state_out_key(k)], initial) for k, initial in enumerate(initial_state)]
     actions = fragment[SampleBatch.ACTIONS]
     prev_actions = last_or(actions, np.zeros((), dtype=actions.dtype)).astype(actions.dtype)
     rewards = last_or(fragment[SampleBatch.REWARDS], 0.0)
