@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.common.restored import restored_count as restored_count, restored_float as restored_float
     from corral.core.common.sample_batch import (
         DEFAULT_POLICY_ID as DEFAULT_POLICY_ID,
+        Columns as Columns,
         MultiAgentBatch as MultiAgentBatch,
         SampleBatch as SampleBatch,
     )
@@ -47,7 +48,13 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     )
     from corral.core.contracts.config import AlgorithmConfig as AlgorithmConfig, ModelConfig as ModelConfig, option as option
     from corral.core.contracts.hookspecs import hookimpl as hookimpl
-    from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
+    from corral.core.contracts.policy_spec import (
+        MultiAgentRLModuleSpec as MultiAgentRLModuleSpec,
+        MultiRLModuleSpec as MultiRLModuleSpec,
+        PolicySpec as PolicySpec,
+        RLModuleSpec as RLModuleSpec,
+        SingleAgentRLModuleSpec as SingleAgentRLModuleSpec,
+    )
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
     from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
@@ -100,6 +107,11 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         restore_original_dimensions as restore_original_dimensions,
     )
     from corral.core.networks.recurrent import LSTMModel as LSTMModel, RecurrentModel as RecurrentModel
+    from corral.core.networks.rl_module import (
+        RLModule as RLModule,
+        RLModuleConfig as RLModuleConfig,
+        TorchRLModule as TorchRLModule,
+    )
     from corral.core.sampling.async_sampling import AsyncSampler as AsyncSampler
     from corral.core.sampling.env_runner import EnvRunner as EnvRunner, Episode as Episode
     from corral.core.training.algorithm import Algorithm as Algorithm
@@ -150,6 +162,13 @@ _EXPORTS = {
     "RecurrentNetwork": "corral.core.networks.model_v2",
     "RecurrentModel": "corral.core.networks.recurrent",
     "LSTMModel": "corral.core.networks.recurrent",
+    "TorchRLModule": "corral.core.networks.rl_module",
+    "RLModule": "corral.core.networks.rl_module",
+    "RLModuleConfig": "corral.core.networks.rl_module",
+    "RLModuleSpec": "corral.core.contracts.policy_spec",
+    "SingleAgentRLModuleSpec": "corral.core.contracts.policy_spec",
+    "MultiRLModuleSpec": "corral.core.contracts.policy_spec",
+    "MultiAgentRLModuleSpec": "corral.core.contracts.policy_spec",
     "restore_original_dimensions": "corral.core.networks.model_v2",
     "ActionDistribution": "corral.core.networks.distributions",
     "Categorical": "corral.core.networks.distributions",
@@ -163,6 +182,7 @@ _EXPORTS = {
     "hookimpl": "corral.core.contracts.hookspecs",
     "SampleBatch": "corral.core.common.sample_batch",
     "MultiAgentBatch": "corral.core.common.sample_batch",
+    "Columns": "corral.core.common.sample_batch",
     "DEFAULT_POLICY_ID": "corral.core.common.sample_batch",
     "EnvRunner": "corral.core.sampling.env_runner",
     "AsyncSampler": "corral.core.sampling.async_sampling",

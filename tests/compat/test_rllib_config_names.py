@@ -73,8 +73,8 @@ def test_the_new_api_stack_is_said_to_be_missing_and_what_corral_does_instead(ca
     with caplog.at_level(logging.INFO, logger="corral"):
         PPOConfig().experimental(_enable_new_api_stack=True)
     (warning,) = records(caplog, logging.WARNING, "_enable_new_api_stack")
-    assert "new API stack (RLModule and Learner classes) is not in corral yet" in warning
-    assert "corral trains this config with its own policies and models" in warning
+    assert "corral's policies compute with RLModules" in warning
+    assert "RLlib's Learner classes are not in corral yet" in warning
 
 
 def test_each_era_s_way_of_setting_the_flags_is_taken(caplog: pytest.LogCaptureFixture) -> None:
@@ -118,7 +118,7 @@ def test_a_flag_given_what_rllib_never_takes_is_refused() -> None:
         PPOConfig().update_from_dict({"num_learners": -1})
     with pytest.raises(ConfigError, match=r"experimental\(\) takes no option '_fake_gpus'; RLlib's takes"):
         PPOConfig().experimental(_fake_gpus=True)  # RLlib sets it with resources()
-    with pytest.raises(ConfigError, match=r"rl_module\(rl_module_spec=\.\.\.\): RLlib's RLModules are not in corral yet"):
+    with pytest.raises(ConfigError, match=r"rl_module\(rl_module_spec=\.\.\.\) takes an RLModuleSpec or a MultiRLModuleSpec"):
         PPOConfig().rl_module(rl_module_spec=object())
 
 

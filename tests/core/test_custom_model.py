@@ -2,8 +2,9 @@
 
 A plain module's ``forward(obs)`` gives the action-distribution inputs; an
 actor-critic policy gets a separate value network beside it, DQN puts its Q
-head on it (as RLlib does), behaviour cloning needs no value network, and SAC,
-whose networks a single module cannot stand for, refuses it. The constructor
+head on it (as RLlib does), behaviour cloning needs no value network, and SAC
+builds its actor and each critic on one (``policy_model_config``,
+``q_model_config``, as RLlib's old stack does). The constructor
 takes RLlib's arguments (``name`` and ``custom_model_config`` as keywords) or
 corral's four; a module shaped like RLlib's ModelV2 that does not subclass corral's
 ``TorchModelV2`` is refused with a message saying so (tests/core/test_model_v2.py has ModelV2 itself).
@@ -37,7 +38,9 @@ class Net(nn.Module):
     def __init__(self, obs_space: gym.Space, action_space: gym.Space, num_outputs: int, model_config: dict, name: str, **kw: Any):
         super().__init__()
         hidden = kw.get("hidden", 32)
-        BUILT.append({"num_outputs": num_outputs, "name": name, "kwargs": kw, "model_config": model_config})
+        BUILT.append(
+            {"obs_space": obs_space, "num_outputs": num_outputs, "name": name, "kwargs": kw, "model_config": model_config}
+        )
         self.layers = nn.Sequential(nn.Linear(int(np.prod(obs_space.shape)), hidden), nn.Tanh(), nn.Linear(hidden, num_outputs))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -146,9 +149,23 @@ def test_behaviour_cloning_gives_a_plain_module_no_value_network() -> None:
         algo.stop()
 
 
-def test_sac_refuses_a_custom_model_it_cannot_use() -> None:
-    with pytest.raises(ConfigError, match=r"model\.custom_model: SAC builds its squashed-Gaussian actor and twin Q critics"):
-        SACConfig().environment("Pendulum-v1").training(model={"custom_model": Net}).build()
+def test_sac_builds_its_actor_and_each_critic_on_a_plain_module() -> None:
+    config = (
+        SACConfig()
+        .environment("Pendulum-v1")
+        .training(policy_model_config={"custom_model": Net}, q_model_config={"custom_model": Net}, learning_starts=32)
+    )
+    algo = config.debugging(seed=0).build()
+    try:
+        model = algo.get_policy().model
+        actor_built, *critics_built = BUILT[-3:]
+        assert actor_built["num_outputs"] == 2, "a mean and a log standard deviation for the one action"
+        assert [c["num_outputs"] for c in critics_built] == [1, 1], "twin critics, one Q-value each"
+        assert [c["obs_space"].shape for c in critics_built] == [(4,), (4,)], "observations and the action, concatenated"
+        assert isinstance(model.actor, Net) and all(isinstance(c, Net) for c in model.critics.members)
+        assert algo.train()["timesteps_total"] >= 32
+    finally:
+        algo.stop()
 
 
 def test_a_model_v2_shape_without_corral_s_torch_model_v2_is_refused_with_what_to_write_instead() -> None:

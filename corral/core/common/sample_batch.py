@@ -86,6 +86,14 @@ class SampleBatch(dict[str, Any]):
     """the action before each step in its episode (zeros at the first), for models that read it"""
     PREV_REWARDS = "prev_rewards"
     """the reward before each step in its episode (0 at the first), for models that read it"""
+    STATE_IN = "state_in"
+    """an RLModule's state where a step or sequence starts: a dict of its parts (RLlib's ``Columns.STATE_IN``)"""
+    STATE_OUT = "state_out"
+    """... and after it, in the module's outputs"""
+    EMBEDDINGS = "embeddings"
+    """features an RLModule may return for its ``compute_values`` to reuse"""
+    QF_PREDS = "qf_preds"
+    """Q-values, as RLlib's DQN modules name their outputs"""
 
     @property
     def count(self) -> int:
@@ -162,3 +170,26 @@ class MultiAgentBatch:
     def __repr__(self) -> str:
         sizes = ", ".join(f"{pid}: {b.count}" for pid, b in self.policy_batches.items())
         return f"MultiAgentBatch({{{sizes}}}, env_steps={self.env_steps})"
+
+
+class Columns:
+    """RLlib's ``Columns`` (new API stack): the names of batch columns and module outputs an RLModule reads and writes."""
+
+    OBS = SampleBatch.OBS
+    NEXT_OBS = SampleBatch.NEXT_OBS
+    ACTIONS = SampleBatch.ACTIONS
+    REWARDS = SampleBatch.REWARDS
+    TERMINATEDS = SampleBatch.TERMINATEDS
+    TRUNCATEDS = SampleBatch.TRUNCATEDS
+    INFOS = SampleBatch.INFOS
+    EPS_ID = SampleBatch.EPS_ID
+    T = SampleBatch.T
+    SEQ_LENS = SampleBatch.SEQ_LENS
+    STATE_IN = SampleBatch.STATE_IN
+    STATE_OUT = SampleBatch.STATE_OUT
+    ACTION_DIST_INPUTS = SampleBatch.ACTION_DIST_INPUTS
+    ACTION_LOGP = SampleBatch.ACTION_LOGP
+    VF_PREDS = SampleBatch.VF_PREDS
+    ADVANTAGES = SampleBatch.ADVANTAGES
+    VALUE_TARGETS = SampleBatch.VALUE_TARGETS
+    EMBEDDINGS = SampleBatch.EMBEDDINGS

@@ -108,3 +108,156 @@ class PolicySpec:
 
 
 _FIELDS = tuple(field.name for field in dataclasses.fields(PolicySpec))
+
+
+class RLModuleSpec:
+    """RLlib's ``RLModuleSpec`` (Ray 2.5-2.9: ``SingleAgentRLModuleSpec``): which module a policy computes with.
+
+    ``config.rl_module(rl_module_spec=...)`` turns it into model options: a
+    ``module_class`` becomes ``model.custom_model`` and its ``model_config``
+    ``model.custom_model_config`` (the module's own options, its
+    ``self.model_config``); without a ``module_class``, ``model_config`` holds
+    options of corral's own models (``fcnet_hiddens``, ``use_lstm``, ...), as
+    RLlib's default modules read theirs. So the module is stored in configs and
+    checkpoints as any custom model is: by its import path or registered name.
+
+    Args:
+        module_class: a ``TorchRLModule`` subclass (or its path, or a name given to
+            ``ModelCatalog.register_custom_model``); None: corral's own model.
+        observation_space: the module's observations; None: the env's (the policy's, in a multi-agent run).
+        action_space: the module's actions; None as ``observation_space``.
+        inference_only: RLlib's flag for modules that only act; corral's modules always learn, so it must be False.
+        learner_only: RLlib's flag for modules that only learn; it must be False.
+        model_config: the module's options (a dict, or an object whose attributes are them).
+        catalog_class: RLlib's catalog class: corral has none, so it must be None.
+        load_state_path: RLlib's path to weights to start from: not in corral.
+        model_config_dict: Ray 2.5-2.9's name for ``model_config``.
+
+    Raises:
+        ValueError: a field corral cannot honour is set (naming what to use instead).
+    """
+
+    def __init__(
+        self,
+        module_class: Any = None,
+        observation_space: gym.Space[Any] | None = None,
+        action_space: gym.Space[Any] | None = None,
+        inference_only: bool = False,
+        learner_only: bool = False,
+        model_config: Any = None,
+        catalog_class: Any = None,
+        load_state_path: str | None = None,
+        model_config_dict: dict[str, Any] | None = None,
+    ) -> None:
+        if catalog_class is not None:
+            raise ValueError(
+                f"RLModuleSpec(catalog_class={catalog_class!r}): corral has no RLlib catalogs; build the module's layers "
+                "in its setup(), or leave module_class None for corral's own model shaped by model_config"
+            )
+        if load_state_path is not None:
+            raise ValueError(
+                f"RLModuleSpec(load_state_path={load_state_path!r}): corral does not start modules from saved weights "
+                "this way; restore them with Algorithm.from_checkpoint(...) or algo.get_policy().set_weights(...)"
+            )
+        if inference_only or learner_only:
+            raise ValueError("RLModuleSpec: corral's modules both act and learn; leave inference_only and learner_only False")
+        for name, space in (("observation_space", observation_space), ("action_space", action_space)):
+            if space is not None and not isinstance(space, gym.Space):
+                raise ValueError(f"RLModuleSpec({name}=...) must be a gymnasium space or None, not {type(space).__name__}")
+        if model_config is not None and model_config_dict is not None:
+            raise ValueError("RLModuleSpec takes model_config or (Ray 2.5-2.9) model_config_dict, not both")
+        options = model_config if model_config is not None else model_config_dict
+        if options is not None and not isinstance(options, dict):
+            raise ValueError(f"RLModuleSpec(model_config=...) must be a dict of options, not {type(options).__name__}")
+        self.module_class = module_class
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.inference_only = inference_only
+        self.learner_only = learner_only
+        self.model_config: dict[str, Any] = dict(options or {})
+
+    @property
+    def model_config_dict(self) -> dict[str, Any]:
+        """Ray 2.5-2.9's name for :attr:`model_config`."""
+        return self.model_config
+
+    def model_options(self) -> dict[str, Any]:
+        """The ``model`` options this spec stands for (see the class docstring).
+
+        Returns:
+            ``{"custom_model": module_class, "custom_model_config": model_config}``, or the model config itself.
+        """
+        if self.module_class is None:
+            return dict(self.model_config)
+        return {"custom_model": self.module_class, "custom_model_config": dict(self.model_config)}
+
+    def build(self) -> Any:
+        """The module itself, built from this spec's class, spaces and config (RLlib's ``build()``).
+
+        Returns:
+            The ``module_class`` instance.
+
+        Raises:
+            ValueError: no module class, or a space is missing.
+        """
+        if not isinstance(self.module_class, type) or self.observation_space is None or self.action_space is None:
+            raise ValueError("RLModuleSpec.build() needs a module_class (a class), an observation_space and an action_space")
+        return self.module_class(
+            observation_space=self.observation_space, action_space=self.action_space, model_config=dict(self.model_config)
+        )
+
+    def __repr__(self) -> str:
+        cls = getattr(self.module_class, "__qualname__", self.module_class)
+        return f"RLModuleSpec(module_class={cls}, model_config={self.model_config!r})"
+
+
+SingleAgentRLModuleSpec = RLModuleSpec
+"""Ray 2.5-2.9's name for :class:`RLModuleSpec`"""
+
+
+class MultiRLModuleSpec:
+    """RLlib's ``MultiRLModuleSpec`` (Ray 2.5-2.9: ``MultiAgentRLModuleSpec``): a module per policy (module id).
+
+    ``config.rl_module(rl_module_spec=...)`` gives each policy its module:
+    ``rl_module_specs[policy_id]`` becomes that policy's own ``model`` options
+    (its ``PolicySpec.config``), so the policies may differ in their modules.
+    One :class:`RLModuleSpec` instead of a dict is every policy's.
+
+    Args:
+        multi_rl_module_class: RLlib's class holding the modules: corral keeps a policy per module, so it must be None.
+        rl_module_specs: the spec of each module id (policy id), or one spec for all.
+        module_specs: Ray 2.5-2.9's name for ``rl_module_specs``.
+        **unsupported: RLlib's other fields (``load_state_path``, ``modules_to_load``, ...), which corral refuses.
+
+    Raises:
+        ValueError: a field corral cannot honour, or a spec that is not an :class:`RLModuleSpec`.
+    """
+
+    def __init__(
+        self,
+        multi_rl_module_class: Any = None,
+        rl_module_specs: dict[str, RLModuleSpec] | RLModuleSpec | None = None,
+        module_specs: dict[str, RLModuleSpec] | RLModuleSpec | None = None,
+        **unsupported: Any,
+    ) -> None:
+        given = sorted(key for key, value in unsupported.items() if value is not None)
+        if multi_rl_module_class is not None or given:
+            what = "multi_rl_module_class" if multi_rl_module_class is not None else given[0]
+            raise ValueError(
+                f"MultiRLModuleSpec({what}=...): corral keeps one policy per module id and no multi-module class; give "
+                "each module's spec in rl_module_specs={policy_id: RLModuleSpec(...)}"
+            )
+        specs = rl_module_specs if rl_module_specs is not None else module_specs
+        values = [specs] if isinstance(specs, RLModuleSpec) else list((specs or {}).values())
+        if not all(isinstance(spec, RLModuleSpec) for spec in values):
+            raise ValueError("MultiRLModuleSpec.rl_module_specs maps module ids to RLModuleSpec objects (or is one)")
+        self.rl_module_specs = specs if specs is not None else {}
+
+    @property
+    def module_specs(self) -> dict[str, RLModuleSpec] | RLModuleSpec:
+        """Ray 2.5-2.9's name for :attr:`rl_module_specs`."""
+        return self.rl_module_specs
+
+
+MultiAgentRLModuleSpec = MultiRLModuleSpec
+"""Ray 2.5-2.9's name for :class:`MultiRLModuleSpec`"""

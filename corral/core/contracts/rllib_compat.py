@@ -286,25 +286,72 @@ class RLlibConfigMethods:
         self._canonical_keys({key: value for key, value in given.items() if value is not None})
         return cast("AlgorithmConfig", self)
 
-    def rl_module(self: Any, **kwargs: Any) -> AlgorithmConfig:
-        """RLlib's ``.rl_module(...)``: only its Ray 2.5 switch ``_enable_rl_module_api``, which corral answers.
+    def rl_module(
+        self: Any,
+        *,
+        rl_module_spec: Any = None,
+        model_config: dict[str, Any] | None = None,
+        model_config_dict: dict[str, Any] | None = None,
+        **flags: Any,
+    ) -> AlgorithmConfig:
+        """RLlib's ``.rl_module(...)``: the policies' modules, as model options (see ``RLModuleSpec``).
+
+        A :class:`~corral.core.contracts.policy_spec.RLModuleSpec` sets ``model``
+        (``custom_model`` and ``custom_model_config``, or corral's own model's
+        options); a ``MultiRLModuleSpec`` sets each named policy's own ``model``
+        (a policy not yet in ``policies`` is added, inferred as RLlib infers
+        it), or every policy's for one spec. ``model_config`` (Ray 2.5-2.9:
+        ``model_config_dict``) updates ``model``, as RLlib's default modules read it.
 
         Args:
-            **kwargs: ``_enable_rl_module_api``.
+            rl_module_spec: an ``RLModuleSpec`` or ``MultiRLModuleSpec``.
+            model_config: options of corral's own model (``fcnet_hiddens``, ``use_lstm``, ...).
+            model_config_dict: Ray 2.5-2.9's name for ``model_config``.
+            **flags: Ray 2.5's switch ``_enable_rl_module_api``.
 
         Returns:
             This config.
 
         Raises:
-            ConfigError: any other option: RLModules are not in corral yet.
+            ConfigError: another keyword, a spec of another type, or a spec's space that differs from the config's.
         """
-        others = sorted(set(kwargs) - {"_enable_rl_module_api"})
+        from corral.core.contracts.policy_spec import MultiRLModuleSpec, PolicySpec, RLModuleSpec
+
+        others = sorted(set(flags) - {"_enable_rl_module_api"})
         if others:
             raise ConfigError(
-                f"rl_module({others[0]}=...): RLlib's RLModules are not in corral yet; set the network with "
-                "training(model={...}) (fcnet_hiddens, conv_filters, custom_model)"
+                f"rl_module() takes no option {others[0]!r}; it takes rl_module_spec, model_config (model_config_dict) "
+                "and _enable_rl_module_api"
             )
-        self._canonical_keys(kwargs)
+        self._canonical_keys(flags)
+        for options in (model_config, model_config_dict):
+            if options is not None:
+                self.training(model=dict(options))
+        if rl_module_spec is None:
+            return cast("AlgorithmConfig", self)
+        if isinstance(rl_module_spec, RLModuleSpec):
+            self.training(model=rl_module_spec.model_options())
+            spaces = {"observation_space": rl_module_spec.observation_space, "action_space": rl_module_spec.action_space}
+            self.environment(**{name: space for name, space in spaces.items() if space is not None})
+            return cast("AlgorithmConfig", self)
+        if not isinstance(rl_module_spec, MultiRLModuleSpec):
+            raise ConfigError(
+                f"rl_module(rl_module_spec=...) takes an RLModuleSpec or a MultiRLModuleSpec, not {type(rl_module_spec).__name__}"
+            )
+        specs = rl_module_spec.rl_module_specs
+        if isinstance(specs, RLModuleSpec):  # one spec for every policy: the shared model options
+            return cast("AlgorithmConfig", self.rl_module(rl_module_spec=specs))
+        policies = dict(self.policies)
+        for policy_id, spec in specs.items():
+            current = policies.get(policy_id) or PolicySpec()
+            own = {**(current.config or {}), "model": {**(current.config or {}).get("model", {}), **spec.model_options()}}
+            policies[policy_id] = PolicySpec(
+                current.policy_class,
+                spec.observation_space or current.observation_space,
+                spec.action_space or current.action_space,
+                own,
+            )
+        self.multi_agent(policies=policies)
         return cast("AlgorithmConfig", self)
 
     @property

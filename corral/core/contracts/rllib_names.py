@@ -79,8 +79,9 @@ TF_ONLY_KEYS = ("eager_tracing", "eager_max_retraces", "tf_session_args", "local
 
 _OLD_STACK = "corral's policies and models work as RLlib's old API stack does, which this asks for"
 _NEW_STACK = (
-    "RLlib's new API stack (RLModule and Learner classes) is not in corral yet; corral trains this config with its "
-    "own policies and models, as RLlib's old API stack does (the same algorithm and options)"
+    "RLlib's new API stack: corral's policies compute with RLModules (config.rl_module(rl_module_spec=...)), but "
+    "RLlib's Learner classes are not in corral yet; each algorithm learns with its own policy's loss, as RLlib's old "
+    "API stack does (the same algorithm and options)"
 )
 
 

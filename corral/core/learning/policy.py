@@ -52,7 +52,7 @@ from corral.core.memory import check_fits
 from corral.core.networks.action_masking import ActionMaskedModel, MaskedObservationPreprocessor
 from corral.core.networks.default_models import Model, build_model, torch_dtype
 from corral.core.networks.distributions import ActionDistribution, distribution_for
-from corral.core.networks.recurrent import RecurrentModel, is_recurrent
+from corral.core.networks.recurrent import RecurrentModel, initial_state, is_recurrent
 from corral.core.seeding import numpy_generator, torch_generator
 from corral.errors import ConfigError
 
@@ -200,7 +200,7 @@ class Policy(Acting, Updates, PolicyState):
             with torch.no_grad():
                 if is_recurrent(model):
                     recurrent = cast(RecurrentModel, model)
-                    state = [part.expand(2, *part.shape) for part in recurrent.get_initial_state()]
+                    state = [part.expand(2, *part.shape) for part in initial_state(recurrent)]
                     prev = torch.from_numpy(zero_actions(self.action_adapter.policy_space, 2)).to(self.device)
                     out = recurrent.forward_inference(probe, state, None, prev, torch.zeros(2, device=self.device))
                 else:

@@ -4,8 +4,9 @@
 and convolutional encoders, actor-critic and Q heads) on the ``Model`` base;
 ``custom_model`` fits a network the user brings (RLlib's ``custom_model``, a
 plain ``torch.nn.Module``) to what policies read; ``model_v2`` is RLlib's
-``TorchModelV2``, adapted onto corral's model contract, and ``catalog`` its
-``ModelCatalog`` of models registered by name; ``distributions`` turns
-outputs into actions; ``action_masking`` keeps illegal actions out. This is
-where RLlib's RLModule and recurrent models join.
+``TorchModelV2``, adapted onto corral's model contract, ``rl_module`` its
+``TorchRLModule``, which is that contract, and ``catalog`` its ``ModelCatalog``
+of models registered by name; ``recurrent`` holds models with memory;
+``distributions`` turns outputs into actions; ``action_masking`` keeps illegal
+actions out.
 """

@@ -1,6 +1,6 @@
 """A user's ``custom_model`` class, built and made into a corral model.
 
-Three kinds of class are taken:
+Four kinds of class are taken:
 
 - RLlib's ModelV2, a subclass of :class:`~corral.core.networks.model_v2.TorchModelV2`
   (``forward(input_dict, state, seq_lens)``, ``value_function()``): the whole
@@ -8,6 +8,10 @@ Three kinds of class are taken:
   whether it shares layers, reading ``model_config["vf_share_layers"]`` as
   RLlib's own models do); DQN reads its outputs as the features under its Q
   head, as RLlib's DQN does. Recurrent ones are refused for now;
+- RLlib's RLModule, a subclass of :class:`~corral.core.networks.rl_module.TorchRLModule`:
+  the whole network, built with RLlib's keywords (``observation_space``,
+  ``action_space``, ``model_config`` the ``custom_model_config``); DQN reads its
+  ``action_dist_inputs`` as the Q-values;
 - a :class:`~corral.core.networks.default_models.Model` (or any module with
   ``forward_inference``/``forward_exploration``/``forward_train`` returning
   dicts): the whole network, whose outputs the policy reads as they are;
@@ -33,7 +37,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import torch
@@ -43,6 +47,8 @@ from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import ModelConfig
 from corral.core.networks.default_models import Model, QModel, build_encoder, init_linear
 from corral.core.networks.model_v2 import ModelV2Features, TorchModelV2, is_model_v2, model_v2_obs_space
+from corral.core.networks.recurrent import initial_state
+from corral.core.networks.rl_module import build_rl_module, is_rl_module
 from corral.errors import ConfigError
 
 MODEL_NAME = "model"
@@ -211,6 +217,8 @@ def build_custom_model(
         model = build_model_v2(cls, obs_space, action_space, num_outputs, config)
         model.value_outputs = value_function  # value_function() is the value head: RLlib's models share as they choose
         return model
+    if is_rl_module(cls):
+        return build_rl_module(cls, obs_space, action_space, config.custom_model_config, value_function)
     module = construct(cls, obs_space, action_space, num_outputs, config)
     if is_whole_model(cls):
         return module
@@ -248,13 +256,63 @@ def custom_body(
         check_plain_forward(module)
         return module
     model = build_model_v2(cls, obs_space, action_space, width, config)
-    if model.get_initial_state():
+    if initial_state(model):
         raise ConfigError(
             f"model.custom_model {cls.__qualname__} is recurrent (get_initial_state() is not empty), but {why_no_state}; "
             "corral's PPO, A2C and IMPALA train recurrent models"
         )
     model.value_outputs = False
     return ModelV2Features(model)
+
+
+class DistInputs(nn.Module):
+    """A whole model (an RLModule, a corral ``Model``) as a network: ``forward(obs)`` is its ``action_dist_inputs``.
+
+    Args:
+        model: the model, with corral's three forwards.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """The model's ``action_dist_inputs`` for a batch of observations (its training pass)."""
+        outputs: torch.Tensor = cast(Model, self.model).forward_train(obs)[SampleBatch.ACTION_DIST_INPUTS]
+        return outputs
+
+
+def custom_network(
+    cls: type, obs_space: gym.Space[Any], action_space: gym.Space[Any], num_outputs: int, config: ModelConfig, role: str
+) -> nn.Module:
+    """Any ``custom_model`` class as one network ``forward(obs) -> [B, num_outputs]``, for an algorithm with several.
+
+    SAC's actor and critics are such networks: a ModelV2's or a plain module's
+    outputs, or a whole model's (an RLModule's) ``action_dist_inputs``.
+
+    Args:
+        cls: the ``custom_model`` class.
+        obs_space: the space of what the network reads, as the model sees it.
+        action_space: the space the policy acts in.
+        num_outputs: the outputs' width (an RLModule chooses its own from ``action_space``).
+        config: the model config.
+        role: what the network is, for errors (``"SAC's actor"``).
+
+    Returns:
+        The network.
+
+    Raises:
+        ConfigError: the model cannot be built, or it is recurrent (the network reads single steps).
+    """
+    why_no_state = f"{role} reads single steps"
+    if is_rl_module(cls):
+        module = build_rl_module(cls, obs_space, action_space, config.custom_model_config, value_function=False)
+        if initial_state(module):
+            raise ConfigError(f"model.custom_model {cls.__qualname__} is a stateful RLModule, but {why_no_state}")
+        return DistInputs(module)
+    if not is_model_v2(cls) and is_whole_model(cls):
+        return DistInputs(construct(cls, obs_space, action_space, num_outputs, config))
+    return custom_body(cls, obs_space, action_space, num_outputs, config, why_no_state)
 
 
 def build_q_model(
@@ -285,6 +343,8 @@ def build_q_model(
     """
     num_actions = int(action_space.n)
     cls = config.model_class()
+    if cls is not None and is_rl_module(cls):
+        return build_rl_module(cls, obs_space, action_space, config.custom_model_config, value_function=False)
     if cls is not None and not is_model_v2(cls) and is_whole_model(cls):
         return construct(cls, obs_space, action_space, num_actions, config)
     body = None

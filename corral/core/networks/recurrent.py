@@ -91,8 +91,20 @@ class RecurrentModel(Model):
 
 def is_recurrent(model: nn.Module) -> bool:
     """Whether a model has memory: its ``get_initial_state()`` returns state parts."""
-    initial = getattr(model, "get_initial_state", None)
-    return callable(initial) and len(initial()) > 0
+    return callable(getattr(model, "get_initial_state", None)) and len(initial_state(model)) > 0
+
+
+def initial_state(model: nn.Module) -> list[torch.Tensor]:
+    """A model's state at an episode's start as a list of parts: a dict's values in its order (an RLModule's).
+
+    Args:
+        model: a model with ``get_initial_state()`` (a list of tensors, or an RLModule's dict of them).
+
+    Returns:
+        The parts, without a batch axis.
+    """
+    parts = model.get_initial_state()  # type: ignore[operator]  # every caller has checked it is callable
+    return list(parts.values()) if isinstance(parts, dict) else list(parts)
 
 
 def prev_action_width(action_space: gym.Space[Any]) -> int:

@@ -80,6 +80,20 @@ class PolicySet(AlgorithmPart):
         except KeyError:
             raise ConfigError(f"no policy {policy_id!r}; this algorithm has {sorted(self.policies)}") from None
 
+    def get_module(self, module_id: str = DEFAULT_POLICY_ID) -> Any:
+        """The model a policy computes with: RLlib's ``get_module`` (an RLModule's module id is its policy id).
+
+        Args:
+            module_id: the policy id.
+
+        Returns:
+            The policy's model: the user's RLModule or ModelV2, or corral's own model.
+
+        Raises:
+            ConfigError: there is no policy ``module_id``.
+        """
+        return self.get_policy(module_id).model
+
     def get_weights(self, policies: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
         """Model weights by policy id (all policies unless ``policies`` names some)."""
         return {pid: self.get_policy(pid).get_weights() for pid in (policies or self.policies)}

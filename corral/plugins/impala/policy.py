@@ -9,6 +9,7 @@ import torch
 
 from corral.core import Policy, RecurrentModel, SampleBatch, to_floats, vtrace
 from corral.core.common.sample_batch import STATE_IN_PREFIX, state_in_key, state_out_key
+from corral.core.networks.recurrent import initial_state
 from corral.plugins.impala.config import IMPALAConfig
 
 _SEQUENCE_COLUMNS = [
@@ -97,7 +98,7 @@ class IMPALAPolicy(Policy):
             ``[B]`` values of the bootstrap observations from the state after each sequence.
         """
         model = cast(RecurrentModel, self.model)
-        initial = model.get_initial_state()
+        initial = initial_state(model)
         state = [t[state_in_key(k)] for k in range(len(initial))]
         valid = t[SampleBatch.VALID]
         sequences, steps = valid.shape

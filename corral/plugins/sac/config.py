@@ -73,6 +73,8 @@ class SACConfig(
     def network_config(self, network: Literal["actor", "critic"]) -> ModelConfig:
         """The model options of the actor or of the critics: ``model`` updated by their own config.
 
+        ``model``'s ``custom_model`` is the actor's only: the critics' comes from ``q_model_config``.
+
         Args:
             network: ``"actor"`` (``policy_model_config``) or ``"critic"`` (``q_model_config``).
 
@@ -80,18 +82,13 @@ class SACConfig(
             The merged, validated model options.
         """
         own = self.policy_model_config if network == "actor" else self.q_model_config
-        return ModelConfig.model_validate({**self.model.model_dump(), **own}) if own else self.model
+        shared = self.model.model_dump()
+        if network == "critic":  # model's custom_model is the actor's (as config.rl_module() sets it), not the critics'
+            shared = {**shared, "custom_model": None, "custom_model_config": {}}
+        return ModelConfig.model_validate({**shared, **own})
 
     def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
         """SAC's own checks on top of the shared ones."""
-        models = {"model": self.model.model_dump(), "policy_model_config": self.policy_model_config}
-        named = [name for name, model in {**models, "q_model_config": self.q_model_config}.items() if model.get("custom_model")]
-        if named:
-            raise ConfigError(
-                f"{named[0]}.custom_model: SAC builds its squashed-Gaussian actor and twin Q critics itself, and a custom "
-                "model cannot stand for them yet; shape them with fcnet_hiddens and fcnet_activation (in "
-                "policy_model_config and q_model_config), or use custom_model with PPO, A2C, IMPALA, MARWIL, BC or DQN"
-            )
         super().validate()
         if self.lr_schedule is not None:
             raise ConfigError("SAC does not use lr_schedule; set actor_lr, critic_lr and alpha_lr")

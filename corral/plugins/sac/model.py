@@ -1,4 +1,12 @@
-"""SAC's networks: an actor, an ensemble of critics and the entropy temperature, in one module."""
+"""SAC's networks: an actor, an ensemble of critics and the entropy temperature, in one module.
+
+A ``custom_model`` (RLlib's old stack: in ``policy_model_config`` and
+``q_model_config``) replaces the actor or the critics. The actor's is built for
+the observations with the action distribution's inputs as outputs (an RLModule
+gives its ``action_dist_inputs``); the critics', as RLlib builds them, for the
+flat observations with the actions concatenated (Box actions; one output) or for
+the observations alone (Discrete actions; a Q-value per action), once per critic.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +21,10 @@ from torch import nn
 
 from corral.core import Model, ModelConfig, SampleBatch, build_encoder
 from corral.core.common.spaces import ObservationPreprocessor, is_image_space
+from corral.core.networks.custom_model import custom_network
 from corral.core.networks.default_models import ACTIVATIONS
+from corral.core.networks.rl_module import is_rl_module
+from corral.errors import ConfigError
 
 
 class EnsembleLinear(nn.Module):
@@ -85,6 +96,73 @@ class EnsembleCritic(nn.Module):
         return self.out(x, frozen)
 
 
+class CustomCritics(nn.Module):
+    """``k`` critics, each a ``custom_model``: the same interface as :class:`EnsembleCritic`, one network at a time.
+
+    Args:
+        cls: the ``custom_model`` class (a ModelV2, a plain module or a corral ``Model``; not an RLModule).
+        obs_space: the observations' space, as the policy preprocesses them.
+        action_space: the space the policy acts in.
+        k: how many critics.
+        action_dim: the width of the actions concatenated to the observations (0: Discrete actions).
+        num_outputs: each critic's outputs (1 for Box actions, the number of actions for Discrete).
+        config: the critics' model config.
+
+    Raises:
+        ConfigError: an RLModule, image observations with Box actions, or a model that cannot be built.
+    """
+
+    def __init__(
+        self,
+        cls: type,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        k: int,
+        action_dim: int,
+        num_outputs: int,
+        config: ModelConfig,
+    ) -> None:
+        super().__init__()
+        if is_rl_module(cls):
+            raise ConfigError(
+                f"q_model_config.custom_model={cls.__qualname__} is an RLModule, a policy network whose outputs are "
+                "an action distribution's inputs; SAC's critics take a ModelV2 or a plain torch module (Q-values out)"
+            )
+        space = obs_space
+        if action_dim:
+            if is_image_space(obs_space):
+                raise ConfigError(
+                    f"q_model_config.custom_model={cls.__qualname__}: with Box actions a critic reads the observations "
+                    "and the actions as one flat vector, which images are not; leave the critics to SAC's own networks"
+                )
+            width = ObservationPreprocessor(obs_space).shape[0] + action_dim
+            space = gym.spaces.Box(-np.inf, np.inf, (width,), np.float32)
+        self.members = nn.ModuleList(
+            custom_network(cls, space, action_space, num_outputs, config, "a SAC critic") for _ in range(k)
+        )
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor | None = None, frozen: bool = False) -> torch.Tensor:
+        """``[k, B, num_outputs]``: every critic's estimate.
+
+        Args:
+            obs: ``[B, ...]`` preprocessed observations.
+            actions: ``[B, action_dim]`` actions, concatenated to the flat observations (Box actions); None for
+                Discrete actions.
+            frozen: the critics' weights get no gradient from the result, the actions still do.
+        """
+        x = obs.reshape(obs.shape[0], -1).float() if actions is not None else obs
+        if actions is not None:
+            x = torch.cat([x, actions], dim=-1)
+        outputs = []
+        for member in self.members:
+            if frozen:  # the critic's weights get no gradient; the actions still do
+                detached = {name: p.detach() for name, p in member.named_parameters()}
+                outputs.append(torch.func.functional_call(member, detached, (x,)))
+            else:
+                outputs.append(member(x))
+        return torch.stack(outputs)
+
+
 class SACModel(Model):
     """Actor, critics and ``log_alpha``; acting reads only the actor.
 
@@ -103,17 +181,24 @@ class SACModel(Model):
     ) -> None:
         super().__init__()
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
-        encoder, features = build_encoder(obs_space, config)
         k = 2 if twin_q else 1
         critic_config = critic_config or config
         if isinstance(action_space, gym.spaces.Discrete):
-            n = int(action_space.n)
-            self.actor = nn.Sequential(encoder, nn.Linear(features, n))
-            self.critics = EnsembleCritic(obs_space, k, 0, n, critic_config)
+            actor_outputs = n = int(action_space.n)
+            action_dim, q_outputs = 0, n
         else:
-            dim = int(np.prod(cast(gym.spaces.Box, action_space).shape))  # SAC acts in a Box or a Discrete space
-            self.actor = nn.Sequential(encoder, nn.Linear(features, 2 * dim))
-            self.critics = EnsembleCritic(obs_space, k, dim, 1, critic_config)
+            action_dim = int(np.prod(cast(gym.spaces.Box, action_space).shape))  # SAC acts in a Box or a Discrete space
+            actor_outputs, q_outputs = 2 * action_dim, 1
+        actor_class, critic_class = config.model_class(), critic_config.model_class()
+        if actor_class is None:
+            encoder, features = build_encoder(obs_space, config)
+            self.actor: nn.Module = nn.Sequential(encoder, nn.Linear(features, actor_outputs))
+        else:
+            self.actor = custom_network(actor_class, obs_space, action_space, actor_outputs, config, "SAC's actor")
+        if critic_class is None:
+            self.critics: nn.Module = EnsembleCritic(obs_space, k, action_dim, q_outputs, critic_config)
+        else:
+            self.critics = CustomCritics(critic_class, obs_space, action_space, k, action_dim, q_outputs, critic_config)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha)))
 
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -18,6 +18,7 @@ from corral.core.common.spaces import ObservationCheck, zero_actions
 from corral.core.learning.acting import single_action
 from corral.core.learning.policies.part import PolicyPart
 from corral.core.networks.action_masking import LEGAL_ACTIONS
+from corral.core.networks.recurrent import initial_state
 from corral.errors import ConfigError, ObservationError
 
 if TYPE_CHECKING:  # the class this part makes up with the others
@@ -102,7 +103,7 @@ class Acting(PolicyPart):
         """The model's state at an episode's start, one array per part without a batch axis (RLlib's); ``[]`` without memory."""
         if not self.is_recurrent:
             return []
-        return [part.detach().cpu().numpy() for part in cast("RecurrentModel", self.model).get_initial_state()]
+        return [part.detach().cpu().numpy() for part in initial_state(self.model)]
 
     def _recurrent_inputs(
         self,
@@ -116,7 +117,7 @@ class Acting(PolicyPart):
         Tensors on the policy's device; the initial state and zeros where not given, and no ``seq_lens`` (one step per row).
         """
         if state is None:
-            parts = [p.expand(batch, *p.shape) for p in cast("RecurrentModel", self.model).get_initial_state()]
+            parts = [p.expand(batch, *p.shape) for p in initial_state(self.model)]
         else:
             parts = [torch.as_tensor(np.asarray(p), dtype=torch.float32, device=self.device) for p in state]
         if prev_actions is None:
