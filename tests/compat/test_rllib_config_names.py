@@ -171,10 +171,15 @@ def test_enable_tf1_exec_eagerly_is_a_tensorflow_option_like_the_others(caplog: 
     assert warnings.count("enable_tf1_exec_eagerly is a TensorFlow option; corral runs on torch and ignores it") == 2
 
 
-def test_an_attention_model_is_said_to_be_not_available_yet_with_the_lstm_named_instead() -> None:
-    with pytest.raises(ConfigError, match=r"model\.use_attention=True: .* not available in corral yet; model\.use_lstm") as info:
-        PPOConfig().training(model={"use_attention": True, "fcnet_hiddens": [32]})
-    assert "no key" not in str(info.value)
+def test_rllib_s_attention_keys_are_options_and_one_model_has_one_memory() -> None:
+    model = {"use_attention": True, "attention_dim": 32, "attention_memory_inference": 20, "attention_memory_training": 10}
+    config = PPOConfig().training(model=model)
+    assert (config.model.attention_dim, config.model.attention_memory_training) == (32, 10)
+    assert config.to_dict()["model"]["attention_memory_inference"] == 20
+    with pytest.raises(ConfigError, match="use_lstm and use_attention are both True"):
+        PPOConfig().training(model={"use_attention": True, "use_lstm": True})
+    with pytest.raises(ConfigError, match="attention_memory_training=60 is more than attention_memory_inference=50"):
+        PPOConfig().training(model={"use_attention": True, "attention_memory_training": 60})
 
 
 def test_rllib_s_lstm_keys_are_options_and_its_older_combined_switch_sets_both() -> None:
@@ -186,10 +191,10 @@ def test_rllib_s_lstm_keys_are_options_and_its_older_combined_switch_sets_both()
 
 
 def test_rllib_s_settings_of_nets_this_config_does_not_ask_for_are_ignored_at_info(caplog: pytest.LogCaptureFixture) -> None:
-    model = {"attention_dim": 64, "use_attention": False, "post_fcnet_hiddens": []}
+    model = {"_time_major": True, "post_fcnet_hiddens": []}
     with caplog.at_level(logging.INFO, logger="corral"):
         config = PPOConfig().training(model={**model, "post_fcnet_activation": "relu", "fcnet_hiddens": [32]})
-    assert config.model.fcnet_hiddens == [32] and "use_attention" not in config.to_dict()["model"]
+    assert config.model.fcnet_hiddens == [32] and "_time_major" not in config.to_dict()["model"]
     assert sum("ignored" in r.getMessage() for r in caplog.records) == len(model) + 1
 
 

@@ -231,8 +231,23 @@ RECURRENT_EPISODE = WITHOUT_CORRAL.split("folder, arrays")[0] + textwrap.dedent(
 """)
 
 
-def test_an_exported_recurrent_policy_steps_an_episode_as_compute_single_action_does(tmp_path: Path) -> None:
-    model = {"use_lstm": True, "lstm_cell_size": 16, "lstm_use_prev_action": True, "lstm_use_prev_reward": True}
+MEMORIES = {
+    "lstm": {"use_lstm": True, "lstm_cell_size": 16, "lstm_use_prev_action": True, "lstm_use_prev_reward": True},
+    "attention": {
+        "use_attention": True,
+        "attention_dim": 16,
+        "attention_memory_inference": 8,
+        "attention_memory_training": 8,
+        "attention_use_n_prev_actions": 1,
+        "attention_use_n_prev_rewards": 1,
+    },
+}
+STATE_INPUTS = {"lstm": ["state_in_0", "state_in_1"], "attention": ["state_in_0"]}
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+def test_an_exported_recurrent_policy_steps_an_episode_as_compute_single_action_does(memory: str, tmp_path: Path) -> None:
+    model = MEMORIES[memory]
     algo = (
         corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=64, model=model).debugging(seed=0).build()
     )
@@ -250,7 +265,7 @@ def test_an_exported_recurrent_policy_steps_an_episode_as_compute_single_action_
             break
     algo.stop()
     names = [item["name"] for item in json.loads((path.parent / "model.json").read_text())["inputs"]]
-    assert names == ["obs", "state_in_0", "state_in_1", "prev_actions", "prev_rewards"]
+    assert names == ["obs", *STATE_INPUTS[memory], "prev_actions", "prev_rewards"]
     run_without_corral(RECURRENT_EPISODE, path.parent)
     for runtime in ("torchscript", "export", "onnx"):
         np.testing.assert_array_equal(np.load(path.parent / f"{runtime}_actions.npy"), expected, err_msg=runtime)

@@ -27,7 +27,6 @@ from corral.core.contracts.rllib_names import (
     EXPERIMENTAL_FLAGS as EXPERIMENTAL_FLAGS,
     EXPERIMENTAL_KEYWORDS as EXPERIMENTAL_KEYWORDS,
     NOOP_LOGGERS as NOOP_LOGGERS,
-    RECURRENT_MODEL_KEYS as RECURRENT_MODEL_KEYS,
     RECURRENT_MODEL_SETTINGS as RECURRENT_MODEL_SETTINGS,
     TF_FRAMEWORKS,
     TF_ONLY_KEYS,
@@ -83,19 +82,12 @@ def note_flag(key: str, value: Any) -> None:
     logger.warning("%s=%s: %s", key, short_repr(value), flag.otherwise)
 
 
-_NO_MEMORY_YET = (
-    "are not available in corral yet; model.use_lstm=True gives the policy memory (an LSTM over the same inputs). "
-    "Set {key}=False or remove it"
-)
-
-
 def rllib_model_keys(model: dict[str, Any], fields: Collection[str] = ()) -> dict[str, Any]:
     """A ``model`` dict without RLlib's keys that corral answers itself, each answered.
 
-    ``use_attention`` True is refused (attention nets are not in corral yet;
-    ``use_lstm`` is a model option); False, the attention settings, an empty
-    ``post_fcnet_hiddens`` and ``post_fcnet_activation`` are dropped at INFO,
-    since they ask for nothing corral does not do; RLlib's copies of
+    ``_time_major``, an empty ``post_fcnet_hiddens`` and
+    ``post_fcnet_activation`` are dropped at INFO, since they ask for nothing
+    corral does not do; RLlib's copies of
     ``_disable_preprocessor_api`` and ``_disable_action_flattening`` in the
     model dict mean what the flags mean.
 
@@ -108,10 +100,9 @@ def rllib_model_keys(model: dict[str, Any], fields: Collection[str] = ()) -> dic
         The dict with those keys removed (the same dict when it has none).
 
     Raises:
-        ConfigError: an attention net is asked for, or ``post_fcnet_hiddens`` holds layers.
+        ConfigError: ``post_fcnet_hiddens`` holds layers.
     """
     answered = {key for key in model if isinstance(key, str) and key not in fields} & {
-        *RECURRENT_MODEL_KEYS,
         *RECURRENT_MODEL_SETTINGS,
         "post_fcnet_hiddens",
         "post_fcnet_activation",
@@ -120,10 +111,6 @@ def rllib_model_keys(model: dict[str, Any], fields: Collection[str] = ()) -> dic
     }
     if not answered:
         return model
-    asked = [key for key in RECURRENT_MODEL_KEYS if key in answered and model[key] is not False]
-    if asked:
-        key = asked[0]
-        raise ConfigError(f"model.{key}={short_repr(model[key])}: {RECURRENT_MODEL_KEYS[key]} {_NO_MEMORY_YET.format(key=key)}")
     layers = model.get("post_fcnet_hiddens", []) if "post_fcnet_hiddens" in answered else []
     if not (isinstance(layers, (list, tuple)) and len(layers) == 0):
         raise ConfigError(

@@ -198,22 +198,5 @@ EXPERIMENTAL_KEYWORDS = frozenset(
 """the keywords RLlib's ``AlgorithmConfig.experimental()`` has taken in Ray 2.0 to 2.x"""
 
 
-RECURRENT_MODEL_KEYS = {
-    "use_attention": "attention (GTrXL) models",
-}
-"""RLlib's model switches for nets with memory that corral does not have yet: False is accepted (at INFO)"""
-
-RECURRENT_MODEL_SETTINGS = (
-    "_time_major",
-    "attention_num_transformer_units",
-    "attention_dim",
-    "attention_num_heads",
-    "attention_head_dim",
-    "attention_memory_inference",
-    "attention_memory_training",
-    "attention_position_wise_mlp_dim",
-    "attention_init_gru_gate_bias",
-    "attention_use_n_prev_actions",
-    "attention_use_n_prev_rewards",
-)
-"""RLlib's settings of those nets: they configure a net this config does not ask for, so they are ignored (at INFO)"""
+RECURRENT_MODEL_SETTINGS = ("_time_major",)
+"""RLlib's layout switch for recurrent inputs: corral's models lay out their sequences themselves, so it is ignored (at INFO)"""

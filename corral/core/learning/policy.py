@@ -162,12 +162,13 @@ class Policy(Acting, Updates, PolicyState):
             "use smaller layers (model.fcnet_hiddens, model.conv_filters) or smaller observations",
         )
         model = self.make_model().to(self.device)
-        if is_recurrent(model) or self.config.model.use_lstm:
+        if is_recurrent(model) or self.config.model.has_memory:
             self._check_recurrent_allowed()
-        if self.config.model.use_lstm and not is_recurrent(model):
+        if self.config.model.has_memory and not is_recurrent(model):
+            switch = "use_attention" if self.config.model.use_attention else "use_lstm"
             raise ConfigError(
-                f"model.use_lstm=True, but {type(self).__name__}.make_model built {type(model).__qualname__}, which has no "
-                "state; build the model with corral.core.build_model (it makes the LSTM), or remove use_lstm"
+                f"model.{switch}=True, but {type(self).__name__}.make_model built {type(model).__qualname__}, which has no "
+                f"state; build the model with corral.core.build_model (it makes the memory), or remove {switch}"
             )
         self._check_model_outputs(model)
         checked = cast(Model, model)  # it has Model's forward methods, whether or not it subclasses Model
@@ -181,8 +182,9 @@ class Policy(Acting, Updates, PolicyState):
         """
         if not self.recurrent_models:
             raise ConfigError(
-                f"{type(self).__name__} learns on single steps, so it cannot train a recurrent model (model.use_lstm or a "
-                "custom model with state); corral's PPO, A2C and IMPALA train them. Remove use_lstm, or use one of those"
+                f"{type(self).__name__} learns on single steps, so it cannot train a recurrent model (model.use_lstm, "
+                "use_attention or a custom model with state); corral's PPO, A2C and IMPALA train them. Remove the memory, "
+                "or use one of those"
             )
 
     def _check_model_outputs(self, model: nn.Module) -> None:

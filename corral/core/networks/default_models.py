@@ -310,7 +310,7 @@ def _head(features: int, hiddens: Sequence[int], outputs: int) -> nn.Module:
 def build_model(
     obs_space: gym.Space[Any], action_space: gym.Space[Any], num_outputs: int, config: ModelConfig, value_function: bool = True
 ) -> nn.Module:
-    """The catalog: a custom model if configured, an LSTMModel with ``use_lstm``, else an ActorCriticModel for the spaces.
+    """The catalog: a custom model if configured, a memory with ``use_lstm``/``use_attention``, else an ActorCriticModel.
 
     Args:
         obs_space: one observation's space.
@@ -326,14 +326,14 @@ def build_model(
 
     Raises:
         ConfigError: the custom model's path does not import or is not a ``torch.nn.Module``,
-            its constructor raised, ``use_lstm`` is asked of a model that gives every output itself,
+            its constructor raised, a memory is asked of a model that gives every output itself,
             or the catalog's ``conv_filters`` do not fit the images.
     """
     cls = config.model_class()
-    if config.use_lstm:
-        from corral.core.networks.recurrent import lstm_model  # it builds on this module
+    if config.use_lstm or config.use_attention:
+        from corral.core.networks.recurrent import memory_model  # it builds on this module
 
-        return lstm_model(cls, obs_space, action_space, num_outputs, config, value_function)
+        return memory_model(cls, obs_space, action_space, num_outputs, config, value_function)
     if cls is not None:
         from corral.core.networks.custom_model import build_custom_model  # it builds on this module
 

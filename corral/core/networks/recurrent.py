@@ -123,26 +123,29 @@ def prev_action_width(action_space: gym.Space[Any]) -> int:
     )
 
 
-class LSTMModel(RecurrentModel):
-    """RLlib's ``use_lstm`` wrapper: the catalog's encoder, an LSTM over its features, then policy and value heads.
+class MemoryModel(RecurrentModel):
+    """RLlib's wrappers with memory: the catalog's encoder, a memory over its features, then policy and value heads.
 
-    As in RLlib, the LSTM reads the encoder's last hidden layer (plus the
-    previous action, one-hot for Discrete, and reward, with
-    ``lstm_use_prev_action``/``lstm_use_prev_reward``), and both heads read the
-    LSTM's output, so the value function shares the memory (``vf_share_layers``
-    does not apply). The state is the LSTM's ``(h, c)``, zeros at an episode's start.
+    As in RLlib, the memory reads the encoder's last hidden layer (plus the
+    previous action, one-hot for Discrete, and reward, where asked), and both
+    heads read the memory's output, so the value function shares the memory
+    (``vf_share_layers`` does not apply). A subclass writes the memory:
+    :meth:`_memory` and ``get_initial_state``.
 
     Args:
         obs_space: one observation's space (as the model sees it).
         action_space: the space the policy acts in.
         num_outputs: the width of ``action_dist_inputs``.
-        config: the model config: the encoder's options, ``lstm_cell_size`` and the ``lstm_use_prev_*`` switches.
+        config: the model config: the encoder's options.
+        memory_width: the width of the memory's outputs, which the heads read.
+        prev_action: whether the memory reads the previous action.
+        prev_reward: whether the memory reads the previous reward.
         value_function: whether to add the value head.
-        body: the network under the LSTM and its output width, instead of the catalog's encoder
-            (a custom model's, see :func:`lstm_model`).
+        body: the network under the memory and its output width, instead of the catalog's encoder
+            (a custom model's, see :func:`memory_model`).
 
     Raises:
-        ConfigError: ``lstm_use_prev_action`` with an action space it cannot encode.
+        ConfigError: ``prev_action`` with an action space it cannot encode.
     """
 
     def __init__(
@@ -151,36 +154,40 @@ class LSTMModel(RecurrentModel):
         action_space: gym.Space[Any],
         num_outputs: int,
         config: ModelConfig,
+        memory_width: int,
+        prev_action: bool,
+        prev_reward: bool,
         value_function: bool = True,
         body: tuple[nn.Module, int] | None = None,
     ) -> None:
         super().__init__()
         self.free_log_std = isinstance(action_space, gym.spaces.Box) and config.free_log_std
         head_outputs = num_outputs // 2 if self.free_log_std else num_outputs
-        self.uses_prev_actions = config.lstm_use_prev_action
-        self.uses_prev_rewards = config.lstm_use_prev_reward
+        self.uses_prev_actions = prev_action
+        self.uses_prev_rewards = prev_reward
         self.discrete_actions = int(action_space.n) if isinstance(action_space, gym.spaces.Discrete) else 0
-        extra = (prev_action_width(action_space) if self.uses_prev_actions else 0) + int(self.uses_prev_rewards)
+        extra = (prev_action_width(action_space) if prev_action else 0) + int(prev_reward)
         self.encoder, features = body or build_encoder(obs_space, config)
-        self.cell_size = config.lstm_cell_size
-        self.lstm = nn.LSTM(features + extra, self.cell_size, batch_first=True)
-        self.pi_head = init_linear(nn.Linear(self.cell_size, head_outputs), 0.01)
-        self.vf_head = init_linear(nn.Linear(self.cell_size, 1), 1.0) if value_function else None
+        self.input_width = features + extra
+        """the width of each step's input to the memory"""
+        self.pi_head = init_linear(nn.Linear(memory_width, head_outputs), 0.01)
+        self.vf_head = init_linear(nn.Linear(memory_width, 1), 1.0) if value_function else None
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.zeros(head_outputs))
 
-    def get_initial_state(self) -> list[torch.Tensor]:
-        """``[h, c]``: two zero vectors of ``lstm_cell_size``."""
-        weight = self.pi_head.weight
-        return [weight.new_zeros(self.cell_size), weight.new_zeros(self.cell_size)]
+    def _memory(
+        self, x: torch.Tensor, state: list[torch.Tensor], seq_lens: torch.Tensor | None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The memory over ``[S, T, input_width]`` steps from each sequence's state: ``[S, T, width]`` and the next state."""
+        raise NotImplementedError
 
-    def _lstm_inputs(
+    def _memory_inputs(
         self, features: torch.Tensor, prev_actions: torch.Tensor | None, prev_rewards: torch.Tensor | None
     ) -> torch.Tensor:
         parts = [features]
         if self.uses_prev_actions:
             if prev_actions is None:
-                raise ConfigError("this LSTM model reads the previous actions (lstm_use_prev_action): pass prev_actions")
+                raise ConfigError(f"{type(self).__name__} reads the previous actions: pass prev_actions")
             if self.discrete_actions:
                 one_hot = nn.functional.one_hot(prev_actions.long(), self.discrete_actions)
                 parts.append(one_hot.reshape(*features.shape[:-1], -1).to(features.dtype))
@@ -188,7 +195,7 @@ class LSTMModel(RecurrentModel):
                 parts.append(prev_actions.reshape(*features.shape[:-1], -1).to(features.dtype))
         if self.uses_prev_rewards:
             if prev_rewards is None:
-                raise ConfigError("this LSTM model reads the previous rewards (lstm_use_prev_reward): pass prev_rewards")
+                raise ConfigError(f"{type(self).__name__} reads the previous rewards: pass prev_rewards")
             parts.append(prev_rewards.reshape(*features.shape[:-1], 1).to(features.dtype))
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
@@ -206,57 +213,117 @@ class LSTMModel(RecurrentModel):
         else:
             sequences, steps = obs.shape[:2]
             features = self.encoder(obs.reshape(sequences * steps, *obs.shape[2:]))
-        x = self._lstm_inputs(features.reshape(sequences, steps, -1), prev_actions, prev_rewards)
-        # padding after a sequence's end changes nothing before it: the LSTM runs forward only
-        out, (h, c) = self.lstm(x, (state[0].unsqueeze(0), state[1].unsqueeze(0)))
-        out = out.reshape(sequences * steps, self.cell_size)
+        x = self._memory_inputs(features.reshape(sequences, steps, -1), prev_actions, prev_rewards)
+        out, state_out = self._memory(x, state, seq_lens)
+        out = out.reshape(sequences * steps, out.shape[-1])
         dist_inputs = self.pi_head(out)
         if self.free_log_std:
             dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
-        outputs = {SampleBatch.ACTION_DIST_INPUTS: dist_inputs, state_out_key(0): h[0], state_out_key(1): c[0]}
+        outputs = {SampleBatch.ACTION_DIST_INPUTS: dist_inputs}
+        outputs.update((state_out_key(index), part) for index, part in enumerate(state_out))
         if self.vf_head is not None:
             outputs[SampleBatch.VF_PREDS] = self.vf_head(out).squeeze(-1)
         return outputs
 
 
-def lstm_model(
+class LSTMModel(MemoryModel):
+    """RLlib's ``use_lstm`` wrapper: an LSTM of ``lstm_cell_size`` as the memory (see :class:`MemoryModel`).
+
+    The state is the LSTM's ``(h, c)``, zeros at an episode's start; the
+    previous action and reward are read with ``lstm_use_prev_action`` and
+    ``lstm_use_prev_reward``.
+
+    Args:
+        obs_space: one observation's space (as the model sees it).
+        action_space: the space the policy acts in.
+        num_outputs: the width of ``action_dist_inputs``.
+        config: the model config: the encoder's options, ``lstm_cell_size`` and the ``lstm_use_prev_*`` switches.
+        value_function: whether to add the value head.
+        body: the network under the LSTM and its output width, instead of the catalog's encoder.
+
+    Raises:
+        ConfigError: ``lstm_use_prev_action`` with an action space it cannot encode.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        num_outputs: int,
+        config: ModelConfig,
+        value_function: bool = True,
+        body: tuple[nn.Module, int] | None = None,
+    ) -> None:
+        super().__init__(
+            obs_space,
+            action_space,
+            num_outputs,
+            config,
+            config.lstm_cell_size,
+            config.lstm_use_prev_action,
+            config.lstm_use_prev_reward,
+            value_function,
+            body,
+        )
+        self.cell_size = config.lstm_cell_size
+        self.lstm = nn.LSTM(self.input_width, self.cell_size, batch_first=True)
+
+    def get_initial_state(self) -> list[torch.Tensor]:
+        """``[h, c]``: two zero vectors of ``lstm_cell_size``."""
+        weight = self.pi_head.weight
+        return [weight.new_zeros(self.cell_size), weight.new_zeros(self.cell_size)]
+
+    def _memory(
+        self, x: torch.Tensor, state: list[torch.Tensor], seq_lens: torch.Tensor | None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        # padding after a sequence's end changes nothing before it: the LSTM runs forward only
+        out, (h, c) = self.lstm(x, (state[0].unsqueeze(0), state[1].unsqueeze(0)))
+        return out, [h[0], c[0]]
+
+
+def memory_model(
     cls: type | None,
     obs_space: gym.Space[Any],
     action_space: gym.Space[Any],
     num_outputs: int,
     config: ModelConfig,
     value_function: bool = True,
-) -> LSTMModel:
-    """``use_lstm``: the LSTM over the catalog's encoder, or over a custom model's outputs, as RLlib wraps one.
+) -> MemoryModel:
+    """``use_lstm`` or ``use_attention``: the memory over the catalog's encoder, or over a custom model's outputs.
 
-    A ModelV2 or a plain module is built with ``fcnet_hiddens[-1]`` outputs
-    (256 without hidden layers), which the LSTM reads as its features.
+    As RLlib wraps one, a ModelV2 or a plain module is built with
+    ``fcnet_hiddens[-1]`` outputs (256 without hidden layers), which the memory
+    reads as its features.
 
     Args:
         cls: the ``custom_model`` class, or None for the catalog's encoder.
         obs_space: one observation's space.
         action_space: the space the policy acts in.
         num_outputs: the width of ``action_dist_inputs``.
-        config: the model config.
+        config: the model config (``use_lstm`` or ``use_attention`` set).
         value_function: whether to add the value head.
 
     Returns:
-        The LSTM model.
+        An :class:`LSTMModel`, or an :class:`~corral.core.networks.attention.AttentionModel`.
 
     Raises:
-        ConfigError: the custom model gives every output itself (a ``corral.core.Model``), has its own state,
-            or cannot be built.
+        ConfigError: the custom model gives every output itself (a ``corral.core.Model`` or an RLModule), has its
+            own state, or cannot be built.
     """
-    from corral.core.networks.custom_model import custom_body, is_whole_model  # they build on this module
+    from corral.core.networks.attention import AttentionModel  # it builds on this module
+    from corral.core.networks.custom_model import custom_body, is_whole_model
     from corral.core.networks.model_v2 import is_model_v2
 
+    switch = "use_attention" if config.use_attention else "use_lstm"
     body = None
     if cls is not None:
         if not is_model_v2(cls) and is_whole_model(cls):
             raise ConfigError(
-                f"model.use_lstm=True with model.custom_model={cls.__qualname__}, which gives every output itself: there is "
-                "nothing for an LSTM to wrap. Give the model its own state (get_initial_state) or remove use_lstm"
+                f"model.{switch}=True with model.custom_model={cls.__qualname__}, which gives every output itself: there "
+                f"is nothing to wrap. Give the model its own state (get_initial_state) or remove {switch}"
             )
         width = config.fcnet_hiddens[-1] if config.fcnet_hiddens else 256
-        body = (custom_body(cls, obs_space, action_space, width, config, "use_lstm wraps it in an LSTM of its own"), width)
-    return LSTMModel(obs_space, action_space, num_outputs, config, value_function, body)
+        why = f"{switch} wraps it in a memory of its own"
+        body = (custom_body(cls, obs_space, action_space, width, config, why), width)
+    memory = AttentionModel if config.use_attention else LSTMModel
+    return memory(obs_space, action_space, num_outputs, config, value_function, body)

@@ -52,6 +52,28 @@ class ModelConfig(BaseModel):
     """feed the previous action to the LSTM too (one-hot for Discrete actions)"""
     lstm_use_prev_reward: bool = False
     """feed the previous reward to the LSTM too"""
+    use_attention: bool = False
+    """wrap the network in a gated transformer-XL (GTrXL, RLlib's attention wrapper): a memory of past steps per episode"""
+    attention_num_transformer_units: int = Field(default=1, ge=1, le=64)
+    """how many transformer units (attention and position-wise MLP, each behind a GRU gate) the GTrXL stacks"""
+    attention_dim: int = Field(default=64, ge=1, le=MAX_LAYER_SIZE)
+    """the width of the GTrXL's inputs, outputs and memory"""
+    attention_num_heads: int = Field(default=1, ge=1, le=64)
+    """attention heads per unit"""
+    attention_head_dim: int = Field(default=32, ge=1, le=MAX_LAYER_SIZE)
+    """the width of each head's queries, keys and values"""
+    attention_memory_inference: int = Field(default=50, ge=1, le=100_000)
+    """how many past steps each unit remembers when acting: the state is this many steps of every unit's inputs"""
+    attention_memory_training: int = Field(default=50, ge=1, le=100_000)
+    """how many of those past steps each unit attends to in training (at most attention_memory_inference)"""
+    attention_position_wise_mlp_dim: int = Field(default=32, ge=1, le=MAX_LAYER_SIZE)
+    """the hidden width of each unit's position-wise MLP"""
+    attention_init_gru_gate_bias: float = 2.0
+    """the GRU gates' initial bias: the larger, the closer each unit starts to passing its input through unchanged"""
+    attention_use_n_prev_actions: int = Field(default=0, ge=0, le=1)
+    """feed the previous action to the GTrXL too (1) or not (0); corral carries one previous action"""
+    attention_use_n_prev_rewards: int = Field(default=0, ge=0, le=1)
+    """feed the previous reward to the GTrXL too (1) or not (0)"""
 
     @model_validator(mode="before")
     @classmethod
@@ -90,6 +112,22 @@ class ModelConfig(BaseModel):
         raise ValueError(
             "custom_model must be a torch.nn.Module subclass, its 'package.module:Class' path or a registered model name"
         )
+
+    @model_validator(mode="after")
+    def _one_memory(self) -> ModelConfig:
+        if self.use_lstm and self.use_attention:
+            raise ValueError("use_lstm and use_attention are both True; a model has one memory: set one of them")
+        if self.attention_memory_training > self.attention_memory_inference:
+            raise ValueError(
+                f"attention_memory_training={self.attention_memory_training} is more than attention_memory_inference="
+                f"{self.attention_memory_inference}, the past steps the state holds; make it at most that"
+            )
+        return self
+
+    @property
+    def has_memory(self) -> bool:
+        """Whether the catalog's model carries a state (``use_lstm`` or ``use_attention``)."""
+        return self.use_lstm or self.use_attention
 
     def model_class(self) -> type | None:
         """The custom model's class: registered under its name, or imported from its path (None: the catalog's model).
