@@ -196,6 +196,19 @@ def test_lstm_ppo_learns_stateless_cartpole_which_needs_memory() -> None:
     assert best >= 150, f"mean return {best:.1f} after {steps} steps"
 
 
+@pytest.mark.slow
+def test_lstm_impala_learns_stateless_cartpole_with_v_trace_over_its_sequences() -> None:
+    model = {"use_lstm": True, "lstm_cell_size": 64, "max_seq_len": 20, "fcnet_hiddens": [64]}
+    config = IMPALAConfig().environment(StatelessCartPole).training(model=model, vf_loss_coeff=1e-4)
+    algo = config.debugging(seed=0).build()
+    steps, best = 0, 0.0
+    while steps < 400_000 and best < 150:
+        result = algo.train()
+        steps, best = result["num_env_steps_sampled"], max(best, result["episode_reward_mean"])
+    algo.stop()
+    assert best >= 150, f"mean return {best:.1f} after {steps} steps"
+
+
 @pytest.mark.usefixtures("ray_on_two_cpus")
 def test_remote_env_runners_carry_the_state_and_their_sequences_train_the_learner() -> None:
     algo = lstm_ppo(lstm_use_prev_reward=True).env_runners(num_env_runners=2).build()
