@@ -150,6 +150,7 @@ def test_corral_evaluate_refuses_it_too(copy_of, marker, run_cli) -> None:
         {"observation_fn": "subprocess:getoutput"},
         {"policies": {"p": {"policy_class": "subprocess:Popen"}}},
         {"policies": {"p": {"config": {"model": {"custom_model": "subprocess:Popen"}}}}},
+        {"q_model_config": {"custom_model": "subprocess:Popen"}},  # any network's options (SAC's critics)
     ],
     ids=[
         "callbacks",
@@ -162,6 +163,7 @@ def test_corral_evaluate_refuses_it_too(copy_of, marker, run_cli) -> None:
         "observation-fn",
         "policy-class",
         "policy-custom-model",
+        "critic-custom-model",
     ],
 )
 def test_other_import_paths_in_the_config_are_refused(copy_of, marker, change) -> None:

@@ -174,7 +174,8 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
             for item in value if isinstance(value, list) else [value]:
                 if isinstance(item, str):
                     yield field, where, item
-        elif field == "model" and isinstance(value, dict) and isinstance(value.get("custom_model"), str):
+        elif isinstance(value, dict) and isinstance(value.get("custom_model"), str):
+            # model, and any other network's options an algorithm has (SAC's policy_model_config, q_model_config)
             yield "custom_model", f"{where}.custom_model", value["custom_model"]
         elif field in FUNCTION_FIELDS and isinstance(value, str):
             yield field, where, value

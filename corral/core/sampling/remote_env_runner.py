@@ -222,5 +222,12 @@ def start_env_runner(config: AlgorithmConfig, policy_builds: dict[str, PolicyBui
         resources=dict(config.custom_resources_per_env_runner) or None,
         max_restarts=0,
     )(EnvRunnerActor)
-    models = registered_model_classes(config.model.custom_model, *(b.config.model.custom_model for b in policy_builds.values()))
+    named = [name for build in policy_builds.values() for name in _custom_models(build.config)]
+    models = registered_model_classes(*_custom_models(config), *named)
     return actor_class.remote(config, dict(policy_builds), worker_index, stream, registered_creators(config.env), models)
+
+
+def _custom_models(config: AlgorithmConfig) -> list[Any]:
+    """The ``custom_model`` of every network's options in a config: ``model``'s, and any other (SAC's q_model_config)."""
+    values = [getattr(config, name) for name in type(config).model_fields]
+    return [config.model.custom_model, *(v.get("custom_model") for v in values if isinstance(v, dict))]
