@@ -84,7 +84,11 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     )
     from corral.core.learning.schedules import PiecewiseSchedule as PiecewiseSchedule, linear_schedule as linear_schedule
     from corral.core.learning.vtrace_targets import vtrace as vtrace
-    from corral.core.networks.catalog import ModelCatalog as ModelCatalog
+    from corral.core.networks.catalog import (
+        FullyConnectedNetwork as FullyConnectedNetwork,
+        ModelCatalog as ModelCatalog,
+        TorchFC as TorchFC,
+    )
     from corral.core.networks.custom_model import build_q_model as build_q_model
     from corral.core.networks.default_models import (
         ActorCriticModel as ActorCriticModel,
@@ -158,6 +162,8 @@ _EXPORTS = {
     "mlp": "corral.core.networks.default_models",
     "build_q_model": "corral.core.networks.custom_model",
     "ModelCatalog": "corral.core.networks.catalog",
+    "FullyConnectedNetwork": "corral.core.networks.catalog",
+    "TorchFC": "corral.core.networks.catalog",
     "TorchModelV2": "corral.core.networks.model_v2",
     "RecurrentNetwork": "corral.core.networks.model_v2",
     "RecurrentModel": "corral.core.networks.recurrent",

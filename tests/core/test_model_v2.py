@@ -23,7 +23,14 @@ import torch
 from torch import nn
 
 from corral import ConfigError
-from corral.core import ModelCatalog, SampleBatch, TorchModelV2, restore_original_dimensions
+from corral.core import (
+    FullyConnectedNetwork,
+    ModelCatalog,
+    SampleBatch,
+    TorchFC,
+    TorchModelV2,
+    restore_original_dimensions,
+)
 from corral.plugins.dqn import DQNConfig
 from corral.plugins.impala import IMPALAConfig
 from corral.plugins.ppo import PPOConfig
@@ -255,3 +262,59 @@ def test_custom_loss_is_backpropagated_and_metrics_reach_the_learner_stats() -> 
     assert SampleBatch.OBS in model.seen_columns and SampleBatch.ADVANTAGES in model.seen_columns
     assert 0.0 < result["info"]["learner"]["default_policy"]["anchor_term"] < 3.0
     algo.stop()
+
+
+class HoldsTorchFC(TorchModelV2, nn.Module):
+    """RLlib's wrapper pattern (its action-masking and parametric-action examples): a model around the default network."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+        TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+        nn.Module.__init__(self)
+        self.internal_model = TorchFC(obs_space, action_space, num_outputs, model_config, name + "_fc")
+
+    def forward(self, input_dict, state, seq_lens):
+        logits, _ = self.internal_model({"obs": input_dict["obs"]})
+        return logits, state
+
+    def value_function(self):
+        return self.internal_model.value_function()
+
+
+def test_rllib_s_default_network_is_there_for_a_custom_model_to_hold() -> None:
+    algo = PPOConfig().environment("CartPole-v1").training(**SMALL_PPO, model={"custom_model": HoldsTorchFC}).build()
+    try:
+        inner = algo.get_policy().model.internal_model
+        assert isinstance(inner, TorchFC) and inner.name == "model_fc"
+        assert [m.out_features for m in inner._hidden_layers if isinstance(m, nn.Linear)] == [64, 64]
+        before = [p.detach().clone() for p in inner.parameters()]
+        algo.train()
+        assert all(not torch.equal(a, b) for a, b in zip(before, inner.parameters(), strict=True)), "policy and value learn"
+    finally:
+        algo.stop()
+
+
+def test_the_default_network_gives_features_without_num_outputs_and_shares_layers_when_asked() -> None:
+    box = gym.spaces.Box(-1, 1, (3,))
+    features = FullyConnectedNetwork(box, gym.spaces.Discrete(2), None, {"fcnet_hiddens": [8]}, "f")
+    out, _ = features({"obs": torch.zeros(5, 3)})
+    assert out.shape == (5, 8) and features.num_outputs == 8
+    shared = ModelCatalog.get_model_v2(box, gym.spaces.Discrete(2), 2, {"fcnet_hiddens": [8], "vf_share_layers": True})
+    shared({"obs": torch.zeros(5, 3)})
+    assert shared.value_function().shape == (5,) and shared._value_branch_separate is None
+    gaussian = ModelCatalog.get_model_v2(box, gym.spaces.Box(-1, 1, (2,)), 4, {})
+    logits, _ = gaussian({"obs": torch.zeros(1, 3)})
+    assert torch.equal(logits[0, 2:], torch.zeros(2)), "free_log_std: a learned log standard deviation, zero at first"
+    registered = ModelCatalog.get_model_v2(box, gym.spaces.Discrete(2), 2, {"custom_model": NAME}, hidden=16)
+    assert isinstance(registered, RLlibStyleModel) and SEEN[0]["hidden"] == 16
+
+
+def test_get_model_v2_refuses_what_it_cannot_build_and_says_what_to_do() -> None:
+    box = gym.spaces.Box(-1, 1, (3,))
+    with pytest.raises(ConfigError, match="corral builds torch models only"):
+        ModelCatalog.get_model_v2(box, gym.spaces.Discrete(2), 2, {}, framework="tf2")
+    with pytest.raises(ConfigError, match="set it in the policy's model config"):
+        ModelCatalog.get_model_v2(box, gym.spaces.Discrete(2), 2, {"use_lstm": True})
+    with pytest.raises(ConfigError, match="no ModelV2 vision network"):
+        ModelCatalog.get_model_v2(gym.spaces.Box(0, 255, (16, 16, 3), np.uint8), gym.spaces.Discrete(2), 2, {})
+    with pytest.raises(ConfigError, match=r"model_config has no option 'fcnet_hidens'. Did you mean 'fcnet_hiddens'"):
+        ModelCatalog.get_model_v2(box, gym.spaces.Discrete(2), 2, {"fcnet_hidens": [8]})
