@@ -21,6 +21,19 @@ from tests.gpu_mark import pytest_runtest_call  # noqa: F401  (the gpu mark's ho
 SMALL_PPO = {"train_batch_size": 256, "minibatch_size": 64, "num_epochs": 1}
 
 
+def best_return_within(algo: Any, steps: int, goal: float) -> tuple[float, int]:
+    """Train until the mean return reaches ``goal`` or ``steps`` env steps are sampled (a learning test's loop).
+
+    Returns:
+        The best mean return seen, and the env steps sampled.
+    """
+    sampled, best = 0, 0.0
+    while sampled < steps and best < goal:
+        result = algo.train()
+        sampled, best = result["num_env_steps_sampled"], max(best, result["episode_reward_mean"])
+    return best, sampled
+
+
 USER_RESULTS = Path("~/corral_results").expanduser()
 """where corral writes when nothing says otherwise; the suite must leave it as it found it"""
 

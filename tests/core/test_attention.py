@@ -16,7 +16,7 @@ from corral.plugins.dqn import DQNConfig
 from corral.plugins.impala import IMPALAConfig
 from corral.plugins.ppo import PPOConfig
 from corral.testing.envs import StatelessCartPole
-from tests.conftest import SMALL_PPO
+from tests.conftest import SMALL_PPO, best_return_within
 
 ATTENTION = {
     "use_attention": True,
@@ -150,16 +150,10 @@ def test_attention_ppo_learns_stateless_cartpole_where_the_same_config_without_m
     }
     config = PPOConfig().environment(StatelessCartPole).training(model=model, vf_loss_coeff=1e-5).debugging(seed=0)
     algo = config.build()
-    steps, best = 0, 0.0
-    while steps < 500_000 and best < 150:
-        result = algo.train()
-        steps, best = result["num_env_steps_sampled"], max(best, result["episode_reward_mean"])
+    best, steps = best_return_within(algo, 500_000, 150)
     algo.stop()
     assert best >= 150, f"mean return {best:.1f} after {steps} steps"
     feed_forward = config.copy().training(model={"use_attention": False}).build()
-    ff_steps, ff_best = 0, 0.0
-    while ff_steps < steps:
-        result = feed_forward.train()
-        ff_steps, ff_best = result["num_env_steps_sampled"], max(ff_best, result["episode_reward_mean"])
+    ff_best, ff_steps = best_return_within(feed_forward, steps, float("inf"))
     feed_forward.stop()
     assert ff_best < 100, f"without memory, mean return {ff_best:.1f} after {ff_steps} steps: the env does not need memory"

@@ -15,7 +15,7 @@ from corral.plugins.dqn import DQNConfig
 from corral.plugins.impala import IMPALAConfig
 from corral.plugins.ppo import PPOConfig
 from corral.testing.envs import StatelessCartPole
-from tests.conftest import SMALL_PPO
+from tests.conftest import SMALL_PPO, best_return_within
 from tests.toy_envs import MaskedChoiceEnv
 
 LSTM = {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 5, "fcnet_hiddens": [16]}
@@ -188,10 +188,7 @@ def test_lstm_ppo_learns_stateless_cartpole_which_needs_memory() -> None:
     model = {"use_lstm": True, "lstm_cell_size": 64, "max_seq_len": 20, "fcnet_hiddens": [64]}
     config = PPOConfig().environment(StatelessCartPole).training(model=model, vf_loss_coeff=1e-4)
     algo = config.debugging(seed=0).build()
-    steps, best = 0, 0.0
-    while steps < 300_000 and best < 150:
-        result = algo.train()
-        steps, best = result["num_env_steps_sampled"], max(best, result["episode_reward_mean"])
+    best, steps = best_return_within(algo, 300_000, 150)
     algo.stop()
     assert best >= 150, f"mean return {best:.1f} after {steps} steps"
 
@@ -201,10 +198,7 @@ def test_lstm_impala_learns_stateless_cartpole_with_v_trace_over_its_sequences()
     model = {"use_lstm": True, "lstm_cell_size": 64, "max_seq_len": 20, "fcnet_hiddens": [64]}
     config = IMPALAConfig().environment(StatelessCartPole).training(model=model, vf_loss_coeff=1e-4)
     algo = config.debugging(seed=0).build()
-    steps, best = 0, 0.0
-    while steps < 400_000 and best < 150:
-        result = algo.train()
-        steps, best = result["num_env_steps_sampled"], max(best, result["episode_reward_mean"])
+    best, steps = best_return_within(algo, 400_000, 150)
     algo.stop()
     assert best >= 150, f"mean return {best:.1f} after {steps} steps"
 

@@ -86,6 +86,8 @@ class SampleBatch(dict[str, Any]):
     """the action before each step in its episode (zeros at the first), for models that read it"""
     PREV_REWARDS = "prev_rewards"
     """the reward before each step in its episode (0 at the first), for models that read it"""
+    BURN_IN = "burn_in"
+    """in a batch of sequences cut with a burn-in (R2D2's), how many of each sequence's first steps only warm up the state"""
     STATE_IN = "state_in"
     """an RLModule's state where a step or sequence starts: a dict of its parts (RLlib's ``Columns.STATE_IN``)"""
     STATE_OUT = "state_out"

@@ -9,7 +9,7 @@ training loop, in the training room), and write only their loss.
 from __future__ import annotations
 
 import copy
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -28,6 +28,10 @@ from corral.errors import ConfigError
 
 class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_envs_per_env_runner": 8}):
     """The options every replay-based algorithm has (set with ``.training()`` / ``.checkpointing()``)."""
+
+    replays_sequences: ClassVar[bool] = False
+    """whether the algorithm's buffer rows are sequences (a recurrent DQN's): only then does replay_buffer_config
+    take storage_unit='sequences' and a replay_burn_in"""
 
     replay_buffer_config: dict[str, Any] = option({"type": "ReplayBuffer", "capacity": 100_000}, "training")
     """the replay buffer: {'type': 'ReplayBuffer' | 'PrioritizedReplayBuffer', 'capacity': N, 'alpha': 0.6}"""
@@ -55,6 +59,13 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
         """The shared checks, plus the replay buffer config (nothing is allocated) and the replay ratio."""
         super().validate()
         check_replay_buffer_config(self.replay_buffer_config)
+        buffer = self.replay_buffer_config
+        asks_sequences = buffer.get("storage_unit") == "sequences" or buffer.get("replay_burn_in", 0) > 0
+        if asks_sequences and not self.replays_sequences:
+            raise ConfigError(
+                f"replay_buffer_config {dict(buffer)} asks for replayed sequences (storage_unit='sequences' or a "
+                f"replay_burn_in), but {type(self).__name__} replays single steps; R2D2 replays sequences"
+            )
         if self.training_intensity is not None and self.training_intensity / self.train_batch_size > MAX_UPDATES_PER_ENV_STEP:
             raise ConfigError(
                 f"training_intensity={self.training_intensity} with train_batch_size={self.train_batch_size} asks for "
@@ -156,6 +167,11 @@ class OffPolicyPolicy(Policy):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.target_model = copy.deepcopy(self.model).requires_grad_(False)
+
+    @property
+    def replay_row_steps(self) -> int:
+        """Env steps in one replay-buffer row: 1; a policy whose rows are sequences says how many at most."""
+        return 1
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         """(target, online) network pairs; by default the whole model."""

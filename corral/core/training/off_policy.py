@@ -83,7 +83,8 @@ class OffPolicyAlgorithm(Algorithm):
             "rewards, discounts, priorities and flags": ((), np.dtype("V32")),
         }
         rows = options["capacity"]
-        row_bytes = replay_row_bytes(columns)
+        steps = policy.replay_row_steps if isinstance(policy, OffPolicyPolicy) else 1  # a row may be a sequence
+        row_bytes = replay_row_bytes(columns) * steps
         check_fits(
             f"the replay buffer ({rows:,} rows of {row_bytes} bytes)",
             rows * row_bytes,
@@ -133,17 +134,33 @@ class OffPolicyAlgorithm(Algorithm):
 
     def _replay_once(self) -> dict[str, dict[str, Any]]:
         beta = self._beta(self.counters["num_env_steps_sampled"])
-        batches = {
-            pid: buffer.sample(self.config.train_batch_size, beta=beta)
-            for pid, buffer in self.replay_buffers.items()
-            if len(buffer)
-        }
+        batches = {pid: self._replayed(pid, buffer, beta) for pid, buffer in self.replay_buffers.items() if len(buffer)}
         stats = self.learn_on_batch(MultiAgentBatch(batches, self.config.train_batch_size))
         for pid, policy_stats in stats.items():
             td_error = policy_stats.pop(OffPolicyPolicy.TD_ERROR, None)
             if td_error is not None:
                 self.replay_buffers[pid].update_priorities(batches[pid][SampleBatch.BATCH_INDEXES], np.abs(td_error))
         return stats
+
+    def _replayed(self, policy_id: str, buffer: ReplayBuffer, beta: float) -> SampleBatch:
+        """A replayed minibatch of ``train_batch_size`` env steps: that many rows, or sequences until they hold as many.
+
+        As RLlib's replay of sequences does, sequences (a row of up to
+        ``replay_row_steps`` steps, ``seq_lens`` each) are drawn until their steps
+        add up to at least ``train_batch_size``.
+        """
+        policy = self.policies[policy_id]
+        steps = policy.replay_row_steps if isinstance(policy, OffPolicyPolicy) else 1
+        wanted = self.config.train_batch_size
+        if steps == 1:
+            return buffer.sample(wanted, beta=beta)
+        drawn: list[SampleBatch] = []
+        held = 0
+        while held < wanted:
+            batch = buffer.sample(max(1, -(-(wanted - held) // steps)), beta=beta)  # at least enough full sequences
+            drawn.append(batch)
+            held += int(batch[SampleBatch.SEQ_LENS].sum())
+        return SampleBatch.concat(drawn)
 
     def get_state(self) -> dict[str, Any]:
         """The base state plus the replay schedule's bookkeeping."""
@@ -167,9 +184,12 @@ class OffPolicyAlgorithm(Algorithm):
         for pid, buffer in self.replay_buffers.items():
             if f"replay_buffer_{pid}" in arrays:
                 policy = self.policies[pid]
+                steps = policy.replay_row_steps if isinstance(policy, OffPolicyPolicy) else 1
+                lead = (steps,) if steps > 1 else ()  # a row of sequences holds its steps
                 shapes = {
-                    SampleBatch.OBS: policy.preprocessor.shape,
-                    SampleBatch.NEXT_OBS: policy.preprocessor.shape,
-                    SampleBatch.ACTIONS: cast(tuple[int, ...], policy.action_adapter.policy_space.shape),
+                    SampleBatch.OBS: (*lead, *policy.preprocessor.shape),
+                    SampleBatch.ACTIONS: (*lead, *cast(tuple[int, ...], policy.action_adapter.policy_space.shape)),
                 }
+                if not lead:
+                    shapes[SampleBatch.NEXT_OBS] = policy.preprocessor.shape
                 buffer.set_state(arrays[f"replay_buffer_{pid}"], expected_shapes=shapes)

@@ -22,22 +22,29 @@ from corral.core.common.sample_batch import STATE_IN_PREFIX, STATE_OUT_PREFIX, S
 
 def is_step_column(key: str) -> bool:
     """Whether a column of a batch of sequences has a row per step (``[S, L, ...]``), not one per sequence."""
-    return key != SampleBatch.SEQ_LENS and not key.startswith(STATE_IN_PREFIX)
+    return key not in (SampleBatch.SEQ_LENS, SampleBatch.BURN_IN) and not key.startswith(STATE_IN_PREFIX)
 
 
-def chop_into_sequences(fragment: SampleBatch, max_seq_len: int) -> SampleBatch:
+def chop_into_sequences(fragment: SampleBatch, max_seq_len: int, burn_in: int = 0) -> SampleBatch:
     """The valid rows of a ``[T, N]`` fragment as sequences of at most ``max_seq_len`` steps, one per batch row.
+
+    With ``burn_in``, each sequence also starts up to that many steps earlier
+    in its episode (the steps before it, which the previous sequence holds
+    too): steps a learner runs through to warm the state up, not to learn from
+    (RLlib's R2D2 ``replay_burn_in``).
 
     Args:
         fragment: ``[T, N, ...]`` columns with ``valid``, and ``state_in_k`` columns
             holding the state each step started from.
-        max_seq_len: the longest sequence.
+        max_seq_len: the longest sequence, burn-in aside.
+        burn_in: how many earlier steps each sequence starts with, where its episode has them.
 
     Returns:
         ``S`` sequences, sub-environment by sub-environment and in time order: each step
-        column ``[S, max_seq_len, ...]`` zero-padded, ``state_in_k`` ``[S, ...]`` at each
-        sequence's first step, and ``seq_lens`` ``[S]`` (int32). ``valid`` and the
-        ``state_out_k`` columns are left out.
+        column ``[S, burn_in + max_seq_len, ...]`` zero-padded, ``state_in_k`` ``[S, ...]`` at each
+        sequence's first step, ``seq_lens`` ``[S]`` (int32), and with ``burn_in`` the
+        ``burn_in`` column ``[S]``: how many of each sequence's first steps are burn-in.
+        ``valid`` and the ``state_out_k`` columns are left out.
     """
     env_index, step = np.nonzero(fragment[SampleBatch.VALID].T)  # sub-environment by sub-environment, in time order
     rows = len(step)
@@ -45,23 +52,29 @@ def chop_into_sequences(fragment: SampleBatch, max_seq_len: int) -> SampleBatch:
     run_start = np.ones(rows, dtype=bool)
     run_start[1:] = (env_index[1:] != env_index[:-1]) | (step[1:] != step[:-1] + 1)
     run_first = np.flatnonzero(run_start)
-    position = np.arange(rows) - run_first[np.cumsum(run_start) - 1]
-    chunk_start = position % max_seq_len == 0
-    chunk = np.cumsum(chunk_start) - 1
-    offset = position % max_seq_len
-    sequences = int(chunk[-1]) + 1 if rows else 0
-    starts = np.flatnonzero(chunk_start)
+    run_of_row = np.cumsum(run_start) - 1
+    position = np.arange(rows) - run_first[run_of_row]
+    starts = np.flatnonzero(position % max_seq_len == 0)  # each sequence's first step to learn from
+    run_ends = np.append(run_first[1:], rows)
+    first = np.maximum(starts - burn_in, run_first[run_of_row[starts]])  # the burn-in reaches back within the episode
+    end = np.minimum(starts + max_seq_len, run_ends[run_of_row[starts]])
+    width = max_seq_len + burn_in
+    index = first[:, None] + np.arange(width)[None, :]
+    real = index < end[:, None]
     out = SampleBatch()
     for key, column in fragment.items():
         if key == SampleBatch.VALID or key.startswith(STATE_OUT_PREFIX):
             continue
         if key.startswith(STATE_IN_PREFIX):
-            out[key] = column[step[starts], env_index[starts]]
+            out[key] = column[step[first], env_index[first]]
             continue
-        padded = np.zeros((sequences, max_seq_len, *column.shape[2:]), dtype=column.dtype)
-        padded[chunk, offset] = column[step, env_index]
+        padded = np.zeros((len(starts), width, *column.shape[2:]), dtype=column.dtype)
+        rows_taken = index[real]
+        padded[real] = column[step[rows_taken], env_index[rows_taken]]
         out[key] = padded
-    out[SampleBatch.SEQ_LENS] = np.bincount(chunk, minlength=sequences).astype(np.int32)
+    out[SampleBatch.SEQ_LENS] = (end - first).astype(np.int32)
+    if burn_in:
+        out[SampleBatch.BURN_IN] = (starts - first).astype(np.int32)
     return out
 
 

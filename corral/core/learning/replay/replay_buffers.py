@@ -369,7 +369,10 @@ _BUFFER_TYPES: dict[str, type[ReplayBuffer]] = {
     "MultiAgentPrioritizedReplayBuffer": PrioritizedReplayBuffer,
 }
 _OPTION_ALIASES = {"prioritized_replay_alpha": "alpha", "prioritized_replay_eps": "epsilon", "prioritized_replay_beta": "beta"}
-_OPTIONS = {"type", "capacity", "alpha", "epsilon", "beta", *_OPTION_ALIASES}
+_SEQUENCE_OPTIONS = ("storage_unit", "replay_burn_in")
+"""RLlib's keys for what a buffer's row is and how many of a replayed sequence's first steps only warm up the state:
+the policy's business (a recurrent DQN's), checked here and left out of the buffer's arguments"""
+_OPTIONS = {"type", "capacity", "alpha", "epsilon", "beta", *_OPTION_ALIASES, *_SEQUENCE_OPTIONS}
 
 
 def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[str, Any]]:
@@ -382,6 +385,9 @@ def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[st
     accepted so one dict can hold all replay settings, but it is the caller's
     to pass to :meth:`ReplayBuffer.sample`. The prioritized keys are accepted
     and ignored by the uniform buffer, so switching ``type`` is a one-word edit.
+    RLlib's ``storage_unit`` (``"timesteps"`` or ``"sequences"``) and
+    ``replay_burn_in`` are checked here and read by the algorithm, which says
+    whether it takes them (its config's ``replays_sequences``).
 
     Returns:
         The buffer class and the keyword arguments to build it with (besides ``seed``).
@@ -415,6 +421,10 @@ def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[st
         raise ConfigError(f"replay buffer capacity {capacity} is more than {MAX_CAPACITY} rows")
     if "beta" in options:
         _check_float("prioritized replay beta", options.pop("beta"), 0.0)
+    if options.pop("storage_unit", "timesteps") not in ("timesteps", "sequences"):
+        raise ConfigError(f"replay_buffer_config storage_unit is 'timesteps' or 'sequences', not {config['storage_unit']!r}")
+    if "replay_burn_in" in options:
+        _check_int("replay_burn_in", options.pop("replay_burn_in"), 0)
     if cls is PrioritizedReplayBuffer:
         if "alpha" in options:
             _check_float("prioritized replay alpha", options["alpha"], 0.0)
