@@ -89,6 +89,11 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         ModelCatalog as ModelCatalog,
         TorchFC as TorchFC,
     )
+    from corral.core.networks.custom_distribution import (
+        TorchCategorical as TorchCategorical,
+        TorchDiagGaussian as TorchDiagGaussian,
+        TorchDistributionWrapper as TorchDistributionWrapper,
+    )
     from corral.core.networks.custom_model import build_q_model as build_q_model
     from corral.core.networks.default_models import (
         ActorCriticModel as ActorCriticModel,
@@ -164,6 +169,9 @@ _EXPORTS = {
     "ModelCatalog": "corral.core.networks.catalog",
     "FullyConnectedNetwork": "corral.core.networks.catalog",
     "TorchFC": "corral.core.networks.catalog",
+    "TorchDistributionWrapper": "corral.core.networks.custom_distribution",
+    "TorchCategorical": "corral.core.networks.custom_distribution",
+    "TorchDiagGaussian": "corral.core.networks.custom_distribution",
     "TorchModelV2": "corral.core.networks.model_v2",
     "RecurrentNetwork": "corral.core.networks.model_v2",
     "RecurrentModel": "corral.core.networks.recurrent",

@@ -151,6 +151,7 @@ def test_corral_evaluate_refuses_it_too(copy_of, marker, run_cli) -> None:
         {"policies": {"p": {"policy_class": "subprocess:Popen"}}},
         {"policies": {"p": {"config": {"model": {"custom_model": "subprocess:Popen"}}}}},
         {"q_model_config": {"custom_model": "subprocess:Popen"}},  # any network's options (SAC's critics)
+        {"model": {"custom_action_dist": "subprocess:Popen"}},
     ],
     ids=[
         "callbacks",
@@ -164,6 +165,7 @@ def test_corral_evaluate_refuses_it_too(copy_of, marker, run_cli) -> None:
         "policy-class",
         "policy-custom-model",
         "critic-custom-model",
+        "custom-action-dist",
     ],
 )
 def test_other_import_paths_in_the_config_are_refused(copy_of, marker, change) -> None:

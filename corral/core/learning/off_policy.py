@@ -141,6 +141,7 @@ class OffPolicyPolicy(Policy):
     """
 
     config: OffPolicyConfig
+    custom_action_dists = False  # a replay learner's loss reads the outputs as Q-values or its own distribution's
     TD_ERROR = "td_error"
     """the stats key of the per-row TD errors, which become the replayed rows' new priorities"""
     REPLAY_COLUMNS = (

@@ -50,6 +50,7 @@ from corral.core.learning.recurrent.sequences import chop_into_sequences
 from corral.core.learning.schedules import PiecewiseSchedule
 from corral.core.memory import check_fits
 from corral.core.networks.action_masking import ActionMaskedModel, MaskedObservationPreprocessor
+from corral.core.networks.custom_distribution import custom_distribution, custom_outputs
 from corral.core.networks.default_models import Model, build_model, torch_dtype
 from corral.core.networks.distributions import ActionDistribution, distribution_for
 from corral.core.networks.recurrent import RecurrentModel, initial_state, is_recurrent
@@ -86,6 +87,8 @@ class Policy(Acting, Updates, PolicyState):
     )
     """the columns :meth:`learn_on_batch` needs of rows read from files (``offline_data(input_=...)``): every file
     is checked for them before training starts; the default is a whole transition"""
+    custom_action_dists: ClassVar[bool] = True
+    """whether ``model.custom_action_dist`` may replace the distribution the action space picks"""
     recurrent_models: ClassVar[bool] = False
     """whether :meth:`learn_on_batch` learns on batches of sequences (:meth:`train_forward`), so a recurrent
     model (``model.use_lstm``) may be used; a policy class that does not is refused such a model when built"""
@@ -108,7 +111,13 @@ class Policy(Acting, Updates, PolicyState):
         """what the model sees: the observation space, without the action mask when there is one"""
         self.action_adapter = ActionAdapter(action_space, config.normalize_actions, config.clip_actions)
         self.dist_class, self.num_outputs = distribution_for(self.action_adapter.policy_space)
+        custom_dist = config.model.action_dist_class()
+        if custom_dist is not None:
+            self._check_custom_action_dist_allowed()
+            self.num_outputs = custom_outputs(custom_dist, self.action_adapter.policy_space, config.model.model_dump())
         self.model = self._build_model()
+        if custom_dist is not None:
+            self.dist_class = custom_distribution(custom_dist, self.model)
         self.is_recurrent = is_recurrent(self.model)
         """whether the model has memory: it then acts on each episode's state and learns on sequences"""
         self.exploration = make_exploration(config.exploration_config, self.action_adapter.policy_space)
@@ -173,6 +182,18 @@ class Policy(Acting, Updates, PolicyState):
         self._check_model_outputs(model)
         checked = cast(Model, model)  # it has Model's forward methods, whether or not it subclasses Model
         return checked if self.action_mask is None else ActionMaskedModel(checked, self.action_mask)
+
+    def _check_custom_action_dist_allowed(self) -> None:
+        """Refuse a custom action distribution where this policy's loss needs its own.
+
+        Raises:
+            ConfigError: the policy class reads its outputs as something else (Q-values, a squashed Gaussian).
+        """
+        if not self.custom_action_dists:
+            raise ConfigError(
+                f"model.custom_action_dist: {type(self).__name__} reads its model's outputs with a distribution of its "
+                "own (Q-values, a squashed Gaussian); PPO, A2C, IMPALA, MARWIL and BC take custom action distributions"
+            )
 
     def _check_recurrent_allowed(self) -> None:
         """Refuse a recurrent model where this policy cannot learn with one.

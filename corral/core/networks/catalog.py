@@ -146,6 +146,20 @@ class ModelCatalog:
         register_model_class(model_name, model_class)
 
     @staticmethod
+    def register_custom_action_dist(action_dist_name: str, action_dist_class: type) -> None:
+        """Register an action distribution class under a name, for ``model={"custom_action_dist": action_dist_name}``.
+
+        Args:
+            action_dist_name: the name configs use; not a custom model's name.
+            action_dist_class: a :class:`~corral.core.networks.custom_distribution.TorchDistributionWrapper` subclass
+                (or any class with ``required_model_output_shape``, ``sample`` and ``logp``).
+
+        Raises:
+            ConfigError: the name is not a non-empty string or names a custom model, or the class is no distribution.
+        """
+        register_model_class(action_dist_name, action_dist_class, action_dist=True)
+
+    @staticmethod
     def get_model_v2(
         obs_space: gym.Space[Any],
         action_space: gym.Space[Any],

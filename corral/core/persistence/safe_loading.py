@@ -43,6 +43,7 @@ CODE_FIELDS = {
     "env": "environment",
     "callbacks_class": "callbacks class",
     "custom_model": "custom model",
+    "custom_action_dist": "custom action distribution",
     "policy_mapping_fn": "policy mapping function",
     "policies_to_train": "policies_to_train function",
     "observation_fn": "observation function",
@@ -61,10 +62,13 @@ _TYPED_GROUPS = {"exploration_config": "exploration", "logger_config": "logger"}
 """config groups whose 'type' may be a class's import path, and the kind of code each names"""
 
 _LEGACY_NAMES = {"callbacks": "callbacks_class"}
+_MODEL_CLASS_KEYS = ("custom_model", "custom_action_dist")
+"""the keys of a model's options that name a class: a name given to ModelCatalog, or an import path"""
 _HOW_TO_PASS = {
     "env": "from_checkpoint(path, env=...)",
     "callbacks_class": "from_checkpoint(path, callbacks=[...])",
     "custom_model": 'config_overrides={"model": {...}}',
+    "custom_action_dist": 'config_overrides={"model": {...}}',
     "policy_mapping_fn": "from_checkpoint(path, policy_mapping_fn=...)",
     "policies_to_train": "from_checkpoint(path, policies_to_train=...)",
     "observation_fn": 'config_overrides={"observation_fn": ...}',
@@ -174,9 +178,9 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
             for item in value if isinstance(value, list) else [value]:
                 if isinstance(item, str):
                     yield field, where, item
-        elif isinstance(value, dict) and isinstance(value.get("custom_model"), str):
+        elif isinstance(value, dict) and any(isinstance(value.get(name), str) for name in _MODEL_CLASS_KEYS):
             # model, and any other network's options an algorithm has (SAC's policy_model_config, q_model_config)
-            yield "custom_model", f"{where}.custom_model", value["custom_model"]
+            yield from ((name, f"{where}.{name}", value[name]) for name in _MODEL_CLASS_KEYS if isinstance(value.get(name), str))
         elif field in FUNCTION_FIELDS and isinstance(value, str):
             yield field, where, value
         elif field in _TYPED_GROUPS and isinstance(value, dict) and isinstance(value.get("type"), str):
@@ -204,7 +208,7 @@ def _is_import_path(field: str, value: str) -> bool:
     """Whether an env, exploration or custom model name would be imported, as resolving it decides (registered names first)."""
     if not is_import_path(value):
         return False
-    if field == "custom_model":
+    if field in _MODEL_CLASS_KEYS:
         from corral.core.contracts.options.model_names import registered_model_class
 
         return registered_model_class(value) is None
@@ -219,7 +223,7 @@ def _is_import_path(field: str, value: str) -> bool:
 
 def _is_registered(field: str, value: str) -> bool:
     """Whether resolving ``value`` imports only what was registered or installed on purpose."""
-    if field in ("env", "exploration", "custom_model") and not _is_import_path(field, value):
+    if field in ("env", "exploration", *_MODEL_CLASS_KEYS) and not _is_import_path(field, value):
         return True  # a registered name (or a gymnasium id), or unknown (refused later): never an import
     # A path into corral's own package (already imported, so it cannot come from elsewhere).
     module = split_import_path(value)[0]

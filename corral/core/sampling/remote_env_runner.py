@@ -56,7 +56,7 @@ class EnvRunnerActor:
         model_classes: dict[str, type] | None = None,
     ) -> None:
         from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
-        from corral.core.contracts.options.model_names import register_model_class
+        from corral.core.contracts.options.model_names import is_action_dist_class, register_model_class
         from corral.core.devices import env_runner_device
         from corral.core.environments.envs import register_env
         from corral.core.learning.policy_map import PolicyMap
@@ -66,7 +66,7 @@ class EnvRunnerActor:
         for name, creator in (env_creators or {}).items():  # this process's registry starts empty
             register_env(name, creator)
         for name, cls in (model_classes or {}).items():  # and so does its custom models' (ModelCatalog)
-            register_model_class(name, cls)
+            register_model_class(name, cls, action_dist=is_action_dist_class(cls))
 
         TorchThreads(config.num_torch_threads)  # "auto": the CPUs this actor reserved
         self._builds: dict[str, PolicyBuild] = {}
@@ -228,6 +228,7 @@ def start_env_runner(config: AlgorithmConfig, policy_builds: dict[str, PolicyBui
 
 
 def _custom_models(config: AlgorithmConfig) -> list[Any]:
-    """The ``custom_model`` of every network's options in a config: ``model``'s, and any other (SAC's q_model_config)."""
+    """The custom classes of every network's options in a config: ``model``'s, and any other (SAC's q_model_config)."""
     values = [getattr(config, name) for name in type(config).model_fields]
-    return [config.model.custom_model, *(v.get("custom_model") for v in values if isinstance(v, dict))]
+    named = [v.get("custom_model") for v in values if isinstance(v, dict)]
+    return [config.model.custom_model, config.model.custom_action_dist, *named]

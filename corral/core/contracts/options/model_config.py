@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from corral.core.common import by_value
 from corral.core.common.import_paths import import_object, is_import_path
 from corral.core.contracts.options.declaring import check_plain_data
-from corral.core.contracts.options.model_names import registered_model_class, unknown_model_name
+from corral.core.contracts.options.model_names import is_action_dist_class, registered_model_class, unknown_model_name
 from corral.core.contracts.rllib_compat import rllib_model_keys
 from corral.errors import ConfigError
 
@@ -40,6 +40,10 @@ class ModelConfig(BaseModel):
     corral's (the first four): RLlib's TorchModelV2 gives forward(input_dict, state, seq_lens) and value_function(); a
     plain module's forward(obs) gives the action-distribution inputs and gets a separate value network; DQN puts its Q
     head on either; a corral.core.Model gives every output itself"""
+    custom_action_dist: Any = None
+    """an action distribution class (RLlib's TorchDistributionWrapper), its 'package.module:Class' path, or a name given
+    to ModelCatalog.register_custom_action_dist: its required_model_output_shape sets the model's outputs, and the
+    policy acts and learns with it (PPO, A2C, IMPALA, MARWIL, BC)"""
     custom_model_config: dict[str, Any] = Field(default_factory=dict)
     """the custom model's own settings: in model_config, and as keyword arguments with RLlib's constructor arguments"""
     use_lstm: bool = False
@@ -104,7 +108,7 @@ class ModelConfig(BaseModel):
         check_plain_data("model.custom_model_config", value)
         return value
 
-    @field_validator("custom_model")
+    @field_validator("custom_model", "custom_action_dist")
     @classmethod
     def _model_class(cls, value: Any) -> Any:
         if value is None or isinstance(value, (str, type)):
@@ -157,6 +161,35 @@ class ModelConfig(BaseModel):
     def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         """The fields as a dict; a custom model class is written as its 'module:qualname' path (or by value, see to_dict)."""
         data = super().model_dump(**kwargs)
-        if isinstance(data.get("custom_model"), type):
-            data["custom_model"] = by_value.encode(data["custom_model"])
+        for key in ("custom_model", "custom_action_dist"):
+            if isinstance(data.get(key), type):
+                data[key] = by_value.encode(data[key])
         return data
+
+    def action_dist_class(self) -> type | None:
+        """The custom action distribution's class: registered under its name, or imported from its path (None: none).
+
+        Raises:
+            ConfigError: the string is neither a registered name nor an import path, the path does not import,
+                or it is not an action distribution class.
+        """
+        value = self.custom_action_dist
+        if value is None:
+            return None
+        cls = value
+        if isinstance(value, str):
+            cls = registered_model_class(value)
+            if cls is None and not is_import_path(value):
+                raise ConfigError(
+                    f"model.custom_action_dist {value!r} is not a registered name. Register it with "
+                    f"ModelCatalog.register_custom_action_dist({value!r}, YourDistribution) (from corral.core import "
+                    "ModelCatalog), or give the class itself or its 'package.module:Class' path"
+                )
+            if cls is None:
+                cls = import_object(value)
+        if not is_action_dist_class(cls):
+            raise ConfigError(
+                f"model.custom_action_dist={value!r} is not an action distribution class (required_model_output_shape, "
+                "sample, logp: subclass corral.core.TorchDistributionWrapper)"
+            )
+        return cast(type, cls)

@@ -28,22 +28,43 @@ TUNE_CATEGORY = "rllib_model"
 """the category of Ray Tune's registry where RLlib's ``ModelCatalog`` keeps custom models (``ray.tune.registry.RLLIB_MODEL``)"""
 
 
-def register_model_class(name: str, cls: type) -> None:
-    """Make ``name`` usable as ``model={"custom_model": name}``; registering a name again replaces its class.
+def is_action_dist_class(cls: Any) -> bool:
+    """Whether a class is an action distribution RLlib's way: ``required_model_output_shape``, ``sample``, ``logp``."""
+    return isinstance(cls, type) and all(
+        callable(getattr(cls, name, None)) for name in ("required_model_output_shape", "sample", "logp")
+    )
+
+
+def register_model_class(name: str, cls: type, action_dist: bool = False) -> None:
+    """Make ``name`` usable as ``model={"custom_model": name}`` (or ``custom_action_dist``); again replaces its class.
+
+    Models and action distributions share the names (one registry travels to
+    remote runners and Tune's trials): a name stays a model or a distribution.
 
     Args:
         name: the name configs use; any non-empty string.
-        cls: the model class, a ``torch.nn.Module`` subclass.
+        cls: the model class, a ``torch.nn.Module`` subclass; or an action distribution class.
+        action_dist: whether ``cls`` is an action distribution (``register_custom_action_dist``).
 
     Raises:
-        ConfigError: ``name`` is not a non-empty string, or ``cls`` is not a ``torch.nn.Module`` subclass.
+        ConfigError: ``name`` is not a non-empty string, ``cls`` is not of its kind, or the name
+            already names the other kind.
     """
     from torch import nn
 
+    caller = "register_custom_action_dist" if action_dist else "register_custom_model"
     if not isinstance(name, str) or not name:
-        raise ConfigError(f"register_custom_model needs a non-empty string name, got {name!r}")
-    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-        raise ConfigError(f"register_custom_model({name!r}, ...) needs a torch.nn.Module subclass, got {cls!r}")
+        raise ConfigError(f"{caller} needs a non-empty string name, got {name!r}")
+    if action_dist and not is_action_dist_class(cls):
+        raise ConfigError(
+            f"{caller}({name!r}, ...) needs an action distribution class (required_model_output_shape, sample, logp: "
+            f"a TorchDistributionWrapper subclass), got {cls!r}"
+        )
+    if not action_dist and not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ConfigError(f"{caller}({name!r}, ...) needs a torch.nn.Module subclass, got {cls!r}")
+    if name in _MODELS and is_action_dist_class(_MODELS[name]) != action_dist:
+        other = "custom action distribution" if action_dist is False else "custom model"
+        raise ConfigError(f"{caller}({name!r}, ...): {name!r} already names a {other}; give this class another name")
     _MODELS[name] = cls
     if "ray.tune.registry" in sys.modules:  # Tune trials are other processes: they find it in Tune's registry
         share_models_with_tune(name)
