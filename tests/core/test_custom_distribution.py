@@ -121,3 +121,16 @@ def test_what_cannot_take_a_custom_distribution_or_name_one_is_refused() -> None
         ModelCatalog.register_custom_model("sharp", torch.nn.Linear)
     with pytest.raises(ConfigError, match=r"needs an action distribution class"):
         ModelCatalog.register_custom_action_dist("not_one", torch.nn.Linear)
+
+
+def test_a_seeded_run_samples_the_same_actions_from_a_distribution_that_draws_from_torch_s_global_generator() -> None:
+    def actions() -> list[int]:
+        algo = ppo("sharp").build()
+        try:
+            return [int(algo.compute_single_action(np.zeros(4, np.float32))) for _ in range(30)]
+        finally:
+            algo.stop()
+
+    first = actions()
+    torch.manual_seed(12345)  # whatever the global generator holds
+    assert actions() == first and len(set(first)) == 2

@@ -12,8 +12,8 @@ Tempered)`` and named by ``model={"custom_action_dist": "tempered"}``. Its
 ``num_outputs``; the policy then acts and learns with it (``sample``,
 ``deterministic_sample``, ``logp``, ``entropy``, ``kl``), each built from the
 model's outputs and the model (RLlib's ``(inputs, model)``). RLlib's
-distributions draw from torch's global generator, which corral seeds with the
-run's seed; corral's own draw from the policy's.
+distributions draw from torch's global generator: corral seeds it from the
+policy's own generator for each sample, so a seeded run repeats.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from corral.core.networks.distributions import ActionDistribution
+from corral.core.seeding import isolated_torch_seed
 from corral.errors import ConfigError
 
 
@@ -159,9 +160,19 @@ class _Custom(ActionDistribution):
         self.wrapped = self.user_class(inputs, self.model)
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
-        """The user's ``sample()`` (RLlib's distributions draw from torch's global generator)."""
-        actions: torch.Tensor = self.wrapped.sample()
-        return actions
+        """The user's ``sample()``, drawing from torch's global generator seeded from ``generator`` for the call.
+
+        RLlib's distributions draw from the global generator; seeding it from the
+        policy's own for each call keeps a seeded run reproducible, and leaves the
+        global generator as it was.
+        """
+        if generator is None:
+            actions: torch.Tensor = self.wrapped.sample()
+            return actions
+        seed = int(torch.randint(2**62, (1,), generator=generator, device=generator.device))
+        with isolated_torch_seed(seed):
+            seeded: torch.Tensor = self.wrapped.sample()
+        return seeded
 
     def deterministic_sample(self) -> torch.Tensor:
         """The user's ``deterministic_sample()``."""
