@@ -22,6 +22,7 @@ import pytest
 import torch
 from torch import nn
 
+import corral
 from corral import ConfigError
 from corral.core import (
     Columns,
@@ -182,6 +183,9 @@ def test_rl_module_model_config_shapes_corral_s_own_model_and_a_multi_spec_gives
     config = PPOConfig().rl_module(model_config={"fcnet_hiddens": [16]})
     assert config.model.fcnet_hiddens == [16]
     assert PPOConfig().rl_module(model_config_dict={"vf_share_layers": True}).model.vf_share_layers  # Ray 2.5-2.9
+    box, two = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
+    spaced = PPOConfig().rl_module(rl_module_spec=RLModuleSpec(PolicyAndValue, observation_space=box, action_space=two))
+    assert (spaced.observation_space, spaced.action_space) == (box, two), "the spec's spaces are the env's"
     specs = {"p0": RLModuleSpec(module_class=PolicyAndValue), "p1": SingleAgentRLModuleSpec(model_config={"fcnet_hiddens": [8]})}
     config = (
         PPOConfig()
@@ -344,3 +348,58 @@ def test_a_registered_model_v2_and_rl_module_train_in_ppo_dqn_and_sac_and_reopen
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
+
+
+DATA = Path(corral.__file__).parent / "tuned_examples" / "data"
+
+
+def every_algorithm(name: str, model: dict[str, Any]) -> Any:
+    """A one-iteration config of each built-in algorithm with a model of the RLModule's kind."""
+    if name in ("PPO", "A2C"):
+        return corral.get_config(name).environment("CartPole-v1").training(model=model, train_batch_size=128)
+    if name == "IMPALA":
+        config = corral.get_config(name).environment("CartPole-v1").training(model=model, train_batch_size=100)
+        return config.env_runners(rollout_fragment_length=25, num_envs_per_env_runner=4)
+    if name in ("MARWIL", "BC"):
+        config = corral.get_config(name).environment("CartPole-v1").training(model=model, train_batch_size=200)
+        return config.offline_data(input_=str(DATA / "cartpole_expert.parquet")).reporting(min_sample_timesteps_per_iteration=200)
+    small = {"model": model, "train_batch_size": 32, "learning_starts": 32}
+    if name == "CQL":
+        config = corral.get_config(name).environment("Pendulum-v1").training(**small, training_intensity=32)
+        pendulum = str(DATA / "pendulum_sac.parquet")
+        config = config.offline_data(input_=pendulum, actions_in_input_normalized=True, postprocess_inputs=True)
+        return config.reporting(min_sample_timesteps_per_iteration=100)
+    env = "Pendulum-v1" if name == "SAC" else "CartPole-v1"
+    return corral.get_config(name).environment(env).training(**small).reporting(min_sample_timesteps_per_iteration=100)
+
+
+@pytest.mark.parametrize("name", ["PPO", "A2C", "IMPALA", "MARWIL", "BC", "DQN", "SAC", "CQL"])
+def test_an_rl_module_runs_in_every_algorithm_with_a_model_of_its_kind(name: str) -> None:
+    algo = every_algorithm(name, {"custom_model": "rl_module_pv"}).debugging(seed=0).build()
+    try:
+        model = algo.get_module()
+        module = getattr(getattr(model, "actor", None), "model", model)  # SAC and CQL: the actor
+        assert isinstance(module, PolicyAndValue)
+        before = [p.detach().clone() for p in module.pi.parameters()]
+        algo.train()
+        assert any(not torch.equal(a, b) for a, b in zip(before, module.pi.parameters(), strict=True)), "it learns"
+    finally:
+        algo.stop()
+
+
+def test_a_multi_agent_run_gives_each_policy_its_rl_module_and_trains_them() -> None:
+    specs = {"p0": RLModuleSpec(module_class=PolicyAndValue), "p1": RLModuleSpec(module_class=LSTMModule)}
+    config = (
+        PPOConfig()
+        .environment(make_multi_agent(lambda _: StatelessCartPole()), env_config={"num_agents": 2})
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda agent_id, *args, **kwargs: f"p{agent_id}")
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+        .training(**SMALL_PPO)
+    )
+    algo = config.build()
+    try:
+        assert isinstance(algo.get_module("p0"), PolicyAndValue) and algo.get_policy("p1").is_recurrent
+        result = algo.train()
+        assert set(result["info"]["learner"]) == {"p0", "p1"}
+    finally:
+        algo.stop()

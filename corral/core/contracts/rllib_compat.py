@@ -300,7 +300,7 @@ class RLlibConfigMethods:
             This config.
 
         Raises:
-            ConfigError: another keyword, a spec of another type, or a spec's space that differs from the config's.
+            ConfigError: another keyword, or a spec of another type.
         """
         from corral.core.contracts.policy_spec import MultiRLModuleSpec, PolicySpec, RLModuleSpec
 
