@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from typing import Any
 
 import pytest
+import torch
 from torch import nn
 
 import corral
@@ -22,6 +24,7 @@ from corral import AlgorithmConfig, ConfigError
 from corral.plugins.dqn import DQNConfig
 from corral.plugins.ppo import PPO, PPOConfig
 from tests.conftest import SMALL_PPO
+from tests.toy_envs import ImageEnv
 
 # (flag, a value asking for what corral does, another value, whether that other value is refused)
 FLAGS = [
@@ -191,17 +194,28 @@ def test_rllib_s_lstm_keys_are_options_and_its_older_combined_switch_sets_both()
 
 
 def test_rllib_s_settings_of_nets_this_config_does_not_ask_for_are_ignored_at_info(caplog: pytest.LogCaptureFixture) -> None:
-    model = {"_time_major": True, "post_fcnet_hiddens": []}
     with caplog.at_level(logging.INFO, logger="corral"):
-        config = PPOConfig().training(model={**model, "post_fcnet_activation": "relu", "fcnet_hiddens": [32]})
+        config = PPOConfig().training(model={"_time_major": True, "fcnet_hiddens": [32]})
     assert config.model.fcnet_hiddens == [32] and "_time_major" not in config.to_dict()["model"]
-    assert sum("ignored" in r.getMessage() for r in caplog.records) == len(model) + 1
+    assert sum("_time_major" in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_post_fcnet_hiddens_says_what_to_do_instead_of_a_misleading_suggestion() -> None:
-    with pytest.raises(ConfigError, match="append them to fcnet_hiddens") as info:
-        PPOConfig().training(model={"post_fcnet_hiddens": [64]})
-    assert "Did you mean" not in str(info.value)
+def test_post_fcnet_layers_follow_the_hidden_layers_in_rllib_s_activations() -> None:
+    def linear_widths(model: Any) -> list[int]:
+        return [m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear)]
+
+    def activations(model: Any) -> list[str]:
+        return [type(m).__name__ for m in model.encoder.modules() if not isinstance(m, (torch.nn.Linear, torch.nn.Sequential))]
+
+    flat = {"fcnet_hiddens": [32], "fcnet_activation": "tanh", "post_fcnet_hiddens": [16], "post_fcnet_activation": "elu"}
+    model = PPOConfig().environment("CartPole-v1").training(model=flat).build().get_policy().model
+    assert linear_widths(model.encoder) == [32, 16] and activations(model) == ["Tanh", "Tanh"], "fcnet's activation"
+    no_fcnet = {**flat, "fcnet_hiddens": []}
+    model = PPOConfig().environment("CartPole-v1").training(model=no_fcnet).build().get_policy().model
+    assert linear_widths(model.encoder) == [16] and activations(model) == ["ELU"], "then the post layers' own"
+    images = PPOConfig().environment(lambda _: ImageEnv()).training(model={**flat, "conv_filters": [[4, 3, 2]]})
+    model = images.build().get_policy().model
+    assert linear_widths(model.encoder)[-2:] == [32, 16] and activations(model)[-1] == "ELU", "after the convolutions"
 
 
 @pytest.mark.parametrize("key", [1, (1, 2), 2.5, None])

@@ -85,9 +85,8 @@ def note_flag(key: str, value: Any) -> None:
 def rllib_model_keys(model: dict[str, Any], fields: Collection[str] = ()) -> dict[str, Any]:
     """A ``model`` dict without RLlib's keys that corral answers itself, each answered.
 
-    ``_time_major``, an empty ``post_fcnet_hiddens`` and
-    ``post_fcnet_activation`` are dropped at INFO, since they ask for nothing
-    corral does not do; RLlib's copies of
+    ``_time_major`` is dropped at INFO, since it asks for nothing corral does
+    not do; RLlib's copies of
     ``_disable_preprocessor_api`` and ``_disable_action_flattening`` in the
     model dict mean what the flags mean.
 
@@ -99,24 +98,14 @@ def rllib_model_keys(model: dict[str, Any], fields: Collection[str] = ()) -> dic
     Returns:
         The dict with those keys removed (the same dict when it has none).
 
-    Raises:
-        ConfigError: ``post_fcnet_hiddens`` holds layers.
     """
     answered = {key for key in model if isinstance(key, str) and key not in fields} & {
         *RECURRENT_MODEL_SETTINGS,
-        "post_fcnet_hiddens",
-        "post_fcnet_activation",
         "_disable_preprocessor_api",
         "_disable_action_flattening",
     }
     if not answered:
         return model
-    layers = model.get("post_fcnet_hiddens", []) if "post_fcnet_hiddens" in answered else []
-    if not (isinstance(layers, (list, tuple)) and len(layers) == 0):
-        raise ConfigError(
-            f"model.post_fcnet_hiddens={short_repr(layers)}: corral has no separate option for layers after the hidden "
-            "layers (RLlib stacks them after fcnet_hiddens, or after the conv layers for images); append them to fcnet_hiddens"
-        )
     for key in sorted(answered):
         if key.startswith("_disable"):
             note_flag(key, model[key])

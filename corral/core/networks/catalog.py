@@ -24,7 +24,7 @@ from torch import nn
 from corral.core.common.spaces import is_image_space
 from corral.core.contracts.options.model_config import ModelConfig
 from corral.core.contracts.options.model_names import register_model_class
-from corral.core.networks.default_models import init_linear, mlp
+from corral.core.networks.default_models import fully_connected, init_linear
 from corral.core.networks.model_v2 import TorchModelV2, is_model_v2, model_v2_obs_space
 from corral.errors import ConfigError, did_you_mean
 
@@ -59,15 +59,15 @@ class FullyConnectedNetwork(TorchModelV2, nn.Module):
     ) -> None:
         options = _options(model_config)
         inputs = int(np.prod(model_v2_obs_space(obs_space).shape or ()))
-        hidden, activation = list(options.fcnet_hiddens), options.fcnet_activation
+        hidden = [*options.fcnet_hiddens, *options.post_fcnet_hiddens]
         self.free_log_std = bool(num_outputs) and options.free_log_std
         head = (num_outputs // 2 if self.free_log_std else num_outputs) if num_outputs else None
         features = hidden[-1] if hidden else inputs
         TorchModelV2.__init__(self, obs_space, action_space, num_outputs or features, dict(model_config), name)
         nn.Module.__init__(self)
-        self._hidden_layers = mlp([inputs, *hidden], activation)
+        self._hidden_layers = fully_connected(inputs, options)
         self._logits = init_linear(nn.Linear(features, head), 0.01) if head else None
-        self._value_branch_separate = None if options.vf_share_layers else mlp([inputs, *hidden], activation)
+        self._value_branch_separate = None if options.vf_share_layers else fully_connected(inputs, options)
         self._value_branch = init_linear(nn.Linear(features, 1), 0.01)
         self._log_std = nn.Parameter(torch.zeros(head)) if self.free_log_std and head else None
         self._features: torch.Tensor | None = None

@@ -216,18 +216,37 @@ def build_encoder(obs_space: gym.Space[Any], config: ModelConfig) -> tuple[nn.Mo
         filters (two 3x3 layers) need at least 5x5.
     """
     hiddens, activation = config.fcnet_hiddens, config.fcnet_activation
+    post = config.post_fcnet_hiddens
     if is_image_space(obs_space) and config.conv_filters is None and min(obs_space.shape[:2]) < _SMALLEST_DEFAULT_CNN_GRID:
         # a board smaller than the default filters fit (tic-tac-toe's 3x3): an MLP over its cells
         n_in = int(np.prod(obs_space.shape))
-        body: nn.Module = nn.Sequential(_FlatFloat(), mlp([n_in, *hiddens], activation))
+        body: nn.Module = nn.Sequential(_FlatFloat(), fully_connected(n_in, config))
     elif is_image_space(obs_space):
         conv = ConvEncoder(tuple(obs_space.shape), config.conv_filters, config.conv_activation)
-        body = nn.Sequential(conv, mlp([conv.out_size, *hiddens], activation))
         n_in = conv.out_size
+        after_conv = mlp([n_in, *hiddens], activation)
+        body = nn.Sequential(conv, after_conv, mlp([([n_in, *hiddens])[-1], *post], config.post_fcnet_activation))
     else:
         n_in = ObservationPreprocessor(obs_space).shape[0]
-        body = mlp([n_in, *hiddens], activation)
-    return body, hiddens[-1] if hiddens else n_in
+        body = fully_connected(n_in, config)
+    return body, ([n_in, *hiddens, *post])[-1]
+
+
+def fully_connected(inputs: int, config: ModelConfig) -> nn.Sequential:
+    """RLlib's fully connected stack: ``fcnet_hiddens`` then ``post_fcnet_hiddens``.
+
+    As in RLlib, the post layers take ``fcnet_activation``, or
+    ``post_fcnet_activation`` where there are no ``fcnet_hiddens``.
+
+    Args:
+        inputs: the input width.
+        config: the model config.
+
+    Returns:
+        The layers (the identity without any).
+    """
+    activation = config.fcnet_activation if config.fcnet_hiddens else config.post_fcnet_activation
+    return mlp([inputs, *config.fcnet_hiddens, *config.post_fcnet_hiddens], activation)
 
 
 class ActorCriticModel(Model):

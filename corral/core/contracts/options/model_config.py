@@ -26,6 +26,11 @@ class ModelConfig(BaseModel):
     """sizes of the hidden layers of the fully connected network"""
     fcnet_activation: Literal["tanh", "relu", "swish", "elu", "linear"] = "tanh"
     """activation function between the fully connected layers"""
+    post_fcnet_hiddens: list[int] = Field(default_factory=list, max_length=64)
+    """RLlib's final layers after the network's: after fcnet_hiddens (in fcnet_activation), or after the convolutions
+    and fcnet_hiddens for images (in post_fcnet_activation), as RLlib's models stack them"""
+    post_fcnet_activation: Literal["tanh", "relu", "swish", "elu", "linear"] = "relu"
+    """activation of post_fcnet_hiddens where fcnet_hiddens does not set it (images, or no fcnet_hiddens)"""
     vf_share_layers: bool = False
     """whether the value head shares the policy's hidden layers (False: a separate network)"""
     free_log_std: bool = True
@@ -88,7 +93,7 @@ class ModelConfig(BaseModel):
             value["lstm_use_prev_action"] = value["lstm_use_prev_reward"] = both
         return rllib_model_keys(value, cls.model_fields) if isinstance(value, dict) else value
 
-    @field_validator("fcnet_hiddens")
+    @field_validator("fcnet_hiddens", "post_fcnet_hiddens")
     @classmethod
     def _positive_sizes(cls, value: list[int]) -> list[int]:
         if any(size <= 0 or size > MAX_LAYER_SIZE for size in value):
