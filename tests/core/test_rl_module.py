@@ -403,3 +403,8 @@ def test_a_multi_agent_run_gives_each_policy_its_rl_module_and_trains_them() -> 
         assert set(result["info"]["learner"]) == {"p0", "p1"}
     finally:
         algo.stop()
+
+
+def test_a_keyword_an_rl_module_does_not_know_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"PolicyAndValue\(model_config_dict=\.\.\.\): an RLModule takes observation_space"):
+        PolicyAndValue(observation_space=gym.spaces.Box(-1, 1, (4,)), action_space=gym.spaces.Discrete(2), model_config_dict={})

@@ -91,10 +91,10 @@ class TorchRLModule(Model):
         learner_only: RLlib's flag for modules that only learn; kept as an attribute.
         model_config: the module's own options (a dict, ``self.model_config``).
         catalog_class: RLlib's catalog class: corral has no catalogs, so it must be None.
-        **kwargs: other keywords RLlib's constructor passes on; kept as attributes of none.
+        **kwargs: RLlib's constructor takes more keywords in later versions: corral refuses any it does not know.
 
     Raises:
-        ConfigError: a ``catalog_class`` is given.
+        ConfigError: a ``catalog_class`` or an unknown keyword is given.
     """
 
     framework = "torch"
@@ -114,6 +114,11 @@ class TorchRLModule(Model):
         **kwargs: Any,
     ) -> None:
         nn.Module.__init__(self)
+        if kwargs:
+            raise ConfigError(
+                f"{type(self).__qualname__}({', '.join(sorted(kwargs))}=...): an RLModule takes observation_space, "
+                "action_space, inference_only, learner_only, model_config and catalog_class (or Ray 2.5-2.9's config)"
+            )
         if config is not None:
             observation_space = observation_space or config.observation_space
             action_space = action_space or config.action_space
