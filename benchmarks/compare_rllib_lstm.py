@@ -31,6 +31,8 @@ told, so every child runs with a throwaway ``HOME``.
     . .venv/bin/activate
     python benchmarks/compare_rllib_lstm.py          # writes benchmarks/results/ppo_lstm_stateless_cartpole.json
     python benchmarks/compare_rllib_lstm.py --smoke  # 2 iterations each, written under the temporary folder
+    python benchmarks/compare_rllib_lstm.py --vf-loss-coeff 1e-4 \
+        --output benchmarks/results/ppo_lstm_stateless_cartpole_vf_1e-4.json  # RLlib's LSTM example's value weight
 """
 
 from __future__ import annotations
@@ -309,6 +311,7 @@ def in_fresh_process(case: str, smoke: bool) -> dict[str, Any]:
             "MKL_NUM_THREADS": str(TORCH_THREADS),
         }
         command = [sys.executable, __file__, "--child", case, str(out), *(["--smoke"] if smoke else [])]
+        command += ["--vf-loss-coeff", str(PPO_SETTINGS["vf_loss_coeff"])]
         try:
             proc = subprocess.run(command, env=env, timeout=CHILD_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
@@ -417,7 +420,14 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_ITERATIONS} iterations per run, to check it works")
     parser.add_argument("--output", type=Path, help=f"the JSON to write (default {OUTPUT}; {SMOKE_OUTPUT} with --smoke)")
     parser.add_argument("--child", nargs=2, metavar=("CASE", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--vf-loss-coeff",
+        type=float,
+        default=PPO_SETTINGS["vf_loss_coeff"],
+        help="the value loss's weight for every run (RLlib's LSTM example uses 1e-4; default: corral's PPO default)",
+    )
     args = parser.parse_args()
+    PPO_SETTINGS["vf_loss_coeff"] = args.vf_loss_coeff
     if args.child:
         case, out = args.child
         child(case, Path(out), args.smoke)
