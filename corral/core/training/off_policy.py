@@ -84,6 +84,8 @@ class OffPolicyAlgorithm(Algorithm):
         }
         rows = options["capacity"]
         steps = policy.replay_row_steps if isinstance(policy, OffPolicyPolicy) else 1  # a row may be a sequence
+        if steps > 1:  # a sequence's next observations are its own
+            del columns[SampleBatch.NEXT_OBS]
         row_bytes = replay_row_bytes(columns) * steps
         check_fits(
             f"the replay buffer ({rows:,} rows of {row_bytes} bytes)",

@@ -131,3 +131,10 @@ def test_a_checkpoint_restores_the_replayed_sequences_and_the_recurrent_policy(t
         assert restored.train()["num_env_steps_trained"] > 0
     finally:
         restored.stop()
+
+
+def test_a_replay_capacity_of_sequences_that_cannot_fit_in_memory_is_refused_before_any_work() -> None:
+    replay = {"type": "ReplayBuffer", "capacity": 10**9, "storage_unit": "sequences"}
+    # a row: 5 steps of 2 float32 observations, an int64 action and 32 bytes of rewards and flags; no next observations
+    with pytest.raises(ConfigError, match=r"the replay buffer \(1,000,000,000 rows of 240 bytes\)"):
+        small(replay_buffer_config=replay).build()
