@@ -138,3 +138,16 @@ def test_a_replay_capacity_of_sequences_that_cannot_fit_in_memory_is_refused_bef
     # a row: 5 steps of 2 float32 observations, an int64 action and 32 bytes of rewards and flags; no next observations
     with pytest.raises(ConfigError, match=r"the replay buffer \(1,000,000,000 rows of 240 bytes\)"):
         small(replay_buffer_config=replay).build()
+
+
+def test_r2d2_trains_an_attention_model_as_its_memory_too() -> None:
+    attention = {"use_attention": True, "attention_dim": 16, "attention_memory_inference": 8, "attention_memory_training": 8}
+    algo = small(model={**SMALL_MODEL, "use_lstm": False, **attention}).build()
+    try:
+        policy = algo.get_policy()
+        before = {k: v.copy() for k, v in policy.get_weights().items() if k.startswith("units.")}
+        assert np.isfinite(algo.train()["info"]["learner"]["default_policy"]["loss"])
+        after = policy.get_weights()
+        assert any(not np.allclose(before[k], after[k]) for k in before), "the transformer learns"
+    finally:
+        algo.stop()
