@@ -134,3 +134,17 @@ def test_a_seeded_run_samples_the_same_actions_from_a_distribution_that_draws_fr
     first = actions()
     torch.manual_seed(12345)  # whatever the global generator holds
     assert actions() == first and len(set(first)) == 2
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
+def test_an_exported_policy_acts_with_the_custom_distribution_s_deterministic_sample(tmp_path: Path) -> None:
+    algo = ppo("sharp").build()
+    try:
+        algo.train()
+        with pytest.warns(UserWarning, match="model.pt2 not written"):  # torch.export cannot capture the distribution
+            path = algo.export_policy_model(tmp_path / "export")
+        obs = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+        exported = torch.jit.load(str(path.parent / "model.pt"))(torch.as_tensor(obs))[0].tolist()
+        assert exported == [int(algo.compute_single_action(row, explore=False)) for row in obs]
+    finally:
+        algo.stop()
