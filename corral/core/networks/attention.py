@@ -22,9 +22,7 @@ training sequence see further back than acting did.)
 from __future__ import annotations
 
 import math
-from typing import Any
 
-import gymnasium as gym
 import torch
 from torch import nn
 
@@ -177,40 +175,18 @@ class TransformerUnit(nn.Module):
 class AttentionModel(MemoryModel):
     """RLlib's ``use_attention`` wrapper: a GTrXL over the encoder's features as the memory (see :class:`MemoryModel`).
 
-    Args:
-        obs_space: one observation's space (as the model sees it).
-        action_space: the space the policy acts in.
-        num_outputs: the width of ``action_dist_inputs``.
-        config: the model config: the encoder's options and the ``attention_*`` options.
-        value_function: whether to add the value head.
-        body: the network under the GTrXL and its output width, instead of the catalog's encoder.
-
-    Raises:
-        ConfigError: ``attention_use_n_prev_actions`` with an action space it cannot encode.
+    ``attention_dim`` wide, ``attention_num_transformer_units`` units; the
+    previous action and reward are read with ``attention_use_n_prev_actions``
+    and ``attention_use_n_prev_rewards``.
     """
 
-    def __init__(
-        self,
-        obs_space: gym.Space[Any],
-        action_space: gym.Space[Any],
-        num_outputs: int,
-        config: ModelConfig,
-        value_function: bool = True,
-        body: tuple[nn.Module, int] | None = None,
-    ) -> None:
-        dim = config.attention_dim
-        super().__init__(
-            obs_space,
-            action_space,
-            num_outputs,
-            config,
-            dim,
-            config.attention_use_n_prev_actions > 0,
-            config.attention_use_n_prev_rewards > 0,
-            value_function,
-            body,
-        )
-        self.dim = dim
+    @staticmethod
+    def memory_options(config: ModelConfig) -> tuple[int, bool, bool]:
+        """``attention_dim`` outputs; ``attention_use_n_prev_actions`` and ``attention_use_n_prev_rewards`` (0 or 1)."""
+        return config.attention_dim, config.attention_use_n_prev_actions > 0, config.attention_use_n_prev_rewards > 0
+
+    def _build_memory(self, config: ModelConfig) -> None:
+        dim = self.dim = config.attention_dim
         self.memory_inference = config.attention_memory_inference
         self.memory_training = config.attention_memory_training
         self.input_layer = init_linear(nn.Linear(self.input_width, dim), 1.0)

@@ -22,11 +22,11 @@ from pydantic import ValidationError
 from torch import nn
 
 from corral.core.common.spaces import is_image_space
-from corral.core.contracts.options.model_config import ModelConfig
+from corral.core.contracts.options.model_config import ModelConfig, model_options_problem
 from corral.core.contracts.options.model_names import register_model_class
 from corral.core.networks.default_models import fully_connected, init_linear
 from corral.core.networks.model_v2 import TorchModelV2, is_model_v2, model_v2_obs_space
-from corral.errors import ConfigError, did_you_mean
+from corral.errors import ConfigError
 
 
 class FullyConnectedNetwork(TorchModelV2, nn.Module):
@@ -117,11 +117,7 @@ def _options(model_config: dict[str, Any]) -> ModelConfig:
     try:
         return ModelConfig.model_validate(dict(model_config))
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        if error["type"] == "extra_forbidden":
-            raise ConfigError(f"model_config has no option {where!r}.{did_you_mean(where, ModelConfig.model_fields)}") from None
-        raise ConfigError(f"model_config.{where}: {error['msg']}") from None
+        raise ConfigError(model_options_problem(exc, "model_config")) from None
 
 
 class ModelCatalog:

@@ -224,8 +224,8 @@ def build_encoder(obs_space: gym.Space[Any], config: ModelConfig) -> tuple[nn.Mo
     elif is_image_space(obs_space):
         conv = ConvEncoder(tuple(obs_space.shape), config.conv_filters, config.conv_activation)
         n_in = conv.out_size
-        after_conv = mlp([n_in, *hiddens], activation)
-        body = nn.Sequential(conv, after_conv, mlp([([n_in, *hiddens])[-1], *post], config.post_fcnet_activation))
+        hidden = hiddens[-1] if hiddens else n_in
+        body = nn.Sequential(conv, mlp([n_in, *hiddens], activation), mlp([hidden, *post], config.post_fcnet_activation))
     else:
         n_in = ObservationPreprocessor(obs_space).shape[0]
         body = fully_connected(n_in, config)

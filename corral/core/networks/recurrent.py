@@ -130,22 +130,20 @@ class MemoryModel(RecurrentModel):
     previous action, one-hot for Discrete, and reward, where asked), and both
     heads read the memory's output, so the value function shares the memory
     (``vf_share_layers`` does not apply). A subclass writes the memory:
-    :meth:`_memory` and ``get_initial_state``.
+    :meth:`memory_options`, :meth:`_build_memory`, :meth:`_memory` and
+    ``get_initial_state``; the constructor is this one.
 
     Args:
         obs_space: one observation's space (as the model sees it).
         action_space: the space the policy acts in.
         num_outputs: the width of ``action_dist_inputs``.
-        config: the model config: the encoder's options.
-        memory_width: the width of the memory's outputs, which the heads read.
-        prev_action: whether the memory reads the previous action.
-        prev_reward: whether the memory reads the previous reward.
+        config: the model config: the encoder's options and the memory's.
         value_function: whether to add the value head.
         body: the network under the memory and its output width, instead of the catalog's encoder
             (a custom model's, see :func:`memory_model`).
 
     Raises:
-        ConfigError: ``prev_action`` with an action space it cannot encode.
+        ConfigError: the memory reads previous actions of an action space it cannot encode.
     """
 
     def __init__(
@@ -154,13 +152,11 @@ class MemoryModel(RecurrentModel):
         action_space: gym.Space[Any],
         num_outputs: int,
         config: ModelConfig,
-        memory_width: int,
-        prev_action: bool,
-        prev_reward: bool,
         value_function: bool = True,
         body: tuple[nn.Module, int] | None = None,
     ) -> None:
         super().__init__()
+        memory_width, prev_action, prev_reward = self.memory_options(config)
         self.free_log_std = isinstance(action_space, gym.spaces.Box) and config.free_log_std
         head_outputs = num_outputs // 2 if self.free_log_std else num_outputs
         self.uses_prev_actions = prev_action
@@ -174,6 +170,23 @@ class MemoryModel(RecurrentModel):
         self.vf_head = init_linear(nn.Linear(memory_width, 1), 1.0) if value_function else None
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.zeros(head_outputs))
+        self._build_memory(config)  # last: the heads' weights are drawn first, as they always were
+
+    @staticmethod
+    def memory_options(config: ModelConfig) -> tuple[int, bool, bool]:
+        """The memory's output width, and whether it reads the previous action and the previous reward.
+
+        Args:
+            config: the model config.
+
+        Returns:
+            ``(width, previous_action, previous_reward)``.
+        """
+        raise NotImplementedError
+
+    def _build_memory(self, config: ModelConfig) -> None:
+        """Build the memory's layers (``self.input_width`` inputs per step)."""
+        raise NotImplementedError
 
     def _memory(
         self, x: torch.Tensor, state: list[torch.Tensor], seq_lens: torch.Tensor | None
@@ -232,39 +245,14 @@ class LSTMModel(MemoryModel):
     The state is the LSTM's ``(h, c)``, zeros at an episode's start; the
     previous action and reward are read with ``lstm_use_prev_action`` and
     ``lstm_use_prev_reward``.
-
-    Args:
-        obs_space: one observation's space (as the model sees it).
-        action_space: the space the policy acts in.
-        num_outputs: the width of ``action_dist_inputs``.
-        config: the model config: the encoder's options, ``lstm_cell_size`` and the ``lstm_use_prev_*`` switches.
-        value_function: whether to add the value head.
-        body: the network under the LSTM and its output width, instead of the catalog's encoder.
-
-    Raises:
-        ConfigError: ``lstm_use_prev_action`` with an action space it cannot encode.
     """
 
-    def __init__(
-        self,
-        obs_space: gym.Space[Any],
-        action_space: gym.Space[Any],
-        num_outputs: int,
-        config: ModelConfig,
-        value_function: bool = True,
-        body: tuple[nn.Module, int] | None = None,
-    ) -> None:
-        super().__init__(
-            obs_space,
-            action_space,
-            num_outputs,
-            config,
-            config.lstm_cell_size,
-            config.lstm_use_prev_action,
-            config.lstm_use_prev_reward,
-            value_function,
-            body,
-        )
+    @staticmethod
+    def memory_options(config: ModelConfig) -> tuple[int, bool, bool]:
+        """``lstm_cell_size`` outputs; ``lstm_use_prev_action`` and ``lstm_use_prev_reward``."""
+        return config.lstm_cell_size, config.lstm_use_prev_action, config.lstm_use_prev_reward
+
+    def _build_memory(self, config: ModelConfig) -> None:
         self.cell_size = config.lstm_cell_size
         self.lstm = nn.LSTM(self.input_width, self.cell_size, batch_first=True)
 

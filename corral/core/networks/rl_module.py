@@ -263,7 +263,7 @@ class TorchRLModule(Model):
         prev_rewards: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
         batch: dict[str, Any] = {SampleBatch.OBS: obs}
-        keys = list(self.get_initial_state()) if state is not None else []
+        keys = self._state_keys() if state is not None else []
         if state is not None:  # RLlib's stateful modules get a time axis, of one step when acting
             acting = seq_lens is None
             if acting:
@@ -295,6 +295,13 @@ class TorchRLModule(Model):
                 )
             result.update((state_out_key(index), state_out[key]) for index, key in enumerate(keys))
         return result
+
+    def _state_keys(self) -> list[str]:
+        """The names of the state's parts, in :meth:`get_initial_state`'s order (read once: this runs at every step)."""
+        keys: list[str] | None = self.__dict__.get("_state_key_order")
+        if keys is None:
+            keys = self.__dict__["_state_key_order"] = list(self.get_initial_state())
+        return keys
 
     def _values(self, batch: dict[str, Any], out: Mapping[str, Any]) -> torch.Tensor:
         """``vf_preds`` the pass returned, else ``compute_values`` (RLlib's ValueFunctionAPI)."""

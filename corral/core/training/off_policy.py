@@ -83,7 +83,7 @@ class OffPolicyAlgorithm(Algorithm):
             "rewards, discounts, priorities and flags": ((), np.dtype("V32")),
         }
         rows = options["capacity"]
-        steps = policy.replay_row_steps if isinstance(policy, OffPolicyPolicy) else 1  # a row may be a sequence
+        steps = _row_steps(policy)
         if steps > 1:  # a sequence's next observations are its own
             del columns[SampleBatch.NEXT_OBS]
         row_bytes = replay_row_bytes(columns) * steps
@@ -151,8 +151,7 @@ class OffPolicyAlgorithm(Algorithm):
         ``replay_row_steps`` steps, ``seq_lens`` each) are drawn until their steps
         add up to at least ``train_batch_size``.
         """
-        policy = self.policies[policy_id]
-        steps = policy.replay_row_steps if isinstance(policy, OffPolicyPolicy) else 1
+        steps = _row_steps(self.policies[policy_id])
         wanted = self.config.train_batch_size
         if steps == 1:
             return buffer.sample(wanted, beta=beta)
@@ -186,7 +185,7 @@ class OffPolicyAlgorithm(Algorithm):
         for pid, buffer in self.replay_buffers.items():
             if f"replay_buffer_{pid}" in arrays:
                 policy = self.policies[pid]
-                steps = policy.replay_row_steps if isinstance(policy, OffPolicyPolicy) else 1
+                steps = _row_steps(policy)
                 lead = (steps,) if steps > 1 else ()  # a row of sequences holds its steps
                 shapes = {
                     SampleBatch.OBS: (*lead, *policy.preprocessor.shape),
@@ -195,3 +194,8 @@ class OffPolicyAlgorithm(Algorithm):
                 if not lead:
                     shapes[SampleBatch.NEXT_OBS] = policy.preprocessor.shape
                 buffer.set_state(arrays[f"replay_buffer_{pid}"], expected_shapes=shapes)
+
+
+def _row_steps(policy: Policy) -> int:
+    """Env steps in one of a policy's replay rows: more than one where a row is a sequence (R2D2's)."""
+    return policy.replay_row_steps if isinstance(policy, OffPolicyPolicy) else 1

@@ -7,8 +7,8 @@ from typing import Any, Literal
 from pydantic import ValidationError, ValidationInfo, field_validator
 
 from corral.core import ConfigError, ModelConfig, option
+from corral.core.contracts.options.model_config import model_options_problem
 from corral.core.learning.off_policy import OffPolicyConfig
-from corral.errors import did_you_mean
 
 
 class SACConfig(
@@ -62,12 +62,7 @@ class SACConfig(
         try:
             ModelConfig.model_validate(value)
         except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(part) for part in error["loc"])
-            if error["type"] == "extra_forbidden":
-                hint = did_you_mean(where, ModelConfig.model_fields)
-                raise ValueError(f"{info.field_name} has no model option {where!r}.{hint}") from None
-            raise ValueError(f"{info.field_name}.{where}: {error['msg']}") from None
+            raise ValueError(model_options_problem(exc, str(info.field_name), "model option")) from None
         return value
 
     def network_config(self, network: Literal["actor", "critic"]) -> ModelConfig:

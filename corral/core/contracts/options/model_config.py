@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from collections.abc import Callable
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from corral.core.common import by_value
 from corral.core.common.import_paths import import_object, is_import_path
 from corral.core.contracts.options.declaring import check_plain_data
 from corral.core.contracts.options.model_names import is_action_dist_class, registered_model_class, unknown_model_name
 from corral.core.contracts.rllib_compat import rllib_model_keys
-from corral.errors import ConfigError
+from corral.errors import ConfigError, did_you_mean
 
 MAX_LAYER_SIZE = 8192
 """The widest layer (or most channels, the largest kernel or stride) a model config may ask for."""
@@ -148,18 +149,10 @@ class ModelConfig(BaseModel):
             ConfigError: the string is neither a registered name nor an import path, the path does not import,
                 or it is not a ``torch.nn.Module`` subclass.
         """
-        if self.custom_model is None:
-            return None
         from torch import nn
 
-        cls = self.custom_model
-        if isinstance(cls, str):
-            cls = registered_model_class(cls)
-            if cls is None and not is_import_path(self.custom_model):
-                raise unknown_model_name(self.custom_model)
-            if cls is None:
-                cls = import_object(self.custom_model)
-        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        cls = _named_class(self.custom_model, unknown_model_name)
+        if cls is not None and not (isinstance(cls, type) and issubclass(cls, nn.Module)):
             raise ConfigError(f"model.custom_model={self.custom_model!r} is not a torch.nn.Module subclass")
         return cls
 
@@ -178,23 +171,59 @@ class ModelConfig(BaseModel):
             ConfigError: the string is neither a registered name nor an import path, the path does not import,
                 or it is not an action distribution class.
         """
-        value = self.custom_action_dist
-        if value is None:
-            return None
-        cls = value
-        if isinstance(value, str):
-            cls = registered_model_class(value)
-            if cls is None and not is_import_path(value):
-                raise ConfigError(
-                    f"model.custom_action_dist {value!r} is not a registered name. Register it with "
-                    f"ModelCatalog.register_custom_action_dist({value!r}, YourDistribution) (from corral.core import "
-                    "ModelCatalog), or give the class itself or its 'package.module:Class' path"
-                )
-            if cls is None:
-                cls = import_object(value)
-        if not is_action_dist_class(cls):
+        cls: type | None = _named_class(self.custom_action_dist, _unknown_action_dist_name)
+        if cls is not None and not is_action_dist_class(cls):
             raise ConfigError(
-                f"model.custom_action_dist={value!r} is not an action distribution class (required_model_output_shape, "
-                "sample, logp: subclass corral.core.TorchDistributionWrapper)"
+                f"model.custom_action_dist={self.custom_action_dist!r} is not an action distribution class "
+                "(required_model_output_shape, sample, logp: subclass corral.core.TorchDistributionWrapper)"
             )
-        return cast(type, cls)
+        return cls
+
+
+def _named_class(value: Any, unknown: Callable[[str], ConfigError]) -> Any:
+    """What a class option names: the class given, the one registered under a name (first), or the one at a path.
+
+    Args:
+        value: None, a class, a registered name or a ``'package.module:Class'`` path.
+        unknown: the error for a string that is neither a registered name nor a path.
+
+    Returns:
+        None for None, else the object named (its kind is the caller's to check).
+
+    Raises:
+        ConfigError: the string names nothing, or the path does not import.
+    """
+    if not isinstance(value, str):
+        return value
+    found = registered_model_class(value)
+    if found is not None:
+        return found
+    if not is_import_path(value):
+        raise unknown(value)
+    return import_object(value)
+
+
+def _unknown_action_dist_name(name: str) -> ConfigError:
+    return ConfigError(
+        f"model.custom_action_dist {name!r} is not a registered name. Register it with "
+        f"ModelCatalog.register_custom_action_dist({name!r}, YourDistribution) (from corral.core import "
+        "ModelCatalog), or give the class itself or its 'package.module:Class' path"
+    )
+
+
+def model_options_problem(exc: ValidationError, owner: str, noun: str = "option") -> str:
+    """What is wrong with a dict of model options, from pydantic's first error: an unknown key with the closest one.
+
+    Args:
+        exc: the error of ``ModelConfig.model_validate``.
+        owner: the options' name in the message (``"q_model_config"``).
+        noun: what a key is called in it.
+
+    Returns:
+        One line naming the key and, for an unknown one, the closest known.
+    """
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "extra_forbidden":
+        return f"{owner} has no {noun} {where!r}.{did_you_mean(where, ModelConfig.model_fields)}"
+    return f"{owner}.{where}: {error['msg']}"
