@@ -285,8 +285,3 @@ def test_a_recurrent_policy_acts_and_learns_within_an_action_mask() -> None:
     action, state, _ = algo.compute_single_action(obs, algo.get_policy().get_initial_state(), explore=False)
     assert obs["action_mask"][action] == 1 and len(state) == 2
     algo.stop()
-
-
-def test_learning_a_recurrent_policy_from_offline_data_is_refused_before_any_work(tmp_path) -> None:
-    with pytest.raises(ConfigError, match=r"\['default_policy'\] are recurrent .* input_='sampler'"):
-        lstm_ppo().offline_data(input_=str(tmp_path)).build()

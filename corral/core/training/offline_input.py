@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from corral.core.common.sample_batch import MultiAgentBatch
 from corral.core.contracts.integrations import implemented, required_answer
 from corral.core.sampling.offline_output import check_experience_output, missing_offline_integration
-from corral.errors import ConfigError
 
 if TYPE_CHECKING:
     from corral.core.contracts.config import AlgorithmConfig
@@ -85,18 +84,11 @@ def experience_input_for(config: AlgorithmConfig | Any, policies: Mapping[str, P
         The input, or None when ``input_`` is ``"sampler"``.
 
     Raises:
-        ConfigError: ``input_`` names files and no integration answers, or a policy is recurrent; or the
+        ConfigError: ``input_`` names files and no integration answers; or the
             integration's own (a missing path, a file whose columns do not fit its policy).
     """
     if _sampler_alone(config):
         return None
-    recurrent = sorted(pid for pid, policy in policies.items() if policy.is_recurrent)
-    if recurrent:
-        raise ConfigError(
-            f"policies {recurrent} are recurrent (model.use_lstm), and corral does not learn recurrent policies from "
-            "offline data yet (its rows would need cutting into each episode's sequences); sample with "
-            "input_='sampler', or use a feed-forward model"
-        )
     missing = missing_offline_integration("input_", "experience_input")
     found: ExperienceInput = required_answer("experience_input", missing, config=config, policies=policies)
     return found

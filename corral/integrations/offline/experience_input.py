@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
+from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch, state_in_key, state_out_key
 from corral.core.seeding import numpy_generator
 from corral.errors import ConfigError
 from corral.integrations.offline.experience_output import require_pyarrow
@@ -69,16 +69,18 @@ def episode_order(rows: Columns) -> tuple[Columns, np.ndarray]:
     episode or agent or skips a step, and at the last row.
 
     Args:
-        rows: flat transitions with ``terminateds`` and ``truncateds``.
+        rows: flat rows, with ``terminateds`` and ``truncateds`` where the file has them (without, only
+            the keys part runs).
 
     Returns:
         ``(ordered rows, ends)``: ``ends`` is a boolean per row, True on the last row of each run.
     """
     keys = [k for k in (SampleBatch.EPS_ID, SampleBatch.AGENT_INDEX, SampleBatch.T) if k in rows]
-    count = len(rows[SampleBatch.TERMINATEDS])
+    count = len(rows[SampleBatch.OBS])
     order = np.lexsort([rows[k] for k in reversed(keys)]) if keys else np.arange(count)
     rows = {k: v[order] for k, v in rows.items()}
-    ends = rows[SampleBatch.TERMINATEDS] | rows[SampleBatch.TRUNCATEDS]
+    flags = [rows[k] for k in (SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS) if k in rows]
+    ends = np.logical_or.reduce(flags) if flags else np.zeros(count, dtype=bool)
     if count:
         ends[-1] = True
     same_run = np.ones(max(count - 1, 0), dtype=bool)
@@ -99,28 +101,54 @@ def as_fragment(rows: Columns) -> tuple[SampleBatch, np.ndarray]:
     just stops) is marked truncated: the value of its next observation bootstraps it.
 
     Args:
-        rows: flat transitions with ``obs``, ``new_obs``, ``terminateds`` and ``truncateds``.
+        rows: flat transitions with ``obs``, ``new_obs``, ``terminateds`` and ``truncateds`` (for
+            postprocessing; a recurrent policy's rows without them are only cut into sequences,
+            their runs told apart by ``eps_id``).
 
     Returns:
         ``(fragment, bootstrap_obs)`` as :meth:`Policy.postprocess_trajectory` takes them.
     """
     rows, ends = episode_order(rows)
     count = len(ends)
-    truncateds = rows[SampleBatch.TRUNCATEDS] | (ends & ~rows[SampleBatch.TERMINATEDS])
+    if SampleBatch.TERMINATEDS in rows:
+        rows[SampleBatch.TRUNCATEDS] = rows[SampleBatch.TRUNCATEDS] | (ends & ~rows[SampleBatch.TERMINATEDS])
     # row i goes to i + (resets before it); each end's reset row right after it
     position = np.arange(count) + np.concatenate([[0], np.cumsum(ends)[:-1]]) if count else np.zeros(0, np.int64)
     length = count + int(ends.sum())
     fragment: dict[str, np.ndarray] = {}
-    for key, value in {**rows, SampleBatch.TRUNCATEDS: truncateds}.items():
+    for key, value in rows.items():
         column = np.zeros((length, *value.shape[1:]), value.dtype)
         column[position] = value
         fragment[key] = column[:, None]
-    fragment[SampleBatch.OBS][position[ends] + 1, 0] = rows[SampleBatch.NEXT_OBS][ends]
+    has_next = SampleBatch.NEXT_OBS in rows
+    if has_next:
+        fragment[SampleBatch.OBS][position[ends] + 1, 0] = rows[SampleBatch.NEXT_OBS][ends]
     valid = np.zeros((length, 1), bool)
     valid[position] = True
     fragment[SampleBatch.VALID] = valid
-    bootstrap = rows[SampleBatch.NEXT_OBS][-1:] if count else fragment[SampleBatch.OBS][:0, 0]
+    bootstrap = rows[SampleBatch.NEXT_OBS][-1:] if count and has_next else fragment[SampleBatch.OBS][:0, 0]
     return SampleBatch(fragment), bootstrap
+
+
+def with_previous_steps(fragment: SampleBatch) -> SampleBatch:
+    """A fragment of :func:`as_fragment` with ``prev_actions`` and ``prev_rewards`` where its file had none.
+
+    A recurrent model may read them; RLlib's files and corral's hold them, other
+    files may not. Each is the row before's within a run, and zero at a run's
+    first step (the row before is a reset row, all zeros).
+
+    Args:
+        fragment: a ``[T, 1]`` fragment in episode order, reset rows zero.
+
+    Returns:
+        The fragment, with the columns it lacked.
+    """
+    out = SampleBatch(fragment)
+    for column, previous in ((SampleBatch.ACTIONS, SampleBatch.PREV_ACTIONS), (SampleBatch.REWARDS, SampleBatch.PREV_REWARDS)):
+        if previous not in out and column in out:
+            value = out[column]
+            out[previous] = np.concatenate([np.zeros_like(value[:1]), value[:-1]])
+    return out
 
 
 # ---------------------------------------------------------------------- #
@@ -224,6 +252,8 @@ def build_experience_input(config: Any, policies: Mapping[str, Any]) -> Experien
                 required, computed = (*(c for c in reads if c not in computed), *TRANSITION_COLUMNS), ()
             else:
                 required = reads
+            if policy.is_recurrent:
+                required = (*required, *recurrent_columns(config.model))
             checks[policy_id] = InputCheck(policy, tuple(dict.fromkeys(required)), config.actions_in_input_normalized, computed)
         return checks[policy_id]
 
@@ -231,12 +261,7 @@ def build_experience_input(config: Any, policies: Mapping[str, Any]) -> Experien
         out = {}
         for pid, batch in read.items():
             rows = check_for(path, pid).check(path, pid, batch)
-            if len(rows[SampleBatch.OBS]):
-                policy = policies[pid]
-                if config.postprocess_inputs:
-                    rows = dict(policy.postprocess_trajectory(*as_fragment(rows)))
-                rows = dict(policy.input_rows(SampleBatch(rows), config.postprocess_inputs))
-            out[pid] = rows
+            out[pid] = training_rows(policies[pid], rows, config.postprocess_inputs) if len(rows[SampleBatch.OBS]) else rows
         return out
 
     file_format = config.input_config.get("format")
@@ -260,6 +285,72 @@ def build_experience_input(config: Any, policies: Mapping[str, Any]) -> Experien
         sources.append((name, share, reader))
     rows = config.get_rollout_fragment_length() * config.num_envs_per_env_runner * max(1, config.num_env_runners)
     return ExperienceInput(sources, rows)
+
+
+def training_rows(policy: Any, rows: Columns, postprocess: bool) -> Columns:
+    """A block's checked rows as ``policy`` learns from them.
+
+    With ``postprocess_inputs`` they are postprocessed as a fragment, in episode
+    order. A recurrent policy's are cut into sequences of each episode's steps
+    (postprocessed or not), starting from the state recorded in the file, or,
+    where the file has none, the state the policy's model computes.
+
+    Args:
+        policy: the policy that learns from them.
+        rows: the rows, checked (:class:`InputCheck`).
+        postprocess: whether ``postprocess_inputs`` is on.
+
+    Returns:
+        The training rows.
+    """
+    if postprocess or policy.is_recurrent:
+        fragment, bootstrap_obs = as_fragment(rows)
+        if policy.is_recurrent:
+            fragment = with_previous_steps(fragment)
+            if not all(column in fragment for column in state_columns_of(policy, postprocess)):
+                fragment = policy.recurrent_states(fragment)
+        if postprocess:
+            rows = dict(policy.postprocess_trajectory(fragment, bootstrap_obs))
+        else:
+            rows = dict(policy.training_rows(fragment))
+    return dict(policy.input_rows(SampleBatch(rows), postprocess))
+
+
+def recurrent_columns(model: Any) -> tuple[str, ...]:
+    """What a recurrent policy needs of a file beyond its algorithm's columns.
+
+    Its episodes (``eps_id``), to cut each into sequences, and the rewards when
+    the model reads the previous one. The state each step was recorded with
+    is read where the file has it (:func:`state_columns_of`), else computed.
+
+    Args:
+        model: the config's model options.
+
+    Returns:
+        The column names.
+    """
+    prev_reward = model.lstm_use_prev_reward or model.attention_use_n_prev_rewards
+    return (SampleBatch.EPS_ID, *([SampleBatch.REWARDS] if prev_reward else []))
+
+
+def state_columns_of(policy: Any, postprocessing: bool) -> list[str]:
+    """The recorded state a recurrent policy learns from where a file has all of it, as RLlib does.
+
+    Each step's starting state (``state_in_k``), which a sequence starts from;
+    with postprocessing, also its ending state (``state_out_k``), which a
+    truncated episode's bootstrap value reads. A file without them has them
+    computed by the policy's model, each episode from its start
+    (:meth:`~corral.core.learning.policy.Policy.recurrent_states`).
+
+    Args:
+        policy: the recurrent policy (its model's initial state gives the state parts).
+        postprocessing: whether ``postprocess_inputs`` is on.
+
+    Returns:
+        The column names.
+    """
+    parts = range(len(policy.get_initial_state()))
+    return [state_in_key(k) for k in parts] + ([state_out_key(k) for k in parts] if postprocessing else [])
 
 
 def _reads_through_ray_data(config: Any, formats: list[str]) -> bool:

@@ -65,19 +65,28 @@ class ExperienceReader:
         self._rows_this_epoch = 0
         self._pending: dict[str, Columns] = {}
 
-    def next(self, rows: int) -> MultiAgentBatch:
-        """The next ``rows`` rows (by policy id), reading blocks as needed.
+    def next(self, steps: int) -> MultiAgentBatch:
+        """The next ``steps`` steps (by policy id), reading blocks as needed.
+
+        A row is a step, or, for a recurrent policy, a sequence of ``seq_lens``
+        steps: sequences are taken whole, so a call may give a few steps more.
 
         Raises:
             ConfigError: a file fails its checks, or a whole epoch of files holds no rows.
         """
-        while self._pending_rows() < max(rows, self.shuffle_buffer_size):
+        while self._pending_steps() < steps or self._pending_rows() < self.shuffle_buffer_size:
             if not self._read_next_block() and self._pending_rows():
                 break  # an epoch ended with fewer rows than asked for: what there is
-        return self._take(min(rows, self._pending_rows()))
+        pending_rows, pending_steps = self._pending_rows(), self._pending_steps()
+        # sequences: as many as hold ``steps`` at the buffer's mean length (the loop asks again if they fall short)
+        rows = steps if pending_rows == pending_steps else -(-steps * pending_rows // max(pending_steps, 1))
+        return self._take(min(rows, pending_rows))
 
     def _pending_rows(self) -> int:
         return sum(len(batch[SampleBatch.OBS]) for batch in self._pending.values())
+
+    def _pending_steps(self) -> int:
+        return sum(_steps_in(batch) for batch in self._pending.values())
 
     def close(self) -> None:
         """Stop reading: an open stream of blocks (Ray Data's tasks) is shut down; reading may start again later."""
@@ -151,7 +160,8 @@ class ExperienceReader:
                 for value in batch.values():
                     value[holes] = value[movers]
                 self._pending[pid] = {k: v[:left] for k, v in batch.items()}
-        return MultiAgentBatch(out, rows, rows)
+        steps = sum(_steps_in(batch) for batch in out.values())
+        return MultiAgentBatch(out, steps, steps)
 
     def get_state(self) -> dict[str, Any]:
         """Where reading stands (epoch, file order, the rows held back) as JSON data, for exact resume."""
@@ -181,6 +191,20 @@ class ExperienceReader:
         self.epoch, self._order, self._consumed, self._pending = int(state["epoch"]), order, consumed, pending
         self._rows_this_epoch = restored_count(state["rows_this_epoch"], "rows_this_epoch")
         self._blocks = None
+
+
+def _steps_in(batch: Columns) -> int:
+    """The steps a batch's rows hold: a row each, or the steps of each sequence a row holds.
+
+    A recurrent policy's sequence has ``seq_lens`` steps; IMPALA's sequence
+    (a ``[B, T]`` ``valid`` column) its valid ones.
+    """
+    seq_lens, valid = batch.get(SampleBatch.SEQ_LENS), batch.get(SampleBatch.VALID)
+    if seq_lens is not None:
+        return int(seq_lens.sum())
+    if valid is not None and valid.ndim == 2:
+        return int(valid.sum())
+    return len(batch[SampleBatch.OBS])
 
 
 def _concat(a: Columns, b: Columns) -> Columns:

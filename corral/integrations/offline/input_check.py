@@ -17,7 +17,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
+from corral.core.common.sample_batch import (
+    DEFAULT_POLICY_ID,
+    STATE_IN_PREFIX,
+    SampleBatch,
+    state_columns,
+    state_in_key,
+    state_out_key,
+)
 from corral.core.common.spaces import add_batch_dim
 from corral.errors import ConfigError
 from corral.integrations.offline.input_columns import Columns, standard_names, typed_columns
@@ -45,6 +52,8 @@ class InputCheck:
         self.required = tuple(required)
         self.computed = tuple(computed)
         self.normalize = self.adapter.normalize and not actions_normalized
+        self.state_shapes = [tuple(part.shape) for part in policy.get_initial_state()]
+        """a recurrent model's state parts' shapes, which a file's ``state_in_k`` must have (``[]`` without memory)"""
 
     def check(self, path: Path, policy_id: str, batch: Columns) -> Columns:
         """``batch`` checked and with actions in the policy's space; a problem names the file and the column.
@@ -73,7 +82,10 @@ class InputCheck:
             problem = f"missing; the file has {sorted(batch)}, the algorithm reads {list(self.required)}"
             if missing[0] in self.computed:
                 problem += "; postprocessing computes it from the file's episodes: set offline_data(postprocess_inputs=True)"
+            if missing[0] == SampleBatch.EPS_ID and self.state_shapes:
+                problem += "; a recurrent model (model.use_lstm, use_attention) learns each episode's steps in order"
             raise refuse(missing[0], problem)
+        self._check_state(batch, refuse)
         for column in (SampleBatch.OBS, SampleBatch.NEXT_OBS):
             if column not in batch:
                 continue
@@ -92,6 +104,27 @@ class InputCheck:
         if SampleBatch.REWARDS in out and not np.all(np.isfinite(out[SampleBatch.REWARDS])):
             raise refuse(SampleBatch.REWARDS, "holds NaN or infinite values")
         return out
+
+    def _check_state(self, batch: Columns, refuse: Callable[[str, str], ConfigError]) -> None:
+        """Refuse recorded state that is not this model's: another number of parts, or parts of another shape."""
+        if not self.state_shapes:
+            return
+        recorded = state_columns(batch, STATE_IN_PREFIX)  # as many as the model's at least: each is a required column
+        if len(recorded) > len(self.state_shapes):
+            raise refuse(
+                recorded[-1],
+                f"the file holds {len(recorded)} state parts, but the policy's model keeps {len(self.state_shapes)}; "
+                "the data was recorded with another model: learn with the model config that recorded it",
+            )
+        for k, shape in enumerate(self.state_shapes):
+            for column in (state_in_key(k), state_out_key(k)):
+                if column in batch and tuple(batch[column].shape[1:]) != shape:
+                    raise refuse(
+                        column,
+                        f"rows of shape {tuple(batch[column].shape[1:])}, but the policy's model keeps a state part of "
+                        f"shape {shape}; the data was recorded with another model: learn with the model config that "
+                        "recorded it",
+                    )
 
     def _actions(self, actions: np.ndarray, refuse: Callable[[str, str], ConfigError]) -> np.ndarray:
         space, name = self.action_space, SampleBatch.ACTIONS

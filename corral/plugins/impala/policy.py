@@ -44,7 +44,20 @@ class IMPALAPolicy(Policy):
     postprocessing_columns = (SampleBatch.VALID, SampleBatch.BOOTSTRAP_OBS)  # sequences: only postprocessing cuts them
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
-        """One row per sub-environment: its ``[T, ...]`` sequence and its bootstrap observation."""
+        """One row per sub-environment: its ``[T, ...]`` sequence and its bootstrap observation.
+
+        A fragment longer than ``rollout_fragment_length`` (a block of rows read
+        from files) is first cut into pieces of that length, as env runners
+        would have sampled them; the last one is padded with reset rows holding
+        its bootstrap observation, which V-trace and the state pass over.
+        """
+        length = self.config.get_rollout_fragment_length()
+        if len(fragment[SampleBatch.VALID]) > length:
+            pieces = [self._sequences(*piece) for piece in _pieces(fragment, bootstrap_obs, length)]
+            return SampleBatch({k: np.concatenate([piece[k] for piece in pieces]) for k in pieces[0]})
+        return self._sequences(fragment, bootstrap_obs)
+
+    def _sequences(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
         # copies: the runner writes its next fragment into the same buffers
         columns = _SEQUENCE_COLUMNS + (_RECURRENT_COLUMNS if self.is_recurrent else [])
         sequences = {k: np.ascontiguousarray(np.swapaxes(fragment[k], 0, 1)) for k in columns}
@@ -138,3 +151,21 @@ def _rows(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 def _start_over(state: list[torch.Tensor], initial: list[torch.Tensor], rows: torch.Tensor) -> list[torch.Tensor]:
     """The state, with the initial one where ``rows`` starts an episode."""
     return [torch.where(_rows(rows, part), start, part) for part, start in zip(state, initial, strict=True)]
+
+
+def _pieces(fragment: SampleBatch, bootstrap_obs: np.ndarray, length: int) -> list[tuple[SampleBatch, np.ndarray]]:
+    """A long ``[T, N]`` fragment as pieces of ``length`` rows and their bootstrap observations (``postprocess_trajectory``)."""
+    steps = len(fragment[SampleBatch.VALID])
+    padding = -steps % length
+    padded = {}
+    for key, column in fragment.items():
+        pad = np.zeros((padding, *column.shape[1:]), column.dtype)
+        if key == SampleBatch.OBS:  # reset rows after the last step: they hold the observation after it
+            pad[:] = bootstrap_obs
+        padded[key] = np.concatenate([column, pad])
+    out = []
+    for start in range(0, steps, length):
+        end = start + length
+        after = padded[SampleBatch.OBS][end] if end < steps + padding else bootstrap_obs
+        out.append((SampleBatch({k: v[start:end] for k, v in padded.items()}), after))
+    return out

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from corral.core import Policy, SampleBatch, add_gae, build_model, restored_float, to_floats
+from corral.core.learning.recurrent.sequences import inputs_after, step_inputs
 from corral.plugins.marwil.config import MARWILConfig
 
 _MAX_EXPONENT = 20.0
@@ -22,10 +23,13 @@ class MARWILPolicy(Policy):
     Postprocessing gives every row its discounted return to the end of the
     episode (``value_targets``; the value of the next observation bootstraps a
     truncated one); the advantage is that return minus the value estimate.
+    A recurrent model (``use_lstm``, ``use_attention``) learns on sequences that
+    start from the recorded state (``state_in_k``), as RLlib's does.
     """
 
     config: MARWILConfig
     thread_safe_learning = True
+    recurrent_models = True
     required_model_outputs: tuple[str, ...] = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -33,23 +37,29 @@ class MARWILPolicy(Policy):
         self.ma_sqd_adv_norm = self.config.moving_average_sqd_adv_norm_start
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
-        """Add each row's discounted return to the episode's end (or to a bootstrap value), then flatten."""
+        """Add each row's discounted return to the episode's end (or to a bootstrap value), then flatten (or cut into sequences).
+
+        A recurrent model's values are each step's as it acted: from the
+        recorded state at the step (see :func:`step_inputs`).
+        """
         if self.config.beta == 0:
-            return self.flatten_fragment(fragment)
+            return self.training_rows(fragment)
         obs = fragment[SampleBatch.OBS]
-        values = self.compute_values(obs.reshape(-1, *obs.shape[2:])).reshape(obs.shape[:2])
+        recurrent = self.is_recurrent
+        at_rows = step_inputs(fragment, self.get_initial_state()) if recurrent else {}
+        values = self.compute_values(obs.reshape(-1, *obs.shape[2:]), **at_rows).reshape(obs.shape[:2])
         with_values = SampleBatch({**fragment, SampleBatch.VF_PREDS: values.astype(np.float32)})
-        # lambda 1: value_targets are the discounted returns, whatever the values in between
-        returns = add_gae(with_values, self.compute_values(bootstrap_obs), self.config.gamma, 1.0)
-        return self.flatten_fragment(returns)
+        after = inputs_after(fragment, self.get_initial_state()) if recurrent else {}
+        # lambda 1: value_targets are the discounted returns, bootstrapped where an episode is truncated
+        returns = add_gae(with_values, self.compute_values(bootstrap_obs, **after), self.config.gamma, 1.0)
+        return self.training_rows(returns)
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
         """One gradient step on the whole batch."""
         cfg = self.config
         lr = self.update_lr()
         keys = [SampleBatch.OBS, SampleBatch.ACTIONS] + ([SampleBatch.VALUE_TARGETS] if cfg.beta > 0 else [])
-        t = self.to_tensors(batch, keys)
-        out = self.model.forward_train(t[SampleBatch.OBS])
+        out, t = self.train_forward(self.to_tensors(batch, keys))
         dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
         logp = dist.logp(t[SampleBatch.ACTIONS])
         log_std = getattr(dist, "log_std", None)  # Box actions' Gaussians have one

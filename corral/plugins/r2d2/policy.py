@@ -81,6 +81,10 @@ class R2D2Policy(OffPolicyPolicy):
         """Sequences of ``max_seq_len`` steps, each with up to ``replay_burn_in`` steps of its episode before it."""
         return chop_into_sequences(fragment, self.config.model.max_seq_len, self.config.replay_burn_in)
 
+    def input_rows(self, rows: SampleBatch, postprocessed: bool) -> SampleBatch:
+        """Rows read from files: already sequences with their start states (:meth:`training_rows`), replayed as they are."""
+        return rows
+
     def _start_states(self, t: dict[str, torch.Tensor], sequences: int) -> list[torch.Tensor]:
         """Each sequence's start state: zeros with ``zero_init_states``, else the state stored with it."""
         if self.config.zero_init_states:

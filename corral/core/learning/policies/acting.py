@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import torch
 
-from corral.core.common.sample_batch import STATE_OUT_PREFIX, SampleBatch
+from corral.core.common.sample_batch import STATE_OUT_PREFIX, SampleBatch, state_in_key, state_out_key
 from corral.core.common.spaces import ObservationCheck, zero_actions
 from corral.core.learning.acting import single_action
 from corral.core.learning.policies.part import PolicyPart
+from corral.core.learning.recurrent.sequences import episode_grid
 from corral.core.networks.action_masking import LEGAL_ACTIONS
 from corral.core.networks.recurrent import initial_state
 from corral.errors import ConfigError, ObservationError
@@ -104,6 +105,43 @@ class Acting(PolicyPart):
         if not self.is_recurrent:
             return []
         return [part.detach().cpu().numpy() for part in initial_state(self.model)]
+
+    @torch.inference_mode()
+    def recurrent_states(self, fragment: SampleBatch) -> SampleBatch:
+        """A fragment with the state this policy's model is in at each step: ``state_in_k`` and ``state_out_k``.
+
+        For steps recorded without their state (demonstrations of another
+        agent, a file of another tool): each episode's steps in the fragment
+        run through the model from the initial state, all episodes side by
+        side, a step at a time, as the env runner would have acted.
+
+        Args:
+            fragment: a ``[T, N]`` fragment of preprocessed observations with ``valid``; previous
+                actions and rewards where the model reads them (zeros otherwise).
+
+        Returns:
+            The fragment with a ``[T, N, ...]`` ``state_in_k`` and ``state_out_k`` per state part
+            (zero on reset rows).
+        """
+        steps, envs, real = episode_grid(fragment[SampleBatch.VALID])
+        initial = self.get_initial_state()
+        valid_shape = fragment[SampleBatch.VALID].shape
+        state_in = [np.zeros((*valid_shape, *part.shape), part.dtype) for part in initial]
+        state_out = [np.zeros_like(column) for column in state_in]
+        state = [np.repeat(part[None], len(steps), axis=0) for part in initial]
+        model = cast("RecurrentModel", self.model)
+        for index in range(real.shape[1]):
+            running = np.flatnonzero(real[:, index])  # the episodes that have this step
+            at = steps[running, index], envs[running, index]
+            previous = [fragment[k][at] if k in fragment else None for k in (SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS)]
+            inputs = self._recurrent_inputs(len(running), [part[running] for part in state], *previous)
+            out = model.forward_inference(torch.from_numpy(fragment[SampleBatch.OBS][at]).to(self.device), *inputs)
+            for k, part in enumerate(state):
+                state_in[k][at] = part[running]
+                part[running] = state_out[k][at] = out[state_out_key(k)].cpu().numpy()
+        columns = {state_in_key(k): column for k, column in enumerate(state_in)}
+        columns.update((state_out_key(k), column) for k, column in enumerate(state_out))
+        return SampleBatch({**fragment, **columns})
 
     def _recurrent_inputs(
         self,

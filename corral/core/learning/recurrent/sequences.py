@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from corral.core.common.sample_batch import STATE_IN_PREFIX, STATE_OUT_PREFIX, SampleBatch, state_out_key
+from corral.core.common.sample_batch import STATE_IN_PREFIX, STATE_OUT_PREFIX, SampleBatch, state_in_key, state_out_key
 
 
 def is_step_column(key: str) -> bool:
@@ -46,11 +46,8 @@ def chop_into_sequences(fragment: SampleBatch, max_seq_len: int, burn_in: int = 
         ``burn_in`` column ``[S]``: how many of each sequence's first steps are burn-in.
         ``valid`` and the ``state_out_k`` columns are left out.
     """
-    env_index, step = np.nonzero(fragment[SampleBatch.VALID].T)  # sub-environment by sub-environment, in time order
+    step, env_index, run_start = _valid_rows(fragment[SampleBatch.VALID])
     rows = len(step)
-    # a run of consecutive valid steps of one sub-environment is one episode's (a reset row sits between episodes)
-    run_start = np.ones(rows, dtype=bool)
-    run_start[1:] = (env_index[1:] != env_index[:-1]) | (step[1:] != step[:-1] + 1)
     run_first = np.flatnonzero(run_start)
     run_of_row = np.cumsum(run_start) - 1
     position = np.arange(rows) - run_first[run_of_row]
@@ -78,6 +75,38 @@ def chop_into_sequences(fragment: SampleBatch, max_seq_len: int, burn_in: int = 
     return out
 
 
+def _valid_rows(valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A ``[T, N]`` fragment's valid rows, sub-environment by sub-environment in time order: ``(step, env, run_start)``.
+
+    A run of consecutive valid steps of one sub-environment is one episode's (a
+    reset row sits between episodes); ``run_start`` is True at each run's first row.
+    """
+    env_index, step = np.nonzero(valid.T)
+    run_start = np.ones(len(step), dtype=bool)
+    run_start[1:] = (env_index[1:] != env_index[:-1]) | (step[1:] != step[:-1] + 1)
+    return step, env_index, run_start
+
+
+def episode_grid(valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each episode's steps in a ``[T, N]`` fragment as a row of a grid, to run its episodes side by side.
+
+    Args:
+        valid: the fragment's ``[T, N]`` ``valid`` column.
+
+    Returns:
+        ``(step, env, real)``, each ``[E, L]`` for ``E`` runs of valid rows of at most ``L``
+        steps: the fragment row and sub-environment of each run's ``l``-th step, and
+        whether the run has that step (where not, ``step`` and ``env`` point at its first).
+    """
+    step, env_index, run_start = _valid_rows(valid)
+    run_first = np.flatnonzero(run_start)
+    lengths = np.diff(np.append(run_first, len(step)))
+    longest = int(lengths.max()) if len(lengths) else 0
+    real = np.arange(longest)[None, :] < lengths[:, None]
+    rows = np.where(real, run_first[:, None] + np.arange(longest)[None, :], run_first[:, None])
+    return step[rows], env_index[rows], real
+
+
 def inputs_after(fragment: SampleBatch, initial_state: list[np.ndarray]) -> dict[str, Any]:
     """What a recurrent model reads at the step after a fragment's last row, to bootstrap values from.
 
@@ -102,3 +131,42 @@ def inputs_after(fragment: SampleBatch, initial_state: list[np.ndarray]) -> dict
     prev_actions = last_or(actions, np.zeros((), dtype=actions.dtype)).astype(actions.dtype)
     rewards = last_or(fragment[SampleBatch.REWARDS], 0.0)
     return {"state": state, SampleBatch.PREV_ACTIONS: prev_actions, SampleBatch.PREV_REWARDS: rewards}
+
+
+def step_inputs(fragment: SampleBatch, initial_state: list[np.ndarray]) -> dict[str, Any]:
+    """What a recurrent model reads at every row of a fragment, to estimate each row's value as it acted.
+
+    A valid row brings its own ``state_in_k``, previous action and reward. A
+    reset row (the row after an episode's end, holding the episode's final
+    observation, whose value a truncated episode bootstraps from) is the step
+    after the row before it: that row's ``state_out_k``, action and reward; at
+    a fragment's first row, an episode's start.
+
+    Args:
+        fragment: ``[T, N, ...]`` columns with ``valid``, ``actions``, ``rewards``, ``state_in_k`` and
+            ``state_out_k``; ``prev_actions`` and ``prev_rewards`` where recorded (else zeros).
+        initial_state: the model's state at an episode's start, without a batch axis.
+
+    Returns:
+        The keyword arguments of ``Policy.compute_values`` for the fragment's rows flattened
+        (``[T * N, ...]``, time-major): ``state``, ``prev_actions`` and ``prev_rewards``.
+    """
+    valid = fragment[SampleBatch.VALID]
+    actions, rewards = fragment[SampleBatch.ACTIONS], fragment[SampleBatch.REWARDS]
+
+    def at_each_row(own: np.ndarray, before: np.ndarray, start: np.ndarray | float) -> np.ndarray:
+        first = np.broadcast_to(np.asarray(start, dtype=own.dtype), own.shape[1:])[None]
+        after_previous = np.concatenate([first, before[:-1]])  # row t's inputs if it follows row t - 1
+        chosen = np.where(valid.reshape(*valid.shape, *([1] * (own.ndim - 2))), own, after_previous)
+        return chosen.reshape(-1, *own.shape[2:])
+
+    state = [
+        at_each_row(fragment[state_in_key(k)], fragment[state_out_key(k)], initial) for k, initial in enumerate(initial_state)
+    ]
+    prev_actions = fragment.get(SampleBatch.PREV_ACTIONS, np.zeros_like(actions))
+    prev_rewards = fragment.get(SampleBatch.PREV_REWARDS, np.zeros_like(rewards))
+    return {
+        "state": state,
+        SampleBatch.PREV_ACTIONS: at_each_row(prev_actions, actions, 0),
+        SampleBatch.PREV_REWARDS: at_each_row(prev_rewards, rewards, 0.0),
+    }
