@@ -264,8 +264,14 @@ class LSTMModel(MemoryModel):
     def _memory(
         self, x: torch.Tensor, state: list[torch.Tensor], seq_lens: torch.Tensor | None
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        lstm = self.lstm
+        if x.shape[1] == 1:  # one step (acting): the cell alone, a third of nn.LSTM's cost for a step
+            h, c = torch.lstm_cell(
+                x[:, 0], (state[0], state[1]), lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0
+            )
+            return h.unsqueeze(1), [h, c]
         # padding after a sequence's end changes nothing before it: the LSTM runs forward only
-        out, (h, c) = self.lstm(x, (state[0].unsqueeze(0), state[1].unsqueeze(0)))
+        out, (h, c) = lstm(x, (state[0].unsqueeze(0), state[1].unsqueeze(0)))
         return out, [h[0], c[0]]
 
 
