@@ -482,3 +482,25 @@ def test_every_model_field_has_a_description(name):
 def test_ppo_fields_are_set_with_training(name):
     assert PPOConfig.field_group(name) == "training"
     PPOConfig().training(**{name: getattr(PPOConfig(), name)})
+
+
+def test_the_model_config_reads_and_writes_as_rllib_s_model_dict_until_it_is_frozen() -> None:
+    config = corral.get_config("PPO")
+    config.model["vf_share_layers"] = True  # RLlib's examples write config.model as a dict
+    config.model.update({"lstm_use_prev_action_reward": True, "fcnet_hiddens": [32]})  # RLlib's older key too
+    assert config.model["vf_share_layers"] and config.model.lstm_use_prev_reward and config.model["fcnet_hiddens"] == [32]
+    assert config.model.get("no_such_key", 7) == 7 and "use_lstm" in config.model and "no_such_key" not in config.model
+    with pytest.raises(ConfigError, match=r"model has no option 'fcnet_hidens'\. Did you mean 'fcnet_hiddens'"):
+        config.model["fcnet_hidens"] = [8]
+    with pytest.raises(ConfigError, match="use_lstm and use_attention are both True"):
+        config.model.update({"use_lstm": True, "use_attention": True})
+    assert not config.model.use_lstm, "a refused update changes nothing"
+    with pytest.raises(KeyError, match="no option 'fcnet_hidens'"):
+        config.model["fcnet_hidens"]
+    copy = config.copy()
+    config.freeze()
+    for write in (lambda: config.model.__setitem__("use_lstm", True), lambda: setattr(config.model, "use_lstm", True)):
+        with pytest.raises(ConfigError, match="frozen"):
+            write()
+    copy.model["use_lstm"] = True  # a copy is not frozen
+    assert copy.model.use_lstm and not config.model.use_lstm

@@ -318,3 +318,103 @@ def test_get_model_v2_refuses_what_it_cannot_build_and_says_what_to_do() -> None
         ModelCatalog.get_model_v2(gym.spaces.Box(0, 255, (16, 16, 3), np.uint8), gym.spaces.Discrete(2), 2, {})
     with pytest.raises(ConfigError, match=r"model_config has no option 'fcnet_hidens'. Did you mean 'fcnet_hiddens'"):
         ModelCatalog.get_model_v2(box, gym.spaces.Discrete(2), 2, {"fcnet_hidens": [8]})
+
+
+class DoublesItsObservation(TorchModelV2, nn.Module):
+    """RLlib's lstm_auto_wrapping example: a body whose constructor says how many features it gives (num_outputs)."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+        TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+        nn.Module.__init__(self)
+        self.num_outputs = int(np.prod(obs_space.shape))
+
+    def forward(self, input_dict, state, seq_lens):
+        return input_dict["obs_flat"] * 2.0, []
+
+    def value_function(self):
+        raise AssertionError("an LSTM-wrapped body's value function is never asked for: the LSTM's value head is")
+
+
+def test_use_lstm_reads_as_many_features_as_the_wrapped_model_v2_sets_in_num_outputs() -> None:
+    algo = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .training(**SMALL_PPO, model={"custom_model": DoublesItsObservation, "use_lstm": True, "lstm_cell_size": 8})
+        .build()
+    )
+    try:
+        assert algo.get_policy().model.lstm.input_size == 4  # CartPole's observation, not fcnet_hiddens[-1]
+        assert algo.train()["num_env_steps_trained"] > 0
+    finally:
+        algo.stop()
+
+
+class TakesNoOptions(TorchModelV2, nn.Module):
+    """RLlib's custom_rnn_model example passes custom_model_config keys its model's constructor does not take."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name, hidden=8):
+        TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+        nn.Module.__init__(self)
+        self.hidden = hidden
+        self.body = RLlibStyleModel(obs_space, action_space, num_outputs, model_config, name, hidden=hidden)
+
+    def forward(self, input_dict, state, seq_lens):
+        return self.body(input_dict, state, seq_lens)
+
+    def value_function(self):
+        return self.body.value_function()
+
+
+def test_custom_model_config_keys_the_constructor_does_not_take_are_left_out_with_a_warning_as_rllib_does(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = {"custom_model": TakesNoOptions, "custom_model_config": {"cell_size": 32}}
+    with caplog.at_level("WARNING", logger="corral"):
+        algo = ppo().training(model=model).build()
+    assert algo.get_policy().model.hidden == 8
+    assert "does not take custom_model_config's keys ['cell_size']" in caplog.text
+    algo.stop()
+
+
+class MasksItself(TorchModelV2, nn.Module):
+    """RLlib's parametric-actions pattern: the model reads the action mask from its observation and masks itself."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+        TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+        nn.Module.__init__(self)
+        self.inner = TorchFC(obs_space.original_space["observation"], action_space, num_outputs, model_config, name)
+        self.masks_seen: list[torch.Tensor] = []
+
+    def forward(self, input_dict, state, seq_lens):
+        mask = input_dict["obs"]["action_mask"]
+        self.masks_seen.append(mask)
+        logits, _ = self.inner({"obs": input_dict["obs"]["observation"]})
+        return logits + torch.clamp(torch.log(mask), min=-1e30), state
+
+    def value_function(self):
+        return self.inner.value_function()
+
+
+@pytest.mark.parametrize("algo_name", ["PPO", "DQN"])
+def test_a_model_v2_sees_the_whole_observation_with_its_action_mask_and_its_actions_stay_legal(algo_name: str) -> None:
+    from tests.toy_envs import MaskedChoiceEnv
+
+    if algo_name == "PPO":
+        config = PPOConfig().training(**SMALL_PPO, model={"custom_model": MasksItself})
+    else:  # RLlib's parametric-actions DQN: no Q head layers, so the model's outputs are the Q-values as it masked them
+        config = DQNConfig().training(model={"custom_model": MasksItself}, hiddens=[], dueling=False, train_batch_size=32)
+        config = config.reporting(min_sample_timesteps_per_iteration=64)
+    algo = config.environment(MaskedChoiceEnv).debugging(seed=0).build()
+    try:
+        if algo_name == "DQN":
+            assert isinstance(algo.get_policy().model.advantage_head, nn.Identity)
+        env = MaskedChoiceEnv()
+        obs, _ = env.reset(seed=3)
+        (model,) = [m for m in algo.get_policy().model.modules() if isinstance(m, MasksItself)]
+        model.masks_seen.clear()
+        action = algo.compute_single_action(obs)
+        np.testing.assert_array_equal(model.masks_seen[-1][0].numpy(), obs["action_mask"])  # RLlib's: the whole Dict
+        assert obs["action_mask"][action] == 1
+        algo.train()  # MaskedChoiceEnv raises on an illegal action: sampling finishing says corral's mask held too
+    finally:
+        algo.stop()

@@ -37,7 +37,7 @@ class ObservationPreprocessor:
             self.shape: tuple[int, ...] = tuple(space.shape)
             self.dtype: np.dtype = cast(np.dtype, space.dtype)  # a Box always has a dtype
         else:
-            self.shape = (_flat_size(space),)
+            self.shape = (flat_size(space),)
             self.dtype = np.dtype(np.float32)
 
     def __call__(self, obs: Any) -> np.ndarray:
@@ -47,7 +47,12 @@ class ObservationPreprocessor:
         return _flatten_batch(self.space, obs)
 
 
-def _flat_size(space: gym.Space[Any]) -> int:
+def flat_size(space: gym.Space[Any]) -> int:
+    """How many numbers one observation of ``space`` flattens to (Discrete parts one-hot), as the preprocessor does.
+
+    Raises:
+        EnvError: a space the preprocessor does not take.
+    """
     if isinstance(space, gym.spaces.Box):
         return int(np.prod(space.shape))
     if isinstance(space, gym.spaces.Discrete):
@@ -57,9 +62,9 @@ def _flat_size(space: gym.Space[Any]) -> int:
     if isinstance(space, gym.spaces.MultiBinary):
         return int(np.prod(space.shape))
     if isinstance(space, gym.spaces.Dict):
-        return sum(_flat_size(s) for s in space.spaces.values())
+        return sum(flat_size(s) for s in space.spaces.values())
     if isinstance(space, gym.spaces.Tuple):
-        return sum(_flat_size(s) for s in space.spaces)
+        return sum(flat_size(s) for s in space.spaces)
     raise EnvError(f"observation space {space} is not supported; use Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple")
 
 

@@ -361,13 +361,15 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         """Return a deep copy; unfrozen unless ``copy_frozen``."""
         new = self.model_copy(deep=True)
         object.__setattr__(new, "__pydantic_private__", {**(new.__pydantic_private__ or {}), "_frozen": False})
+        new.model._frozen = False
         if copy_frozen and self._frozen:
             new.freeze()
         return new
 
     def freeze(self) -> AlgorithmConfig:
-        """Make the config read-only; every later assignment raises ConfigError."""
+        """Make the config read-only; every later assignment raises ConfigError (to ``model``'s options too)."""
         self._frozen = True
+        self.model._frozen = True
         return self
 
     @property

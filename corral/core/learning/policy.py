@@ -53,7 +53,9 @@ from corral.core.networks.action_masking import ActionMaskedModel, MaskedObserva
 from corral.core.networks.custom_distribution import custom_distribution, custom_outputs
 from corral.core.networks.default_models import Model, build_model, torch_dtype
 from corral.core.networks.distributions import ActionDistribution, distribution_for
+from corral.core.networks.model_v2 import is_model_v2
 from corral.core.networks.recurrent import RecurrentModel, initial_state, is_recurrent
+from corral.core.networks.rl_module import is_rl_module
 from corral.core.seeding import numpy_generator, torch_generator
 from corral.errors import ConfigError
 
@@ -104,7 +106,11 @@ class Policy(Acting, Updates, PolicyState):
         self.device = policy_device(config)
         """where the policy's networks and tensors live: the learner's device (``num_gpus``), or a remote env
         runner's own (``num_gpus_per_env_runner``); see :mod:`corral.core.devices`"""
-        self.action_mask = MaskedObservationPreprocessor.detect(observation_space, action_space, config.action_mask_key)
+        custom = config.model.model_class()
+        rllib_model = custom is not None and (is_model_v2(custom) or is_rl_module(custom))  # they mask by themselves
+        self.action_mask = MaskedObservationPreprocessor.detect(
+            observation_space, action_space, config.action_mask_key, rllib_model
+        )
         """the preprocessor of a masked observation space (a Dict holding ``config.action_mask_key``), else None"""
         self.preprocessor = self.action_mask or ObservationPreprocessor(observation_space)
         self.model_observation_space = observation_space if self.action_mask is None else self.action_mask.model_observation_space
@@ -210,7 +216,7 @@ class Policy(Acting, Updates, PolicyState):
 
     def _check_model_outputs(self, model: nn.Module) -> None:
         """Run the model on two zero observations: each required output needs a row per observation."""
-        model_input = self.preprocessor if self.action_mask is None else self.action_mask.model_input
+        model_input = self.preprocessor if self.action_mask is None else self.action_mask.model_view
         probe = torch.zeros((2, *model_input.shape), dtype=torch_dtype(model_input.dtype), device=self.device)
         what = f"the model {type(model).__qualname__}"
         if not all(

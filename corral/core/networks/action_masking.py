@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from corral.core.common.sample_batch import SampleBatch
-from corral.core.common.spaces import ObservationPreprocessor
+from corral.core.common.spaces import ObservationPreprocessor, flat_size
 from corral.core.networks.default_models import Model, torch_dtype
 from corral.errors import ConfigError
 
@@ -45,10 +45,17 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
         action_space: the agent's action space; must be Discrete with one flag per action.
         key: the Dict key of the mask.
 
+    A model written to RLlib's APIs (a ModelV2, an RLModule) masks by itself,
+    reading the mask from its observation as RLlib hands it the whole Dict:
+    with ``whole_observation`` it sees the whole Dict, mask included, and its
+    outputs are masked all the same (masking twice changes nothing).
+
     Attributes:
         model_observation_space: what the model sees: the Dict's other entry (if it has
-            one, as ``{"observation", "action_mask"}`` does), else a Dict of the others.
-        model_input: the preprocessor of ``model_observation_space``.
+            one, as ``{"observation", "action_mask"}`` does), else a Dict of the others;
+            with ``whole_observation``, the whole Dict.
+        model_input: the preprocessor of the observation part of a row (the entries beside the mask).
+        model_view: the preprocessor of ``model_observation_space``, whose rows the model reads.
         num_actions: the mask's length.
 
     Raises:
@@ -56,7 +63,9 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
             MultiBinary of one flag per action, or the Dict holds nothing but the mask.
     """
 
-    def __init__(self, observation_space: gym.spaces.Dict, action_space: gym.Space[Any], key: str) -> None:
+    def __init__(
+        self, observation_space: gym.spaces.Dict, action_space: gym.Space[Any], key: str, whole_observation: bool = False
+    ) -> None:
         mask_space = observation_space.spaces[key]
         if not isinstance(action_space, gym.spaces.Discrete):
             raise ConfigError(
@@ -82,10 +91,20 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
         self.space = observation_space
         self.shape = (self._inner_size + n,)
         self.dtype = np.dtype(np.float32)
+        self.model_view = self.model_input
+        self._whole_columns: torch.Tensor | None = None
+        if whole_observation:
+            self.model_observation_space = observation_space
+            self.model_view = ObservationPreprocessor(observation_space)
+            # the whole Dict's flat layout (its entries in its order), gathered from a row's (the others, then the mask)
+            starts = dict(zip(self._keys, np.cumsum([0] + [flat_size(rest[k]) for k in self._keys]), strict=False))
+            starts[key] = self._inner_size
+            spans = [np.arange(starts[k], starts[k] + flat_size(space)) for k, space in observation_space.spaces.items()]
+            self._whole_columns = torch.from_numpy(np.concatenate(spans))
 
     @staticmethod
     def detect(
-        observation_space: gym.Space[Any], action_space: gym.Space[Any], key: str | None
+        observation_space: gym.Space[Any], action_space: gym.Space[Any], key: str | None, whole_observation: bool = False
     ) -> MaskedObservationPreprocessor | None:
         """The preprocessor for a masked observation space, or None if the space holds no mask.
 
@@ -93,6 +112,7 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
             observation_space: an agent's observation space.
             action_space: its action space.
             key: the mask's key (``config.action_mask_key``); None turns masking off.
+            whole_observation: the model sees the whole Dict, mask included (a model written to RLlib's APIs).
 
         Returns:
             A preprocessor when ``observation_space`` is a Dict holding ``key``, else None.
@@ -102,7 +122,7 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
         """
         if key is None or not isinstance(observation_space, gym.spaces.Dict) or key not in observation_space.spaces:
             return None
-        return MaskedObservationPreprocessor(observation_space, action_space, key)
+        return MaskedObservationPreprocessor(observation_space, action_space, key, whole_observation)
 
     def __call__(self, obs: Any) -> np.ndarray:
         """A batch of raw Dict observations to ``[B, observation size + num_actions]`` rows."""
@@ -150,8 +170,11 @@ class MaskedObservationPreprocessor(ObservationPreprocessor):
             observation after a game ends) counts every action legal, so nothing
             downstream meets a row of only masked logits.
         """
-        model_obs = rows[:, : self._inner_size].reshape(rows.shape[0], *self.model_input.shape).to(self._model_dtype)
         legal = rows[:, self._inner_size :] > 0.5
+        if self._whole_columns is not None:
+            model_obs = rows[:, self._whole_columns.to(rows.device)]
+        else:
+            model_obs = rows[:, : self._inner_size].reshape(rows.shape[0], *self.model_input.shape).to(self._model_dtype)
         return model_obs, legal | ~legal.any(dim=1, keepdim=True)
 
 

@@ -36,6 +36,7 @@ not subclass corral's ``TorchModelV2`` is refused with a message saying so.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -50,6 +51,10 @@ from corral.core.networks.model_v2 import ModelV2Features, TorchModelV2, is_mode
 from corral.core.networks.recurrent import initial_state
 from corral.core.networks.rl_module import build_rl_module, is_rl_module
 from corral.errors import ConfigError
+
+logger = logging.getLogger("corral")
+_WARNED_KEYWORDS: set[type] = set()
+"""custom model classes built without custom_model_config's keys, already said"""
 
 MODEL_NAME = "model"
 """the ``name`` RLlib's constructor signature is given"""
@@ -93,13 +98,25 @@ def construct(
         signature = inspect.signature(cls)
     except (TypeError, ValueError):  # a class whose signature cannot be read: RLlib's call
         signature = None
-    forms = ((rllib_args, f"RLlib's arguments {RLLIB_ARGUMENTS}"), (corral_args, f"corral's {CORRAL_ARGUMENTS}"))
+    # RLlib's catalog, when the constructor takes RLlib's arguments but not custom_model_config's keys as keywords,
+    # builds it without them and warns; its own examples rely on that
+    no_keywords: dict[str, Any] = {}
+    without_keywords = ((rllib_args[0], no_keywords), f"RLlib's arguments {RLLIB_ARGUMENTS} without custom_model_config's keys")
+    corral_form = (corral_args, f"corral's {CORRAL_ARGUMENTS}")
+    forms = ((rllib_args, f"RLlib's arguments {RLLIB_ARGUMENTS}"), without_keywords, corral_form)
     for (args, kwargs), form in forms:
         if signature is not None:
             try:
                 signature.bind(*args, **kwargs)
             except TypeError:
                 continue
+        if form == without_keywords[1] and config.custom_model_config and cls not in _WARNED_KEYWORDS:
+            _WARNED_KEYWORDS.add(cls)  # a model is built twice (counted on the meta device, then for real): said once
+            logger.warning(
+                "model.custom_model %s does not take custom_model_config's keys %s as keyword arguments: built without "
+                "them, as RLlib does (it reads them from model_config['custom_model_config'], if at all)",
+                cls.__qualname__, sorted(config.custom_model_config),
+            )  # fmt: skip
         try:
             module = cls(*args, **kwargs)
         except Exception as exc:  # whatever a user's constructor raises
@@ -324,8 +341,9 @@ def build_q_model(
     ``action_dist_inputs`` are the Q-values, one per action. A ModelV2 or a plain
     module is, as in RLlib, the network under DQN's Q head (``hiddens``,
     ``dueling``): it is built with ``num_outputs`` features,
-    ``([256] + fcnet_hiddens)[-1]`` with a Q head's hidden layers and the number
-    of actions without.
+    ``([256] + fcnet_hiddens)[-1]`` with a Q head's hidden layers; without
+    them it is built with the number of actions, and its outputs are the
+    Q-values (a dueling head's advantages) as they are.
 
     Args:
         obs_space: the observations' space, as the model sees them.

@@ -308,7 +308,10 @@ class QModel(Model):
         super().__init__()
         # the network under the Q head: the catalog's for the observations, or a custom model's (module, width)
         self.encoder, features = body or build_encoder(obs_space, config)
-        self.advantage_head = _head(features, hiddens, num_actions)
+        # RLlib's: a custom model under no Q head layers gives the Q-values itself (its parametric-actions example
+        # masks them in the model); the catalog's encoder gives features, which a linear layer turns into Q-values
+        custom_q_values = body is not None and not hiddens
+        self.advantage_head: nn.Module = nn.Identity() if custom_q_values else _head(features, hiddens, num_actions)
         self.value_head = _head(features, hiddens, 1) if dueling else None
 
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -264,14 +264,12 @@ class LSTMModel(MemoryModel):
     def _memory(
         self, x: torch.Tensor, state: list[torch.Tensor], seq_lens: torch.Tensor | None
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        lstm = self.lstm
         if x.shape[1] == 1:  # one step (acting): the cell alone, a third of nn.LSTM's cost for a step
-            h, c = torch.lstm_cell(
-                x[:, 0], (state[0], state[1]), lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0
-            )
+            w_ih, w_hh, b_ih, b_hh = self.lstm.all_weights[0]
+            h, c = torch.lstm_cell(x[:, 0], (state[0], state[1]), w_ih, w_hh, b_ih, b_hh)
             return h.unsqueeze(1), [h, c]
         # padding after a sequence's end changes nothing before it: the LSTM runs forward only
-        out, (h, c) = lstm(x, (state[0].unsqueeze(0), state[1].unsqueeze(0)))
+        out, (h, c) = self.lstm(x, (state[0].unsqueeze(0), state[1].unsqueeze(0)))
         return out, [h[0], c[0]]
 
 
@@ -318,6 +316,9 @@ def memory_model(
             )
         width = config.fcnet_hiddens[-1] if config.fcnet_hiddens else 256
         why = f"{switch} wraps it in a memory of its own"
-        body = (custom_body(cls, obs_space, action_space, width, config, why), width)
+        features = custom_body(cls, obs_space, action_space, width, config, why)
+        # the memory reads as many features as the ModelV2 says it outputs: its constructor may set num_outputs (RLlib's)
+        width = int(getattr(getattr(features, "model", None), "num_outputs", None) or width)
+        body = (features, width)
     memory = AttentionModel if config.use_attention else LSTMModel
     return memory(obs_space, action_space, num_outputs, config, value_function, body)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from corral.core.common import by_value
 from corral.core.common.import_paths import import_object, is_import_path
@@ -19,9 +19,16 @@ MAX_LAYER_SIZE = 8192
 
 
 class ModelConfig(BaseModel):
-    """How the policy's neural network is built (RLlib's ``model`` dict)."""
+    """How the policy's neural network is built (RLlib's ``model`` dict).
+
+    Read and written as that dict too (``config.model["vf_share_layers"] = True``,
+    ``config.model.get("fcnet_hiddens")``), under RLlib's key names, each
+    change checked as the whole dict is; read-only once the config holding
+    it is frozen (an algorithm was built from it).
+    """
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True, allow_inf_nan=False)
+    _frozen: bool = PrivateAttr(default=False)
 
     fcnet_hiddens: list[int] = Field(default_factory=lambda: [64, 64], max_length=64)
     """sizes of the hidden layers of the fully connected network"""
@@ -133,6 +140,67 @@ class ModelConfig(BaseModel):
                 f"{self.attention_memory_inference}, the past steps the state holds; make it at most that"
             )
         return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._frozen and not name.startswith("_"):
+            raise ConfigError(f"model.{name}: this config is frozen (an algorithm was built from it); change a copy instead")
+        super().__setattr__(name, value)
+
+    def __getitem__(self, key: str) -> Any:
+        """``config.model["fcnet_hiddens"]``: an option by its name, as RLlib's model dict reads.
+
+        Raises:
+            KeyError: no option has that name.
+        """
+        if key not in self:
+            raise KeyError(f"model has no option {key!r}.{did_you_mean(str(key), type(self).model_fields)}")
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        """``config.model["vf_share_layers"] = True``: RLlib's model dict written, checked with the other options.
+
+        Raises:
+            ConfigError: an unknown key, a value that does not fit, or the config is frozen.
+        """
+        self.update({key: value})
+
+    def update(self, options: dict[str, Any]) -> None:
+        """``config.model.update({...})``: several options at once, RLlib's names too, checked together.
+
+        Args:
+            options: option names (or RLlib's) and their values.
+
+        Raises:
+            ConfigError: an unknown key, a value that does not fit, or the config is frozen.
+        """
+        given = {name: getattr(self, name) for name in type(self).model_fields}
+        try:
+            updated = type(self).model_validate({**given, **options})
+        except ValidationError as exc:
+            raise ConfigError(model_options_problem(exc, "model")) from None
+        for name in type(self).model_fields:
+            if getattr(updated, name) != given[name]:
+                setattr(self, name, getattr(updated, name))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``config.model.get("use_lstm", False)``: an option's value, or ``default`` when no option has that name.
+
+        Args:
+            key: the option's name.
+            default: what to return for a name that is no option.
+
+        Returns:
+            The value, or ``default``.
+        """
+        return getattr(self, key) if key in self else default
+
+    def __contains__(self, key: object) -> bool:
+        """``"use_lstm" in config.model``: whether an option has that name."""
+        return isinstance(key, str) and key in type(self).model_fields
+
+    def keys(self) -> list[str]:
+        """Every option's name, as RLlib's model dict has them."""
+        return list(type(self).model_fields)
 
     @property
     def has_memory(self) -> bool:
