@@ -285,7 +285,8 @@ def memory_model(
 
     As RLlib wraps one, a ModelV2 or a plain module is built with
     ``fcnet_hiddens[-1]`` outputs (256 without hidden layers), which the memory
-    reads as its features.
+    reads as its features; a ModelV2 whose constructor sets ``num_outputs``
+    gives that many.
 
     Args:
         cls: the ``custom_model`` class, or None for the catalog's encoder.

@@ -32,7 +32,8 @@ class SamplingOptions(BaseModel):
     None or False keeps them as they are"""
     action_mask_key: str | None = option("action_mask", "environment", min_length=1)
     """the key of a Dict observation's legal-action flags (Discrete actions): masked actions are never
-    sampled or picked, and the model sees the rest of the Dict; None reads no mask"""
+    sampled or picked, and the model sees the rest of the Dict (a ModelV2 or RLModule the whole Dict, to mask
+    by itself as RLlib's do); None reads no mask"""
     env_task_fn: Any = option(None, "environment")
     """curriculum: fn(result, env, env_context) -> the next task of each sub-environment, set with env.set_task()
     after every iteration (a corral.TaskSettableEnv), or its 'module:qualname'; None sets no tasks"""
