@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch, state_in_key, state_out_key
+from corral.core.learning.recurrent.sequences import step_inputs
 from corral.core.seeding import numpy_generator
 from corral.errors import ConfigError
 from corral.integrations.offline.experience_output import require_pyarrow
@@ -309,11 +310,40 @@ def training_rows(policy: Any, rows: Columns, postprocess: bool) -> Columns:
             fragment = with_previous_steps(fragment)
             if not all(column in fragment for column in state_columns_of(policy, postprocess)):
                 fragment = policy.recurrent_states(fragment)
+        if postprocess and SampleBatch.VF_PREDS in type(policy).input_columns:
+            fragment = with_reset_row_values(policy, fragment)
         if postprocess:
             rows = dict(policy.postprocess_trajectory(fragment, bootstrap_obs))
         else:
             rows = dict(policy.training_rows(fragment))
     return dict(policy.input_rows(SampleBatch(rows), postprocess))
+
+
+def with_reset_row_values(policy: Any, fragment: SampleBatch) -> SampleBatch:
+    """A fragment of :func:`as_fragment` whose reset rows hold the value of the observation they hold.
+
+    A run that a file cuts off (no ``terminateds``) bootstraps from the value
+    on the reset row after it, as an env runner's fragment has it; a file has
+    no row there, so the policy estimates it (from the state after the run's
+    last step, for a recurrent policy).
+
+    Args:
+        policy: a policy whose postprocessing reads ``vf_preds`` (PPO's, A2C's).
+        fragment: a ``[T, 1]`` fragment with ``vf_preds``.
+
+    Returns:
+        The fragment with ``vf_preds`` set on its reset rows.
+    """
+    reset = ~fragment[SampleBatch.VALID][:, 0]
+    if not reset.any():
+        return fragment
+    inputs: dict[str, Any] = {}
+    if policy.is_recurrent:
+        at_rows = step_inputs(fragment, policy.get_initial_state())
+        inputs = {k: [part[reset] for part in v] if k == "state" else v[reset] for k, v in at_rows.items()}
+    values = fragment[SampleBatch.VF_PREDS].copy()
+    values[reset, 0] = policy.compute_values(fragment[SampleBatch.OBS][reset, 0], **inputs)
+    return SampleBatch({**fragment, SampleBatch.VF_PREDS: values})
 
 
 def recurrent_columns(model: Any) -> tuple[str, ...]:

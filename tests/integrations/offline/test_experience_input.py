@@ -15,7 +15,7 @@ import pytest
 
 import corral
 from corral import ConfigError, make_multi_agent
-from corral.integrations.offline.experience_input import as_fragment
+from corral.integrations.offline.experience_input import as_fragment, training_rows
 from tests.conftest import small_ppo_config
 
 DATA = Path(corral.__file__).parent / "tuned_examples" / "data"
@@ -169,6 +169,27 @@ def test_marwil_s_returns_are_discounted_to_the_episode_s_end(make_algo: Callabl
     }
     batch = policy.postprocess_trajectory(*as_fragment(rows))
     np.testing.assert_allclose(batch["value_targets"], [1 + 0.9 * 2 + 0.81 * 3, 2 + 0.9 * 3, 3], rtol=1e-6)
+
+
+def test_ppo_bootstraps_an_episode_a_file_cuts_off_from_the_value_of_its_next_observation(
+    make_algo: Callable[..., Any],
+) -> None:
+    policy = make_algo(offline(str(EXPERT), algo="PPO", postprocess_inputs=True).training(gamma=0.9)).get_policy()
+    next_obs = np.full((1, 4), 0.5, np.float32)
+    rows = {  # two steps of an episode that goes on after the file's last row
+        "obs": np.zeros((2, 4), np.float32),
+        "new_obs": np.concatenate([np.zeros((1, 4), np.float32), next_obs]),
+        "actions": np.zeros(2, np.int64),
+        "rewards": np.array([1.0, 2.0], np.float32),
+        "terminateds": np.zeros(2, bool),
+        "truncateds": np.zeros(2, bool),
+        "action_logp": np.zeros(2, np.float32),
+        "vf_preds": np.zeros(2, np.float32),
+    }
+    batch = training_rows(policy, rows, postprocess=True)
+    bootstrap = float(policy.compute_values(next_obs)[0])
+    assert bootstrap != 0.0
+    np.testing.assert_allclose(batch["value_targets"][-1], 2.0 + 0.9 * bootstrap, rtol=1e-5)  # r + gamma V(next obs)
 
 
 def test_multi_agent_files_are_read_per_policy(tmp_path: Path, make_algo: Callable[..., Any]) -> None:
