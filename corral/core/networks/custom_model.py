@@ -89,33 +89,32 @@ def construct(
         ConfigError: the constructor takes neither form, or it raised.
     """
     model_config = config.model_dump()
-    rllib_args: tuple[tuple[Any, ...], dict[str, Any]] = (
-        (obs_space, action_space, num_outputs, model_config, MODEL_NAME),
-        dict(config.custom_model_config),
-    )
-    corral_args: tuple[tuple[Any, ...], dict[str, Any]] = ((obs_space, action_space, num_outputs, model_config), {})
+    rllib_args = (obs_space, action_space, num_outputs, model_config, MODEL_NAME)
+    keywords = dict(config.custom_model_config)
+    rllib = f"RLlib's arguments {RLLIB_ARGUMENTS}"
+    forms: list[tuple[tuple[Any, ...], dict[str, Any], str]] = [
+        (rllib_args, keywords, rllib),
+        # RLlib's catalog builds a constructor that takes its arguments but not custom_model_config's keys without
+        # them, and warns; its own examples rely on that
+        (rllib_args, {}, f"{rllib} without custom_model_config's keys"),
+        ((obs_space, action_space, num_outputs, model_config), {}, f"corral's {CORRAL_ARGUMENTS}"),
+    ]
     try:
         signature = inspect.signature(cls)
     except (TypeError, ValueError):  # a class whose signature cannot be read: RLlib's call
         signature = None
-    # RLlib's catalog, when the constructor takes RLlib's arguments but not custom_model_config's keys as keywords,
-    # builds it without them and warns; its own examples rely on that
-    no_keywords: dict[str, Any] = {}
-    without_keywords = ((rllib_args[0], no_keywords), f"RLlib's arguments {RLLIB_ARGUMENTS} without custom_model_config's keys")
-    corral_form = (corral_args, f"corral's {CORRAL_ARGUMENTS}")
-    forms = ((rllib_args, f"RLlib's arguments {RLLIB_ARGUMENTS}"), without_keywords, corral_form)
-    for (args, kwargs), form in forms:
+    for args, kwargs, form in forms:
         if signature is not None:
             try:
                 signature.bind(*args, **kwargs)
             except TypeError:
                 continue
-        if form == without_keywords[1] and config.custom_model_config and cls not in _WARNED_KEYWORDS:
+        if args is rllib_args and keywords and not kwargs and cls not in _WARNED_KEYWORDS:
             _WARNED_KEYWORDS.add(cls)  # a model is built twice (counted on the meta device, then for real): said once
             logger.warning(
                 "model.custom_model %s does not take custom_model_config's keys %s as keyword arguments: built without "
                 "them, as RLlib does (it reads them from model_config['custom_model_config'], if at all)",
-                cls.__qualname__, sorted(config.custom_model_config),
+                cls.__qualname__, sorted(keywords),
             )  # fmt: skip
         try:
             module = cls(*args, **kwargs)

@@ -45,11 +45,11 @@ class MARWILPolicy(Policy):
         if self.config.beta == 0:
             return self.training_rows(fragment)
         obs = fragment[SampleBatch.OBS]
-        recurrent = self.is_recurrent
-        at_rows = step_inputs(fragment, self.get_initial_state()) if recurrent else {}
+        initial = self.get_initial_state()  # [] without memory
+        at_rows = step_inputs(fragment, initial) if initial else {}
         values = self.compute_values(obs.reshape(-1, *obs.shape[2:]), **at_rows).reshape(obs.shape[:2])
         with_values = SampleBatch({**fragment, SampleBatch.VF_PREDS: values.astype(np.float32)})
-        after = inputs_after(fragment, self.get_initial_state()) if recurrent else {}
+        after = inputs_after(fragment, initial) if initial else {}
         # lambda 1: value_targets are the discounted returns, bootstrapped where an episode is truncated
         returns = add_gae(with_values, self.compute_values(bootstrap_obs, **after), self.config.gamma, 1.0)
         return self.training_rows(returns)
