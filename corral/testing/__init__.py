@@ -36,7 +36,16 @@ _EXPORTS = {
         "corral.testing.conformance",
     ),
     **dict.fromkeys(
-        ["TOY_ENVS", "BoxActionEnv", "DiscreteActionEnv", "MultiDiscreteActionEnv", "RepeatAfterMe", "StatelessCartPole"],
+        [
+            "TOY_ENVS",
+            "BoxActionEnv",
+            "DictActionEnv",
+            "DiscreteActionEnv",
+            "MultiDiscreteActionEnv",
+            "RepeatAfterMe",
+            "StatelessCartPole",
+            "TupleActionEnv",
+        ],
         "corral.testing.envs",
     ),
 }

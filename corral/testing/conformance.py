@@ -200,7 +200,9 @@ def check_action_spaces(subject: Subject) -> None:
                 for obs in (runner.observation_space.sample() for _ in range(5)):
                     for explore in (True, False):
                         action = algo.compute_single_action(obs, explore=explore)
-                        assert runner.action_space.contains(np.asarray(action, dtype=runner.action_space.dtype)), (
+                        dtype = runner.action_space.dtype  # None for a Tuple or Dict, whose actions are structures
+                        as_env_takes = action if dtype is None else np.asarray(action, dtype=dtype)
+                        assert runner.action_space.contains(as_env_takes), (
                             f"{subject.name}.compute_single_action(explore={explore}) returned {action!r}, "
                             f"outside {runner.action_space}"
                         )

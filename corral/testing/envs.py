@@ -75,6 +75,42 @@ class BoxActionEnv(_ToyEnv):
         return -float(np.abs(action - 0.5).sum())
 
 
+class TupleActionEnv(_ToyEnv):
+    """``Tuple(Discrete(3), Box(-2, 2, (2,)))`` actions: 1 for choosing 1, minus the aim's distance from 0.5."""
+
+    action_space = gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(-2.0, 2.0, (2,), np.float32)))
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        """Check the action is a tuple in the space, then step."""
+        if not isinstance(action, tuple) or not self.action_space.contains(action):
+            raise ValueError(f"{type(self).__name__} got the action {action!r}, which is outside {self.action_space}")
+        self.t += 1
+        reward = float(action[0] == 1) - float(np.abs(action[1] - 0.5).sum())
+        return self._observe(), reward, False, self.t >= self.episode_length, {}
+
+
+class DictActionEnv(_ToyEnv):
+    """Nested ``Dict(move=Discrete(3), aim=Tuple(Box(-2, 2, ()), MultiDiscrete([3, 2])))`` actions; 1 and 1s earn."""
+
+    action_space = gym.spaces.Dict(
+        {
+            "move": gym.spaces.Discrete(3),
+            "aim": gym.spaces.Tuple((gym.spaces.Box(-2.0, 2.0, (), np.float32), gym.spaces.MultiDiscrete([3, 2]))),
+        }
+    )
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        """Check the action is a dict in the space, then step."""
+        if isinstance(action, dict) and isinstance(action.get("aim"), tuple):  # a vector env hands a scalar Box out as
+            action = {**action, "aim": (np.asarray(action["aim"][0]), action["aim"][1])}  # a numpy scalar: as an array
+        if not isinstance(action, dict) or not self.action_space.contains(action):
+            raise ValueError(f"{type(self).__name__} got the action {action!r}, which is outside {self.action_space}")
+        self.t += 1
+        scalar, codes = action["aim"]
+        reward = float(action["move"] == 1) + float(np.sum(codes == 1)) - abs(float(scalar) - 0.5)
+        return self._observe(), reward, False, self.t >= self.episode_length, {}
+
+
 class CountingEnv(gym.Env):
     """Episodes of 3 to 9 steps (drawn at reset) that end by termination; the observation is the step, reward 1 a step.
 
@@ -189,6 +225,8 @@ TOY_ENVS: dict[type[gym.Space], str] = {
     gym.spaces.Discrete: f"{__name__}:DiscreteActionEnv",
     gym.spaces.MultiDiscrete: f"{__name__}:MultiDiscreteActionEnv",
     gym.spaces.Box: f"{__name__}:BoxActionEnv",
+    gym.spaces.Tuple: f"{__name__}:TupleActionEnv",
+    gym.spaces.Dict: f"{__name__}:DictActionEnv",
 }
 """The toy environment for each action-space type, as ``module:Class`` env specs."""
 

@@ -22,12 +22,14 @@ def test_arrays_and_tensors_come_back_bit_for_bit() -> None:
         "i64": np.arange(6, dtype=np.int64).reshape(2, 3),
         "flags": np.array([True, False]),
         "scalar": np.float64(0.1),
+        "zero_d": np.array(-10.0, dtype=np.float32),
         "tensor": torch.tensor([1, 255], dtype=torch.uint8),
         "nested": [(1, "a"), {"x": None}],
     }
     back = state_codec.decode(json.loads(json.dumps(state_codec.encode(values))))
     for key in ("f32", "i64", "flags"):
         assert back[key].dtype == values[key].dtype and back[key].tobytes() == values[key].tobytes()
+    assert back["zero_d"].shape == () and back["scalar"].shape == (), "a scalar Box's bound keeps its shape"
     assert back["scalar"] == 0.1 and isinstance(back["tensor"], torch.Tensor) and back["tensor"].tolist() == [1, 255]
     assert back["nested"] == [(1, "a"), {"x": None}]  # a tuple stays a tuple (a Tuple space's observation)
 

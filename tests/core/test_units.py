@@ -9,7 +9,8 @@ import torch
 import torch.distributions as D
 
 from corral import ConfigError, MultiAgentBatch, SampleBatch
-from corral.core.common.spaces import ActionAdapter, ObservationPreprocessor
+from corral.core.common.actions import ActionAdapter
+from corral.core.common.spaces import ObservationPreprocessor
 from corral.core.learning.exploration import (
     EpsilonGreedy,
     GaussianNoise,

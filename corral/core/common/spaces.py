@@ -1,9 +1,9 @@
-"""Turning gymnasium spaces into network inputs and network outputs into env actions.
+"""Turning gymnasium observations into network inputs, checking them, and batching them.
 
 Observations become one flat float32 vector per row (one-hot for Discrete and
 MultiDiscrete, concatenation for Dict and Tuple), except images, which keep
-their shape and dtype for the CNN. Box actions are produced in [-1, 1] and
-scaled to the env's bounds when ``normalize_actions`` is on.
+their shape and dtype for the CNN. Actions go the other way in
+:mod:`corral.core.common.actions`.
 """
 
 from __future__ import annotations
@@ -193,52 +193,6 @@ class ObservationCheck:
         return row, f"holds {values[:3].tolist()}, outside the observation space {space}"
 
 
-class ActionAdapter:
-    """Maps policy actions to env actions, and describes the space the policy acts in.
-
-    A policy acts in one flat vector per row: a Box of shape (2, 3) is a
-    6-dimensional Box to the policy (its distribution, its explorations, its
-    replay buffer), and its actions are reshaped to (2, 3) for the env.
-    """
-
-    def __init__(self, space: gym.Space[Any], normalize_actions: bool, clip_actions: bool) -> None:
-        if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
-            raise EnvError(f"action space {space} is not supported; use Discrete, MultiDiscrete or Box")
-        self.space = space
-        box = space if isinstance(space, gym.spaces.Box) else None
-        self.is_box = box is not None
-        self.normalize = (
-            box is not None and normalize_actions and bool(np.all(np.isfinite(box.low)) and np.all(np.isfinite(box.high)))
-        )
-        self.clip = self.is_box and clip_actions and not self.normalize
-        self.policy_space: gym.Space[Any] = space
-        self._env_shape: tuple[int, ...] | None = None  # set when the env's Box has more than one dimension
-        if box is not None:
-            low, high = box.low.reshape(-1), box.high.reshape(-1)
-            self._low, self._bounds = low.astype(np.float32), (low, high)
-            self._half_range = ((high - low) / 2.0).astype(np.float32)
-            if len(box.shape) > 1:
-                self._env_shape = tuple(box.shape)
-                self.policy_space = gym.spaces.Box(low, high, dtype=cast("type[np.floating[Any]]", np.dtype(box.dtype).type))
-            if self.normalize:
-                self.policy_space = gym.spaces.Box(-1.0, 1.0, low.shape, np.float32)
-
-    def __call__(self, actions: np.ndarray) -> np.ndarray:
-        """Env actions for a batch of policy actions."""
-        if self.normalize:
-            return self._env_shaped(self._low + (np.clip(actions, -1.0, 1.0) + 1.0) * self._half_range)
-        if self.clip:
-            return self._env_shaped(np.clip(actions, *self._bounds))
-        if self._env_shape is not None:
-            return self._env_shaped(actions)
-        if isinstance(self.space, gym.spaces.Discrete) and self.space.start:
-            return actions + int(self.space.start)
-        return actions
-
-    def _env_shaped(self, actions: np.ndarray) -> np.ndarray:
-        return actions if self._env_shape is None else actions.reshape(len(actions), *self._env_shape)
-
-
 def space_to_json(space: gym.Space[Any]) -> dict[str, Any]:
     """A JSON description of a space (type, shape, dtype, sizes), to compare two spaces and name them in messages.
 
@@ -293,16 +247,3 @@ def stack_observations(observations: Sequence[Any]) -> Any:
     if isinstance(first, tuple):
         return tuple(stack_observations([o[i] for o in observations]) for i in range(len(first)))
     return np.stack([np.asarray(o) for o in observations])
-
-
-def zero_actions(space: gym.Space[Any], rows: int) -> np.ndarray:
-    """``rows`` zero actions of the policy's action space: the previous action at an episode's start.
-
-    Args:
-        space: the policy's action space.
-        rows: how many.
-
-    Returns:
-        ``[rows, *space.shape]`` zeros of the space's dtype.
-    """
-    return np.zeros((rows, *(space.shape or ())), dtype=space.dtype or np.float32)

@@ -31,7 +31,8 @@ def encode(value: Any, compress: bool = False) -> Any:
     """
     is_tensor = type(value).__module__ == "torch" and type(value).__name__ == "Tensor"
     if isinstance(value, (np.ndarray, np.generic)) or is_tensor:
-        array = np.ascontiguousarray(value.detach().cpu().numpy() if is_tensor else value)
+        source = value.detach().cpu().numpy() if is_tensor else np.asarray(value)
+        array = np.ascontiguousarray(source).reshape(source.shape)  # ascontiguousarray makes a 0-d array 1-d
         if array.dtype.kind not in "biuf":
             raise TypeError(f"cannot store an array of dtype {array.dtype} in a checkpoint")
         data = array.tobytes()

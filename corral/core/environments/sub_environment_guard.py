@@ -116,7 +116,7 @@ class SubEnvironmentGuard(gym.Wrapper):
         self._last_obs = obs
         if self._record is not None:
             if len(self._record["actions"]) < MAX_REPLAY_STEPS:
-                self._record["actions"].append(np.array(action, copy=True))
+                self._record["actions"].append(_copied(action))
             else:
                 self._record = None  # too long to keep: after a restore this episode starts anew
         return obs, reward, terminated, truncated, info
@@ -127,7 +127,9 @@ class SubEnvironmentGuard(gym.Wrapper):
         if record is None:
             return None
         try:
-            actions = state_codec.encode(np.stack(record["actions"])) if record["actions"] else []
+            taken = record["actions"]
+            # a Tuple or Dict action space's actions stay a list of structures; the others stack into one array
+            actions = state_codec.encode(np.stack(taken) if isinstance(taken[0], np.ndarray) else taken) if taken else []
             encoded: dict[str, Any] = state_codec.encode({**record, "actions": actions})  # a dict encodes to a dict
             return encoded
         except (TypeError, ValueError):
@@ -240,3 +242,12 @@ def check_vector_step(
             f"sub-environment {i} of env runner {worker_index} returned an observation that {found[1]} "
             f"at step {int(steps[i]) + 1} of its episode{_CHECK_ADVICE}"
         )
+
+
+def _copied(action: Any) -> Any:
+    """An action as the episode's record keeps it: arrays copied, a Tuple or Dict action space's structure kept."""
+    if isinstance(action, dict):
+        return {key: _copied(value) for key, value in action.items()}
+    if isinstance(action, tuple):
+        return tuple(_copied(value) for value in action)
+    return np.array(action, copy=True)

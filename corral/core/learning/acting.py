@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from corral.core.common.actions import ActionAdapter, zero_actions
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, STATE_IN_PREFIX, STATE_OUT_PREFIX, SampleBatch, state_columns
-from corral.core.common.spaces import ActionAdapter, add_batch_dim, stack_observations, zero_actions
+from corral.core.common.spaces import add_batch_dim, stack_observations
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:  # the policy module imports this one
@@ -115,9 +116,7 @@ def single_action(
     policy.check_observations(observation, batched=False)
     recurrent = _one_row_inputs(policy, state, prev_action, prev_reward)
     actions, extras = _act(policy, add_batch_dim(policy.observation_space, observation), explore, timestep, recurrent)
-    env_action = adapter(actions)[0]
-    if isinstance(policy.action_space, gym.spaces.Discrete):
-        env_action = int(env_action)
+    env_action = adapter.rows(adapter(actions))[0]
     state_out = _pop_state(extras)
     return env_action, [part[0] for part in state_out], {key: value[0] for key, value in extras.items()}
 
@@ -184,9 +183,7 @@ def actions_of(
         agents = list(observations)
         recurrent = _agents_inputs(policy, agents, state, prev_action, prev_reward)
         actions, extras = _act(policy, stack_observations(list(observations.values())), explore, timestep, recurrent)
-        env_actions = adapter(actions)
-        if isinstance(policy.action_space, gym.spaces.Discrete):
-            env_actions = env_actions.tolist()  # Python ints, as compute_single_action gives
+        env_actions = adapter.rows(adapter(actions))  # Discrete as Python ints, as compute_single_action gives
         state_out = _pop_state(extras)
         states = {agent: [part[row] for part in state_out] for row, agent in enumerate(agents)}
         return dict(zip(agents, env_actions, strict=True)), states, extras

@@ -29,7 +29,8 @@ class Exploration:
             ``normalize_actions`` this is [-1, 1]).
     """
 
-    supports: tuple[type[gym.Space[Any]], ...] = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
+    supports: tuple[type[gym.Space[Any]], ...] = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box, gym.spaces.Tuple)
+    """the action spaces it works in; a Tuple is a Tuple or Dict action space's leaves, acted in as one flat vector"""
 
     def __init__(self, action_space: gym.Space[Any]) -> None:
         if not isinstance(action_space, self.supports):
@@ -75,9 +76,12 @@ class Exploration:
         """Numbers to report under the learner stats (e.g. current epsilon)."""
         return {}
 
-    def _uniform(self, batch: int, like: torch.Tensor) -> torch.Tensor:
-        space = self.action_space
+    def _uniform(self, batch: int, like: torch.Tensor, space: gym.Space[Any] | None = None) -> torch.Tensor:
+        space = self.action_space if space is None else space
         g = self.generator
+        if isinstance(space, gym.spaces.Tuple):  # each leaf's uniform actions, side by side as floats
+            parts = [self._uniform(batch, like, leaf) for leaf in space.spaces]
+            return torch.cat([part.reshape(batch, -1).float() for part in parts], dim=-1)
         if isinstance(space, gym.spaces.Discrete) and self.action_mask is not None:
             return torch.multinomial(self.action_mask.float(), 1, generator=g).squeeze(1)
         if isinstance(space, gym.spaces.Discrete):

@@ -30,8 +30,9 @@ import torch
 from torch import nn
 
 from corral._lazy import lazy_exports
+from corral.core.common.actions import ActionAdapter, zero_actions
 from corral.core.common.sample_batch import SampleBatch
-from corral.core.common.spaces import ActionAdapter, ObservationPreprocessor, zero_actions
+from corral.core.common.spaces import ObservationPreprocessor
 from corral.core.contracts.config import SCHEDULES, AlgorithmConfig
 from corral.core.devices import policy_device
 from corral.core.learning.exploration import make_exploration
@@ -116,17 +117,20 @@ class Policy(Acting, Updates, PolicyState):
         self.model_observation_space = observation_space if self.action_mask is None else self.action_mask.model_observation_space
         """what the model sees: the observation space, without the action mask when there is one"""
         self.action_adapter = ActionAdapter(action_space, config.normalize_actions, config.clip_actions)
-        self.dist_class, self.num_outputs = distribution_for(self.action_adapter.policy_space)
+        self.model_action_space = action_space if self.action_adapter.structured else self.action_adapter.policy_space
+        """the action space the model and a custom distribution are told of: the space the policy acts in, or a
+        Tuple or Dict action space itself (as RLlib gives its models; the actions are flat vectors all the same)"""
+        self.dist_class, self.num_outputs = distribution_for(self.action_adapter.distribution_space)
         custom_dist = config.model.action_dist_class()
         if custom_dist is not None:
             self._check_custom_action_dist_allowed()
-            self.num_outputs = custom_outputs(custom_dist, self.action_adapter.policy_space, config.model.model_dump())
+            self.num_outputs = custom_outputs(custom_dist, self.model_action_space, config.model.model_dump())
         self.model = self._build_model()
         if custom_dist is not None:
             self.dist_class = custom_distribution(custom_dist, self.model)
         self.is_recurrent = is_recurrent(self.model)
         """whether the model has memory: it then acts on each episode's state and learns on sequences"""
-        self.exploration = make_exploration(config.exploration_config, self.action_adapter.policy_space)
+        self.exploration = make_exploration(config.exploration_config, self.action_adapter.distribution_space)
         filtered_shape = self.preprocessor.shape if self.action_mask is None else self.action_mask.model_input.shape
         self.observation_filter = MeanStdFilter(filtered_shape) if config.observation_filter == "MeanStdFilter" else None
         self.optimizer = self.make_optimizer()
@@ -260,7 +264,7 @@ class Policy(Acting, Updates, PolicyState):
         It reads observations of :attr:`model_observation_space`; with an action
         mask, the policy wraps it in an :class:`ActionMaskedModel`.
         """
-        return build_model(self.model_observation_space, self.action_adapter.policy_space, self.num_outputs, self.config.model)
+        return build_model(self.model_observation_space, self.model_action_space, self.num_outputs, self.config.model)
 
     def make_optimizer(self) -> Optimizer:
         """The optimizer over the model's parameters, as the ``optimizer`` option names it."""

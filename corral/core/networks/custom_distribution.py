@@ -167,17 +167,14 @@ class _Custom(ActionDistribution):
         global generator as it was.
         """
         if generator is None:
-            actions: torch.Tensor = self.wrapped.sample()
-            return actions
+            return flat_actions(self.wrapped.sample())
         seed = int(torch.randint(2**62, (1,), generator=generator, device=generator.device))
         with isolated_torch_seed(seed):
-            seeded: torch.Tensor = self.wrapped.sample()
-        return seeded
+            return flat_actions(self.wrapped.sample())
 
     def deterministic_sample(self) -> torch.Tensor:
         """The user's ``deterministic_sample()``."""
-        actions: torch.Tensor = self.wrapped.deterministic_sample()
-        return actions
+        return flat_actions(self.wrapped.deterministic_sample())
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
         """The user's ``logp(actions)``."""
@@ -193,6 +190,24 @@ class _Custom(ActionDistribution):
         """The user's ``kl(other)``, given the other's user distribution."""
         kl: torch.Tensor = self.wrapped.kl(other.wrapped if isinstance(other, _Custom) else other)
         return kl
+
+
+def flat_actions(actions: Any) -> torch.Tensor:
+    """A distribution's sample as the policy stores it: a tensor as it is, a Tuple or Dict action space's tuple or dict
+    of ``[B, ...]`` tensors side by side as one ``[B, n]`` float tensor (RLlib's autoregressive distributions
+    return ``(a1, a2)``; their ``logp`` then reads ``actions[:, 0]`` and ``actions[:, 1]``).
+
+    Args:
+        actions: what the distribution's ``sample()`` or ``deterministic_sample()`` returned.
+
+    Returns:
+        The actions as one tensor.
+    """
+    if isinstance(actions, torch.Tensor):
+        return actions
+    parts = list(actions.values()) if isinstance(actions, dict) else list(actions)
+    leaves = [flat_actions(part) for part in parts]
+    return torch.cat([leaf.reshape(leaf.shape[0], -1).float() for leaf in leaves], dim=-1)
 
 
 def custom_outputs(cls: type, action_space: gym.Space[Any], model_config: dict[str, Any]) -> int:

@@ -214,6 +214,59 @@ class SquashedGaussian(ActionDistribution):
         return (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
 
 
+class MultiActionDistribution(ActionDistribution):
+    """A Tuple or Dict action space's distribution: one per leaf, independent, over the policy's flat actions.
+
+    The inputs are the leaves' inputs side by side and the actions the leaves'
+    actions side by side (:mod:`corral.core.common.actions`); log-probabilities,
+    entropies and KL divergences are the sums of the leaves'.
+
+    Args:
+        inputs: ``[B, sum of the leaves' inputs]``.
+        parts: each leaf's distribution class, its input width and its action width.
+    """
+
+    def __init__(self, inputs: torch.Tensor, parts: list[tuple[type[ActionDistribution], int, int]]) -> None:
+        super().__init__(inputs)
+        pieces = torch.split(inputs, [width for _, width, _ in parts], dim=-1)
+        self.parts = [cls(piece) for (cls, _, _), piece in zip(parts, pieces, strict=True)]
+        self.action_widths = [width for _, _, width in parts]
+
+    @staticmethod
+    def required_inputs(space: gym.Space[Any]) -> int:
+        """The sum of the leaves' inputs (``space`` is the Tuple of the leaves' policy spaces)."""
+        return sum(distribution_for(leaf)[1] for leaf in cast("gym.spaces.Tuple[Any]", space).spaces)
+
+    def _joined(self, actions: list[torch.Tensor]) -> torch.Tensor:
+        return torch.cat([a.reshape(a.shape[0], -1).to(self.inputs.dtype) for a in actions], dim=-1)
+
+    def _split(self, actions: torch.Tensor) -> list[torch.Tensor]:
+        pieces = torch.split(actions, self.action_widths, dim=-1)
+        # a Discrete leaf's distribution takes [B] indexes, the others [B, width]
+        return [p[..., 0] if isinstance(d, Categorical) else p for d, p in zip(self.parts, pieces, strict=True)]
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Each leaf's sample, side by side as floats."""
+        return self._joined([p.sample(generator) for p in self.parts])
+
+    def deterministic_sample(self) -> torch.Tensor:
+        """Each leaf's most likely action, side by side as floats."""
+        return self._joined([p.deterministic_sample() for p in self.parts])
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        """The sum of the leaves' log-probabilities (they are independent)."""
+        return sum(p.logp(a) for p, a in zip(self.parts, self._split(actions), strict=True))  # type: ignore[return-value]
+
+    def entropy(self) -> torch.Tensor:
+        """The sum of the leaves' entropies."""
+        return sum(p.entropy() for p in self.parts)  # type: ignore[return-value]
+
+    def kl(self, other: ActionDistribution) -> torch.Tensor:
+        """The sum of the leaves' KL divergences."""
+        assert isinstance(other, MultiActionDistribution)
+        return sum(p.kl(q) for p, q in zip(self.parts, other.parts, strict=True))  # type: ignore[return-value]
+
+
 def uniform_like(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """``torch.rand_like(x)``, drawn from ``generator`` (``rand_like`` takes none).
 
@@ -245,7 +298,8 @@ def normal_like(x: torch.Tensor, generator: torch.Generator | None) -> torch.Ten
 def distribution_for(space: gym.Space[Any]) -> tuple[type[ActionDistribution], int]:
     """The distribution class for an action space and the network outputs it needs.
 
-    Returns a class (MultiDiscrete gets a factory that binds its ``nvec``).
+    Returns a class (MultiDiscrete gets one that binds its ``nvec``, a Tuple of
+    leaves one that binds their distributions).
     """
     if isinstance(space, gym.spaces.Discrete):
         return Categorical, Categorical.required_inputs(space)
@@ -259,4 +313,12 @@ def distribution_for(space: gym.Space[Any]) -> tuple[type[ActionDistribution], i
         return _Bound, MultiCategorical.required_inputs(space)
     if isinstance(space, gym.spaces.Box):
         return DiagGaussian, DiagGaussian.required_inputs(space)
-    raise EnvError(f"action space {space} is not supported; use Discrete, MultiDiscrete or Box")
+    if isinstance(space, gym.spaces.Tuple):  # a Tuple or Dict action space's leaves (ActionAdapter.distribution_space)
+        parts = [(*distribution_for(leaf), int(np.prod(leaf.shape or ()))) for leaf in space.spaces]
+
+        class _Leaves(MultiActionDistribution):
+            def __init__(self, inputs: torch.Tensor) -> None:
+                super().__init__(inputs, parts)
+
+        return _Leaves, sum(width for _, width, _ in parts)
+    raise EnvError(f"action space {space} is not supported; use Discrete, MultiDiscrete, Box, or a Tuple or Dict of them")

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from corral.core.common.actions import ActionAdapter
 from corral.core.common.sample_batch import SampleBatch, state_out_key
 from corral.core.contracts.options.model_config import ModelConfig
 from corral.core.networks.default_models import Model, build_encoder, init_linear
@@ -108,7 +109,10 @@ def initial_state(model: nn.Module) -> list[torch.Tensor]:
 
 
 def prev_action_width(action_space: gym.Space[Any]) -> int:
-    """How many inputs a previous action takes: one-hot for Discrete, flat for Box.
+    """How many inputs a previous action takes: one-hot for Discrete, flat for Box, a Tuple or Dict's flat actions.
+
+    A Tuple or Dict action space's previous action is the policy's flat action
+    (:mod:`corral.core.common.actions`): a Discrete leaf's index is one number.
 
     Raises:
         ConfigError: another action space (RLlib's ``lstm_use_prev_action`` has no encoding for it here).
@@ -117,9 +121,12 @@ def prev_action_width(action_space: gym.Space[Any]) -> int:
         return int(action_space.n)
     if isinstance(action_space, gym.spaces.Box):
         return int(np.prod(action_space.shape))
+    if isinstance(action_space, (gym.spaces.Tuple, gym.spaces.Dict)):
+        return int(np.prod(ActionAdapter(action_space, False, False).policy_space.shape or ()))
     raise ConfigError(
         f"model.lstm_use_prev_action=True: the previous action of a {type(action_space).__name__} action space "
-        "cannot be an LSTM input; corral encodes Discrete (one-hot) and Box actions. Set lstm_use_prev_action=False"
+        "cannot be an LSTM input; corral encodes Discrete (one-hot), Box, Tuple and Dict actions. Set "
+        "lstm_use_prev_action=False"
     )
 
 

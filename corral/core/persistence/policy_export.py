@@ -40,8 +40,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from corral._version import __version__
+from corral.core.common.actions import ActionAdapter, zero_actions
 from corral.core.common.sample_batch import SampleBatch, state_in_key, state_out_key
-from corral.core.common.spaces import is_image_space, space_to_json, zero_actions
+from corral.core.common.spaces import is_image_space, space_to_json
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -107,6 +108,12 @@ class InferencePath(nn.Module):
     action_half_range: torch.Tensor
     clip_low: torch.Tensor
     clip_high: torch.Tensor
+    leaf_normalized: torch.Tensor
+    leaf_low: torch.Tensor
+    leaf_half_range: torch.Tensor
+    leaf_clip_low: torch.Tensor
+    leaf_clip_high: torch.Tensor
+    leaf_offset: torch.Tensor
 
     def __init__(self, policy: Policy) -> None:
         super().__init__()
@@ -139,6 +146,10 @@ class InferencePath(nn.Module):
             self.register_buffer("filter_mean", torch.from_numpy(obs_filter.mean.copy()))
             self.register_buffer("filter_std", torch.from_numpy(np.sqrt(obs_filter.var + obs_filter.epsilon)))
         adapter = policy.action_adapter
+        self._structured = adapter.structured
+        if adapter.structured:  # the leaves side by side, each in the env's units (model.json's action_layout)
+            for name, values in _leaf_columns(adapter).items():
+                self.register_buffer(f"leaf_{name}", torch.from_numpy(values))
         self._normalize, self._clip = adapter.normalize, adapter.clip
         self._env_shape = adapter._env_shape
         self._start = int(adapter.space.start) if isinstance(adapter.space, gym.spaces.Discrete) else 0
@@ -187,6 +198,10 @@ class InferencePath(nn.Module):
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
     def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        if self._structured:
+            scaled = self.leaf_low + (actions.clamp(-1.0, 1.0) + 1.0) * self.leaf_half_range
+            actions = torch.where(self.leaf_normalized, scaled, actions)
+            return torch.max(torch.min(actions, self.leaf_clip_high), self.leaf_clip_low) + self.leaf_offset
         if self._normalize:
             actions = self.action_low + (actions.clamp(-1.0, 1.0) + 1.0) * self.action_half_range
         elif self._clip:
@@ -194,6 +209,33 @@ class InferencePath(nn.Module):
         if self._env_shape is not None:
             actions = actions.reshape(actions.shape[0], *self._env_shape)
         return actions + self._start if self._start else actions
+
+
+def _leaf_columns(adapter: ActionAdapter) -> dict[str, np.ndarray]:
+    """Per column of a Tuple or Dict action space's flat actions, how its leaf maps to the env's units.
+
+    ``normalized`` columns are unsquashed from [-1, 1] with ``low`` and
+    ``half_range``; every column is then clamped to ``clip_low``/``clip_high``
+    (infinite where its leaf is not clipped) and shifted by ``offset`` (a
+    Discrete leaf's ``start``).
+    """
+    width = int(np.prod(adapter.policy_space.shape or ()))
+    columns = {
+        "normalized": np.zeros(width, bool),
+        "low": np.zeros(width, np.float32),
+        "half_range": np.zeros(width, np.float32),
+        "clip_low": np.full(width, -np.inf, np.float32),
+        "clip_high": np.full(width, np.inf, np.float32),
+        "offset": np.zeros(width, np.float32),
+    }
+    for _, leaf, where in adapter.leaves:
+        if leaf.normalize:
+            columns["normalized"][where], columns["low"][where], columns["half_range"][where] = True, leaf._low, leaf._half_range
+        elif leaf.clip:
+            columns["clip_low"][where], columns["clip_high"][where] = leaf._bounds
+        elif isinstance(leaf.space, gym.spaces.Discrete):
+            columns["offset"][where] = leaf.space.start
+    return columns
 
 
 def _leaf_encoding(space: gym.Space[Any]) -> list[tuple[int, int]] | None:
@@ -263,11 +305,17 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
             for name, value in zip(path.input_names[len(leaves) :], example[len(leaves) :], strict=True)
         ],  # a recurrent policy's state (zeros at an episode's start), previous action and reward
         "outputs": [
-            "actions (in the env's action space)",
+            "actions (the leaves side by side in the env's units: see action_layout)"
+            if policy.action_adapter.structured
+            else "actions (in the env's action space)",
             "action_dist_inputs",
             *path.state_outputs,
         ],
         "action_space": space_to_json(policy.action_space),
+        "action_layout": [  # a Tuple or Dict action space's leaves: which columns of the actions each one is
+            {"path": path, "columns": [where.start, where.stop], "space": space_to_json(leaf.space)}
+            for path, leaf, where in policy.action_adapter.leaves
+        ],
         "observation_filter": cast(Any, policy.config).observation_filter,
         "onnx_opset": onnx,
     }

@@ -270,9 +270,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
                 extras = {**extras, **recorded_inputs(inputs)}
             else:
                 actions, extras = policy.compute_actions(obs, explore=explore)
-            env_actions = policy.action_adapter(actions)
-            # Discrete actions as Python ints, which every env accepts
-            as_list = env_actions.tolist() if isinstance(policy.action_space, gym.spaces.Discrete) else list(env_actions)
+            as_list = policy.action_adapter.rows(policy.action_adapter(actions))
             for (i, agent, _), action in zip(items, as_list, strict=True):
                 action_dicts[i][agent] = action
                 self._open[i][agent] = None

@@ -81,8 +81,11 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         gym.spaces.Discrete,
         gym.spaces.MultiDiscrete,
         gym.spaces.Box,
+        gym.spaces.Tuple,
+        gym.spaces.Dict,
     )
-    """the action-space types the algorithm can act in; any other is refused before training starts"""
+    """the action-space types the algorithm can act in; any other is refused before training starts (a Tuple or
+    Dict of Discrete, MultiDiscrete and Box parts: see :mod:`corral.core.common.actions`)"""
     corral_api: ClassVar[int | None] = None
     """the plugin API version the plugin was written for (``corral.plugin_api``); None: not stated"""
     sample_whole_fragments: ClassVar[bool] = False

@@ -104,5 +104,6 @@ class BCPolicy(MARWILPolicy):
 
     def make_model(self) -> nn.Module:
         """The catalog's model, or a plain custom model, without a value head."""
-        space = self.action_adapter.policy_space
-        return build_model(self.model_observation_space, space, self.num_outputs, self.config.model, value_function=False)
+        return build_model(
+            self.model_observation_space, self.model_action_space, self.num_outputs, self.config.model, value_function=False
+        )

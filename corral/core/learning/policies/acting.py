@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import torch
 
+from corral.core.common.actions import zero_actions
 from corral.core.common.sample_batch import STATE_OUT_PREFIX, SampleBatch, state_in_key, state_out_key
-from corral.core.common.spaces import ObservationCheck, zero_actions
+from corral.core.common.spaces import ObservationCheck
 from corral.core.learning.acting import single_action
 from corral.core.learning.policies.part import PolicyPart
 from corral.core.learning.recurrent.sequences import episode_grid

@@ -15,7 +15,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from corral.core.common.spaces import ActionAdapter, ObservationPreprocessor
+from corral.core.common.actions import ActionAdapter
+from corral.core.common.spaces import ObservationPreprocessor
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.learning.exploration import Exploration
 from corral.core.learning.filters import MeanStdFilter

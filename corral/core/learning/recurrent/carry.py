@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from corral.core.common.actions import zero_actions
 from corral.core.common.sample_batch import STATE_OUT_PREFIX, SampleBatch, state_columns, state_in_key, state_out_key
-from corral.core.common.spaces import zero_actions
 from corral.core.learning.policy import Policy
 
 
