@@ -121,6 +121,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         RLModuleConfig as RLModuleConfig,
         TorchRLModule as TorchRLModule,
     )
+    from corral.core.networks.torch_layers import SlimFC as SlimFC, normc_initializer as normc_initializer
     from corral.core.sampling.async_sampling import AsyncSampler as AsyncSampler
     from corral.core.sampling.env_runner import EnvRunner as EnvRunner, Episode as Episode
     from corral.core.training.algorithm import Algorithm as Algorithm
@@ -175,6 +176,8 @@ _EXPORTS = {
     "TorchModelV2": "corral.core.networks.model_v2",
     "RecurrentNetwork": "corral.core.networks.model_v2",
     "RecurrentModel": "corral.core.networks.recurrent",
+    "SlimFC": "corral.core.networks.torch_layers",
+    "normc_initializer": "corral.core.networks.torch_layers",
     "LSTMModel": "corral.core.networks.recurrent",
     "TorchRLModule": "corral.core.networks.rl_module",
     "RLModule": "corral.core.networks.rl_module",

@@ -238,6 +238,16 @@ def test_from_dict_round_trips():
     assert restored.lr == 0.005 and restored.gamma == 0.9
 
 
+def test_a_space_inside_env_config_comes_back_a_space_after_json() -> None:
+    # RLlib's nested_action_spaces.py hands its env the space to act in through env_config
+    space = gym.spaces.Dict({"a": gym.spaces.Tuple([gym.spaces.Box(-1.0, 1.0, ())]), "b": gym.spaces.Discrete(3)})
+    config = PPOConfig().environment("CartPole-v1", env_config={"space": space, "parts": [{"n": gym.spaces.Discrete(2)}]})
+    data = json.loads(json.dumps(config.to_dict()))
+    restored = PPOConfig.from_dict(data)
+    assert restored.env_config["space"] == space and restored.env_config["parts"] == [{"n": gym.spaces.Discrete(2)}]
+    assert restored.to_dict() == data
+
+
 def test_round_tripped_env_path_builds_the_env(tmp_path):
     data = _small(_configured(), tmp_path).to_dict()
     algo = PPOConfig.from_dict(data).build()

@@ -418,3 +418,19 @@ def test_a_model_v2_sees_the_whole_observation_with_its_action_mask_and_its_acti
         algo.train()  # MaskedChoiceEnv raises on an illegal action: sampling finishing says corral's mask held too
     finally:
         algo.stop()
+
+
+def test_rllib_s_slim_fc_and_normc_initializer_build_layers_as_rllib_s_models_use_them() -> None:
+    from corral.core import SlimFC, normc_initializer
+
+    torch.manual_seed(0)
+    layer = SlimFC(5, 3, initializer=normc_initializer(0.01), activation_fn="tanh", bias_init=0.5)
+    linear = layer._model[0]
+    assert torch.allclose(linear.weight.norm(dim=1), torch.full((3,), 0.01)), "each output's weights have norm 0.01"
+    assert torch.equal(linear.bias, torch.full((3,), 0.5))
+    x = torch.randn(4, 5)
+    assert torch.allclose(layer(x), torch.tanh(linear(x)))
+    plain = SlimFC(5, 2, use_bias=False)
+    assert plain._model[0].bias is None and len(plain._model) == 1, "no activation unless asked"
+    with pytest.raises(ConfigError, match="activation_fn='gelu'"):
+        SlimFC(5, 2, activation_fn="gelu")

@@ -66,6 +66,36 @@ def encode_space(space: gym.Space[Any]) -> dict[str, Any]:
     )
 
 
+SPACE_KEY = "__gym_space__"
+"""marks a space written inside another option's value (an ``env_config`` holding one): ``{SPACE_KEY: encoded}``"""
+
+
+def restore_spaces(value: Any, where: str, depth: int = 0, max_depth: int = 32) -> Any:
+    """``value`` with every ``{SPACE_KEY: encoded}`` in it (in dicts and lists) its space again.
+
+    Args:
+        value: an option's value as a config dict holds it.
+        where: the option's name, for messages.
+        depth: how deep ``value`` already is.
+        max_depth: how deep to look (a config refuses deeper values anyway).
+
+    Returns:
+        The value; containers that held a space are copies.
+
+    Raises:
+        ValueError: a marked space that does not decode.
+    """
+    if depth >= max_depth:
+        return value
+    if isinstance(value, dict):
+        if set(value) == {SPACE_KEY}:
+            return decode_space(value[SPACE_KEY], where)
+        return {key: restore_spaces(item, f"{where}.{key}", depth + 1, max_depth) for key, item in value.items()}
+    if isinstance(value, list):
+        return [restore_spaces(item, f"{where}[{i}]", depth + 1, max_depth) for i, item in enumerate(value)]
+    return value
+
+
 def decode_space(data: Any, where: str = "space", depth: int = 0) -> gym.Space[Any]:
     """The space :func:`encode_space` wrote.
 

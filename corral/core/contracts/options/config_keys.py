@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from corral.core.common import by_value
+from corral.core.common.space_codec import restore_spaces
 from corral.core.contracts.options.declaring import MAX_NESTING, SCHEDULED_BY
 from corral.core.contracts.options.model_config import ModelConfig
 from corral.core.contracts.rllib_compat import answer_rllib_key
@@ -41,6 +42,7 @@ def canonical_keys(config_class: type[AlgorithmConfig], values: dict[str, Any]) 
     out: dict[str, Any] = {}
     buffer_type: str | None = None
     values = by_value.restore(values, MAX_NESTING)  # what to_dict() wrote by value: its objects again
+    values = {key: restore_spaces(value, str(key), 1, MAX_NESTING) for key, value in values.items()}  # spaces in options
     for key, value in values.items():
         if not isinstance(key, str):
             kind = type(key).__name__

@@ -146,20 +146,26 @@ MAX_UPDATES_PER_ENV_STEP = 128
 """The largest replay ratio in gradient updates per sampled env step (``training_intensity / train_batch_size``)."""
 
 
-def to_jsonable(value: Any) -> Any:
-    """``value`` as JSON data: models dumped, spaces encoded, classes and functions by name (or by value)."""
+def to_jsonable(value: Any, nested: bool = False) -> Any:
+    """``value`` as JSON data: models dumped, spaces encoded, classes and functions by name (or by value).
+
+    Args:
+        value: an option's value.
+        nested: whether ``value`` sits inside another value; a space there is marked
+            (:data:`~corral.core.common.space_codec.SPACE_KEY`) so that reading the config turns it back into one.
+    """
     if isinstance(value, BaseModel):
         return value.model_dump()
     if is_instance_of_loaded(value, "corral.core.contracts.policy_spec", "PolicySpec"):
         return to_jsonable(value.to_dict())  # its own config may hold classes too
     if is_instance_of_loaded(value, "gymnasium.spaces.space", "Space"):
-        from corral.core.common.space_codec import encode_space
+        from corral.core.common.space_codec import SPACE_KEY, encode_space
 
-        return encode_space(value)
+        return {SPACE_KEY: encode_space(value)} if nested else encode_space(value)
     if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
         return by_value.encode(value)
     if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        return {str(k): to_jsonable(v, nested=True) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
+        return [to_jsonable(v, nested=True) for v in value]
     return value
