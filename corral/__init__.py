@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         CorralError as CorralError,
         EnvError as EnvError,
         EnvRunnerError as EnvRunnerError,
+        LearnerError as LearnerError,
         ObservationError as ObservationError,
         PluginLoadError as PluginLoadError,
         TrainingError as TrainingError,

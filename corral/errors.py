@@ -18,6 +18,7 @@ __all__ = [
     "CorralError",
     "EnvError",
     "EnvRunnerError",
+    "LearnerError",
     "ObservationError",
     "PluginLoadError",
     "TrainingError",
@@ -108,6 +109,14 @@ class TrainingError(CorralError):
             A new :class:`TrainingError` with the same ``what`` and ``term``.
         """
         return TrainingError(self.what, term=self.term, policy_id=policy_id, iteration=iteration)
+
+
+class LearnerError(RuntimeError):
+    """A Learner actor failed or died during an update, so its group stopped (see ``learners(num_learners=...)``).
+
+    Not a :class:`CorralError`: the input was fine, the run broke. The message
+    carries what Ray said about the Learner.
+    """
 
 
 class EnvRunnerError(RuntimeError):

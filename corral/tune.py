@@ -59,6 +59,9 @@ RESOURCE_OPTIONS = (
     "fake_gpus",
     "num_cpus_for_main_process",
     "placement_strategy",
+    "num_learners",
+    "num_cpus_per_learner",
+    "num_gpus_per_learner",
 )
 """the options a trial's resource request reads"""
 
@@ -117,7 +120,8 @@ class CorralTrainable(tune.Trainable):
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> PlacementGroupFactory:
-        """One bundle for the learner, one per remote env runner (sampling and evaluation), placed by ``placement_strategy``.
+        """One bundle for the main process, one per remote env runner (sampling and evaluation) and one per Learner
+        actor, placed by ``placement_strategy``.
 
         Only the resource options are read here, in the driver: the trial checks
         the rest of its config when it starts, so a bad sampled value fails that
@@ -130,8 +134,10 @@ class CorralTrainable(tune.Trainable):
         runner_gpus = ray_gpus(cfg.num_gpus_per_env_runner, cfg)
         runner = {"CPU": cfg.num_cpus_per_env_runner, "GPU": runner_gpus, **cfg.custom_resources_per_env_runner}
         runners = [dict(runner) for _ in range(cfg.num_env_runners + cfg.evaluation_num_env_runners)]
-        learner = {"CPU": cfg.num_cpus_for_main_process, "GPU": ray_gpus(cfg.num_gpus, cfg)}
-        return PlacementGroupFactory([learner, *runners], strategy=cfg.placement_strategy)
+        main = {"CPU": cfg.num_cpus_for_main_process, "GPU": ray_gpus(cfg.num_gpus, cfg)}
+        learner = {"CPU": cfg.num_cpus_per_learner, "GPU": ray_gpus(cfg.num_gpus_per_learner, cfg)}
+        learners = [dict(learner) for _ in range(cfg.num_learners)]
+        return PlacementGroupFactory([main, *runners, *learners], strategy=cfg.placement_strategy)
 
 
 def trainable(algorithm: str | type[Algorithm]) -> type[CorralTrainable]:

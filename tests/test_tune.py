@@ -150,6 +150,13 @@ def test_a_trial_reserves_a_bundle_per_remote_env_runner() -> None:
     assert request.strategy == "PACK"
 
 
+def test_a_trial_reserves_a_bundle_per_learner_actor() -> None:
+    request = corral.tune.trainable("PPO").default_resource_request(
+        {"num_env_runners": 1, "num_learner_workers": 2, "num_cpus_per_learner_worker": 2}
+    )
+    assert request.bundles == [{"CPU": 1.0}, {"CPU": 1.0}, {"CPU": 2.0}, {"CPU": 2.0}]
+
+
 def test_the_learner_s_cpus_and_the_placement_strategy_take_rllib_s_names() -> None:
     request = corral.tune.trainable("PPO").default_resource_request(
         {"num_env_runners": 1, "num_cpus_for_local_worker": 2, "placement_strategy": "SPREAD"}

@@ -46,10 +46,11 @@ def learner_device(config: AlgorithmConfig) -> torch.device:
         config: the algorithm's config (``num_gpus``, ``fake_gpus``).
 
     Returns:
-        ``cuda`` (the current CUDA device) or ``cpu``; ``cpu`` with ``fake_gpus``.
+        CUDA device ``local_gpu_idx`` or ``cpu``; ``cpu`` with ``fake_gpus``.
 
     Raises:
-        ConfigError: ``num_gpus`` asks for more CUDA devices than torch sees here (none, say), without ``fake_gpus``.
+        ConfigError: ``num_gpus`` asks for more CUDA devices than torch sees here (none, say), without ``fake_gpus``,
+            or ``local_gpu_idx`` names one it does not see.
     """
     if config.num_gpus == 0 or config.fake_gpus:
         return CPU
@@ -60,7 +61,12 @@ def learner_device(config: AlgorithmConfig) -> torch.device:
             f"resources(num_gpus={min(seen, config.num_gpus):g}) (0 trains on the CPU), or resources(_fake_gpus=True) "
             "to run the GPU configuration on the CPU (for tests)"
         )
-    return torch.device("cuda")
+    if config.local_gpu_idx >= seen:
+        raise ConfigError(
+            f"learners(local_gpu_idx={config.local_gpu_idx}) but torch sees {seen} CUDA device{'s' * (seen != 1)} here "
+            f"(0 to {seen - 1})"
+        )
+    return torch.device("cuda", config.local_gpu_idx)
 
 
 def check_learner_device(config: AlgorithmConfig) -> torch.device:
@@ -79,8 +85,8 @@ def check_learner_device(config: AlgorithmConfig) -> torch.device:
     if config.num_gpus > 1:
         kind = "fake GPUs: the CPU" if config.fake_gpus else f"GPUs: {device}"
         logger.warning(
-            "num_gpus=%g (%s): corral's learner trains on one device; data-parallel learning across several "
-            "devices is not available yet, so one device does all the learning",
+            "num_gpus=%g (%s): the main process learns on one device, so one device does all the learning; for "
+            "data-parallel learning on several, set learners(num_learners=N, num_gpus_per_learner=1)",
             config.num_gpus, kind,
         )  # fmt: skip
     return device

@@ -42,8 +42,6 @@ FLAGS = [
     ("_use_msgpack_checkpoints", True, None, False),
     ("_torch_grad_scaler_class", None, nn.Module, False),
     ("_torch_lr_scheduler_classes", None, [nn.Module], True),
-    ("num_learner_workers", 0, 2, False),
-    ("num_learners", 0, 1, False),
 ]
 
 
@@ -88,7 +86,7 @@ def test_each_era_s_way_of_setting_the_flags_is_taken(caplog: pytest.LogCaptureF
             .rl_module(_enable_rl_module_api=False)  # Ray 2.5
             .training(_enable_learner_api=False, lr=0.02)  # Ray 2.5
             .api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)  # Ray 2.10 on
-            .resources(num_learner_workers=0)
+            .resources(num_learner_workers=0, num_gpus_per_learner_worker=0)
         )
         config._enable_new_api_stack = False  # Ray 2.7's attribute
     said = {r.getMessage().split("=")[0] for r in caplog.records if r.levelno == logging.INFO}
@@ -99,11 +97,10 @@ def test_each_era_s_way_of_setting_the_flags_is_taken(caplog: pytest.LogCaptureF
         "_enable_learner_api",
         "enable_rl_module_and_learner",
         "enable_env_runner_and_connector_v2",
-        "num_learner_workers",
         "_enable_new_api_stack",
     } <= said
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert config.lr == 0.02
+    assert config.lr == 0.02 and config.num_learners == 0 and config.num_gpus_per_learner == 0
 
 
 def test_a_tune_grid_over_a_flag_is_taken_as_the_one_run_it_is_in_corral(caplog: pytest.LogCaptureFixture) -> None:
@@ -117,7 +114,7 @@ def test_a_tune_grid_over_a_flag_is_taken_as_the_one_run_it_is_in_corral(caplog:
 def test_a_flag_given_what_rllib_never_takes_is_refused() -> None:
     with pytest.raises(ConfigError, match="_enable_new_api_stack takes True or False, not 'yes'"):
         PPOConfig().update_from_dict({"_enable_new_api_stack": "yes"})
-    with pytest.raises(ConfigError, match=r"num_learners takes a count \(an integer >= 0\), not -1"):
+    with pytest.raises(ConfigError, match=r"num_learners=-1 is invalid: Input should be greater than or equal to 0"):
         PPOConfig().update_from_dict({"num_learners": -1})
     with pytest.raises(ConfigError, match=r"experimental\(\) takes no option '_fake_gpus'; RLlib's takes"):
         PPOConfig().experimental(_fake_gpus=True)  # RLlib sets it with resources()

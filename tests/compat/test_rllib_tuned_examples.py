@@ -14,6 +14,7 @@ trial's config trains.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,24 @@ FILES = sorted((DATA / "rllib_tuned").glob("*.yaml"))
 GRID_FILES = sorted((DATA / "rllib_tuned_grid").glob("*.yaml"))
 
 
-@pytest.mark.usefixtures("ray_on_two_cpus")  # some files ask for remote env runners (num_workers: 2)
+@pytest.fixture(scope="module")
+def ray_for_the_files() -> Iterator[str]:
+    """A local Ray with three CPUs, the most a file asks for, which every test here (and the CLI it runs) joins.
+
+    RLlib's ``cartpole-impala-learner-api.yaml`` asks for two remote env runners and one Learner actor, a CPU
+    each, as it does of RLlib: on a 2-core machine the third is a logical CPU, time-shared.
+
+    Returns:
+        The cluster's address, for ``RAY_ADDRESS``.
+    """
+    import ray
+
+    ray.init(num_cpus=3, include_dashboard=False, configure_logging=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.mark.usefixtures("ray_for_the_files")  # some files ask for remote env runners (num_workers: 2)
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
 def test_an_rllib_tuned_example_builds_unchanged(path: Path) -> None:
     (experiment,) = experiments_from_file(str(path))
@@ -42,7 +60,10 @@ def test_an_rllib_tuned_example_builds_unchanged(path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
-def test_an_rllib_tuned_example_runs_unchanged_and_reaches_its_stop_reward(run_cli: Any, tmp_path: Path, path: Path):
+def test_an_rllib_tuned_example_runs_unchanged_and_reaches_its_stop_reward(
+    run_cli: Any, tmp_path: Path, path: Path, ray_for_the_files: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", ray_for_the_files)  # the CLI joins it
     ((name, experiment),) = yaml.safe_load(path.read_text()).items()
     stop = {corral_result_key(key): value for key, value in experiment["stop"].items()}  # RLlib 2.x's keys too
     seed = [] if "seed" in experiment["config"] else ["--seed", "0"]
@@ -56,7 +77,7 @@ def test_an_rllib_tuned_example_runs_unchanged_and_reaches_its_stop_reward(run_c
     assert last["timesteps_total"] <= stop["timesteps_total"] + last["num_env_steps_sampled_this_iter"]
 
 
-@pytest.mark.usefixtures("ray_on_two_cpus")
+@pytest.mark.usefixtures("ray_for_the_files")
 @pytest.mark.parametrize("path", GRID_FILES, ids=[path.stem for path in GRID_FILES])
 def test_an_rllib_tuned_example_with_tune_grids_loads_and_each_trial_trains(path: Path) -> None:
     ((_, experiment),) = yaml.safe_load(path.read_text()).items()

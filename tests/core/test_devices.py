@@ -75,7 +75,18 @@ def test_fake_gpus_trains_a_gpu_configuration_on_the_cpu(make_algo) -> None:
 def test_more_than_one_gpu_says_the_learner_trains_on_one_device(make_algo, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="corral"):
         make_algo(small().resources(num_gpus=2, _fake_gpus=True))
-    assert "num_gpus=2 (fake GPUs: the CPU): corral's learner trains on one device" in caplog.text
+    assert "num_gpus=2 (fake GPUs: the CPU): the main process learns on one device" in caplog.text
+    assert "learners(num_learners=N, num_gpus_per_learner=1)" in caplog.text
+
+
+def test_local_gpu_idx_picks_the_main_process_s_cuda_device(monkeypatch) -> None:
+    from corral.core.devices import learner_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert learner_device(small().resources(num_gpus=1).learners(local_gpu_idx=1)) == torch.device("cuda", 1)
+    with pytest.raises(ConfigError, match=r"local_gpu_idx=2\) but torch sees 2 CUDA devices here \(0 to 1\)"):
+        learner_device(small().resources(num_gpus=1).learners(local_gpu_idx=2))
 
 
 @pytest.mark.usefixtures("ray_on_two_cpus")

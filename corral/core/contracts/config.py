@@ -224,6 +224,10 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         """Set ``num_gpus``, ``_fake_gpus`` (``fake_gpus``), threads and how a Tune trial's resources are placed."""
         return self._set_group("resources", kwargs)
 
+    def learners(self, **kwargs: Any) -> AlgorithmConfig:
+        """Set the Learner actors that update the policies data-parallel (``num_learners``, ``num_gpus_per_learner``, ...)."""
+        return self._set_group("learners", kwargs)
+
     def fault_tolerance(self, **kwargs: Any) -> AlgorithmConfig:
         """Set what happens when an env runner or a sub-environment fails."""
         return self._set_group("fault_tolerance", kwargs)
@@ -456,7 +460,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         canonical = self._canonical_keys(values)
         for name in canonical:
             owner = self.field_group(name)
-            if owner != group:
+            if owner != group and (group, owner) != ("resources", "learners"):  # Ray 2.5-2.9 set Learners in resources()
                 raise ConfigError(f"{name!r} is set with .{owner}(), not .{group}()")
         for name, value in self._merged(canonical).items():
             setattr(self, name, value)

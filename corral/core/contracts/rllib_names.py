@@ -22,6 +22,9 @@ NOOP_LOGGERS = ("NoopLogger", "ray.tune.logger.NoopLogger", "ray.tune.logger:Noo
 # Names from older RLlib APIs that map one-to-one onto a corral field.
 LEGACY_KEYS = {
     "num_workers": "num_env_runners",
+    "num_learner_workers": "num_learners",  # Ray 2.5-2.9 .resources(...); Ray 2.10 on .learners(num_learners=...)
+    "num_cpus_per_learner_worker": "num_cpus_per_learner",
+    "num_gpus_per_learner_worker": "num_gpus_per_learner",
     "num_rollout_workers": "num_env_runners",
     "num_envs_per_worker": "num_envs_per_env_runner",
     "lambda": "lambda_",
@@ -165,18 +168,6 @@ EXPERIMENTAL_FLAGS: dict[str, Flag] = {
         "([[timestep, lr], ...]) and remove this",
         refuse=True,
         kind=object,
-    ),
-    # Ray 2.5-2.9 .resources(num_learner_workers=...), Ray 2.10 on .learners(num_learners=...): until corral has
-    # learner actors (a LearnerGroup), the learner is the main process
-    **dict.fromkeys(
-        ("num_learner_workers", "num_learners"),
-        Flag(
-            "corral learns in the main process, as RLlib does with 0 learners",
-            (0,),
-            "remote learner actors are not in corral yet; corral learns in the main process, on the whole train batch "
-            "(the update one learner, or data-parallel learners averaging their gradients, make)",
-            kind=int,
-        ),
     ),
 }
 """RLlib's experimental and API-stack settings, each with what corral does about it"""

@@ -80,6 +80,10 @@ class Policy(Acting, Updates, PolicyState):
     """True if :meth:`learn_on_batch` touches only this policy's own state and draws only from its own
     generators (:attr:`torch_rng`, :attr:`np_rng`); the algorithm may then update several such policies
     at once, each in its own thread, with the same results (see ``num_learner_threads``)"""
+    data_parallel_learning: ClassVar[bool] = False
+    """True if :meth:`learn_on_batch` may run on Learner actors (``learners(num_learners=N)``), each with the whole
+    batch: it computes every loss on :meth:`share` of the rows (a mean over the steps it holds), and steps through
+    :meth:`apply_gradients`, which averages the gradients across the Learners"""
     input_columns: ClassVar[tuple[str, ...]] = (
         SampleBatch.OBS,
         SampleBatch.ACTIONS,
@@ -140,6 +144,9 @@ class Policy(Acting, Updates, PolicyState):
             if getattr(config, schedule, None)
         }
         self.global_timestep = 0
+        self.gradient_sync = None
+        """on a Learner of a group, what averages this policy's gradients with the other Learners' (see
+        :mod:`corral.core.learning.learners.gradient_sync`); None learning alone"""
         self.seed_rngs(None)
 
     def seed_rngs(self, seed: int | None, *path: str | int) -> None:

@@ -19,8 +19,8 @@ from collections import deque
 from typing import Any
 
 from corral.core.common.sample_batch import MultiAgentBatch
+from corral.core.learning.learners.learner_group import ensure_ray
 from corral.core.sampling.env_runner_group import EnvRunnerGroup
-from corral.core.sampling.remote_env_runner import ensure_ray
 from corral.errors import EnvRunnerError
 
 

@@ -7,22 +7,13 @@ is running or ``RAY_ADDRESS`` names one.
 
 from __future__ import annotations
 
-import os
 from typing import Any, NamedTuple
 
 from corral.core.common.sample_batch import MultiAgentBatch
 from corral.core.contracts.config import AlgorithmConfig
+from corral.core.learning.learners.learner_group import ensure_ray
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.sampling.metrics import EpisodeSummary
-
-
-def ensure_ray() -> Any:
-    """Import Ray and connect to it: an existing cluster (``RAY_ADDRESS``), else a local one. Returns the module."""
-    import ray
-
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, configure_logging=False)
-    return ray
 
 
 class RemoteSample(NamedTuple):
@@ -211,7 +202,7 @@ def start_env_runner(config: AlgorithmConfig, policy_builds: dict[str, PolicyBui
         worker_index: the runner's index, from 1.
         stream: ``"sampling"`` or ``"evaluation"``: with ``worker_index``, where its generators derive from.
     """
-    from corral.core.contracts.options.model_names import registered_model_classes
+    from corral.core.contracts.options.model_names import model_classes_of
     from corral.core.devices import ray_gpus
     from corral.core.environments.envs import registered_creators
 
@@ -222,13 +213,5 @@ def start_env_runner(config: AlgorithmConfig, policy_builds: dict[str, PolicyBui
         resources=dict(config.custom_resources_per_env_runner) or None,
         max_restarts=0,
     )(EnvRunnerActor)
-    named = [name for build in policy_builds.values() for name in _custom_models(build.config)]
-    models = registered_model_classes(*_custom_models(config), *named)
+    models = model_classes_of(config, *(build.config for build in policy_builds.values()))
     return actor_class.remote(config, dict(policy_builds), worker_index, stream, registered_creators(config.env), models)
-
-
-def _custom_models(config: AlgorithmConfig) -> list[Any]:
-    """The custom classes of every network's options in a config: ``model``'s, and any other (SAC's q_model_config)."""
-    values = [getattr(config, name) for name in type(config).model_fields]
-    named = [v.get("custom_model") for v in values if isinstance(v, dict)]
-    return [config.model.custom_model, config.model.custom_action_dist, *named]

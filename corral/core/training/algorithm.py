@@ -37,6 +37,7 @@ from corral.core.devices import check_learner_device
 from corral.core.environments.envs import env_name
 from corral.core.environments.task_settable_env import task_settable
 from corral.core.learning.acting import ActionComputation
+from corral.core.learning.learners.learner_group import LearnerGroup
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence.loggers import (
@@ -139,6 +140,12 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         if self.config.env_task_fn is not None:
             for env in local.sub_environments:  # before any training: each must take set_task()
                 task_settable(env)
+        try:
+            self.learner_group = self._start_learners()
+            """the Learner actors that update the policies (``learners(num_learners=N)``), or None: this process does"""
+        except BaseException:
+            local.stop()
+            raise
         self.experience_input = experience_input_for(self.config, self.policies)
         """where :meth:`sample` takes rows from besides the env runners (``offline_data(input_=...)``), or None"""
         self.off_policy_evaluation = off_policy_evaluation_for(self.config, self.policies)
@@ -170,6 +177,28 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         self._writer: ResultWriter | CustomResultLogger | None = None
         self.setup()
         self.callbacks.algorithm_init(self)
+
+    def _start_learners(self) -> LearnerGroup | None:
+        """The Learner actors ``num_learners`` asks for, once every policy's class can learn on them.
+
+        Raises:
+            ConfigError: a policy's class updates in ways Learners cannot share (``data_parallel_learning``).
+        """
+        if self.config.num_learners == 0:
+            return None
+        alone = sorted(
+            {
+                build.policy_class.__name__
+                for build in self.policy_builds.values()
+                if not build.policy_class.data_parallel_learning
+            }
+        )
+        if alone:
+            raise ConfigError(
+                f"learners(num_learners={self.config.num_learners}): {', '.join(alone)} cannot learn on Learner actors "
+                "yet (PPO, A2C and IMPALA can); set num_learners=0 to learn in this process"
+            )
+        return LearnerGroup(self.config)
 
     def _accept_config(self, config: AlgorithmConfig | dict[str, Any] | None, env: Any) -> AlgorithmConfig:
         if config is None:
@@ -383,6 +412,8 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         if self._learner_pool is not None:
             self._learner_pool.shutdown()
             self._learner_pool = None
+        if self.learner_group is not None:
+            self.learner_group.stop()
         if self._writer is not None:
             self._writer.close()
 

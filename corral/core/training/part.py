@@ -19,6 +19,7 @@ import numpy as np
 
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
+from corral.core.learning.learners.learner_group import LearnerGroup
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence.loggers import CustomResultLogger, ResultWriter
@@ -47,6 +48,7 @@ class AlgorithmPart:
     callbacks: CallbackRunner
     policies: PolicyMap
     policy_builds: dict[str, PolicyBuild]
+    learner_group: LearnerGroup | None
     experience_input: ExperienceInput | None
     off_policy_evaluation: OffPolicyEvaluation | None
     env_runner_group: EnvRunnerGroup

@@ -140,6 +140,9 @@ class TrainingLoop(AlgorithmPart):
     def _learn(self, policy_id: str, policy: Policy, batch: SampleBatch, result: dict[str, Any]) -> None:
         """One policy's update, its stats added to ``result``; an error names the policy and the iteration."""
         try:
+            if self.learner_group is not None:  # the Learner actors update it; the stats come back with its state
+                result.update(self.learner_group.update(policy_id, self.policy_builds[policy_id], policy, batch))
+                return
             result.update(policy.learn_on_batch(batch))
             result.update(policy.model_metrics())
         except TrainingError as exc:
@@ -151,7 +154,8 @@ class TrainingLoop(AlgorithmPart):
         """The threads that update these policies at once, or None when they update one after another."""
         threads = self._num_learner_threads
         if (
-            min(threads, len(jobs)) < 2
+            self.learner_group is not None  # its Learners update one policy at a time, all of them together
+            or min(threads, len(jobs)) < 2
             or len(jobs) > self.policies.capacity  # each must stay in memory while it learns
             or not all(self.policy_builds[pid].policy_class.thread_safe_learning for pid, _ in jobs)
         ):

@@ -11,6 +11,7 @@ class A2CPolicy(ActorCriticPolicy):
 
     config: A2CConfig
     thread_safe_learning = True
+    data_parallel_learning = True
     recurrent_models = True
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
@@ -19,6 +20,6 @@ class A2CPolicy(ActorCriticPolicy):
         t = self.to_tensors(batch, POLICY_GRADIENT_COLUMNS)
         if self.config.normalize_advantages:
             t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES], self.step_mask(t))
-        total, terms = self.policy_gradient_loss(t)
+        total, terms = self.policy_gradient_loss(self.share(t))  # on a Learner, its rows of the batch
         (grad_norm,) = self.apply_gradients(total, terms)
         return {**to_floats({**terms, "grad_gnorm": grad_norm}), "cur_lr": lr}

@@ -38,6 +38,7 @@ class IMPALAPolicy(Policy):
 
     config: IMPALAConfig
     thread_safe_learning = True
+    data_parallel_learning = True
     recurrent_models = True
     required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
     input_columns = (*_SEQUENCE_COLUMNS, SampleBatch.BOOTSTRAP_OBS)
@@ -69,7 +70,7 @@ class IMPALAPolicy(Policy):
         cfg = self.config
         lr = self.update_lr()
         recurrent = [k for k in batch if k.startswith(STATE_IN_PREFIX)] + (_RECURRENT_COLUMNS if self.is_recurrent else [])
-        t = self.to_tensors(batch, [*_SEQUENCE_COLUMNS, SampleBatch.BOOTSTRAP_OBS, *recurrent])
+        t = self.share(self.to_tensors(batch, [*_SEQUENCE_COLUMNS, SampleBatch.BOOTSTRAP_OBS, *recurrent]))  # a Learner's
         time_major = {k: t[k].transpose(0, 1) for k in _SEQUENCE_COLUMNS}  # [T, B, ...]
         steps, sequences = time_major[SampleBatch.REWARDS].shape
         actions = time_major[SampleBatch.ACTIONS].reshape(steps * sequences, *time_major[SampleBatch.ACTIONS].shape[2:])
@@ -96,7 +97,9 @@ class IMPALAPolicy(Policy):
         vf_loss = 0.5 * ((values - vs).pow(2) * valid).sum() / count
         entropy = (dist.entropy().view(steps, sequences) * valid).sum() / count
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - self.scheduled("entropy_coeff") * entropy
-        (grad_norm,) = self.apply_gradients(total, {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy})
+        terms = {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+        rows = float(valid.sum()) if self.gradient_sync is not None else None  # a Learner's weight: its valid steps
+        (grad_norm,) = self.apply_gradients(total, terms, rows)
         stats = {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, "grad_gnorm": grad_norm}
         return {**to_floats(stats), "cur_lr": lr}
 

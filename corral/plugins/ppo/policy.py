@@ -25,6 +25,7 @@ class PPOPolicy(ActorCriticPolicy):
 
     config: PPOConfig
     thread_safe_learning = True
+    data_parallel_learning = True
     recurrent_models = True
     input_columns = tuple(_TRAIN_COLUMNS)
 
@@ -103,7 +104,7 @@ class PPOPolicy(ActorCriticPolicy):
             order = torch.randperm(n, device=self.device, generator=self.torch_rng)
             shuffled = {k: v[order] for k, v in t.items()}  # one gather per epoch; minibatches are then views
             for start in range(0, n, size):
-                minibatch = {k: v[start : start + size] for k, v in shuffled.items()}
+                minibatch = self.share({k: v[start : start + size] for k, v in shuffled.items()})  # a Learner's part
                 (grad_norm,) = self.apply_gradients(*self.loss(minibatch))
                 grad_norms.append(grad_norm)
         stats = self._batch_stats(t)

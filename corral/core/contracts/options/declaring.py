@@ -31,6 +31,7 @@ GROUPS = (
     "debugging",
     "reporting",
     "resources",
+    "learners",
     "fault_tolerance",
     "checkpointing",
     "multi_agent",

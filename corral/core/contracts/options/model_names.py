@@ -127,6 +127,27 @@ def registered_model_classes(*names: Any) -> dict[str, type]:
     return found
 
 
+def model_classes_of(*configs: Any) -> dict[str, type]:
+    """The classes registered under the names the configs' networks use, to register again in another process.
+
+    Every network's options count: ``model``'s ``custom_model`` and
+    ``custom_action_dist``, and any other dict option's ``custom_model`` (SAC's
+    ``q_model_config``).
+
+    Args:
+        *configs: algorithm configs (an algorithm's and its policies').
+
+    Returns:
+        ``{name: class}`` (see :func:`registered_model_classes`).
+    """
+    names: list[Any] = []
+    for config in configs:
+        values = [getattr(config, name) for name in type(config).model_fields]
+        names += [config.model.custom_model, config.model.custom_action_dist]
+        names += [v.get("custom_model") for v in values if isinstance(v, dict)]
+    return registered_model_classes(*names)
+
+
 def unknown_model_name(name: str) -> ConfigError:
     """The error for a ``custom_model`` string that is neither a registered name nor an import path.
 

@@ -70,6 +70,20 @@ class RunOptions(BaseModel):
     num_learner_threads: int | None = option(None, "resources", ge=1, le=1024)
     """policies that update at once, each in its own thread, in a multi-agent run; None: CPU cores / torch threads"""
 
+    # --- learners ----------------------------------------------------------
+    num_learners: int = option(0, "learners", ge=0, le=1024)
+    """Learner actors (Ray) that update the policies data-parallel: each learns on its share of every train batch and
+    their gradients are averaged (torch.distributed, gloo on CPUs, NCCL on GPUs), so their weights stay identical;
+    0 learns in the main process. RLlib's num_learner_workers"""
+    num_cpus_per_learner: float = option(1, "learners", ge=0, le=1024)
+    """CPUs Ray reserves for each Learner actor (its torch threads with num_torch_threads='auto'). RLlib's
+    num_cpus_per_learner_worker"""
+    num_gpus_per_learner: float = option(0, "learners", ge=0, le=1)
+    """GPUs Ray reserves for each Learner actor, which then learns on its GPU (0: on its CPUs); with _fake_gpus the
+    actors learn on the CPU. RLlib's num_gpus_per_learner_worker"""
+    local_gpu_idx: int = option(0, "learners", ge=0, le=1024)
+    """which CUDA device the main process learns on with num_learners=0 and num_gpus > 0"""
+
     # --- fault tolerance ---------------------------------------------------
     recreate_failed_env_runners: bool = option(False, "fault_tolerance")
     """replace a remote env runner that died or failed, and go on with the same number"""

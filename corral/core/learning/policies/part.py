@@ -21,6 +21,7 @@ from corral.core.contracts.config import AlgorithmConfig
 from corral.core.learning.exploration import Exploration
 from corral.core.learning.filters import MeanStdFilter
 from corral.core.learning.fused_adam import Optimizer
+from corral.core.learning.learners.gradient_sync import GradientSync
 from corral.core.learning.schedules import PiecewiseSchedule
 from corral.core.networks.action_masking import MaskedObservationPreprocessor
 from corral.core.networks.default_models import Model
@@ -49,6 +50,7 @@ class PolicyPart:
     torch_rng: torch.Generator
     np_rng: np.random.Generator
     _schedules: dict[str, PiecewiseSchedule]
+    gradient_sync: GradientSync | None
 
     # What the parts call on Policy itself, declared once for the type checker; at run time it comes from policy.py.
     if TYPE_CHECKING:

@@ -68,6 +68,8 @@ class Updates(PolicyPart):
             each with one row per step.
         """
         if SampleBatch.SEQ_LENS not in t:
+            if self.gradient_sync is not None:  # what this Learner's share weighs in the group's average
+                self.__dict__["_loss_rows"] = t[SampleBatch.OBS].shape[0]
             return self.model.forward_train(t[SampleBatch.OBS]), t
         seq_lens = t[SampleBatch.SEQ_LENS]
         obs = t[SampleBatch.OBS]
@@ -79,6 +81,8 @@ class Updates(PolicyPart):
         rows = sequences * steps
         outputs = {k: v[real] for k, v in out.items() if v.shape[:1] == (rows,)}  # the final state_out_k are per sequence
         columns = {k: v.reshape(rows, *v.shape[2:])[real] for k, v in t.items() if is_step_column(k)}
+        if self.gradient_sync is not None:
+            self.__dict__["_loss_rows"] = int(real.sum())
         return outputs, columns
 
     @staticmethod
@@ -90,18 +94,24 @@ class Updates(PolicyPart):
         steps = t[SampleBatch.OBS].shape[1]
         return torch.arange(steps, device=seq_lens.device) < seq_lens.unsqueeze(1)
 
-    def apply_gradients(self, loss: torch.Tensor, terms: dict[str, torch.Tensor] | None = None) -> list[torch.Tensor]:
+    def apply_gradients(
+        self, loss: torch.Tensor, terms: dict[str, torch.Tensor] | None = None, rows: float | None = None
+    ) -> list[torch.Tensor]:
         """Backpropagate ``loss``, clip if ``grad_clip``, and step ``self.optimizer`` unless something is not finite.
 
         A ModelV2 that overrides ``custom_loss()`` turns ``loss`` into the loss
         backpropagated first. A NaN or inf loss or gradient norm, or weights that the step would make
         non-finite, stop the update before it reaches the weights (see
         :mod:`corral.core.learning.nonfinite`): a :class:`~corral.errors.TrainingError`,
-        or a skipped update with ``debugging(on_nonfinite="skip")``.
+        or a skipped update with ``debugging(on_nonfinite="skip")``. On a Learner of a
+        group (:attr:`gradient_sync`), the gradients are first averaged with the other
+        Learners', weighted by the steps each loss is the mean over.
 
         Args:
             loss: the total loss.
             terms: its terms by name, so an error can say which one was not finite.
+            rows: the steps ``loss`` is the mean over, for a Learner's weight in the group's average (0: its share
+                was empty); None: the steps :meth:`train_forward` last gave (1 if it was not called).
 
         Returns:
             Each param group's gradient norm before clipping (see :meth:`clip_gradients`).
@@ -112,7 +122,15 @@ class Updates(PolicyPart):
         if isinstance(self.model, TorchModelV2) and type(self.model).custom_loss is not TorchModelV2.custom_loss:
             loss = self._custom_loss(loss)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
+        sync, weight = self.gradient_sync, 1.0
+        if sync is not None:
+            weight = self.__dict__.pop("_loss_rows", 1) if rows is None else rows
+        if weight:
+            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
+        if sync is not None:
+            sync.average_gradients((p for g in self.optimizer.param_groups for p in g["params"]), weight)
+            if not weight:  # an empty share: the mean over none of its rows is no loss of this update
+                loss, terms = torch.zeros((), device=self.device), None
         norms = self.clip_gradients()
         if self.update_guard.check_gradients(loss, norms, terms):
             self.update_guard.step()
@@ -164,6 +182,18 @@ class Updates(PolicyPart):
                 torch._foreach_clamp_max_(grads, clip)
             norms.append(norm)
         return norms
+
+    def share(self, t: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The rows of a batch (or minibatch) of tensors this process computes a loss on: all of them, or on a Learner
+        of a group, its share (see :mod:`corral.core.learning.learners.gradient_sync`).
+
+        Args:
+            t: columns with a row per step, sequence or block.
+
+        Returns:
+            ``t`` itself, or its columns cut to this Learner's rows.
+        """
+        return t if self.gradient_sync is None else self.gradient_sync.share(t)
 
     @property
     def update_guard(self) -> UpdateGuard:

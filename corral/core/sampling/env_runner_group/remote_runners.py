@@ -55,7 +55,7 @@ class RemoteRunners:
         """the learner map's eviction count at the last publication every healthy runner received (None: none did)"""
         self.num_restarts = 0
         if num_remote > 0:
-            from corral.core.sampling.remote_env_runner import ensure_ray
+            from corral.core.learning.learners.learner_group import ensure_ray
 
             self._ray = ensure_ray()
             for index in range(1, num_remote + 1):

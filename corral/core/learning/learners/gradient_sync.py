@@ -1,0 +1,81 @@
+"""How data-parallel Learners average their gradients, and which rows of a batch are each one's share.
+
+Each Learner of a :class:`~corral.core.learning.learners.learner_group.LearnerGroup`
+holds an identical copy of a policy and the whole train batch; where the
+policy computes a loss (on a minibatch, or the batch), it takes only its
+share of the rows (:meth:`GradientSync.share`). Its
+:meth:`~corral.core.learning.policies.updates.Updates.apply_gradients` hands
+the gradients to the :class:`GradientSync` the Learner gave it, which
+all-reduces them through ``torch.distributed``: each Learner's gradient is
+weighted by the steps its loss averaged over, so the average is the gradient of
+the mean loss over all of them, what one process learning on the whole
+minibatch computes. Clipping and the optimizer step come after, on identical
+gradients, so the copies stay identical. Whatever else the update computes
+from the whole batch (shuffling with the policy's generator, advantage
+normalisation, statistics) every Learner computes alike.
+
+Every Learner must make the collective call of every gradient step, in the
+same order: as each holds the whole batch, each takes as many steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import torch
+import torch.distributed as dist
+
+
+class GradientSync:
+    """One Learner's part in a ``torch.distributed`` group (the default one).
+
+    Args:
+        rank: this Learner's place in the group, from 0.
+        world_size: how many Learners the group has.
+        device: where this Learner's tensors live (gloo reduces CPU tensors, NCCL CUDA ones).
+    """
+
+    def __init__(self, rank: int, world_size: int, device: torch.device) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.device = device
+
+    def share(self, columns: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """This Learner's consecutive rows of a batch's columns (which may be none, when there are fewer rows than Learners).
+
+        Args:
+            columns: every column with the same number of rows.
+
+        Returns:
+            The same columns, each cut to this Learner's rows (views).
+        """
+        rows = len(next(iter(columns.values())))
+        start, stop = rows * self.rank // self.world_size, rows * (self.rank + 1) // self.world_size
+        return {key: value[start:stop] for key, value in columns.items()}
+
+    def average_gradients(self, parameters: Iterable[torch.Tensor], weight: float) -> None:
+        """Replace each parameter's gradient by the Learners' average, each weighted by ``weight`` (its loss's steps).
+
+        One all-reduce of every gradient and the weight together. A parameter
+        without a gradient here counts as a zero gradient, so every Learner
+        reduces tensors of the same size.
+
+        Args:
+            parameters: the parameters the optimizer steps, in the same order on every Learner.
+            weight: the number of steps (rows) this Learner's loss was the mean over; 0 for an empty share (its
+                gradients are then not read).
+        """
+        params = list(parameters)
+        grads = [p.grad.reshape(-1) if p.grad is not None and weight else torch.zeros(p.numel(), device=p.device) for p in params]
+        flat = torch.cat([*grads, torch.ones(1, device=self.device)]).to(self.device) * float(weight)
+        dist.all_reduce(flat)
+        total = flat[-1]
+        averaged = flat[:-1] / total if float(total) > 0 else flat[:-1]
+        start = 0
+        for p in params:
+            part = averaged[start : start + p.numel()].view_as(p).to(p.device)
+            start += p.numel()
+            if p.grad is None:
+                p.grad = part.clone()
+            else:
+                p.grad.copy_(part)

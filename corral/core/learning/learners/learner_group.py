@@ -1,0 +1,257 @@
+"""Learner actors that update the policies data-parallel, and the algorithm's handle on them (RLlib's LearnerGroup).
+
+With ``learners(num_learners=N)``, N > 0, a policy's update runs on N Ray
+actors instead of the algorithm's process. Each holds a copy of the policy
+and the whole train batch (one copy in Ray's object store, read by all), and
+computes every loss on its share of the rows; the copies average their
+gradients at every gradient step (:mod:`~corral.core.learning.learners.gradient_sync`)
+and so stay identical. Shuffling (from the policy's own generator), advantage
+normalisation and batch statistics are computed alike on every Learner, so N
+Learners make the update one process makes, N times as fast in its losses:
+``num_learners`` changes the speed, not the result (to float rounding).
+
+The algorithm's copy stays the one that acts and that checkpoints hold: its
+state goes to the Learners with every update and comes back from the first
+of them after it, optimizer moments, generators and adapted coefficients
+included. Nothing else changes hands, so a restore, a ``set_weights`` or a
+new policy needs no step of its own.
+
+With ``num_gpus_per_learner`` each actor reserves a GPU and learns on CUDA,
+averaging through NCCL; otherwise on its CPUs through gloo. Ray is imported
+here only when Learners are asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import socket
+from typing import Any
+
+import torch
+
+from corral.core.common.sample_batch import SampleBatch
+from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.options.model_names import model_classes_of
+from corral.core.learning.learners.gradient_sync import GradientSync
+from corral.core.learning.policies.policy_build import PolicyBuild
+from corral.errors import ConfigError, LearnerError
+
+COLLECTIVE_TIMEOUT_S = 600
+"""how long a Learner waits in one collective call for the others before its process group gives up"""
+
+
+def ensure_ray() -> Any:
+    """Import Ray and connect to it: an existing cluster (``RAY_ADDRESS``), else a local one. Returns the module."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, configure_logging=False)
+    return ray
+
+
+def learner_actor_device(config: AlgorithmConfig) -> torch.device:
+    """Where a Learner actor learns: the GPU its actor reserved (``num_gpus_per_learner``), else the CPU.
+
+    Raises:
+        ConfigError: a GPU was reserved, but torch in the actor sees none.
+    """
+    if config.num_gpus_per_learner == 0 or config.fake_gpus:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            f"num_gpus_per_learner={config.num_gpus_per_learner:g} but torch in the Learner actor sees no CUDA device; "
+            "set num_gpus_per_learner=0, or resources(_fake_gpus=True) to run the configuration on the CPU"
+        )
+    return torch.device("cuda")
+
+
+class LearnerActor:
+    """The body of one Learner (wrapped with ``ray.remote`` by :class:`LearnerGroup`): policy copies that learn together.
+
+    Args:
+        config: the algorithm's config.
+        rank: this Learner's place in the group, from 0.
+        world_size: how many Learners the group has.
+    """
+
+    def __init__(self, config: AlgorithmConfig, rank: int, world_size: int) -> None:
+        from corral.core.threads import TorchThreads
+
+        TorchThreads(config.num_torch_threads)  # "auto": the CPUs this actor reserved
+        self.rank = rank
+        self.world_size = world_size
+        self.device = learner_actor_device(config)
+        self._builds: dict[str, PolicyBuild] = {}
+        self._policies: dict[str, Any] = {}
+
+    def address(self) -> tuple[str, int]:
+        """This node's address and a free port on it, where the group's process group meets (asked of Learner 0)."""
+        import ray
+
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("", 0))
+            port = int(probe.getsockname()[1])
+        return str(ray.util.get_node_ip_address()), port  # type: ignore[no-untyped-call]  # unannotated in Ray
+
+    def join(self, host: str, port: int) -> None:
+        """Join the group's ``torch.distributed`` process group (every Learner calls this at once).
+
+        Args:
+            host: Learner 0's node address (:meth:`address`).
+            port: the free port there.
+        """
+        import torch.distributed as dist
+
+        dist.init_process_group(
+            "nccl" if self.device.type == "cuda" else "gloo",
+            init_method=f"tcp://{host}:{port}",
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+        )
+
+    def set_build(self, policy_id: str, build: PolicyBuild | None, model_classes: dict[str, type]) -> None:
+        """Learn how to build a policy (a new one, or one whose config changed); None forgets it.
+
+        Args:
+            policy_id: the policy.
+            build: how the algorithm built its copy, or None.
+            model_classes: the custom model classes its config names, registered by name in the algorithm's process
+                (this process's ModelCatalog starts empty).
+        """
+        from corral.core.contracts.options.model_names import is_action_dist_class, register_model_class
+
+        for name, cls in model_classes.items():
+            register_model_class(name, cls, action_dist=is_action_dist_class(cls))
+        self._policies.pop(policy_id, None)
+        if build is None:
+            self._builds.pop(policy_id, None)
+        else:
+            self._builds[policy_id] = build
+
+    def update(self, policy_id: str, state: dict[str, Any], batch: SampleBatch) -> tuple[dict[str, Any], Any]:
+        """Take the policy's state, learn on this Learner's share of the batch with the others, and say how it went.
+
+        Args:
+            policy_id: the policy.
+            state: the algorithm's copy's state (``Policy.get_state()``).
+            batch: the whole train batch (the policy takes this Learner's share where it computes a loss).
+
+        Returns:
+            The update's stats, and (Learner 0 only, else None) the policy's state after it.
+        """
+        policy = self._policies.get(policy_id)
+        if policy is None:
+            policy = self._policies[policy_id] = self._builds[policy_id].build(policy_id, "learner", 0, self.device)
+            policy.gradient_sync = GradientSync(self.rank, self.world_size, self.device)
+        policy.set_state(state)
+        stats = dict(policy.learn_on_batch(batch))
+        stats.update(policy.model_metrics())
+        if policy.update_guard.skipped:
+            stats["num_nonfinite_updates_skipped"] = policy.update_guard.skipped
+        return stats, policy.get_state() if self.rank == 0 else None
+
+    def stop(self) -> None:
+        """Leave the process group (the actor is killed next)."""
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class LearnerGroup:
+    """``num_learners`` Learner actors, started with the resources the config asks for, and how the algorithm uses them.
+
+    Args:
+        config: the algorithm's config (``num_learners``, ``num_cpus_per_learner``, ``num_gpus_per_learner``).
+    """
+
+    def __init__(self, config: AlgorithmConfig) -> None:
+        from corral.core.devices import ray_gpus
+
+        ray = ensure_ray()
+        self._ray = ray
+        self.size = config.num_learners
+        actor_class = ray.remote(
+            num_cpus=config.num_cpus_per_learner, num_gpus=ray_gpus(config.num_gpus_per_learner, config), max_restarts=0
+        )(LearnerActor)
+        self._actors = [actor_class.remote(config, rank, self.size) for rank in range(self.size)]
+        self._builds: dict[str, PolicyBuild] = {}
+        try:
+            host, port = ray.get(self._actors[0].address.remote())
+            self._gather([actor.join.remote(host, port) for actor in self._actors])
+        except BaseException:
+            self.stop()
+            raise
+
+    def update(self, policy_id: str, build: PolicyBuild, policy: Any, batch: SampleBatch) -> dict[str, Any]:
+        """One update of a policy by the Learners, each on its share of ``batch``; ``policy`` then holds the result.
+
+        Args:
+            policy_id: the policy.
+            build: how the policy is built (the Learners build their copies from it).
+            policy: the algorithm's copy: its state goes to the Learners, and the first one's comes back into it.
+            batch: the train batch.
+
+        Returns:
+            The update's stats, averaged over the Learners.
+
+        Raises:
+            LearnerError: a Learner failed or died (the group stops); a Learner's own error (a
+                :class:`~corral.errors.TrainingError` for a NaN update) is raised as it is.
+        """
+        if self._builds.get(policy_id) is not build:
+            models = model_classes_of(build.config)
+            self._gather([actor.set_build.remote(policy_id, build, models) for actor in self._actors])
+            self._builds[policy_id] = build
+        state, whole = self._ray.put(policy.get_state()), self._ray.put(batch)  # one copy each, read by every Learner
+        results = self._gather([actor.update.remote(policy_id, state, whole) for actor in self._actors])
+        policy.set_state(results[0][1])
+        return _mean_stats([stats for stats, _ in results])
+
+    def forget(self, policy_id: str) -> None:
+        """Drop a removed policy's copies."""
+        if self._builds.pop(policy_id, None) is not None:
+            self._gather([actor.set_build.remote(policy_id, None, {}) for actor in self._actors])
+
+    def _gather(self, calls: list[Any]) -> list[Any]:
+        """The calls' results in order; the first failure stops the whole group (the others may wait on it) and is raised."""
+        ray = self._ray
+        pending = list(calls)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            try:
+                ray.get(done[0])
+            except Exception as exc:  # a Learner's error, or its death: Ray raises many kinds
+                self.stop()
+                cause = getattr(exc, "cause", None)
+                if isinstance(cause, Exception) and not isinstance(cause, ray.exceptions.RayError):
+                    raise cause from None  # the Learner's own error (a TrainingError for a NaN update, say)
+                raise LearnerError(
+                    f"a Learner actor failed, so the group of {self.size} stopped: {type(exc).__name__}: {exc}"
+                ) from exc
+        return list(ray.get(calls))
+
+    def stop(self) -> None:
+        """Stop every Learner actor."""
+        for actor in self._actors:
+            with contextlib.suppress(Exception):  # an actor that is already gone
+                self._ray.kill(actor)
+        self._actors = []
+
+
+def _mean_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Learners' stats averaged key by key (what is not a number on every Learner is the first one's).
+
+    A statistic of the whole batch is the same on every Learner; a loss term of
+    a share is each Learner's own.
+    """
+    out = dict(stats[0])
+    for key in stats[0]:
+        values = [s.get(key) for s in stats]
+        numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(numbers) == len(values):
+            out[key] = sum(numbers) / len(numbers)
+    return out

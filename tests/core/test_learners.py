@@ -1,0 +1,153 @@
+"""Learner actors (``learners(num_learners=N)``): an update on N Learners is the update one process makes, and failures are clear.
+
+Each Learner holds the whole batch and computes its losses on its share of
+the rows; gradients are averaged with torch.distributed (gloo) on two CPUs.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pytest
+import ray
+
+import corral
+from corral import ConfigError, LearnerError
+from corral.plugins.a2c import A2CConfig
+from corral.plugins.dqn import DQNConfig
+from corral.plugins.impala import IMPALAConfig
+from corral.plugins.ppo import PPOConfig
+from tests.conftest import best_return_within
+
+pytestmark = pytest.mark.usefixtures("ray_on_two_cpus")
+
+
+def _same_update(config: Any, rows: int, tolerance: float = 2e-5) -> dict[str, Any]:
+    """Learn on one sampled batch with 0 and with 2 Learners; assert every policy's weights end alike. Returns stats."""
+    alone, together = config.copy().learners(num_learners=0).build(), config.copy().learners(num_learners=2).build()
+    try:
+        batch = alone.sample(rows)
+        for policy_id in batch.policy_batches:  # sampling drew from the policy's generators: start from the same state
+            together.get_policy(policy_id).set_state(alone.get_policy(policy_id).get_state())
+        stats_alone = alone.learn_on_batch(copy.deepcopy(batch))
+        stats_together = together.learn_on_batch(copy.deepcopy(batch))
+        for policy_id in stats_alone:
+            before, after = alone.get_policy(policy_id).get_weights(), together.get_policy(policy_id).get_weights()
+            worst = max(float(np.abs(np.asarray(before[k]) - np.asarray(after[k])).max()) for k in before)
+            assert worst < tolerance, f"policy {policy_id!r}: weights differ by up to {worst:.2e}"
+        return {"alone": stats_alone, "together": stats_together}
+    finally:
+        alone.stop()
+        together.stop()
+
+
+def test_ppo_s_epochs_of_shuffled_minibatches_on_two_learners_end_where_one_process_ends() -> None:
+    # 3 epochs of minibatches of 128 over 520 rows: the last minibatch of each epoch has 8 rows, 4 for each Learner
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=4)
+        .training(train_batch_size=520, minibatch_size=128, num_epochs=3)
+        .debugging(seed=0)
+    )
+    stats = _same_update(config, 520)
+    alone, together = stats["alone"]["default_policy"], stats["together"]["default_policy"]
+    assert together["num_sgd_updates"] == alone["num_sgd_updates"] == 15
+    assert np.isclose(together["kl"], alone["kl"], rtol=1e-3), "the KL the coefficient adapts to is the whole batch's"
+    assert together["cur_kl_coeff"] == alone["cur_kl_coeff"]
+
+
+def test_a_recurrent_ppo_and_a2c_and_impala_update_alike_on_two_learners() -> None:
+    lstm = {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 8, "fcnet_hiddens": [16]}
+    ppo = PPOConfig().environment("CartPole-v1").training(train_batch_size=200, minibatch_size=80, num_epochs=2, model=lstm)
+    a2c = A2CConfig().environment("CartPole-v1").training(train_batch_size=100)
+    impala = IMPALAConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=3, rollout_fragment_length=20)
+    for config in (ppo, a2c, impala.training(train_batch_size=60)):
+        _same_update(config.debugging(seed=0), config.train_batch_size)
+
+
+def test_every_policy_of_a_multi_agent_run_updates_alike_on_two_learners() -> None:
+    config = (
+        PPOConfig()
+        .environment(corral.make_multi_agent("CartPole-v1"), env_config={"num_agents": 2})
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda agent, *args, **kwargs: f"p{agent}")
+        .training(train_batch_size=256, minibatch_size=64, num_epochs=2)
+        .debugging(seed=0)
+    )
+    assert set(_same_update(config, 256)["together"]) == {"p0", "p1"}
+
+
+def test_a_checkpoint_of_a_run_with_learners_reopens_with_or_without_them(tmp_path) -> None:
+    config = PPOConfig().environment("CartPole-v1").training(train_batch_size=256, minibatch_size=64).debugging(seed=0)
+    algo = config.copy().learners(num_learners=2).build()
+    try:
+        algo.train()
+        path = algo.save(str(tmp_path / "checkpoint"))
+        weights = algo.get_policy().get_weights()
+        first = algo.train()["info"]["learner"]["default_policy"]["total_loss"]
+    finally:
+        algo.stop()
+    for learners in (0, 2):
+        restored = config.copy().learners(num_learners=learners).build()
+        try:
+            restored.restore(path)
+            assert all(np.array_equal(weights[k], v) for k, v in restored.get_policy().get_weights().items())
+            again = restored.train()["info"]["learner"]["default_policy"]["total_loss"]
+            assert np.isclose(again, first, rtol=1e-4), f"{learners} Learners continue as the run did"
+        finally:
+            restored.stop()
+
+
+def test_an_algorithm_whose_policy_cannot_share_its_update_is_refused_before_any_learner_starts() -> None:
+    with pytest.raises(ConfigError, match=r"num_learners=2\): DQNPolicy cannot learn on Learner actors yet"):
+        DQNConfig().environment("CartPole-v1").learners(num_learners=2).build()
+
+
+def test_rllib_s_names_for_learners_set_them() -> None:
+    old = PPOConfig().resources(num_learner_workers=2, num_cpus_per_learner_worker=0.5, num_gpus_per_learner_worker=0)
+    new = PPOConfig().learners(num_learners=2, num_cpus_per_learner=0.5, num_gpus_per_learner=0)
+    assert old.to_dict() == new.to_dict() and new.num_learners == 2 and new.num_cpus_per_learner == 0.5
+
+
+def test_a_learner_that_dies_stops_the_run_with_a_clear_error_instead_of_waiting_for_it() -> None:
+    algo = PPOConfig().environment("CartPole-v1").training(train_batch_size=256).learners(num_learners=2).build()
+    try:
+        algo.train()
+        ray.kill(algo.learner_group._actors[1])
+        with pytest.raises(LearnerError, match="a Learner actor failed, so the group of 2 stopped"):
+            algo.train()
+    finally:
+        algo.stop()
+
+
+def test_fake_gpus_run_the_gpu_learner_configuration_on_the_cpu() -> None:
+    config = PPOConfig().environment("CartPole-v1").training(train_batch_size=256).resources(_fake_gpus=True)
+    algo = config.learners(num_learners=2, num_gpus_per_learner=1).build()  # Ray reserves no GPU; the Learners use gloo
+    try:
+        assert algo.train()["num_env_steps_trained"] >= 256
+    finally:
+        algo.stop()
+
+
+@pytest.mark.slow
+def test_ppo_learns_cartpole_on_two_learners() -> None:
+    algo = PPOConfig().environment("CartPole-v1").learners(num_learners=2).debugging(seed=0).build()
+    try:
+        best, steps = best_return_within(algo, 200_000, 450.0)
+        assert best >= 450.0, f"mean return {best:.1f} after {steps} steps"
+    finally:
+        algo.stop()
+
+
+def test_each_learner_s_share_is_its_consecutive_rows_and_may_be_empty() -> None:
+    import torch
+
+    from corral.core.learning.learners.gradient_sync import GradientSync
+
+    columns = {"obs": torch.arange(5), "actions": torch.arange(5) * 10}
+    shares = [GradientSync(rank, 2, torch.device("cpu")).share(columns) for rank in range(2)]
+    assert [s["obs"].tolist() for s in shares] == [[0, 1], [2, 3, 4]] and shares[1]["actions"].tolist() == [20, 30, 40]
+    one_row = [GradientSync(rank, 2, torch.device("cpu")).share({"obs": torch.arange(1)})["obs"].tolist() for rank in range(2)]
+    assert one_row == [[], [0]], "a minibatch smaller than the group leaves a Learner nothing: it adds a zero gradient"
