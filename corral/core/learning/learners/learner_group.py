@@ -7,8 +7,9 @@ computes every loss on its share of the rows; the copies average their
 gradients at every gradient step (:mod:`~corral.core.learning.learners.gradient_sync`)
 and so stay identical. Shuffling (from the policy's own generator), advantage
 normalisation and batch statistics are computed alike on every Learner, so N
-Learners make the update one process makes, N times as fast in its losses:
-``num_learners`` changes the speed, not the result (to float rounding).
+Learners, each computing 1/N of every loss, make the update one process
+makes: ``num_learners`` changes where the work is done, not the result (to
+float rounding).
 
 The algorithm's copy stays the one that acts and that checkpoints hold: its
 state goes to the Learners with every update and comes back from the first
@@ -152,13 +153,6 @@ class LearnerActor:
         if policy.update_guard.skipped:
             stats["num_nonfinite_updates_skipped"] = policy.update_guard.skipped
         return stats, policy.get_state() if self.rank == 0 else None
-
-    def stop(self) -> None:
-        """Leave the process group (the actor is killed next)."""
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
 
 class LearnerGroup:
