@@ -121,8 +121,10 @@ class ActionAdapter:
             return cast(list[Any], np.asarray(env_actions).tolist())
         if not self.leaves:
             return list(env_actions)
-        rows = len(next(iter(_leaf_values(env_actions))))
-        return [_row(self.space, env_actions, i) for i in range(rows)]
+        first = env_actions
+        while isinstance(first, (dict, tuple)):  # down to a leaf's batch, whose length is the rows'
+            first = next(iter(first.values())) if isinstance(first, dict) else first[0]
+        return [_row(self.space, env_actions, i) for i in range(len(first))]
 
     def _env_shaped(self, actions: np.ndarray) -> np.ndarray:
         return actions if self._env_shape is None else actions.reshape(len(actions), *self._env_shape)
@@ -170,14 +172,6 @@ def _assemble(space: gym.Space[Any], parts: Any) -> Any:
     if isinstance(space, gym.spaces.Tuple):
         return tuple(_assemble(part, parts) for part in space.spaces)
     return next(parts)
-
-
-def _leaf_values(structure: Any) -> list[Any]:
-    if isinstance(structure, dict):
-        return [leaf for value in structure.values() for leaf in _leaf_values(value)]
-    if isinstance(structure, tuple):
-        return [leaf for value in structure for leaf in _leaf_values(value)]
-    return [structure]
 
 
 def _row(space: gym.Space[Any], batch: Any, i: int) -> Any:

@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from corral.core.networks.distributions import ActionDistribution
+from corral.core.networks.distributions import ActionDistribution, flat_actions
 from corral.core.seeding import isolated_torch_seed
 from corral.errors import ConfigError
 
@@ -190,24 +190,6 @@ class _Custom(ActionDistribution):
         """The user's ``kl(other)``, given the other's user distribution."""
         kl: torch.Tensor = self.wrapped.kl(other.wrapped if isinstance(other, _Custom) else other)
         return kl
-
-
-def flat_actions(actions: Any) -> torch.Tensor:
-    """A distribution's sample as the policy stores it: a tensor as it is, a Tuple or Dict action space's tuple or dict
-    of ``[B, ...]`` tensors side by side as one ``[B, n]`` float tensor (RLlib's autoregressive distributions
-    return ``(a1, a2)``; their ``logp`` then reads ``actions[:, 0]`` and ``actions[:, 1]``).
-
-    Args:
-        actions: what the distribution's ``sample()`` or ``deterministic_sample()`` returned.
-
-    Returns:
-        The actions as one tensor.
-    """
-    if isinstance(actions, torch.Tensor):
-        return actions
-    parts = list(actions.values()) if isinstance(actions, dict) else list(actions)
-    leaves = [flat_actions(part) for part in parts]
-    return torch.cat([leaf.reshape(leaf.shape[0], -1).float() for leaf in leaves], dim=-1)
 
 
 def custom_outputs(cls: type, action_space: gym.Space[Any], model_config: dict[str, Any]) -> int:

@@ -237,9 +237,6 @@ class MultiActionDistribution(ActionDistribution):
         """The sum of the leaves' inputs (``space`` is the Tuple of the leaves' policy spaces)."""
         return sum(distribution_for(leaf)[1] for leaf in cast("gym.spaces.Tuple[Any]", space).spaces)
 
-    def _joined(self, actions: list[torch.Tensor]) -> torch.Tensor:
-        return torch.cat([a.reshape(a.shape[0], -1).to(self.inputs.dtype) for a in actions], dim=-1)
-
     def _split(self, actions: torch.Tensor) -> list[torch.Tensor]:
         pieces = torch.split(actions, self.action_widths, dim=-1)
         # a Discrete leaf's distribution takes [B] indexes, the others [B, width]
@@ -247,11 +244,11 @@ class MultiActionDistribution(ActionDistribution):
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         """Each leaf's sample, side by side as floats."""
-        return self._joined([p.sample(generator) for p in self.parts])
+        return flat_actions([p.sample(generator) for p in self.parts])
 
     def deterministic_sample(self) -> torch.Tensor:
         """Each leaf's most likely action, side by side as floats."""
-        return self._joined([p.deterministic_sample() for p in self.parts])
+        return flat_actions([p.deterministic_sample() for p in self.parts])
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
         """The sum of the leaves' log-probabilities (they are independent)."""
@@ -265,6 +262,25 @@ class MultiActionDistribution(ActionDistribution):
         """The sum of the leaves' KL divergences."""
         assert isinstance(other, MultiActionDistribution)
         return sum(p.kl(q) for p, q in zip(self.parts, other.parts, strict=True))  # type: ignore[return-value]
+
+
+def flat_actions(actions: Any) -> torch.Tensor:
+    """Actions as the policy stores them: a tensor as it is; a tuple, list or dict of ``[B, ...]`` tensors (a Tuple or
+    Dict action space's leaves) side by side as one ``[B, n]`` float tensor.
+
+    RLlib's autoregressive distributions return ``(a1, a2)`` from ``sample()``;
+    their ``logp`` then reads ``actions[:, 0]`` and ``actions[:, 1]``.
+
+    Args:
+        actions: a distribution's sample, or its leaves' samples.
+
+    Returns:
+        The actions as one tensor.
+    """
+    if isinstance(actions, torch.Tensor):
+        return actions
+    leaves = [flat_actions(part) for part in (actions.values() if isinstance(actions, dict) else actions)]
+    return torch.cat([leaf.reshape(leaf.shape[0], -1).float() for leaf in leaves], dim=-1)
 
 
 def uniform_like(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
