@@ -28,11 +28,11 @@ from tests.toy_envs import ImageEnv
 
 # (flag, a value asking for what corral does, another value, whether that other value is refused)
 FLAGS = [
-    ("_enable_new_api_stack", False, True, False),
-    ("_enable_rl_module_api", False, True, False),
-    ("_enable_learner_api", False, True, False),
-    ("enable_rl_module_and_learner", False, True, False),
-    ("enable_env_runner_and_connector_v2", False, True, False),
+    ("_enable_new_api_stack", True, None, False),
+    ("_enable_rl_module_api", True, None, False),
+    ("_enable_learner_api", False, None, False),
+    ("enable_rl_module_and_learner", True, None, False),
+    ("enable_env_runner_and_connector_v2", False, None, False),
     ("_disable_execution_plan_api", True, False, False),
     ("_disable_preprocessor_api", False, True, False),
     ("_disable_action_flattening", True, None, False),
@@ -70,12 +70,16 @@ def test_rllib_s_experimental_flags_are_answered_for_what_they_mean(
     assert warning.startswith(f"{key}={other!r}: ") and "corral" in warning, "it says what corral does"
 
 
-def test_the_new_api_stack_is_said_to_be_missing_and_what_corral_does_instead(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="corral"):
-        PPOConfig().experimental(_enable_new_api_stack=True)
-    (warning,) = records(caplog, logging.WARNING, "_enable_new_api_stack")
-    assert "corral's policies compute with RLModules" in warning
-    assert "RLlib's Learner classes are not in corral yet" in warning
+def test_either_api_stack_is_said_at_info_to_be_corral_s_one_stack(caplog: pytest.LogCaptureFixture) -> None:
+    for value in (True, False):
+        with caplog.at_level(logging.INFO, logger="corral"):
+            PPOConfig().api_stack(enable_rl_module_and_learner=value, enable_env_runner_and_connector_v2=value)
+        (info,) = records(caplog, logging.INFO, "enable_rl_module_and_learner")
+        assert "corral has one API stack" in info and "learners(num_learners=N)" in info
+        assert "RLlib's Learner classes, learner_class, are not in corral yet" in info
+        assert "ConnectorV2" in records(caplog, logging.INFO, "enable_env_runner_and_connector_v2")[0]
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        caplog.clear()
 
 
 def test_each_era_s_way_of_setting_the_flags_is_taken(caplog: pytest.LogCaptureFixture) -> None:

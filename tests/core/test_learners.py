@@ -7,6 +7,8 @@ the rows; gradients are averaged with torch.distributed (gloo) on two CPUs.
 from __future__ import annotations
 
 import copy
+import logging
+import math
 from typing import Any
 
 import numpy as np
@@ -15,20 +17,34 @@ import ray
 
 import corral
 from corral import ConfigError, LearnerError
+from corral.core import MultiAgentBatch
 from corral.plugins.a2c import A2CConfig
 from corral.plugins.dqn import DQNConfig
 from corral.plugins.impala import IMPALAConfig
+from corral.plugins.marwil import BCConfig, MARWILConfig
 from corral.plugins.ppo import PPOConfig
+from corral.plugins.ppo.policy import PPOPolicy
+from corral.plugins.r2d2 import R2D2Config
+from corral.plugins.sac import CQLConfig, SACConfig
 from tests.conftest import best_return_within
 
 pytestmark = pytest.mark.usefixtures("ray_on_two_cpus")
 
 
-def _same_update(config: Any, rows: int, tolerance: float = 2e-5) -> dict[str, Any]:
-    """Learn on one sampled batch with 0 and with 2 Learners; assert every policy's weights end alike. Returns stats."""
+def _same_update(config: Any, rows: int, tolerance: float = 2e-5, replayed: bool = False) -> dict[str, Any]:
+    """Learn on one batch with 0 and with 2 Learners; assert every policy's weights end alike. Returns stats.
+
+    The batch is ``rows`` sampled env steps, or with ``replayed`` a minibatch
+    replayed from them (an off-policy algorithm's, with prioritized-replay weights).
+    """
     alone, together = config.copy().learners(num_learners=0).build(), config.copy().learners(num_learners=2).build()
     try:
         batch = alone.sample(rows)
+        if replayed:
+            for policy_id, rows_of_policy in batch.policy_batches.items():
+                alone.replay_buffers[policy_id].add(rows_of_policy)
+            buffers = alone.replay_buffers.items()
+            batch = MultiAgentBatch({pid: alone._replayed(pid, buffer, 0.4) for pid, buffer in buffers}, rows)
         for policy_id in batch.policy_batches:  # sampling drew from the policy's generators: start from the same state
             together.get_policy(policy_id).set_state(alone.get_policy(policy_id).get_state())
         stats_alone = alone.learn_on_batch(copy.deepcopy(batch))
@@ -68,6 +84,36 @@ def test_a_recurrent_ppo_and_a2c_and_impala_update_alike_on_two_learners() -> No
         _same_update(config.debugging(seed=0), config.train_batch_size)
 
 
+def test_dqn_sac_cql_and_r2d2_replayed_updates_and_priorities_are_alike_on_two_learners() -> None:
+    prioritized = {"type": "PrioritizedReplayBuffer", "capacity": 1000}
+    lstm = {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 10, "fcnet_hiddens": [16]}
+    configs = [
+        # dueling=False: the dueling head's centred advantages leave a hidden unit a gradient of exactly 0 in one
+        # process, which the group's average rounds to 3e-7, and Adam's first step scales to 3e-5
+        DQNConfig().environment("CartPole-v1").training(train_batch_size=50, replay_buffer_config=prioritized, dueling=False),
+        SACConfig().environment("Pendulum-v1").training(train_batch_size=50, replay_buffer_config=prioritized),
+        SACConfig().environment("CartPole-v1").training(train_batch_size=50),  # a softmax actor: no noise drawn
+        CQLConfig().environment("Pendulum-v1").training(train_batch_size=50, num_actions=3, bc_iters=0),
+        R2D2Config()
+        .environment("CartPole-v1")
+        .training(train_batch_size=60, model=lstm, replay_buffer_config={**prioritized, "replay_burn_in": 2}),
+    ]
+    for config in configs:
+        stats = _same_update(config.debugging(seed=0), 200, replayed=True)
+        alone, together = stats["alone"]["default_policy"], stats["together"]["default_policy"]
+        # the TD errors set the replayed rows' priorities: the Learners' shares joined in order are the whole batch's
+        assert np.allclose(together["td_error"], alone["td_error"], atol=1e-4), type(config).__name__
+
+
+def test_marwil_and_bc_update_alike_on_two_learners() -> None:
+    for config in (MARWILConfig().training(beta=1.0), BCConfig()):
+        # MARWIL's advantage scale is a moving average of the whole batch's mean squared advantage
+        stats = _same_update(config.environment("CartPole-v1").training(train_batch_size=100).debugging(seed=0), 100)
+        if "moving_average_sqd_adv_norm" in stats["alone"]["default_policy"]:
+            scale = [stats[run]["default_policy"]["moving_average_sqd_adv_norm"] for run in ("alone", "together")]
+            assert np.isclose(*scale, rtol=1e-5)
+
+
 def test_every_policy_of_a_multi_agent_run_updates_alike_on_two_learners() -> None:
     config = (
         PPOConfig()
@@ -101,14 +147,48 @@ def test_a_checkpoint_of_a_run_with_learners_reopens_with_or_without_them(tmp_pa
 
 
 def test_an_algorithm_whose_policy_cannot_share_its_update_is_refused_before_any_learner_starts() -> None:
-    with pytest.raises(ConfigError, match=r"num_learners=2\): DQNPolicy cannot learn on Learner actors yet"):
-        DQNConfig().environment("CartPole-v1").learners(num_learners=2).build()
+    class OwnLoss(PPOPolicy):
+        data_parallel_learning = False  # a user's policy that has not said its losses are means over its share
+
+    config = PPOConfig().environment("CartPole-v1").learners(num_learners=2)
+    config = config.multi_agent(policies={"default_policy": corral.PolicySpec(policy_class=OwnLoss)})
+    with pytest.raises(ConfigError, match=r"num_learners=2\): OwnLoss cannot learn on Learner actors"):
+        config.build()
+    assert not ray.util.list_named_actors(), "no Learner started"
 
 
 def test_rllib_s_names_for_learners_set_them() -> None:
     old = PPOConfig().resources(num_learner_workers=2, num_cpus_per_learner_worker=0.5, num_gpus_per_learner_worker=0)
     new = PPOConfig().learners(num_learners=2, num_cpus_per_learner=0.5, num_gpus_per_learner=0)
     assert old.to_dict() == new.to_dict() and new.num_learners == 2 and new.num_cpus_per_learner == 0.5
+
+
+def test_train_batch_size_per_learner_counts_one_learner_s_rows_of_the_batch_and_of_ppo_s_minibatches() -> None:
+    per_learner = PPOConfig().training(train_batch_size_per_learner=300, minibatch_size=100, num_epochs=1)
+    assert PPOConfig().total_train_batch_size == 4000, "without it, train_batch_size is the whole batch"
+    for learners, rows in ((0, 300), (2, 600)):
+        config = per_learner.copy().environment("CartPole-v1").learners(num_learners=learners).debugging(seed=0)
+        assert config.total_train_batch_size == rows and config.whole_minibatch_size == 100 * max(1, learners)
+        algo = config.build_algo()  # RLlib's name for build() since Ray 2.40
+        try:
+            result = algo.train()
+            trained = result["num_env_steps_trained"]
+            assert rows <= trained < rows + 4, "less than a step per sub-environment more"
+            minibatches = result["info"]["learner"]["default_policy"]["num_sgd_updates"]
+            assert minibatches == math.ceil(trained / (100 * max(1, learners))), "minibatches of 100 rows a Learner"
+        finally:
+            algo.stop()
+
+
+def test_a_train_batch_size_that_train_batch_size_per_learner_overrides_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = PPOConfig().environment("CartPole-v1").training(train_batch_size=1000, train_batch_size_per_learner=300)
+    with caplog.at_level(logging.WARNING, logger="corral"):
+        config.validate()
+    assert "train_batch_size=1000 is not used: train_batch_size_per_learner=300" in caplog.text
+    with pytest.raises(ConfigError, match="minibatch_size=400 is larger than train_batch_size_per_learner=300"):
+        config.training(minibatch_size=400).validate()
 
 
 def test_a_learner_that_dies_stops_the_run_with_a_clear_error_instead_of_waiting_for_it() -> None:

@@ -248,7 +248,7 @@ class RLlibConfigMethods:
     def api_stack(
         self: Any, enable_rl_module_and_learner: bool | None = None, enable_env_runner_and_connector_v2: bool | None = None
     ) -> AlgorithmConfig:
-        """RLlib's ``.api_stack(...)`` (Ray 2.10 on): False for both is corral's way; True gets a warning.
+        """RLlib's ``.api_stack(...)`` (Ray 2.10 on): corral has one API stack, so either value is said at INFO.
 
         Args:
             enable_rl_module_and_learner: RLlib's RLModule and Learner classes.

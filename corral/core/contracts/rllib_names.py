@@ -80,11 +80,10 @@ TF_ONLY_KEYS = ("eager_tracing", "eager_max_retraces", "tf_session_args", "local
 """RLlib options that only TensorFlow reads: accepted and ignored, with a warning"""
 
 
-_OLD_STACK = "corral's policies and models work as RLlib's old API stack does, which this asks for"
-_NEW_STACK = (
-    "RLlib's new API stack: corral's policies compute with RLModules (config.rl_module(rl_module_spec=...)), but "
-    "RLlib's Learner classes are not in corral yet; each algorithm learns with its own policy's loss, as RLlib's old "
-    "API stack does (the same algorithm and options)"
+_ONE_STACK = (
+    "corral has one API stack, whichever value this has: policies compute with the catalog's models, a ModelV2 or an "
+    "RLModule (config.rl_module(rl_module_spec=...)), and learners(num_learners=N) learns on Learner actors; each "
+    "algorithm's loss is its policy's (RLlib's Learner classes, learner_class, are not in corral yet)"
 )
 
 
@@ -110,17 +109,14 @@ class Flag:
 
 EXPERIMENTAL_FLAGS: dict[str, Flag] = {
     # Ray 2.7-2.9: .experimental(_enable_new_api_stack=...); Ray 2.5-2.6: .rl_module(...) and .training(...)
-    "_enable_new_api_stack": Flag(_OLD_STACK, (False,), _NEW_STACK),
-    "_enable_rl_module_api": Flag(_OLD_STACK, (False,), _NEW_STACK),
-    "_enable_learner_api": Flag(_OLD_STACK, (False,), _NEW_STACK),
+    "_enable_new_api_stack": Flag(_ONE_STACK),
+    "_enable_rl_module_api": Flag(_ONE_STACK),
+    "_enable_learner_api": Flag(_ONE_STACK),
     # Ray 2.10 on: .api_stack(...)
-    "enable_rl_module_and_learner": Flag(_OLD_STACK, (False,), _NEW_STACK),
+    "enable_rl_module_and_learner": Flag(_ONE_STACK),
     "enable_env_runner_and_connector_v2": Flag(
-        "corral's env runners preprocess observations and actions in one place, as RLlib's old API stack does, which "
-        "this asks for",
-        (False,),
-        "RLlib's ConnectorV2 pipelines are not in corral yet; corral's env runners preprocess observations and actions "
-        "in one place, as RLlib's old API stack does",
+        "corral has one API stack, whichever value this has: its env runners preprocess observations and actions in "
+        "one place (RLlib's ConnectorV2 pipelines are not in corral yet)"
     ),
     # Ray 1.x-2.9
     "_disable_execution_plan_api": Flag(

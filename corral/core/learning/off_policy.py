@@ -66,10 +66,11 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
                 f"replay_buffer_config {dict(buffer)} asks for replayed sequences (storage_unit='sequences' or a "
                 f"replay_burn_in), but {type(self).__name__} replays single steps; R2D2 replays sequences"
             )
-        if self.training_intensity is not None and self.training_intensity / self.train_batch_size > MAX_UPDATES_PER_ENV_STEP:
+        batch = self.total_train_batch_size
+        if self.training_intensity is not None and self.training_intensity / batch > MAX_UPDATES_PER_ENV_STEP:
             raise ConfigError(
-                f"training_intensity={self.training_intensity} with train_batch_size={self.train_batch_size} asks for "
-                f"{self.training_intensity / self.train_batch_size:.0f} gradient updates per sampled env step; "
+                f"training_intensity={self.training_intensity} with a train batch of {batch} asks for "
+                f"{self.training_intensity / batch:.0f} gradient updates per sampled env step; "
                 f"at most {MAX_UPDATES_PER_ENV_STEP} are allowed (raise train_batch_size or lower training_intensity)"
             )
         if self.n_step > 1 and self.input_ != "sampler" and not self.postprocess_inputs:

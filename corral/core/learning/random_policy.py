@@ -43,6 +43,7 @@ class RandomPolicy(Policy):
     """
 
     thread_safe_learning = True
+    data_parallel_learning = True  # it learns nothing, on any Learner
 
     def __init__(self, observation_space: gym.Space[Any], action_space: gym.Space[Any], config: AlgorithmConfig) -> None:
         super().__init__(observation_space, action_space, config)

@@ -180,9 +180,21 @@ class SquashedGaussian(ActionDistribution):
         """A mean and a log standard deviation per action dimension."""
         return 2 * int(np.prod(cast(gym.spaces.Box, space).shape))
 
-    def rsample_with_logp(self, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised sample and its log-density (with the tanh correction)."""
-        noise = normal_like(self.mean, generator)
+    def rsample_with_logp(
+        self, generator: torch.Generator | None = None, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised sample and its log-density (with the tanh correction).
+
+        Args:
+            generator: where the Gaussian noise is drawn from (None: torch's global generator).
+            noise: the standard normal noise itself, shaped like the mean, drawn by the caller; then
+                ``generator`` is not used.
+
+        Returns:
+            ``(actions, logp)``.
+        """
+        if noise is None:
+            noise = normal_like(self.mean, generator)
         pre_tanh = self.mean + self.std * noise
         # the standardised sample is the noise itself: no division by std to differentiate through
         return torch.tanh(pre_tanh), self._logp_pre_tanh(pre_tanh, noise)

@@ -196,7 +196,8 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         if alone:
             raise ConfigError(
                 f"learners(num_learners={self.config.num_learners}): {', '.join(alone)} cannot learn on Learner actors "
-                "yet (PPO, A2C and IMPALA can); set num_learners=0 to learn in this process"
+                "(it does not set data_parallel_learning; every built-in algorithm's policy does); set num_learners=0 "
+                "to learn in this process"
             )
         return LearnerGroup(self.config)
 
@@ -312,11 +313,11 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
     def training_step(self) -> dict[str, dict[str, Any]]:
         """One round of sampling and learning; returns learner stats by policy id.
 
-        By default a train batch of at least ``train_batch_size`` steps (see
+        By default a train batch of at least ``total_train_batch_size`` steps (see
         :meth:`sample`) and one ``learn_on_batch``, the loop of PPO and A2C;
         replay-based and asynchronous algorithms override it.
         """
-        return self.learn_on_batch(self.sample(self.config.train_batch_size))
+        return self.learn_on_batch(self.sample(self.config.total_train_batch_size))
 
     def train(self) -> dict[str, Any]:
         """Run one training iteration and return its result dict (see docs/checkpoints.md, "Results").

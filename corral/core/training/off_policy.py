@@ -105,7 +105,7 @@ class OffPolicyAlgorithm(Algorithm):
         if sampled < cfg.learning_starts:
             return {}
         if cfg.training_intensity is not None:
-            self._replay_owed += samples.env_steps * cfg.training_intensity / cfg.train_batch_size
+            self._replay_owed += samples.env_steps * cfg.training_intensity / cfg.total_train_batch_size
         else:  # RLlib's native ratio; corral samples 'auto' fragments in bigger calls, but replays as often
             fragment = 1 if cfg.rollout_fragment_length == "auto" else cfg.rollout_fragment_length
             self._replay_owed += samples.env_steps / (fragment * self.env_runner_group.num_sampling_envs)
@@ -137,7 +137,7 @@ class OffPolicyAlgorithm(Algorithm):
     def _replay_once(self) -> dict[str, dict[str, Any]]:
         beta = self._beta(self.counters["num_env_steps_sampled"])
         batches = {pid: self._replayed(pid, buffer, beta) for pid, buffer in self.replay_buffers.items() if len(buffer)}
-        stats = self.learn_on_batch(MultiAgentBatch(batches, self.config.train_batch_size))
+        stats = self.learn_on_batch(MultiAgentBatch(batches, self.config.total_train_batch_size))
         for pid, policy_stats in stats.items():
             td_error = policy_stats.pop(OffPolicyPolicy.TD_ERROR, None)
             if td_error is not None:
@@ -152,7 +152,7 @@ class OffPolicyAlgorithm(Algorithm):
         add up to at least ``train_batch_size``.
         """
         steps = _row_steps(self.policies[policy_id])
-        wanted = self.config.train_batch_size
+        wanted = self.config.total_train_batch_size
         if steps == 1:
             return buffer.sample(wanted, beta=beta)
         drawn: list[SampleBatch] = []

@@ -19,6 +19,7 @@ class DQNPolicy(OffPolicyPolicy):
 
     config: DQNConfig
     thread_safe_learning = True
+    data_parallel_learning = True
 
     def make_model(self) -> nn.Module:
         """Q-values for every action, dueling if configured; a custom_model is the network under the Q head."""
@@ -30,7 +31,7 @@ class DQNPolicy(OffPolicyPolicy):
         """One gradient step on a replayed minibatch; returns stats and per-row TD errors."""
         cfg = self.config
         lr = self.update_lr()
-        t = self.to_tensors(batch, self.REPLAY_COLUMNS)
+        t = self.share(self.to_tensors(batch, self.REPLAY_COLUMNS))
         q_all = self.model.forward_train(t[SampleBatch.OBS])[SampleBatch.ACTION_DIST_INPUTS]
         q = q_all.gather(1, t[SampleBatch.ACTIONS].long().unsqueeze(1)).squeeze(1)
         with torch.no_grad():
@@ -44,7 +45,7 @@ class DQNPolicy(OffPolicyPolicy):
         td_error = q - target
         per_row = F.smooth_l1_loss(q, target, reduction="none") if cfg.td_error_loss_fn == "huber" else 0.5 * td_error.pow(2)
         loss = (t[SampleBatch.WEIGHTS] * per_row).mean()
-        (grad_norm,) = self.apply_gradients(loss, {"q_values": q, "td_targets": target})
+        (grad_norm,) = self.apply_gradients(loss, {"q_values": q, "td_targets": target}, len(q))
         names = ("loss", "mean_q", "max_q", "mean_td_error", "grad_gnorm")
         values = torch.stack(
             [loss.detach(), q.detach().mean(), q.detach().max(), td_error.detach().abs().mean(), grad_norm]

@@ -39,7 +39,7 @@ class IMPALA(Algorithm):
             stats = super().training_step()
             self.num_updates += 1
             return stats
-        batch, versions = self.sampler.next_batch(self.config.train_batch_size)
+        batch, versions = self.sampler.next_batch(self.config.total_train_batch_size)
         self.count_sampled(batch)
         stats = self.learn_on_batch(batch)
         lags = [self.num_updates - version for version in versions]

@@ -29,6 +29,7 @@ class MARWILPolicy(Policy):
 
     config: MARWILConfig
     thread_safe_learning = True
+    data_parallel_learning = True
     recurrent_models = True
     required_model_outputs: tuple[str, ...] = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
 
@@ -59,7 +60,7 @@ class MARWILPolicy(Policy):
         cfg = self.config
         lr = self.update_lr()
         keys = [SampleBatch.OBS, SampleBatch.ACTIONS] + ([SampleBatch.VALUE_TARGETS] if cfg.beta > 0 else [])
-        out, t = self.train_forward(self.to_tensors(batch, keys))
+        out, t = self.train_forward(self.share(self.to_tensors(batch, keys)))
         dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
         logp = dist.logp(t[SampleBatch.ACTIONS])
         log_std = getattr(dist, "log_std", None)  # Box actions' Gaussians have one
@@ -68,7 +69,7 @@ class MARWILPolicy(Policy):
         terms: dict[str, torch.Tensor] = {}
         if cfg.beta > 0:
             advantages = t[SampleBatch.VALUE_TARGETS] - out[SampleBatch.VF_PREDS]
-            sqd_adv = advantages.detach().pow(2).mean()
+            sqd_adv = self.batch_mean(advantages.detach().pow(2))  # on Learners, of every share
             self.ma_sqd_adv_norm += cfg.moving_average_sqd_adv_norm_update_rate * (float(sqd_adv) - self.ma_sqd_adv_norm)
             scale = 1e-8 + math.sqrt(self.ma_sqd_adv_norm)
             weights = torch.exp((cfg.beta * advantages.detach() / scale).clamp(max=_MAX_EXPONENT))

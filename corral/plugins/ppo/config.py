@@ -42,13 +42,24 @@ class PPOConfig(
     num_epochs: int = option(10, "training", ge=1, le=10_000)
     """passes of minibatch SGD over each train batch (RLlib's num_sgd_iter)"""
     minibatch_size: Annotated[int, Field(ge=1, le=2**31 - 1)] | Literal["auto"] = option("auto", "training")
-    """rows per SGD minibatch (RLlib's sgd_minibatch_size); 'auto': 512, or the whole train batch if it holds fewer"""
+    """rows per SGD minibatch (RLlib's sgd_minibatch_size); 'auto': 512, or the whole train batch if it holds fewer;
+    with train_batch_size_per_learner, one Learner's rows of it"""
+
+    @property
+    def whole_minibatch_size(self) -> int:
+        """The rows of one SGD step, over all Learners: ``minibatch_size`` (512 for ``"auto"``), times the Learners
+        (at least one) when ``train_batch_size_per_learner`` counts one Learner's rows, as RLlib's new stack reads it."""
+        size = AUTO_MINIBATCH_SIZE if self.minibatch_size == "auto" else self.minibatch_size
+        return size if self.train_batch_size_per_learner is None else size * max(1, self.num_learners)
 
     def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
         """PPO's own checks on top of the shared ones."""
         super().validate()
-        if self.minibatch_size != "auto" and self.minibatch_size > self.train_batch_size:
+        name, batch = "train_batch_size", self.train_batch_size
+        if self.train_batch_size_per_learner is not None:
+            name, batch = "train_batch_size_per_learner", self.train_batch_size_per_learner
+        if self.minibatch_size != "auto" and self.minibatch_size > batch:
             raise ConfigError(
-                f"minibatch_size={self.minibatch_size} is larger than train_batch_size={self.train_batch_size}; "
+                f"minibatch_size={self.minibatch_size} is larger than {name}={batch}; "
                 "make the minibatch at most the train batch, or 'auto'"
             )

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from corral.core import ActorCriticPolicy, SampleBatch, restored_float, saturate, standardize
-from corral.plugins.ppo.config import AUTO_MINIBATCH_SIZE, PPOConfig
+from corral.plugins.ppo.config import PPOConfig
 
 _TRAIN_COLUMNS = [
     SampleBatch.OBS,
@@ -96,7 +96,7 @@ class PPOPolicy(ActorCriticPolicy):
         if cfg.normalize_advantages:
             t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES], self.step_mask(t))
         n = batch.count
-        size = AUTO_MINIBATCH_SIZE if cfg.minibatch_size == "auto" else cfg.minibatch_size
+        size = cfg.whole_minibatch_size
         if self.is_recurrent:
             size = max(1, size // cfg.model.max_seq_len)
         grad_norms = []

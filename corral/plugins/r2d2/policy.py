@@ -62,6 +62,7 @@ class R2D2Policy(OffPolicyPolicy):
     config: R2D2Config
     recurrent_models = True
     thread_safe_learning = True
+    data_parallel_learning = True
 
     def make_model(self) -> nn.Module:
         """The catalog's recurrent model (``use_lstm``, ``use_attention``) or a recurrent custom model: Q-values out."""
@@ -103,7 +104,7 @@ class R2D2Policy(OffPolicyPolicy):
         cfg = self.config
         lr = self.update_lr()
         columns = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.TERMINATEDS, SampleBatch.WEIGHTS)
-        t = self.to_tensors(batch, (*columns, *([SampleBatch.BURN_IN] if SampleBatch.BURN_IN in batch else [])))
+        t = self.share(self.to_tensors(batch, (*columns, *([SampleBatch.BURN_IN] if SampleBatch.BURN_IN in batch else []))))
         obs, seq_lens = t[SampleBatch.OBS], t[SampleBatch.SEQ_LENS]
         sequences, steps = obs.shape[:2]
         state = self._start_states(t, sequences)
@@ -135,7 +136,7 @@ class R2D2Policy(OffPolicyPolicy):
         per_step = F.smooth_l1_loss(q, target, reduction="none") if cfg.td_error_loss_fn == "huber" else 0.5 * td_error.pow(2)
         counted = learns.sum().clamp(min=1)
         loss = (t[SampleBatch.WEIGHTS].unsqueeze(1) * per_step * learns).sum() / counted
-        (grad_norm,) = self.apply_gradients(loss, {"q_values": q, "td_targets": target})
+        (grad_norm,) = self.apply_gradients(loss, {"q_values": q, "td_targets": target}, int(learns.sum()))
         learned_q = q.detach()[learns]
         names = ("loss", "mean_q", "max_q", "mean_td_error", "grad_gnorm")
         values = [

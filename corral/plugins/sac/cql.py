@@ -77,9 +77,8 @@ class CQLPolicy(SACPolicy):
             data_logp = log_probs.gather(1, actions.long().view(-1, 1)).squeeze(1)
             loss = (alpha * (probs * log_probs).sum(-1) - data_logp).mean()
             return loss, -(probs * log_probs).sum(-1).mean()
-        dist = SquashedGaussian(logits)
-        _, logp = dist.rsample_with_logp(self.torch_rng)
-        return (alpha * logp - dist.logp(actions)).mean(), -logp.mean()
+        _, logp = self.squashed_sample(logits)
+        return (alpha * logp - SquashedGaussian(logits).logp(actions)).mean(), -logp.mean()
 
     def critic_regularizer(
         self,
@@ -99,10 +98,11 @@ class CQLPolicy(SACPolicy):
         dim = math.prod(self.action_adapter.policy_space.shape or ())  # SAC acts in a flat Box here
         repeated = obs.repeat_interleave(n, 0)
         with torch.no_grad():  # the penalty moves the critics only
-            uniform = torch.rand((rows * n, dim), generator=self.torch_rng, device=obs.device) * 2.0 - 1.0
-            current, current_logp = SquashedGaussian(self.model.actor(repeated)).rsample_with_logp(self.torch_rng)
+            uniform = self.random_rows(lambda k: torch.rand((k, dim), generator=self.torch_rng, device=obs.device), rows, n)
+            uniform = uniform * 2.0 - 1.0
+            current, current_logp = self.squashed_sample(self.model.actor(repeated), n)
             following = self.split_action_mask(next_obs)[0].repeat_interleave(n, 0)
-            following_actions, following_logp = SquashedGaussian(self.model.actor(following)).rsample_with_logp(self.torch_rng)
+            following_actions, following_logp = self.squashed_sample(self.model.actor(following), n)
         q = self.model.q_values(repeated.repeat(3, *[1] * (obs.dim() - 1)), torch.cat([uniform, current, following_actions]))
         q = q.view(q.shape[0], 3, rows, n)
         # each sample weighed by its density: uniform on [-1, 1]^dim, and the policy's own

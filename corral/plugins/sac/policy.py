@@ -30,6 +30,7 @@ class SACPolicy(OffPolicyPolicy):
 
     config: SACConfig
     thread_safe_learning = True
+    data_parallel_learning = True
     model: SACModel
     target_model: SACModel
 
@@ -73,7 +74,7 @@ class SACPolicy(OffPolicyPolicy):
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
         """One step of the critics, the actor and the temperature on a replayed minibatch."""
-        t = self.to_tensors(batch, self.REPLAY_COLUMNS)
+        t = self.share(self.to_tensors(batch, self.REPLAY_COLUMNS))
         # with an action mask, the actor and critics read the observations and the actor's logits are masked
         obs, legal = self.split_action_mask(t[SampleBatch.OBS])
         actions = t[SampleBatch.ACTIONS]
@@ -97,7 +98,8 @@ class SACPolicy(OffPolicyPolicy):
         if extra is not None:
             critic_loss = critic_loss + extra
             terms["critic_regularizer"] = extra
-        critic_norm, actor_norm, _ = self.apply_gradients(critic_loss + actor_loss + alpha_loss, terms)
+        # every term is a mean over the rows: a Learner's weighs as many
+        critic_norm, actor_norm, _ = self.apply_gradients(critic_loss + actor_loss + alpha_loss, terms, len(target))
 
         names = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "mean_q", "critic_gnorm", "actor_gnorm")
         values = torch.stack(
@@ -174,7 +176,7 @@ class SACPolicy(OffPolicyPolicy):
             log_probs = F.log_softmax(mask_logits(logits, legal), dim=-1)
             q = self.target_model.q_values(next_obs).min(dim=0).values
             return (log_probs.exp() * (q - alpha * log_probs)).sum(-1)
-        next_actions, logp = SquashedGaussian(logits).rsample_with_logp(self.torch_rng)
+        next_actions, logp = self.squashed_sample(logits)
         q = self.target_model.q_values(next_obs, next_actions).min(dim=0).values
         return q - alpha * logp
 
@@ -189,8 +191,30 @@ class SACPolicy(OffPolicyPolicy):
 
     def _box_actor_loss(self, obs: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's loss through the critics' detached weights, and its entropy estimate -log pi."""
-        actions, logp = SquashedGaussian(self.model.actor(obs)).rsample_with_logp(self.torch_rng)
+        actions, logp = self.squashed_sample(self.model.actor(obs))
         # The critics run on detached weights: the actor's gradient flows through the
         # reparameterised actions into the actor, while the critics' weights get none from this loss.
         q = self.model.q_values(obs, actions, frozen=True).min(dim=0).values
         return (alpha * logp - q).mean(), -logp.mean()
+
+    def squashed_sample(self, logits: torch.Tensor, repeats: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised squashed-Gaussian sample of the actor's outputs, and its log-density.
+
+        The noise comes from the policy's generator, drawn as one process draws
+        it for the whole batch (see :meth:`random_rows`).
+
+        Args:
+            logits: ``[B * repeats, 2 * dim]`` the actor's outputs, each row of the batch's ``repeats`` in a row.
+            repeats: outputs per row of the batch.
+
+        Returns:
+            ``(actions, logp)``.
+        """
+        dist = SquashedGaussian(logits)
+        mean = dist.mean
+        rows = mean.shape[0] // repeats
+
+        def draw(n: int) -> torch.Tensor:
+            return torch.randn((n, *mean.shape[1:]), generator=self.torch_rng, device=mean.device, dtype=mean.dtype)
+
+        return dist.rsample_with_logp(noise=self.random_rows(draw, rows, repeats))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from corral.core.contracts.plugin_classes import check_estimation_methods, validate_exploration_config
@@ -9,6 +10,8 @@ from corral.errors import ConfigError
 
 if TYPE_CHECKING:  # the config module imports this one
     from corral.core.contracts.config import AlgorithmConfig
+
+logger = logging.getLogger("corral")
 
 
 def check_config(config: AlgorithmConfig) -> None:
@@ -32,6 +35,7 @@ def check_config(config: AlgorithmConfig) -> None:
             "(a gymnasium id, a 'module:Class' path, a class or a registered name)"
         )
     config.get_rollout_fragment_length()
+    check_batch_sizes(config)
     exploration_type = config.exploration_config.get("type")
     if not isinstance(exploration_type, str):
         raise ConfigError(
@@ -59,6 +63,26 @@ def check_config(config: AlgorithmConfig) -> None:
         config.get_evaluation_config().validate()
     except ConfigError as exc:
         raise ConfigError(f"evaluation_config: {exc}") from None
+
+
+def check_batch_sizes(config: AlgorithmConfig) -> None:
+    """Say (a warning) when ``train_batch_size`` was changed but ``train_batch_size_per_learner`` decides the batch.
+
+    Args:
+        config: the config.
+    """
+    if config.train_batch_size_per_learner is None or config._is_evaluation_copy:
+        return
+    default = type(config).model_fields["train_batch_size"].default
+    if config.train_batch_size not in (default, config.total_train_batch_size):
+        logger.warning(
+            "train_batch_size=%d is not used: train_batch_size_per_learner=%d for each of max(1, num_learners=%d) "
+            "Learners makes the train batch %d env steps (RLlib's new stack reads them so); set one of the two",
+            config.train_batch_size,
+            config.train_batch_size_per_learner,
+            config.num_learners,
+            config.total_train_batch_size,
+        )
 
 
 def check_env_runners(config: AlgorithmConfig) -> None:

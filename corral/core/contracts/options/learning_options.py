@@ -32,7 +32,11 @@ class LearningOptions(BaseModel):
     lr_schedule: list[tuple[int, float]] | None = option(None, "training")
     """piecewise-linear learning rate over env steps, [[timestep, lr], ...]; overrides lr"""
     train_batch_size: int = option(4000, "training", gt=0, le=2**31 - 1)
-    """env steps collected for one training iteration's update"""
+    """env steps collected for one training iteration's update (not read when train_batch_size_per_learner is set)"""
+    train_batch_size_per_learner: int | None = option(None, "training", gt=0, le=2**31 - 1)
+    """RLlib's new-stack batch size: env steps per Learner in one update, so the whole train batch is this times
+    max(1, num_learners) (total_train_batch_size) and PPO's minibatch_size counts one Learner's rows; None: the
+    whole batch is train_batch_size"""
     grad_clip: float | None = option(None, "training", gt=0)
     """clip gradients to this value (as grad_clip_by says); None does not clip"""
     grad_clip_by: Literal["global_norm", "norm", "value"] = option("global_norm", "training")

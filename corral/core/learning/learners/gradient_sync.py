@@ -15,12 +15,16 @@ from the whole batch (shuffling with the policy's generator, advantage
 normalisation, statistics) every Learner computes alike.
 
 Every Learner must make the collective call of every gradient step, in the
-same order: as each holds the whole batch, each takes as many steps.
+same order: as each holds the whole batch, each takes as many steps. What a
+loss draws at random it draws for the whole batch and keeps its share of
+(:meth:`GradientSync.share_of_draw`), so every Learner's generator moves as one
+process's would, and a statistic a loss needs of the whole batch (MARWIL's mean
+squared advantage) is averaged over the group (:meth:`GradientSync.mean`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 import torch.distributed as dist
@@ -39,6 +43,7 @@ class GradientSync:
         self.rank = rank
         self.world_size = world_size
         self.device = device
+        self._span = (0, 0, 0)  # the last share's first row, the row after it, and the rows it was cut from
 
     def share(self, columns: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """This Learner's consecutive rows of a batch's columns (which may be none, when there are fewer rows than Learners).
@@ -51,7 +56,35 @@ class GradientSync:
         """
         rows = len(next(iter(columns.values())))
         start, stop = rows * self.rank // self.world_size, rows * (self.rank + 1) // self.world_size
+        self._span = (start, stop, rows)
         return {key: value[start:stop] for key, value in columns.items()}
+
+    def share_of_draw(self, draw: Callable[[int], torch.Tensor], repeats: int = 1) -> torch.Tensor:
+        """This Learner's rows of a random draw made for the whole of the batch last shared.
+
+        Args:
+            draw: makes the draw for a number of rows (from the policy's generator, which every Learner holds alike).
+            repeats: rows of the draw per row of the batch, each row's consecutive (``repeat_interleave``).
+
+        Returns:
+            The draw's rows that belong to this Learner's share.
+        """
+        start, stop, rows = self._span
+        return draw(rows * repeats)[start * repeats : stop * repeats]
+
+    def mean(self, values: torch.Tensor) -> torch.Tensor:
+        """The mean of ``values`` (this Learner's rows) over the rows of every Learner: one all-reduce.
+
+        Args:
+            values: this Learner's values, one per row (none for an empty share).
+
+        Returns:
+            A scalar tensor, the same on every Learner.
+        """
+        total = torch.stack([values.detach().sum(), torch.tensor(float(values.numel()), device=values.device)])
+        total = total.to(self.device)
+        dist.all_reduce(total)
+        return (total[0] / total[1].clamp(min=1)).to(values.device)
 
     def average_gradients(self, parameters: Iterable[torch.Tensor], weight: float) -> None:
         """Replace each parameter's gradient by the Learners' average, each weighted by ``weight`` (its loss's steps).

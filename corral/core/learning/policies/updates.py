@@ -8,7 +8,7 @@ its learner stats.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -194,6 +194,36 @@ class Updates(PolicyPart):
             ``t`` itself, or its columns cut to this Learner's rows.
         """
         return t if self.gradient_sync is None else self.gradient_sync.share(t)
+
+    def random_rows(self, draw: Callable[[int], torch.Tensor], rows: int, repeats: int = 1) -> torch.Tensor:
+        """A random draw with a row per row of the batch (``repeats`` rows each) that a loss computes on.
+
+        On a Learner of a group, the draw is made for the whole batch and cut to
+        this Learner's share: its generator then moves as one process's does,
+        and the group draws what one process would.
+
+        Args:
+            draw: makes the draw for a number of rows, from :attr:`torch_rng`.
+            rows: the rows of the batch (or share) being computed on.
+            repeats: rows of the draw per row of the batch, each row's consecutive.
+
+        Returns:
+            ``rows * repeats`` rows of the draw.
+        """
+        if self.gradient_sync is None:
+            return draw(rows * repeats)
+        return self.gradient_sync.share_of_draw(draw, repeats)
+
+    def batch_mean(self, values: torch.Tensor) -> torch.Tensor:
+        """The mean of one value per row over the whole batch: on a Learner of a group, over every Learner's share.
+
+        Args:
+            values: a value per row of the batch (or of this Learner's share).
+
+        Returns:
+            A scalar tensor.
+        """
+        return values.mean() if self.gradient_sync is None else self.gradient_sync.mean(values)
 
     @property
     def update_guard(self) -> UpdateGuard:
