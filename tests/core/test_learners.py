@@ -191,13 +191,41 @@ def test_a_train_batch_size_that_train_batch_size_per_learner_overrides_is_warne
         config.training(minibatch_size=400).validate()
 
 
-def test_a_learner_that_dies_stops_the_run_with_a_clear_error_instead_of_waiting_for_it() -> None:
-    algo = PPOConfig().environment("CartPole-v1").training(train_batch_size=256).learners(num_learners=2).build()
+def test_a_learner_that_dies_is_started_again_and_the_run_learns_what_it_would_have(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = PPOConfig().environment("CartPole-v1").training(train_batch_size=256)
+    config = config.learners(num_learners=2, num_cpus_per_learner=0.5)  # two groups on two CPUs
+    runs = [config.copy().debugging(seed=0).build() for _ in range(2)]
+    try:
+        for algo in runs:
+            algo.train()
+        first = runs[1].learner_group._actors
+        ray.kill(first[1])
+        with caplog.at_level(logging.WARNING, logger="corral"):
+            results = [algo.train() for algo in runs]
+        assert "Learner 1 of 2 died" in caplog.text and runs[1].learner_group.num_restarts == 1
+        group = runs[1].learner_group._actors
+        assert len(group) == 2 and not set(group) & set(first), "a new group of as many Learners"
+        same, restarted = (algo.get_policy().get_weights() for algo in runs)
+        assert all(np.array_equal(same[k], restarted[k]) for k in same), "the repeated update is the one it would have made"
+        assert results[1]["info"]["learner"]["default_policy"]["total_loss"] == pytest.approx(
+            results[0]["info"]["learner"]["default_policy"]["total_loss"]
+        )
+    finally:
+        for algo in runs:
+            algo.stop()
+
+
+def test_without_restarts_a_learner_that_dies_stops_the_run_with_an_error_naming_it() -> None:
+    config = PPOConfig().environment("CartPole-v1").training(train_batch_size=256).learners(num_learners=2)
+    algo = config.fault_tolerance(restart_failed_learners=False).build()
     try:
         algo.train()
         ray.kill(algo.learner_group._actors[1])
-        with pytest.raises(LearnerError, match="a Learner actor failed, so the group of 2 stopped"):
+        with pytest.raises(LearnerError, match=r"Learner 1 of 2 died .*restart_failed_learners=True"):
             algo.train()
+        assert not algo.learner_group._actors, "the other Learner is stopped, not left waiting"
     finally:
         algo.stop()
 

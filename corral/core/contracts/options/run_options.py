@@ -94,6 +94,9 @@ class RunOptions(BaseModel):
     between) before the run stops with an EnvRunnerError"""
     worker_health_probe_timeout_s: float = option(60.0, "fault_tolerance", gt=0, le=2**31)
     """how long a restarted remote env runner may take to answer its first ping before it counts as failed again"""
+    restart_failed_learners: bool = option(True, "fault_tolerance")
+    """start the Learner actors again when one dies and repeat the update from the algorithm's copy (the run learns
+    what it would have); False stops the run with a LearnerError naming the Learner"""
     restart_failed_sub_environments: bool = option(False, "fault_tolerance")
     """restart only a sub-environment whose step raised (its episode ends there); steps sub-environments in a loop"""
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import logging
 import os
 import socket
 from typing import Any
@@ -39,6 +40,8 @@ from corral.core.contracts.options.model_names import model_classes_of
 from corral.core.learning.learners.gradient_sync import GradientSync
 from corral.core.learning.policies.policy_build import PolicyBuild
 from corral.errors import ConfigError, LearnerError
+
+logger = logging.getLogger("corral")
 
 COLLECTIVE_TIMEOUT_S = 600
 """how long a Learner waits in one collective call for the others before its process group gives up"""
@@ -159,27 +162,66 @@ class LearnerActor:
 class LearnerGroup:
     """``num_learners`` Learner actors, started with the resources the config asks for, and how the algorithm uses them.
 
+    A Learner that dies (its process or node gone) takes its group's
+    collective calls with it, so with ``restart_failed_learners`` (the
+    default) the whole group is started again and the update repeated from the
+    algorithm's copy, which holds the state every Learner had before it: the
+    run goes on with as many Learners and learns what it would have. Without
+    it, or after :data:`MAX_RESTARTS_IN_A_ROW` restarts for one update, the run
+    stops with a :class:`~corral.errors.LearnerError` naming the Learner.
+
     Args:
-        config: the algorithm's config (``num_learners``, ``num_cpus_per_learner``, ``num_gpus_per_learner``).
+        config: the algorithm's config (``num_learners``, ``num_cpus_per_learner``, ``num_gpus_per_learner``,
+            ``restart_failed_learners``).
     """
 
     def __init__(self, config: AlgorithmConfig) -> None:
+        self._ray = ensure_ray()
+        self._config = config
+        self.size = config.num_learners
+        self.num_restarts = 0
+        """how many times a Learner died and the group was started again"""
+        self._actors: list[Any] = []
+        self._builds: dict[str, PolicyBuild] = {}
+        self._start()
+
+    def _start(self) -> None:
+        """Start the Learner actors and their process group."""
         from corral.core.devices import ray_gpus
 
-        ray = ensure_ray()
-        self._ray = ray
-        self.size = config.num_learners
-        actor_class = ray.remote(
+        config = self._config
+        actor_class = self._ray.remote(
             num_cpus=config.num_cpus_per_learner, num_gpus=ray_gpus(config.num_gpus_per_learner, config), max_restarts=0
         )(LearnerActor)
         self._actors = [actor_class.remote(config, rank, self.size) for rank in range(self.size)]
-        self._builds: dict[str, PolicyBuild] = {}
+        self._builds = {}
         try:
-            host, port = ray.get(self._actors[0].address.remote())
+            host, port = self._addresses()[0]
             self._gather([actor.join.remote(host, port) for actor in self._actors])
+        except _LearnerDied as died:
+            raise died.error(self.size, restarting=False) from died.__cause__
         except BaseException:
             self.stop()
             raise
+
+    def _addresses(self) -> list[tuple[str, int]]:
+        """Every Learner's address, once all have started: said in a warning while the cluster lacks their resources."""
+        ray, config = self._ray, self._config
+        calls = [actor.address.remote() for actor in self._actors]
+        started, _ = ray.wait(calls, num_returns=len(calls), timeout=_RESOURCES_WAIT_WARNING_S)
+        if len(started) < len(calls):
+            logger.warning(
+                "%d of the %d Learner actors have not started after %.0f s: each asks for %g CPUs and %g GPUs "
+                "(learners(num_cpus_per_learner=..., num_gpus_per_learner=...)) and the Ray cluster has %s in all; "
+                "waiting for them",
+                len(calls) - len(started),
+                len(calls),
+                _RESOURCES_WAIT_WARNING_S,
+                config.num_cpus_per_learner,
+                config.num_gpus_per_learner,
+                {key: value for key, value in ray.cluster_resources().items() if key in ("CPU", "GPU")},
+            )
+        return list(self._gather(calls))
 
     def update(self, policy_id: str, build: PolicyBuild, policy: Any, batch: SampleBatch) -> dict[str, Any]:
         """One update of a policy by the Learners, each on its share of ``batch``; ``policy`` then holds the result.
@@ -194,9 +236,29 @@ class LearnerGroup:
             The update's stats, averaged over the Learners.
 
         Raises:
-            LearnerError: a Learner failed or died (the group stops); a Learner's own error (a
+            LearnerError: a Learner failed, or died and is not restarted (the group stops); a Learner's own error (a
                 :class:`~corral.errors.TrainingError` for a NaN update) is raised as it is.
         """
+        restarts = 0
+        while True:
+            try:
+                return self._update(policy_id, build, policy, batch)
+            except _LearnerDied as died:
+                if not self._config.restart_failed_learners or restarts == MAX_RESTARTS_IN_A_ROW:
+                    raise died.error(self.size, restarting=self._config.restart_failed_learners) from died.__cause__
+                logger.warning(
+                    "Learner %d of %d died (%s); starting the group again and repeating the update from the "
+                    "algorithm's copy of %r",
+                    died.rank,
+                    self.size,
+                    died.reason,
+                    policy_id,
+                )
+                restarts += 1
+                self.num_restarts += 1
+                self._start()
+
+    def _update(self, policy_id: str, build: PolicyBuild, policy: Any, batch: SampleBatch) -> dict[str, Any]:
         if self._builds.get(policy_id) is not build:
             models = model_classes_of(build.config)
             self._gather([actor.set_build.remote(policy_id, build, models) for actor in self._actors])
@@ -207,12 +269,20 @@ class LearnerGroup:
         return _mean_stats([stats for stats, _ in results])
 
     def forget(self, policy_id: str) -> None:
-        """Drop a removed policy's copies."""
+        """Drop a removed policy's copies (a group started again holds none)."""
         if self._builds.pop(policy_id, None) is not None:
-            self._gather([actor.set_build.remote(policy_id, None, {}) for actor in self._actors])
+            try:
+                self._gather([actor.set_build.remote(policy_id, None, {}) for actor in self._actors])
+            except _LearnerDied:
+                self._start()  # its next update, if any, repeats what the dead Learner would have done
 
     def _gather(self, calls: list[Any]) -> list[Any]:
-        """The calls' results in order; the first failure stops the whole group (the others may wait on it) and is raised."""
+        """The calls' results in order. The first failure stops the whole group (the others may wait on it) and is raised.
+
+        Raises:
+            _LearnerDied: a Learner's process is gone (so the others' collective calls failed or would hang).
+            LearnerError: another failure of Ray's.
+        """
         ray = self._ray
         pending = list(calls)
         while pending:
@@ -220,7 +290,13 @@ class LearnerGroup:
             try:
                 ray.get(done[0])
             except Exception as exc:  # a Learner's error, or its death: Ray raises many kinds
+                # a death makes the others' collective calls fail too, maybe first: look at theirs a moment
+                others, _ = ray.wait(pending, num_returns=len(pending), timeout=_PEERS_FAIL_WITHIN_S) if pending else ([], [])
                 self.stop()
+                for call in [done[0], *others]:
+                    death = _death_of(ray, call)
+                    if death is not None:
+                        raise _LearnerDied(calls.index(call)) from death
                 cause = getattr(exc, "cause", None)
                 if isinstance(cause, Exception) and not isinstance(cause, ray.exceptions.RayError):
                     raise cause from None  # the Learner's own error (a TrainingError for a NaN update, say)
@@ -235,6 +311,55 @@ class LearnerGroup:
             with contextlib.suppress(Exception):  # an actor that is already gone
                 self._ray.kill(actor)
         self._actors = []
+
+
+MAX_RESTARTS_IN_A_ROW = 3
+"""how many times one update may start the group again before the run stops (a Learner that dies on every try)"""
+
+_RESOURCES_WAIT_WARNING_S = 60.0
+"""how long Learner actors may take to start before a warning says what they wait for"""
+
+_PEERS_FAIL_WITHIN_S = 5.0
+"""how long, after one Learner's call failed, the others' calls may take to fail with it (or finish)"""
+
+
+class _LearnerDied(Exception):
+    """A Learner's process is gone; ``__cause__`` is Ray's error.
+
+    Args:
+        rank: the Learner's place in the group.
+    """
+
+    def __init__(self, rank: int) -> None:
+        super().__init__(rank)
+        self.rank = rank
+
+    def error(self, size: int, restarting: bool) -> LearnerError:
+        """The error that stops the run."""
+        advice = (
+            f"it died {MAX_RESTARTS_IN_A_ROW + 1} times in one update"
+            if restarting
+            else "fault_tolerance(restart_failed_learners=True) starts the group again and goes on"
+        )
+        return LearnerError(f"Learner {self.rank} of {size} died ({self.reason}), so the group stopped; {advice}")
+
+    @property
+    def reason(self) -> str:
+        """Ray's error in a line: what happened and, where Ray knows it, why (its message spans many lines)."""
+        lines = [line.strip() for line in str(self.__cause__).splitlines() if line.strip()] or ["no reason given"]
+        return lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"
+
+
+def _death_of(ray: Any, call: Any) -> Exception | None:
+    """Ray's error if ``call`` failed because its actor's process is gone, else None."""
+    try:
+        ray.get(call, timeout=0)
+    except ray.exceptions.RayActorError as exc:
+        death: Exception = exc
+        return death
+    except Exception:  # the call's own failure, or one that is not yet over
+        return None
+    return None
 
 
 def _mean_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
