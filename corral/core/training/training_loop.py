@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
 from corral.core.environments.envs import env_name
 from corral.core.learning.policy import Policy
@@ -129,13 +131,24 @@ class TrainingLoop(AlgorithmPart):
             policies = {pid: self.policies[pid] for pid, _ in jobs}
             for policy_id, batch in jobs:
                 self.callbacks.learn_on_batch(policies[policy_id], batch, stats[policy_id])
-            futures = [pool.submit(self._learn, pid, policies[pid], batch, stats[pid]) for pid, batch in jobs]
+            threads = torch.get_num_threads()
+            futures = [pool.submit(self._learn_in_thread, threads, pid, policies[pid], batch, stats[pid]) for pid, batch in jobs]
             wait(futures)  # every update ends before one's error is raised
             for future in futures:
                 future.result()
         self.counters["num_env_steps_trained"] += samples.env_steps
         self.counters["num_agent_steps_trained"] += samples.agent_steps
         return stats
+
+    def _learn_in_thread(self, threads: int, *args: Any) -> None:
+        """:meth:`_learn` in a learner thread, with the main thread's intra-op threads.
+
+        OpenMP keeps its thread count per calling thread: a new thread would
+        compute with one per core whatever ``num_torch_threads`` says, and its
+        sums would split differently from the main thread's.
+        """
+        torch.set_num_threads(threads)
+        self._learn(*args)
 
     def _learn(self, policy_id: str, policy: Policy, batch: SampleBatch, result: dict[str, Any]) -> None:
         """One policy's update, its stats added to ``result``; an error names the policy and the iteration."""
