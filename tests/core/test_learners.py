@@ -19,6 +19,7 @@ import corral
 from corral import ConfigError, LearnerError
 from corral.core import MultiAgentBatch
 from corral.plugins.a2c import A2CConfig
+from corral.plugins.appo import APPOConfig
 from corral.plugins.dqn import DQNConfig
 from corral.plugins.impala import IMPALAConfig
 from corral.plugins.marwil import BCConfig, MARWILConfig
@@ -75,13 +76,17 @@ def test_ppo_s_epochs_of_shuffled_minibatches_on_two_learners_end_where_one_proc
     assert together["cur_kl_coeff"] == alone["cur_kl_coeff"]
 
 
-def test_a_recurrent_ppo_and_a2c_and_impala_update_alike_on_two_learners() -> None:
+def test_a_recurrent_ppo_and_a2c_impala_and_appo_update_alike_on_two_learners() -> None:
     lstm = {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 8, "fcnet_hiddens": [16]}
     ppo = PPOConfig().environment("CartPole-v1").training(train_batch_size=200, minibatch_size=80, num_epochs=2, model=lstm)
     a2c = A2CConfig().environment("CartPole-v1").training(train_batch_size=100)
     impala = IMPALAConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=3, rollout_fragment_length=20)
-    for config in (ppo, a2c, impala.training(train_batch_size=60)):
-        _same_update(config.debugging(seed=0), config.train_batch_size)
+    appo = APPOConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=3, rollout_fragment_length=20)
+    appo = appo.training(train_batch_size=60, num_epochs=2, use_kl_loss=True)
+    for config in (ppo, a2c, impala.training(train_batch_size=60), appo):
+        stats = _same_update(config.debugging(seed=0), config.train_batch_size)
+    alone, together = stats["alone"]["default_policy"], stats["together"]["default_policy"]
+    assert np.isclose(together["kl"], alone["kl"], rtol=1e-4), "APPO's KL weight adapts to the whole batch's KL"
 
 
 def test_dqn_sac_cql_and_r2d2_replayed_updates_and_priorities_are_alike_on_two_learners() -> None:

@@ -69,33 +69,17 @@ class IMPALAPolicy(Policy):
         """One gradient step on the V-trace actor-critic loss over every sequence of the batch."""
         cfg = self.config
         lr = self.update_lr()
-        recurrent = [k for k in batch if k.startswith(STATE_IN_PREFIX)] + (_RECURRENT_COLUMNS if self.is_recurrent else [])
-        t = self.share(self.to_tensors(batch, [*_SEQUENCE_COLUMNS, SampleBatch.BOOTSTRAP_OBS, *recurrent]))  # a Learner's
-        time_major = {k: t[k].transpose(0, 1) for k in _SEQUENCE_COLUMNS}  # [T, B, ...]
-        steps, sequences = time_major[SampleBatch.REWARDS].shape
-        actions = time_major[SampleBatch.ACTIONS].reshape(steps * sequences, *time_major[SampleBatch.ACTIONS].shape[2:])
-        if self.is_recurrent:
-            dist_inputs, values, last_values = self._recurrent_outputs(t)
-            dist = self.dist_class(dist_inputs)
-            target_logp = dist.logp(actions).view(steps, sequences)
-        else:
-            obs = time_major[SampleBatch.OBS].reshape(steps * sequences, *time_major[SampleBatch.OBS].shape[2:])
-            out = self.model.forward_train(obs)
-            dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
-            target_logp = dist.logp(actions).view(steps, sequences)
-            values = out[SampleBatch.VF_PREDS].view(steps, sequences)
-            with torch.no_grad():
-                last_values = self.model.forward_train(t[SampleBatch.BOOTSTRAP_OBS])[SampleBatch.VF_PREDS]
+        t, time_major = self.sequence_tensors(batch)
+        actions = _flat_steps(time_major[SampleBatch.ACTIONS])
+        dist_inputs, values, last_values = self.sequence_outputs(self.model, t, time_major)
+        dist = self.dist_class(dist_inputs)
+        target_logp = dist.logp(actions).view_as(values)
         valid = time_major[SampleBatch.VALID].float()
-        vs, pg_advantages = vtrace(
-            time_major[SampleBatch.ACTION_LOGP], target_logp, time_major[SampleBatch.REWARDS], values, last_values,
-            time_major[SampleBatch.TERMINATEDS], time_major[SampleBatch.TRUNCATEDS], valid, cfg.gamma,
-            cfg.vtrace_clip_rho_threshold, cfg.vtrace_clip_c_threshold, cfg.vtrace_clip_pg_rho_threshold,
-        )  # fmt: skip
+        vs, pg_advantages = self.vtrace_targets(time_major, valid, target_logp, values, last_values)
         count = valid.sum().clamp(min=1.0)
         policy_loss = -(target_logp * pg_advantages).sum() / count
         vf_loss = 0.5 * ((values - vs).pow(2) * valid).sum() / count
-        entropy = (dist.entropy().view(steps, sequences) * valid).sum() / count
+        entropy = (dist.entropy().view_as(values) * valid).sum() / count
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - self.scheduled("entropy_coeff") * entropy
         terms = {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
         rows = float(valid.sum()) if self.gradient_sync is not None else None  # a Learner's weight: its valid steps
@@ -103,7 +87,69 @@ class IMPALAPolicy(Policy):
         stats = {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, "grad_gnorm": grad_norm}
         return {**to_floats(stats), "cur_lr": lr}
 
-    def _recurrent_outputs(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def sequence_tensors(self, batch: SampleBatch) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """A batch of sequences as tensors (this Learner's share of them): ``[B, T, ...]``, and the step columns ``[T, B, ...]``.
+
+        Args:
+            batch: rows of ``[T, ...]`` sequences (:meth:`postprocess_trajectory`).
+
+        Returns:
+            ``(t, time_major)``.
+        """
+        recurrent = [k for k in batch if k.startswith(STATE_IN_PREFIX)] + (_RECURRENT_COLUMNS if self.is_recurrent else [])
+        t = self.share(self.to_tensors(batch, [*_SEQUENCE_COLUMNS, SampleBatch.BOOTSTRAP_OBS, *recurrent]))  # a Learner's
+        return t, {k: t[k].transpose(0, 1) for k in _SEQUENCE_COLUMNS}
+
+    def sequence_outputs(
+        self, model: Any, t: dict[str, torch.Tensor], time_major: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A model (this policy's, or a copy of it such as APPO's target network) over the batch's sequences.
+
+        Args:
+            model: the network to run.
+            t: the batch's tensors (:meth:`sequence_tensors`).
+            time_major: its step columns, ``[T, B, ...]``.
+
+        Returns:
+            ``[T * B, ...]`` time-major action-distribution inputs, ``[T, B]`` values, and ``[B]`` values of the
+            bootstrap observations (without gradients).
+        """
+        if self.is_recurrent:
+            return self._recurrent_outputs(model, t)
+        out = model.forward_train(_flat_steps(time_major[SampleBatch.OBS]))
+        steps, sequences = time_major[SampleBatch.REWARDS].shape
+        with torch.no_grad():
+            last_values = model.forward_train(t[SampleBatch.BOOTSTRAP_OBS])[SampleBatch.VF_PREDS]
+        return out[SampleBatch.ACTION_DIST_INPUTS], out[SampleBatch.VF_PREDS].view(steps, sequences), last_values
+
+    def vtrace_targets(
+        self,
+        time_major: dict[str, torch.Tensor],
+        valid: torch.Tensor,
+        target_logp: torch.Tensor,
+        values: torch.Tensor,
+        last_values: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """V-trace's value targets and policy-gradient advantages (``[T, B]``) for a target policy's log-probabilities.
+
+        Args:
+            time_major: the batch's step columns, ``[T, B, ...]``.
+            valid: ``[T, B]`` 1.0 at the steps taken, 0.0 at reset rows.
+            target_logp: ``[T, B]`` log-probabilities of the batch's actions under the policy V-trace corrects towards.
+            values: ``[T, B]`` the learner's values.
+            last_values: ``[B]`` the values of the bootstrap observations.
+
+        Returns:
+            ``(vs, pg_advantages)``.
+        """
+        cfg = self.config
+        return vtrace(
+            time_major[SampleBatch.ACTION_LOGP], target_logp, time_major[SampleBatch.REWARDS], values, last_values,
+            time_major[SampleBatch.TERMINATEDS], time_major[SampleBatch.TRUNCATEDS], valid, cfg.gamma,
+            cfg.vtrace_clip_rho_threshold, cfg.vtrace_clip_c_threshold, cfg.vtrace_clip_pg_rho_threshold,
+        )  # fmt: skip
+
+    def _recurrent_outputs(self, model: Any, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A recurrent model over ``[B, T]`` sequences, a step at a time from each one's first state.
 
         After a reset row (``valid`` False) an episode starts: the state starts over,
@@ -113,7 +159,7 @@ class IMPALAPolicy(Policy):
             ``[T * B, ...]`` time-major action-distribution inputs, ``[T, B]`` values, and
             ``[B]`` values of the bootstrap observations from the state after each sequence.
         """
-        model = cast(RecurrentModel, self.model)
+        model = cast(RecurrentModel, model)
         initial = initial_state(model)
         state = [t[state_in_key(k)] for k in range(len(initial))]
         valid = t[SampleBatch.VALID]
@@ -144,6 +190,11 @@ class IMPALAPolicy(Policy):
 
 
 _RECURRENT_COLUMNS = [SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS]
+
+
+def _flat_steps(column: torch.Tensor) -> torch.Tensor:
+    """A ``[T, B, ...]`` column as ``[T * B, ...]`` rows."""
+    return column.reshape(column.shape[0] * column.shape[1], *column.shape[2:])
 
 
 def _rows(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

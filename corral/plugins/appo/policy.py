@@ -1,0 +1,107 @@
+"""APPO's update: PPO's clipped surrogate on V-trace advantages, measured against a target network's policy.
+
+As in RLlib's APPO, the target network (a copy of the policy updated every
+``target_network_update_freq`` trained env steps) plays PPO's "old policy":
+V-trace corrects the sampled sequences towards it, and the surrogate's ratio
+is the learner's probability over the target's. The samples' own behaviour
+probabilities enter only through an importance weight, ``pi_target / mu``
+clipped to [0, 2], which accounts for sequences sampled with weights older
+than the target's.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from corral.core import SampleBatch, restored_float, to_floats
+from corral.core.learning.nonfinite import saturate
+from corral.core.learning.off_policy import update_target
+from corral.core.learning.policies.state import load_finite_weights
+from corral.plugins.appo.config import APPOConfig
+from corral.plugins.impala.policy import IMPALAPolicy
+
+_MAX_IMPORTANCE_WEIGHT = 2.0
+"""the largest weight of a sample for being drawn by weights other than the target network's (RLlib's)"""
+
+
+class APPOPolicy(IMPALAPolicy):
+    """IMPALA's policy with a target network and PPO's clipped surrogate."""
+
+    config: APPOConfig
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.target_model = copy.deepcopy(self.model).requires_grad_(False)
+        self.kl_coeff = self.config.kl_coeff
+
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
+        """``num_epochs`` gradient steps on the batch's sequences, the target network fixed among them."""
+        cfg = self.config
+        lr = self.update_lr()
+        t, time_major = self.sequence_tensors(batch)
+        valid = time_major[SampleBatch.VALID].float()
+        count = valid.sum().clamp(min=1.0)
+        actions = time_major[SampleBatch.ACTIONS]
+        actions = actions.reshape(actions.shape[0] * actions.shape[1], *actions.shape[2:])
+        with torch.no_grad():
+            old_inputs, _, _ = self.sequence_outputs(self.target_model, t, time_major)
+            old_dist = self.dist_class(old_inputs)
+            old_logp = old_dist.logp(actions).view_as(valid)
+            behaviour_logp = time_major[SampleBatch.ACTION_LOGP]
+            weight = torch.exp(old_logp - behaviour_logp).clamp(0.0, _MAX_IMPORTANCE_WEIGHT)
+        low, high = saturate(1 - cfg.clip_param), saturate(1 + cfg.clip_param)
+        rows = float(valid.sum()) if self.gradient_sync is not None else None  # a Learner's weight: its valid steps
+        for _ in range(cfg.num_epochs):
+            dist_inputs, values, last_values = self.sequence_outputs(self.model, t, time_major)
+            dist = self.dist_class(dist_inputs)
+            logp = dist.logp(actions).view_as(valid)
+            vs, advantages = self.vtrace_targets(time_major, valid, old_logp, values.detach(), last_values)
+            ratio = weight * torch.exp(logp - old_logp)
+            surrogate = torch.min(advantages * ratio, advantages * ratio.clamp(low, high))
+            kl_steps = old_dist.kl(dist).view_as(valid)
+            terms = {
+                "policy_loss": -(surrogate * valid).sum() / count,
+                "vf_loss": 0.5 * ((values - vs).pow(2) * valid).sum() / count,
+                "entropy": (dist.entropy().view_as(valid) * valid).sum() / count,
+                "kl": (kl_steps * valid).sum() / count,
+            }
+            total = terms["policy_loss"] + cfg.vf_loss_coeff * terms["vf_loss"]
+            total = total - self.scheduled("entropy_coeff") * terms["entropy"]
+            if cfg.use_kl_loss:
+                total = total + self.kl_coeff * terms["kl"]
+            (grad_norm,) = self.apply_gradients(total, terms, rows)
+        stats = {**to_floats({"total_loss": total, **terms, "grad_gnorm": grad_norm}), "cur_lr": lr}
+        # the KL weight adapts to the whole batch's divergence, also on Learners that each hold a share
+        stats["kl"] = float(self.batch_mean(kl_steps.detach()[valid > 0]))
+        stats["cur_kl_coeff"] = self.kl_coeff
+        return stats
+
+    def update_target_network(self, kl: float | None) -> None:
+        """Move the target network towards the policy (``tau``); with ``use_kl_loss``, adapt the KL weight first.
+
+        Args:
+            kl: the mean KL divergence of the last update (its ``kl`` stat), or None if it made none.
+        """
+        cfg = self.config
+        if cfg.use_kl_loss and kl is not None:
+            if kl > 2.0 * cfg.kl_target:
+                self.kl_coeff *= 1.5
+            elif kl < 0.5 * cfg.kl_target:
+                self.kl_coeff *= 0.5
+        update_target(self.target_model, self.model, cfg.tau)
+
+    def get_state(self) -> dict[str, Any]:
+        """IMPALA's state plus the target network and the KL weight."""
+        target = {k: v.detach().cpu().clone() for k, v in self.target_model.state_dict().items()}
+        return {**super().get_state(), "target_weights": target, "kl_coeff": float(self.kl_coeff)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore IMPALA's state, the target network (if the state has one) and the KL weight."""
+        kl_coeff = restored_float(state.get("kl_coeff", self.config.kl_coeff), "kl_coeff", minimum=0.0)
+        super().set_state(state)
+        if "target_weights" in state:
+            load_finite_weights(self.target_model, state["target_weights"])
+        self.kl_coeff = kl_coeff
