@@ -52,12 +52,17 @@ class PPOConfig(
         size = AUTO_MINIBATCH_SIZE if self.minibatch_size == "auto" else self.minibatch_size
         return size if self.train_batch_size_per_learner is None else size * max(1, self.num_learners)
 
+    def minibatched_batch(self) -> tuple[str, int]:
+        """The batch one process cuts into minibatches, and the options that size it (for the check against
+        ``minibatch_size``; DD-PPO's runners each cut their own sample)."""
+        if self.train_batch_size_per_learner is not None:
+            return "train_batch_size_per_learner", self.train_batch_size_per_learner
+        return "train_batch_size", self.train_batch_size
+
     def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
         """PPO's own checks on top of the shared ones."""
         super().validate()
-        name, batch = "train_batch_size", self.train_batch_size
-        if self.train_batch_size_per_learner is not None:
-            name, batch = "train_batch_size_per_learner", self.train_batch_size_per_learner
+        name, batch = self.minibatched_batch()
         if self.minibatch_size != "auto" and self.minibatch_size > batch:
             raise ConfigError(
                 f"minibatch_size={self.minibatch_size} is larger than {name}={batch}; "

@@ -100,10 +100,11 @@ class PPOPolicy(ActorCriticPolicy):
         if self.is_recurrent:
             size = max(1, size // cfg.model.max_seq_len)
         grad_norms = []
+        covered = self.group_rows(n)  # DD-PPO's runners loop over as many minibatches, however many rows each holds
         for _ in range(cfg.num_epochs):
             order = torch.randperm(n, device=self.device, generator=self.torch_rng)
             shuffled = {k: v[order] for k, v in t.items()}  # one gather per epoch; minibatches are then views
-            for start in range(0, n, size):
+            for start in range(0, covered, size):
                 minibatch = self.share({k: v[start : start + size] for k, v in shuffled.items()})  # a Learner's part
                 (grad_norm,) = self.apply_gradients(*self.loss(minibatch))
                 grad_norms.append(grad_norm)

@@ -33,16 +33,23 @@ import torch.distributed as dist
 class GradientSync:
     """One Learner's part in a ``torch.distributed`` group (the default one).
 
+    A group whose members each learn on their own batch (DD-PPO's env
+    runners) passes ``shares_batch=False``: :meth:`share` then keeps every row,
+    and the group's gradient is the mean over all members' rows alike.
+
     Args:
         rank: this Learner's place in the group, from 0.
         world_size: how many Learners the group has.
         device: where this Learner's tensors live (gloo reduces CPU tensors, NCCL CUDA ones).
+        shares_batch: whether every member holds the same batch and learns on its share of it (Learner actors), or
+            each learns on a batch of its own.
     """
 
-    def __init__(self, rank: int, world_size: int, device: torch.device) -> None:
+    def __init__(self, rank: int, world_size: int, device: torch.device, shares_batch: bool = True) -> None:
         self.rank = rank
         self.world_size = world_size
         self.device = device
+        self.shares_batch = shares_batch
         self._span = (0, 0, 0)  # the last share's first row, the row after it, and the rows it was cut from
 
     def share(self, columns: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -55,9 +62,32 @@ class GradientSync:
             The same columns, each cut to this Learner's rows (views).
         """
         rows = len(next(iter(columns.values())))
+        if not self.shares_batch:  # a batch of its own: all of it
+            self._span = (0, rows, rows)
+            return dict(columns)
         start, stop = rows * self.rank // self.world_size, rows * (self.rank + 1) // self.world_size
         self._span = (start, stop, rows)
         return {key: value[start:stop] for key, value in columns.items()}
+
+    def group_rows(self, rows: int) -> int:
+        """The rows a loop over a batch's minibatches must cover for every member to make as many gradient steps.
+
+        Members sharing a batch hold the same rows; members with batches of their
+        own may hold different numbers of rows, and take the largest (one
+        all-reduce): a member past its last row adds an empty minibatch, a zero
+        gradient of weight 0.
+
+        Args:
+            rows: the rows of this member's batch.
+
+        Returns:
+            The rows every member loops over.
+        """
+        if self.shares_batch:
+            return rows
+        most = torch.tensor([float(rows)], device=self.device)
+        dist.all_reduce(most, op=dist.ReduceOp.MAX)
+        return int(most.item())
 
     def share_of_draw(self, draw: Callable[[int], torch.Tensor], repeats: int = 1) -> torch.Tensor:
         """This Learner's rows of a random draw made for the whole of the batch last shared.

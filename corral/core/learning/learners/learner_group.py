@@ -72,6 +72,41 @@ def learner_actor_device(config: AlgorithmConfig) -> torch.device:
     return torch.device("cuda")
 
 
+def meeting_address() -> tuple[str, int]:
+    """This Ray node's address and a free port on it: where a process group's members meet (asked of its rank 0).
+
+    Returns:
+        ``(host, port)``.
+    """
+    import ray
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("", 0))
+        port = int(probe.getsockname()[1])
+    return str(ray.util.get_node_ip_address()), port  # type: ignore[no-untyped-call]  # unannotated in Ray
+
+
+def join_process_group(host: str, port: int, rank: int, world_size: int, device: torch.device) -> None:
+    """Join a ``torch.distributed`` process group (every member calls this at once): NCCL on CUDA, else gloo.
+
+    Args:
+        host: rank 0's address (:func:`meeting_address`).
+        port: the free port there.
+        rank: this member's place in the group.
+        world_size: how many members the group has.
+        device: where this member computes.
+    """
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "nccl" if device.type == "cuda" else "gloo",
+        init_method=f"tcp://{host}:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+    )
+
+
 class LearnerActor:
     """The body of one Learner (wrapped with ``ray.remote`` by :class:`LearnerGroup`): policy copies that learn together.
 
@@ -93,12 +128,7 @@ class LearnerActor:
 
     def address(self) -> tuple[str, int]:
         """This node's address and a free port on it, where the group's process group meets (asked of Learner 0)."""
-        import ray
-
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind(("", 0))
-            port = int(probe.getsockname()[1])
-        return str(ray.util.get_node_ip_address()), port  # type: ignore[no-untyped-call]  # unannotated in Ray
+        return meeting_address()
 
     def join(self, host: str, port: int) -> None:
         """Join the group's ``torch.distributed`` process group (every Learner calls this at once).
@@ -107,15 +137,7 @@ class LearnerActor:
             host: Learner 0's node address (:meth:`address`).
             port: the free port there.
         """
-        import torch.distributed as dist
-
-        dist.init_process_group(
-            "nccl" if self.device.type == "cuda" else "gloo",
-            init_method=f"tcp://{host}:{port}",
-            rank=self.rank,
-            world_size=self.world_size,
-            timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S),
-        )
+        join_process_group(host, port, self.rank, self.world_size, self.device)
 
     def set_build(self, policy_id: str, build: PolicyBuild | None, model_classes: dict[str, type]) -> None:
         """Learn how to build a policy (a new one, or one whose config changed); None forgets it.

@@ -195,6 +195,18 @@ class Updates(PolicyPart):
         """
         return t if self.gradient_sync is None else self.gradient_sync.share(t)
 
+    def group_rows(self, rows: int) -> int:
+        """The rows a loop over this batch's minibatches covers: ``rows``, or on a member of a group whose members learn on
+        batches of their own (DD-PPO), the largest of theirs, so that every member makes as many gradient steps.
+
+        Args:
+            rows: the rows of the batch being learned on.
+
+        Returns:
+            The rows to loop over (minibatches past ``rows`` are empty).
+        """
+        return rows if self.gradient_sync is None else self.gradient_sync.group_rows(rows)
+
     def random_rows(self, draw: Callable[[int], torch.Tensor], rows: int, repeats: int = 1) -> torch.Tensor:
         """A random draw with a row per row of the batch (``repeats`` rows each) that a loss computes on.
 

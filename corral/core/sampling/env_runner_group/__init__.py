@@ -138,6 +138,15 @@ class EnvRunnerGroup(RemoteRunners):
         episodes, self._episodes = self._episodes, []
         return self.local_env_runner.get_metrics() + episodes
 
+    def add_metrics(self, episodes: list[EpisodeSummary]) -> None:
+        """Episodes a remote runner finished outside :meth:`sample` (a ``foreach_env_runner`` call that sampled, as
+        DD-PPO's runners do), for the next :meth:`get_metrics`.
+
+        Args:
+            episodes: what the runner's ``get_metrics()`` returned.
+        """
+        self._episodes.extend(episodes)
+
     def foreach_env_runner(
         self,
         fn: Callable[[AnyEnvRunner], Any],
