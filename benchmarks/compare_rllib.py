@@ -40,7 +40,9 @@ RAY_CPUS = 4
 
 PPO = {"envs_per_runner": 8, "train_batch_size": 4096, "minibatch_size": 512, "num_epochs": 10, "lr": 2e-3}
 IMPALA = {"envs_per_runner": 5, "rollout_fragment_length": 50, "train_batch_size": 500, "lr": 1e-3}
-CASES = [("PPO", 0), ("PPO", 1), ("PPO", 2), ("IMPALA", 0), ("IMPALA", 1), ("IMPALA", 2)]
+APPO = {**IMPALA, "lr": 2e-3}
+"""APPO samples as IMPALA does; its learning rate is corral's default (RLlib's own default takes longer to learn)"""
+CASES = [(name, runners) for name in ("PPO", "IMPALA", "APPO") for runners in (0, 1, 2)]
 
 
 # --------------------------------------------------------------------------- #
@@ -55,10 +57,10 @@ def timed(step: Any, seconds: float) -> float:
 
 
 def corral_algo(algo_name: str, runners: int, hiddens: tuple[int, ...] = (64, 64)) -> Any:
-    """A corral PPO or IMPALA with the benchmark's settings and ``runners`` remote env runners."""
+    """A corral PPO, IMPALA or APPO with the benchmark's settings and ``runners`` remote env runners."""
     from corral import get_config
 
-    settings = PPO if algo_name == "PPO" else IMPALA
+    settings = {"PPO": PPO, "IMPALA": IMPALA, "APPO": APPO}[algo_name]
     config = get_config(algo_name).environment("CartPole-v1").update_from_dict(
         {k: v for k, v in settings.items() if k != "envs_per_runner"}
         | {"num_env_runners": runners, "num_envs_per_env_runner": settings["envs_per_runner"], "seed": 0,
@@ -103,10 +105,13 @@ def rllib_config(algo_name: str, runners: int) -> Any:
         )  # fmt: skip
         fragment = "auto"
     else:
+        from ray.rllib.algorithms.appo import APPOConfig
         from ray.rllib.algorithms.impala import IMPALAConfig
 
-        s = IMPALA
-        config = IMPALAConfig().training(train_batch_size_per_learner=s["train_batch_size"], lr=s["lr"])
+        s = IMPALA if algo_name == "IMPALA" else APPO
+        config = (IMPALAConfig() if algo_name == "IMPALA" else APPOConfig()).training(
+            train_batch_size_per_learner=s["train_batch_size"], lr=s["lr"]
+        )
         fragment = s["rollout_fragment_length"]
     return (
         config.environment("CartPole-v1")
@@ -178,10 +183,12 @@ def run_in_fresh_process(args: list[str], timeout: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- #
 # throughput table
 # --------------------------------------------------------------------------- #
-def throughput(seconds: float, repeats: int) -> None:
-    """Every library, algorithm and runner count, ``repeats`` times; writes the JSON and prints the table."""
+def throughput(seconds: float, repeats: int, only: str | None = None) -> None:
+    """Every library, algorithm (or ``only`` one) and runner count, ``repeats`` times; writes the JSON, prints the table."""
     results: dict[str, dict[str, list[dict[str, float]]]] = {}
     for algo_name, runners in CASES:
+        if only is not None and algo_name != only:
+            continue
         for library in ("corral", "rllib"):
             key = f"{library} {algo_name} {runners}"
             for _ in range(repeats):
@@ -189,7 +196,8 @@ def throughput(seconds: float, repeats: int) -> None:
                 print(key, outcome, flush=True)
                 results.setdefault(key, {}).setdefault("runs", []).append(outcome)
     (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "rllib_throughput.json").write_text(json.dumps(results, indent=1))
+    name = "rllib_throughput.json" if only is None else f"rllib_throughput_{only.lower()}.json"
+    (HERE / "results" / name).write_text(json.dumps(results, indent=1))
     print(throughput_table(results))
 
 
@@ -205,6 +213,8 @@ def throughput_table(results: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for algo_name, runners in CASES:
+        if f"corral {algo_name} {runners}" not in results:  # a run of --only another algorithm
+            continue
         for metric in ("training", "sampling") if algo_name == "PPO" else ("training",):
             ours, theirs = median(f"corral {algo_name} {runners}", metric), median(f"rllib {algo_name} {runners}", metric)
             ratio = f"**{ours / theirs:.1f}x**" if ours and theirs else "n/a"
@@ -378,6 +388,7 @@ def main() -> None:
     t = sub.add_parser("throughput", help="the corral/RLlib table")
     t.add_argument("--seconds", type=float, default=20.0, help="measurement window per case")
     t.add_argument("--repeats", type=int, default=1)
+    t.add_argument("--only", choices=sorted({name for name, _ in CASES}), help="one algorithm (its own results file)")
     sub.add_parser("scaling", help="the measurements behind benchmarks/scaling.md")
     c = sub.add_parser("_child")
     c.add_argument("library")
@@ -386,7 +397,7 @@ def main() -> None:
     c.add_argument("seconds", type=float)
     args = parser.parse_args()
     if args.command == "throughput":
-        throughput(args.seconds, args.repeats)
+        throughput(args.seconds, args.repeats, args.only)
     elif args.command == "scaling":
         scaling()
     else:

@@ -101,10 +101,10 @@ def _meeting_address(runner: Any) -> tuple[str, int]:
 
 def _join(host: str, port: int, ranks: dict[int, int], index: int, runner: Any) -> None:
     """On each runner: join the process group; its policies then average their gradients with the others'."""
-    device = torch.device("cpu")
-    join_process_group(host, port, ranks[index], len(ranks), device)
+    cpu = torch.device("cpu")  # gloo, which reduces CPU tensors: a runner's policy on a GPU averages through the CPU
+    join_process_group(host, port, ranks[index], len(ranks), cpu)
     for policy in runner.policies.values():
-        policy.gradient_sync = GradientSync(ranks[index], len(ranks), policy.device, shares_batch=False)
+        policy.gradient_sync = GradientSync(ranks[index], len(ranks), cpu, shares_batch=False)
 
 
 def _set_policy_states(states: dict[str, dict[str, Any]], runner: Any) -> None:
