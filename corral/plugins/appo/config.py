@@ -14,9 +14,9 @@ class APPOConfig(IMPALAConfig, defaults={"lr": 2e-3}):
     IMPALA's for sampling: one gradient step per 500 env steps in sequences of
     50, asynchronous with remote env runners. ``lr`` is 2e-3, not RLlib's
     5e-4: on CartPole-v1 in one process (seeds 0-2), 2e-3 reached a 100-episode
-    mean of 450 after 174k-236k env steps; 5e-4 after 467k and 474k on seeds 0
-    and 2, and not within 500k on seed 1 (331); 1e-3 after 370k-451k. The
-    clipped surrogate holds the larger steps back.
+    mean of 450 after 174k-315k env steps; 5e-4 after 467k and 474k on seeds 0
+    and 2, and not within 500k on seed 1 (331). The clipped surrogate holds
+    the larger steps back.
     """
 
     vtrace: bool = option(True, "training")

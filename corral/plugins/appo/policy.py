@@ -3,10 +3,10 @@
 As in RLlib's APPO, the target network (a copy of the policy updated every
 ``target_network_update_freq`` trained env steps) plays PPO's "old policy":
 V-trace corrects the sampled sequences towards it, and the surrogate's ratio
-is the learner's probability over the target's. The samples' own behaviour
-probabilities enter only through an importance weight, ``pi_target / mu``
-clipped to [0, 2], which accounts for sequences sampled with weights older
-than the target's.
+is the learner's probability over the target's, written as
+``min(mu / pi_target, 2) * pi / mu`` with ``mu`` the probability the sampler
+acted with: the clip bounds what a step the sampler took far more often than
+the target would counts for.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from corral.plugins.appo.config import APPOConfig
 from corral.plugins.impala.policy import IMPALAPolicy
 
 _MAX_IMPORTANCE_WEIGHT = 2.0
-"""the largest weight of a sample for being drawn by weights other than the target network's (RLlib's)"""
+"""the largest sampler-over-target probability ratio a step counts with (RLlib's)"""
 
 
 class APPOPolicy(IMPALAPolicy):
@@ -51,7 +51,6 @@ class APPOPolicy(IMPALAPolicy):
             old_dist = self.dist_class(old_inputs)
             old_logp = old_dist.logp(actions).view_as(valid)
             behaviour_logp = time_major[SampleBatch.ACTION_LOGP]
-            weight = torch.exp(old_logp - behaviour_logp).clamp(0.0, _MAX_IMPORTANCE_WEIGHT)
         low, high = saturate(1 - cfg.clip_param), saturate(1 + cfg.clip_param)
         rows = float(valid.sum()) if self.gradient_sync is not None else None  # a Learner's weight: its valid steps
         for _ in range(cfg.num_epochs):
@@ -59,7 +58,7 @@ class APPOPolicy(IMPALAPolicy):
             dist = self.dist_class(dist_inputs)
             logp = dist.logp(actions).view_as(valid)
             vs, advantages = self.vtrace_targets(time_major, valid, old_logp, values.detach(), last_values)
-            ratio = weight * torch.exp(logp - old_logp)
+            ratio = surrogate_ratio(logp, old_logp, behaviour_logp)
             surrogate = torch.min(advantages * ratio, advantages * ratio.clamp(low, high))
             kl_steps = old_dist.kl(dist).view_as(valid)
             terms = {
@@ -105,3 +104,19 @@ class APPOPolicy(IMPALAPolicy):
         if "target_weights" in state:
             load_finite_weights(self.target_model, state["target_weights"])
         self.kl_coeff = kl_coeff
+
+
+def surrogate_ratio(logp: torch.Tensor, target_logp: torch.Tensor, behaviour_logp: torch.Tensor) -> torch.Tensor:
+    """APPO's probability ratio, RLlib's way: ``min(mu / pi_target, 2) * pi / mu``, which is ``pi / pi_target`` unless
+    the sampler took the step more than twice as often as the target network would.
+
+    Args:
+        logp: log pi, the learner's (with gradients).
+        target_logp: log pi_target, the target network's.
+        behaviour_logp: log mu, what the sampler acted with.
+
+    Returns:
+        The ratio, a tensor shaped like ``logp``.
+    """
+    weight = torch.exp(behaviour_logp - target_logp).clamp(0.0, _MAX_IMPORTANCE_WEIGHT)
+    return weight * torch.exp(logp - behaviour_logp)

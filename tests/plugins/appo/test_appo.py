@@ -9,6 +9,7 @@ import torch
 import corral
 from corral import ConfigError
 from corral.plugins.appo import APPO, APPOConfig, APPOPolicy
+from corral.plugins.appo.policy import surrogate_ratio
 
 SMALL = {"train_batch_size": 64, "rollout_fragment_length": 16, "num_envs_per_env_runner": 4, "seed": 0}
 
@@ -41,7 +42,15 @@ def test_the_target_network_follows_the_policy_every_target_network_update_freq_
         algo.stop()
 
 
-def test_num_epochs_steps_on_each_batch_and_the_first_step_s_ratio_is_the_importance_weight_alone() -> None:
+def test_the_ratio_is_the_learner_s_over_the_target_s_unless_the_sampler_took_the_step_twice_as_often() -> None:
+    target = torch.log(torch.tensor([0.5, 0.5, 0.1]))
+    sampler = torch.log(torch.tensor([0.5, 0.25, 0.4]))  # as the target; half as often; 4x as often
+    learner = torch.log(torch.tensor([0.6, 0.6, 0.15]))
+    ratio = surrogate_ratio(learner, target, sampler)
+    assert torch.allclose(ratio, torch.tensor([1.2, 1.2, 2.0 * 0.15 / 0.4])), "the last: min(4, 2) * pi / mu"
+
+
+def test_num_epochs_steps_on_each_batch() -> None:
     algo = tiny(num_epochs=3).build()
     try:
         learner = algo.train()["info"]["learner"]["default_policy"]
