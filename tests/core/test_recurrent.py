@@ -223,7 +223,7 @@ def test_impala_learns_on_whole_fragments_from_their_first_state_starting_over_w
     assert not batch[SampleBatch.VALID].all()
     t = policy.to_tensors(batch)
     with torch.no_grad():
-        dist_inputs, _, _ = policy._recurrent_outputs(t)
+        dist_inputs, _, _ = policy._recurrent_outputs(policy.model, t)
     steps, sequences = batch[SampleBatch.VALID].shape[1], batch.count
     logp = policy.dist_class(dist_inputs).logp(t[SampleBatch.ACTIONS].T.reshape(-1)).view(steps, sequences).T
     # the learner's model, run over each sequence from its first state, gives what the runner's gave step by step
