@@ -62,9 +62,9 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.learning.filters import MeanStdFilter as MeanStdFilter
     from corral.core.learning.fused_adam import FusedAdam as FusedAdam, Optimizer as Optimizer
     from corral.core.learning.nonfinite import saturate as saturate
-    from corral.core.learning.off_policy import (
-        OffPolicyConfig as OffPolicyConfig,
-        OffPolicyPolicy as OffPolicyPolicy,
+    from corral.core.learning.off_policy import OffPolicyConfig as OffPolicyConfig, OffPolicyPolicy as OffPolicyPolicy
+    from corral.core.learning.policies.target_networks import (
+        TargetNetworkPolicy as TargetNetworkPolicy,
         update_target as update_target,
     )
     from corral.core.learning.policy import (
@@ -225,7 +225,8 @@ _EXPORTS = {
     "OffPolicyConfig": "corral.core.learning.off_policy",
     "OffPolicyPolicy": "corral.core.learning.off_policy",
     "OffPolicyAlgorithm": "corral.core.training.off_policy",
-    "update_target": "corral.core.learning.off_policy",
+    "update_target": "corral.core.learning.policies.target_networks",
+    "TargetNetworkPolicy": "corral.core.learning.policies.target_networks",
     "compute_nstep": "corral.core.learning.postprocessing",
     "ReplayBuffer": "corral.core.learning.replay.replay_buffers",
     "restored_count": "corral.core.common.restored",

@@ -391,14 +391,6 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         """
         check_config(self)
 
-    @property
-    def total_train_batch_size(self) -> int:
-        """The env steps of one whole train batch: ``train_batch_size_per_learner`` times the Learners (at least one), if
-        set, else ``train_batch_size`` (RLlib's property of the same name)."""
-        if self.train_batch_size_per_learner is None:
-            return self.train_batch_size
-        return self.train_batch_size_per_learner * max(1, self.num_learners)
-
     def get_rollout_fragment_length(self) -> int:
         """Steps per sub-environment per sample call, resolving ``'auto'``."""
         per_step = self.num_envs_per_env_runner * max(1, self.num_env_runners)
@@ -445,18 +437,6 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         if logger_creator is None:  # a plugin's own __init__ may not take it
             return algo_class(config=config)
         return algo_class(config=config, logger_creator=logger_creator)
-
-    def build_algo(self, env: Any = None, logger_creator: Any = None) -> Algorithm:
-        """RLlib's name for :meth:`build` since Ray 2.40: the same call.
-
-        Args:
-            env: optionally the environment, overriding ``config.env``.
-            logger_creator: RLlib's ``fn(config_dict) -> logger`` (see :meth:`build`).
-
-        Returns:
-            A new algorithm, ready to ``train()``.
-        """
-        return self.build(env, logger_creator)
 
     # ------------------------------------------------------------------ #
     # helpers

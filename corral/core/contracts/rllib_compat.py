@@ -9,8 +9,10 @@ to use. None of them is stored: ``to_dict()`` holds corral's options only.
 RLlib's model keys for recurrent and attention nets get the same treatment.
 
 :class:`RLlibConfigMethods` gives ``AlgorithmConfig`` RLlib's builder methods
-for these (``experimental()``, ``api_stack()``, ``rl_module()``) and
-``is_multi_agent``, which RLlib has had both as a method and as a property.
+for these (``experimental()``, ``api_stack()``, ``rl_module()``),
+``is_multi_agent``, which RLlib has had both as a method and as a property,
+and RLlib's names that read corral's options (``total_train_batch_size``,
+``build_algo()``).
 A config object where RLlib takes one, as an algorithm's config of a base class
 (``AlgorithmConfig(algo_class=PPO)``) or as ``evaluation_config``, stands for
 the options it was given (:func:`options_set`).
@@ -36,6 +38,7 @@ from corral.errors import ConfigError, short_repr
 
 if TYPE_CHECKING:  # the config module imports this one
     from corral.core.contracts.config import AlgorithmConfig
+    from corral.core.training.algorithm import Algorithm
 
 logger = logging.getLogger("corral")
 
@@ -204,6 +207,26 @@ def evaluation_overrides(config: AlgorithmConfig) -> dict[str, Any]:
 
 class RLlibConfigMethods:
     """RLlib's builder methods for its API stack and experimental flags, and ``is_multi_agent``, on AlgorithmConfig."""
+
+    @property
+    def total_train_batch_size(self: Any) -> int:
+        """RLlib's property: the env steps of one whole train batch, ``train_batch_size_per_learner`` times the
+        Learners (at least one) where that is set, else ``train_batch_size``."""
+        if self.train_batch_size_per_learner is None:
+            return int(self.train_batch_size)
+        return int(self.train_batch_size_per_learner * max(1, self.num_learners))
+
+    def build_algo(self: Any, env: Any = None, logger_creator: Any = None) -> Algorithm:
+        """RLlib's name for ``build()`` since Ray 2.40: the same call.
+
+        Args:
+            env: optionally the environment, overriding ``config.env``.
+            logger_creator: RLlib's ``fn(config_dict) -> logger`` (see ``build()``).
+
+        Returns:
+            A new algorithm, ready to ``train()``.
+        """
+        return cast("Algorithm", self.build(env, logger_creator))
 
     def experimental(self: Any, **flags: Any) -> AlgorithmConfig:
         """RLlib's ``.experimental(...)``: each flag answered as :data:`EXPERIMENTAL_FLAGS` says.

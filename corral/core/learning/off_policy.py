@@ -8,16 +8,14 @@ training loop, in the training room), and write only their loss.
 
 from __future__ import annotations
 
-import copy
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from torch import nn
 
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import MAX_UPDATES_PER_ENV_STEP, AlgorithmConfig, option
-from corral.core.learning.policy import Policy, load_finite_weights
+from corral.core.learning.policies.target_networks import TargetNetworkPolicy
 from corral.core.learning.postprocessing import compute_nstep
 from corral.core.learning.replay.replay_buffers import (
     check_replay_buffer_config,
@@ -81,60 +79,9 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
             )
 
 
-def update_target(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """Move ``target``'s parameters towards ``source``'s: ``tau=1`` copies, otherwise Polyak averaging.
-
-    Buffers (running statistics, say) are always copied, whatever ``tau``.
-
-    Args:
-        target: the target network, changed in place.
-        source: the online network, with the same parameters and buffers in the same order.
-        tau: the step towards ``source``: 1 (or more) copies it, a value in ``(0, 1)`` sets
-            ``target = (1 - tau) * target + tau * source``.
-
-    Raises:
-        ValueError: the two networks have different numbers of parameters or buffers.
-    """
-    _TargetTensors.of(target, source).move(tau)
-
-
-class _TargetTensors(NamedTuple):
-    """A target network's and its online network's parameters and buffers, listed once (listing them costs more
-    than the update itself on small networks)."""
-
-    target: nn.Module
-    online: nn.Module
-    target_params: list[torch.Tensor]
-    online_params: list[torch.Tensor]
-    target_buffers: list[torch.Tensor]
-    online_buffers: list[torch.Tensor]
-
-    @classmethod
-    def of(cls, target: nn.Module, online: nn.Module) -> _TargetTensors:
-        tensors = cls(
-            target, online, *(list(t) for t in (target.parameters(), online.parameters(), target.buffers(), online.buffers()))
-        )
-        if len(tensors.target_params) != len(tensors.online_params) or len(tensors.target_buffers) != len(tensors.online_buffers):
-            raise ValueError(
-                f"a target network and its online network differ in their tensors: {len(tensors.target_params)} and "
-                f"{len(tensors.online_params)} parameters, {len(tensors.target_buffers)} and "
-                f"{len(tensors.online_buffers)} buffers"
-            )
-        return tensors
-
-    def move(self, tau: float) -> None:
-        """What :func:`update_target` does, in one foreach call per kind of tensor."""
-        with torch.no_grad():
-            if self.target_params and tau >= 1.0:
-                torch._foreach_copy_(self.target_params, self.online_params)
-            elif self.target_params:
-                torch._foreach_lerp_(self.target_params, self.online_params, tau)
-            if self.target_buffers:
-                torch._foreach_copy_(self.target_buffers, self.online_buffers)
-
-
-class OffPolicyPolicy(Policy):
-    """A policy trained from replay: n-step postprocessing and target networks.
+class OffPolicyPolicy(TargetNetworkPolicy):
+    """A policy trained from replay: n-step postprocessing and target networks
+    (:class:`~corral.core.learning.policies.target_networks.TargetNetworkPolicy`).
 
     Subclasses list the networks that have target copies in ``target_pairs()``
     and write ``learn_on_batch``. They should return the per-row TD errors under
@@ -166,28 +113,10 @@ class OffPolicyPolicy(Policy):
     """the columns of a row in the replay buffer (what :func:`compute_nstep` makes of a sampled fragment): rows read
     from files keep these, so they share a buffer with sampled ones; a subclass whose sampled rows carry more says so here"""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.target_model = copy.deepcopy(self.model).requires_grad_(False)
-
     @property
     def replay_row_steps(self) -> int:
         """Env steps in one replay-buffer row: 1; a policy whose rows are sequences says how many at most."""
         return 1
-
-    def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
-        """(target, online) network pairs; by default the whole model."""
-        return [(self.target_model, self.model)]
-
-    def update_targets(self, tau: float) -> None:
-        """Update every target network (``tau=1`` copies)."""
-        pairs = self.target_pairs()
-        cached = self.__dict__.get("_target_tensors", [])
-        # a subclass may swap a network (a policy map restoring one, say): list the tensors again when the pairs change
-        if [(t.target, t.online) for t in cached] != pairs:
-            cached = self.__dict__["_target_tensors"] = [_TargetTensors.of(target, online) for target, online in pairs]
-        for tensors in cached:
-            tensors.move(tau)
 
     def extra_action_out(
         self, model_out: dict[str, torch.Tensor], dist: ActionDistribution, actions: torch.Tensor
@@ -212,14 +141,3 @@ class OffPolicyPolicy(Policy):
             discounts = np.where(rows[SampleBatch.TERMINATEDS], 0.0, self.config.gamma).astype(np.float32)
             rows = SampleBatch({**rows, SampleBatch.DISCOUNTS: discounts})
         return SampleBatch({k: rows[k] for k in self.STORED_COLUMNS})
-
-    def get_state(self) -> dict[str, Any]:
-        """The base state plus the target network's weights."""
-        target = {k: v.detach().cpu().clone() for k, v in self.target_model.state_dict().items()}
-        return {**super().get_state(), "target_weights": target}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore the base state and the target network."""
-        super().set_state(state)
-        if "target_weights" in state:
-            load_finite_weights(self.target_model, state["target_weights"])

@@ -17,11 +17,8 @@ import numpy as np
 
 from corral.core.common.restored import restored_count, restored_float
 from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
-from corral.core.learning.off_policy import (
-    OffPolicyConfig as OffPolicyConfig,
-    OffPolicyPolicy as OffPolicyPolicy,
-    update_target as update_target,
-)
+from corral.core.learning.off_policy import OffPolicyConfig as OffPolicyConfig, OffPolicyPolicy as OffPolicyPolicy
+from corral.core.learning.policies.target_networks import update_target as update_target
 from corral.core.learning.policy import Policy
 from corral.core.learning.replay.replay_buffers import (
     ReplayBuffer,

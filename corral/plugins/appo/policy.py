@@ -11,30 +11,26 @@ the target would counts for.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
 
-from corral.core import SampleBatch, restored_float, to_floats
+from corral.core import SampleBatch, TargetNetworkPolicy, restored_float, to_floats
 from corral.core.learning.nonfinite import saturate
-from corral.core.learning.off_policy import update_target
-from corral.core.learning.policies.state import load_finite_weights
 from corral.plugins.appo.config import APPOConfig
-from corral.plugins.impala.policy import IMPALAPolicy
+from corral.plugins.impala.policy import IMPALAPolicy, flat_steps
 
 _MAX_IMPORTANCE_WEIGHT = 2.0
 """the largest sampler-over-target probability ratio a step counts with (RLlib's)"""
 
 
-class APPOPolicy(IMPALAPolicy):
+class APPOPolicy(TargetNetworkPolicy, IMPALAPolicy):
     """IMPALA's policy with a target network and PPO's clipped surrogate."""
 
     config: APPOConfig
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.target_model = copy.deepcopy(self.model).requires_grad_(False)
         self.kl_coeff = self.config.kl_coeff
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
@@ -44,8 +40,7 @@ class APPOPolicy(IMPALAPolicy):
         t, time_major = self.sequence_tensors(batch)
         valid = time_major[SampleBatch.VALID].float()
         count = valid.sum().clamp(min=1.0)
-        actions = time_major[SampleBatch.ACTIONS]
-        actions = actions.reshape(actions.shape[0] * actions.shape[1], *actions.shape[2:])
+        actions = flat_steps(time_major[SampleBatch.ACTIONS])
         with torch.no_grad():
             old_inputs, _, _ = self.sequence_outputs(self.target_model, t, time_major)
             old_dist = self.dist_class(old_inputs)
@@ -90,19 +85,16 @@ class APPOPolicy(IMPALAPolicy):
                 self.kl_coeff *= 1.5
             elif kl < 0.5 * cfg.kl_target:
                 self.kl_coeff *= 0.5
-        update_target(self.target_model, self.model, cfg.tau)
+        self.update_targets(cfg.tau)
 
     def get_state(self) -> dict[str, Any]:
-        """IMPALA's state plus the target network and the KL weight."""
-        target = {k: v.detach().cpu().clone() for k, v in self.target_model.state_dict().items()}
-        return {**super().get_state(), "target_weights": target, "kl_coeff": float(self.kl_coeff)}
+        """The state with the target network, plus the KL weight."""
+        return {**super().get_state(), "kl_coeff": float(self.kl_coeff)}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore IMPALA's state, the target network (if the state has one) and the KL weight."""
+        """Restore the state with the target network, and the KL weight."""
         kl_coeff = restored_float(state.get("kl_coeff", self.config.kl_coeff), "kl_coeff", minimum=0.0)
         super().set_state(state)
-        if "target_weights" in state:
-            load_finite_weights(self.target_model, state["target_weights"])
         self.kl_coeff = kl_coeff
 
 

@@ -21,7 +21,7 @@ import torch
 
 from corral.core import PLUGIN_API_VERSION, ConfigError, MultiAgentBatch
 from corral.core.learning.learners.gradient_sync import GradientSync
-from corral.core.learning.learners.learner_group import join_process_group, meeting_address
+from corral.core.learning.learners.learner_group import join_process_group, mean_stats, meeting_address
 from corral.plugins.ddppo.config import DDPPOConfig
 from corral.plugins.ppo import PPO
 
@@ -72,7 +72,7 @@ class DDPPO(PPO):
             )
             for policy_id, state in states.items():
                 self.get_policy(policy_id).set_state(state)
-        return {policy_id: _mean(each) for policy_id, each in learner.items()}
+        return {policy_id: mean_stats(each) for policy_id, each in learner.items()}
 
     def learn_on_batch(self, samples: MultiAgentBatch) -> dict[str, dict[str, Any]]:
         """Refused: DD-PPO's policies learn on the runners that sampled.
@@ -131,12 +131,3 @@ def _sample_and_learn(timestep: int, runner: Any) -> tuple[int, int, dict[str, d
         policy.global_timestep = timestep
         stats[policy_id] = {**policy.learn_on_batch(rows), **policy.model_metrics()}
     return batch.env_steps, batch.agent_steps, stats, runner.get_metrics()
-
-
-def _mean(stats: list[dict[str, Any]]) -> dict[str, Any]:
-    """The runners' stats, numbers averaged (each runner's are of its own samples)."""
-    out = dict(stats[0])
-    for key, value in stats[0].items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[key] = sum(float(s[key]) for s in stats) / len(stats)
-    return out

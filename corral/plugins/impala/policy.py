@@ -70,7 +70,7 @@ class IMPALAPolicy(Policy):
         cfg = self.config
         lr = self.update_lr()
         t, time_major = self.sequence_tensors(batch)
-        actions = _flat_steps(time_major[SampleBatch.ACTIONS])
+        actions = flat_steps(time_major[SampleBatch.ACTIONS])
         dist_inputs, values, last_values = self.sequence_outputs(self.model, t, time_major)
         dist = self.dist_class(dist_inputs)
         target_logp = dist.logp(actions).view_as(values)
@@ -116,7 +116,7 @@ class IMPALAPolicy(Policy):
         """
         if self.is_recurrent:
             return self._recurrent_outputs(model, t)
-        out = model.forward_train(_flat_steps(time_major[SampleBatch.OBS]))
+        out = model.forward_train(flat_steps(time_major[SampleBatch.OBS]))
         steps, sequences = time_major[SampleBatch.REWARDS].shape
         with torch.no_grad():
             last_values = model.forward_train(t[SampleBatch.BOOTSTRAP_OBS])[SampleBatch.VF_PREDS]
@@ -192,8 +192,15 @@ class IMPALAPolicy(Policy):
 _RECURRENT_COLUMNS = [SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS]
 
 
-def _flat_steps(column: torch.Tensor) -> torch.Tensor:
-    """A ``[T, B, ...]`` column as ``[T * B, ...]`` rows."""
+def flat_steps(column: torch.Tensor) -> torch.Tensor:
+    """A ``[T, B, ...]`` column as ``[T * B, ...]`` rows (IMPALA's and APPO's time-major steps).
+
+    Args:
+        column: a time-major column.
+
+    Returns:
+        The same steps, one row each.
+    """
     return column.reshape(column.shape[0] * column.shape[1], *column.shape[2:])
 
 

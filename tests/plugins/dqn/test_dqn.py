@@ -12,7 +12,7 @@ import torch
 
 import corral
 from corral import ConfigError
-from corral.core.learning.off_policy import update_target
+from corral.core.learning.policies.target_networks import update_target
 from corral.plugins.dqn import DQN, DQNConfig
 
 TINY = {

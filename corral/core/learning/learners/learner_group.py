@@ -288,7 +288,7 @@ class LearnerGroup:
         state, whole = self._ray.put(_arrays(policy.get_state())), self._ray.put(batch)  # one copy each, read by all
         results = self._gather([actor.update.remote(policy_id, state, whole) for actor in self._actors])
         policy.set_state(_tensors(results[0][1]))
-        return _mean_stats([stats for stats, _ in results])
+        return mean_stats([stats for stats, _ in results])
 
     def forget(self, policy_id: str) -> None:
         """Drop a removed policy's copies (a group started again holds none)."""
@@ -384,12 +384,18 @@ def _death_of(ray: Any, call: Any) -> Exception | None:
     return None
 
 
-def _mean_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
-    """The Learners' stats averaged key by key; arrays of a value per row (TD errors) joined in the shares' order.
+def mean_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Group members' stats averaged key by key; arrays of a value per row (TD errors) joined in the members' order.
 
     A statistic of the whole batch is the same on every Learner; a loss term of
-    a share is each Learner's own. What is neither a number nor an array on
-    every Learner is the first one's.
+    a share is each Learner's own (and each DD-PPO runner's, of its own rows).
+    What is neither a number nor an array on every member is the first one's.
+
+    Args:
+        stats: each member's stats, in rank order.
+
+    Returns:
+        One dict of stats.
     """
     out = dict(stats[0])
     for key in stats[0]:
