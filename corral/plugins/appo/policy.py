@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
-from corral.core import SampleBatch, TargetNetworkPolicy, restored_float, to_floats
+from corral.core import SampleBatch, TargetNetworkPolicy, to_floats
 from corral.core.learning.nonfinite import saturate
+from corral.core.learning.policies.kl_penalty import AdaptiveKLPolicy
 from corral.plugins.appo.config import APPOConfig
 from corral.plugins.impala.policy import IMPALAPolicy, flat_steps
 
@@ -24,14 +25,10 @@ _MAX_IMPORTANCE_WEIGHT = 2.0
 """the largest sampler-over-target probability ratio a step counts with (RLlib's)"""
 
 
-class APPOPolicy(TargetNetworkPolicy, IMPALAPolicy):
-    """IMPALA's policy with a target network and PPO's clipped surrogate."""
+class APPOPolicy(TargetNetworkPolicy, AdaptiveKLPolicy, IMPALAPolicy):
+    """IMPALA's policy with a target network, PPO's clipped surrogate and its adaptive KL weight."""
 
     config: APPOConfig
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.kl_coeff = self.config.kl_coeff
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
         """``num_epochs`` gradient steps on the batch's sequences, the target network fixed among them."""
@@ -79,23 +76,9 @@ class APPOPolicy(TargetNetworkPolicy, IMPALAPolicy):
         Args:
             kl: the mean KL divergence of the last update (its ``kl`` stat), or None if it made none.
         """
-        cfg = self.config
-        if cfg.use_kl_loss and kl is not None:
-            if kl > 2.0 * cfg.kl_target:
-                self.kl_coeff *= 1.5
-            elif kl < 0.5 * cfg.kl_target:
-                self.kl_coeff *= 0.5
-        self.update_targets(cfg.tau)
-
-    def get_state(self) -> dict[str, Any]:
-        """The state with the target network, plus the KL weight."""
-        return {**super().get_state(), "kl_coeff": float(self.kl_coeff)}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore the state with the target network, and the KL weight."""
-        kl_coeff = restored_float(state.get("kl_coeff", self.config.kl_coeff), "kl_coeff", minimum=0.0)
-        super().set_state(state)
-        self.kl_coeff = kl_coeff
+        if self.config.use_kl_loss and kl is not None:
+            self.adapt_kl_coeff(kl)
+        self.update_targets(self.config.tau)
 
 
 def surrogate_ratio(logp: torch.Tensor, target_logp: torch.Tensor, behaviour_logp: torch.Tensor) -> torch.Tensor:

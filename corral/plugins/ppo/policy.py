@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from corral.core import ActorCriticPolicy, SampleBatch, restored_float, saturate, standardize
+from corral.core import ActorCriticPolicy, SampleBatch, saturate, standardize
+from corral.core.learning.policies.kl_penalty import AdaptiveKLPolicy
 from corral.plugins.ppo.config import PPOConfig
 
 _TRAIN_COLUMNS = [
@@ -20,7 +19,7 @@ _TRAIN_COLUMNS = [
 ]
 
 
-class PPOPolicy(ActorCriticPolicy):
+class PPOPolicy(AdaptiveKLPolicy, ActorCriticPolicy):
     """Actor-critic policy trained by several epochs of clipped-surrogate minibatch SGD."""
 
     config: PPOConfig
@@ -28,10 +27,6 @@ class PPOPolicy(ActorCriticPolicy):
     data_parallel_learning = True
     recurrent_models = True
     input_columns = tuple(_TRAIN_COLUMNS)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.kl_coeff = self.config.kl_coeff
 
     def loss(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """PPO's total loss on one minibatch of tensors, and its terms by name.
@@ -110,10 +105,7 @@ class PPOPolicy(ActorCriticPolicy):
                 grad_norms.append(grad_norm)
         stats = self._batch_stats(t)
         if cfg.kl_coeff > 0:
-            if stats["kl"] > 2.0 * cfg.kl_target:
-                self.kl_coeff *= 1.5
-            elif stats["kl"] < 0.5 * cfg.kl_target:
-                self.kl_coeff *= 0.5
+            self.adapt_kl_coeff(stats["kl"])
         stats.update(
             grad_gnorm=float(torch.stack(grad_norms).mean()),
             cur_kl_coeff=self.kl_coeff,
@@ -121,13 +113,3 @@ class PPOPolicy(ActorCriticPolicy):
             num_sgd_updates=len(grad_norms),
         )
         return stats
-
-    def get_state(self) -> dict[str, Any]:
-        """The base state plus the adapted KL coefficient."""
-        return {**super().get_state(), "kl_coeff": float(self.kl_coeff)}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore the base state and the KL coefficient."""
-        kl_coeff = restored_float(state.get("kl_coeff", self.config.kl_coeff), "kl_coeff", minimum=0.0)
-        super().set_state(state)
-        self.kl_coeff = kl_coeff
