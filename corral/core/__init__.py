@@ -60,9 +60,11 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
     from corral.core.learning.exploration import Exploration as Exploration
     from corral.core.learning.filters import MeanStdFilter as MeanStdFilter
-    from corral.core.learning.fused_adam import FusedAdam as FusedAdam, Optimizer as Optimizer
+    from corral.core.learning.fused_adam import FusedAdam as FusedAdam
+    from corral.core.learning.learners.learner import Learner as Learner, TorchLearner as TorchLearner
     from corral.core.learning.nonfinite import saturate as saturate
     from corral.core.learning.off_policy import OffPolicyConfig as OffPolicyConfig, OffPolicyPolicy as OffPolicyPolicy
+    from corral.core.learning.policies.optimizer_set import Optimizer as Optimizer, OptimizerSet as OptimizerSet
     from corral.core.learning.policies.target_networks import (
         TargetNetworkPolicy as TargetNetworkPolicy,
         update_target as update_target,
@@ -73,6 +75,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         Policy as Policy,
         adam as adam,
         build_optimizer as build_optimizer,
+        joint_norm as joint_norm,
         standardize as standardize,
         to_floats as to_floats,
     )
@@ -157,9 +160,13 @@ _EXPORTS = {
     "adam": "corral.core.learning.policy",
     "build_optimizer": "corral.core.learning.policy",
     "FusedAdam": "corral.core.learning.fused_adam",
-    "Optimizer": "corral.core.learning.fused_adam",
+    "Optimizer": "corral.core.learning.policies.optimizer_set",
+    "OptimizerSet": "corral.core.learning.policies.optimizer_set",
+    "Learner": "corral.core.learning.learners.learner",
+    "TorchLearner": "corral.core.learning.learners.learner",
     "standardize": "corral.core.learning.policy",
     "to_floats": "corral.core.learning.policy",
+    "joint_norm": "corral.core.learning.policy",
     "POLICY_GRADIENT_COLUMNS": "corral.core.learning.policy",
     "Model": "corral.core.networks.default_models",
     "ActorCriticModel": "corral.core.networks.default_models",

@@ -28,6 +28,7 @@ from corral.plugins.ppo.policy import PPOPolicy
 from corral.plugins.r2d2 import R2D2Config
 from corral.plugins.sac import CQLConfig, SACConfig
 from tests.conftest import best_return_within
+from tests.core.test_learner_api import PPOWithWeightPenalty, SeparateValueOptimizer
 
 pytestmark = pytest.mark.usefixtures("ray_on_two_cpus")
 
@@ -128,6 +129,28 @@ def test_every_policy_of_a_multi_agent_run_updates_alike_on_two_learners() -> No
         .debugging(seed=0)
     )
     assert set(_same_update(config, 256)["together"]) == {"p0", "p1"}
+
+
+def test_a_learner_class_s_loss_and_optimizers_update_alike_on_two_learners() -> None:
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .training(
+            train_batch_size=256,
+            minibatch_size=64,
+            num_epochs=2,
+            learner_class=SeparateValueOptimizer,
+            learner_config_dict={"lr_vf": 3e-3},
+            model={"vf_share_layers": False},
+        )
+        .debugging(seed=0)
+    )
+    _same_update(config, 256)
+    penalised = config.copy().training(learner_class=PPOWithWeightPenalty, learner_config_dict={"penalty": 5.0})
+    stats = _same_update(penalised, 256)
+    assert stats["together"]["default_policy"]["mean_weight"] == pytest.approx(
+        stats["alone"]["default_policy"]["mean_weight"], abs=1e-6
+    ), "what each Learner logged, averaged over the Learners"
 
 
 def test_a_checkpoint_of_a_run_with_learners_reopens_with_or_without_them(tmp_path) -> None:

@@ -76,6 +76,11 @@ if TYPE_CHECKING:  # the algorithm module imports this one
 logger = logging.getLogger("corral")
 
 
+_ALSO_SET_IN = {("training", "learner_class"), ("training", "learner_config_dict")}
+"""options another builder method also sets, as some Ray versions had it (Ray 2.5-2.9 also set the Learners'
+resources in resources(); see _set_group)"""
+
+
 class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingOptions):
     """The settings of one training run, shared by every algorithm.
 
@@ -460,7 +465,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         canonical = self._canonical_keys(values)
         for name in canonical:
             owner = self.field_group(name)
-            if owner != group and (group, owner) != ("resources", "learners"):  # Ray 2.5-2.9 set Learners in resources()
+            if owner != group and (group, owner) != ("resources", "learners") and (group, name) not in _ALSO_SET_IN:
                 raise ConfigError(f"{name!r} is set with .{owner}(), not .{group}()")
         for name, value in self._merged(canonical).items():
             setattr(self, name, value)

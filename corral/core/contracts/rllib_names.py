@@ -82,8 +82,8 @@ TF_ONLY_KEYS = ("eager_tracing", "eager_max_retraces", "tf_session_args", "local
 
 _ONE_STACK = (
     "corral has one API stack, whichever value this has: policies compute with the catalog's models, a ModelV2 or an "
-    "RLModule (config.rl_module(rl_module_spec=...)), and learners(num_learners=N) learns on Learner actors; each "
-    "algorithm's loss is its policy's (RLlib's Learner classes, learner_class, are not in corral yet)"
+    "RLModule (config.rl_module(rl_module_spec=...)), and learners(num_learners=N) learns on Learner actors; a "
+    "learner_class (a subclass of corral.core.Learner, RLlib's TorchLearner) replaces parts of the update"
 )
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import Any, TypeAlias, cast
+from typing import Any, cast
 
 import torch
 
@@ -216,10 +216,6 @@ class FusedAdam:
             for i, g in enumerate(self.param_groups)
         )
         return f"FusedAdam({groups})"
-
-
-Optimizer: TypeAlias = torch.optim.Optimizer | FusedAdam
-"""what a policy's ``optimizer`` is: a ``torch.optim`` optimizer, or corral's default Adam"""
 
 
 @functools.cache

@@ -26,7 +26,7 @@ import logging
 
 import torch
 
-from corral.core.learning.fused_adam import Optimizer
+from corral.core.learning.policies.optimizer_set import Optimizer
 from corral.errors import TrainingError
 
 logger = logging.getLogger("corral")

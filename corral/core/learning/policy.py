@@ -37,16 +37,26 @@ from corral.core.contracts.config import SCHEDULES, AlgorithmConfig
 from corral.core.devices import policy_device
 from corral.core.learning.exploration import make_exploration
 from corral.core.learning.filters import MeanStdFilter
-from corral.core.learning.fused_adam import Optimizer
+from corral.core.learning.learners.learner import build_learner
 from corral.core.learning.policies.acting import Acting
+from corral.core.learning.policies.optimizer_set import Optimizer
 from corral.core.learning.policies.optimizers import adam as adam, build_optimizer as build_optimizer
-from corral.core.learning.policies.policy_build import PolicyBuild as PolicyBuild, build_policy as build_policy
+from corral.core.learning.policies.policy_build import (
+    BUILDING_POLICY_ID,
+    PolicyBuild as PolicyBuild,
+    build_policy as build_policy,
+)
 from corral.core.learning.policies.state import (
     PolicyState,
     check_optimizer_state as check_optimizer_state,
     load_finite_weights as load_finite_weights,
 )
-from corral.core.learning.policies.updates import Updates, standardize as standardize, to_floats as to_floats
+from corral.core.learning.policies.updates import (
+    Updates,
+    joint_norm as joint_norm,
+    standardize as standardize,
+    to_floats as to_floats,
+)
 from corral.core.learning.recurrent.sequences import chop_into_sequences
 from corral.core.learning.schedules import PiecewiseSchedule
 from corral.core.memory import check_fits
@@ -147,6 +157,9 @@ class Policy(Acting, Updates, PolicyState):
         self.gradient_sync = None
         """on a Learner of a group, what averages this policy's gradients with the other Learners' (see
         :mod:`corral.core.learning.learners.gradient_sync`); None learning alone"""
+        self.learner = build_learner(self, BUILDING_POLICY_ID.get())
+        """the ``learner_class``'s Learner, whose optimizers and loss this policy's update uses (see
+        :mod:`corral.core.learning.learners.learner`); None without one"""
         self.seed_rngs(None)
 
     def seed_rngs(self, seed: int | None, *path: str | int) -> None:

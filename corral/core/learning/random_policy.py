@@ -12,7 +12,8 @@ from torch import nn
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.learning.exploration import Random
-from corral.core.learning.fused_adam import FusedAdam, Optimizer
+from corral.core.learning.fused_adam import FusedAdam
+from corral.core.learning.policies.optimizer_set import Optimizer
 from corral.core.learning.policy import Policy
 from corral.core.networks.default_models import Model
 

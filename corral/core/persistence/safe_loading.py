@@ -52,6 +52,7 @@ CODE_FIELDS = {
     "exploration": "exploration class",
     "policy_class": "policy class",
     "logger": "result logger class",
+    "learner_class": "Learner class",
 }
 """Config fields whose strings are import paths, and what each names."""
 
@@ -77,6 +78,7 @@ _HOW_TO_PASS = {
     "exploration": 'config_overrides={"exploration_config": {...}}',
     "policy_class": 'config_overrides={"policies": {...}}',
     "logger": 'config_overrides={"logger_config": {...}}',
+    "learner_class": 'config_overrides={"learner_class": ...}',
 }
 
 
@@ -181,7 +183,7 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
         elif isinstance(value, dict) and any(isinstance(value.get(name), str) for name in _MODEL_CLASS_KEYS):
             # model, and any other network's options an algorithm has (SAC's policy_model_config, q_model_config)
             yield from ((name, f"{where}.{name}", value[name]) for name in _MODEL_CLASS_KEYS if isinstance(value.get(name), str))
-        elif field in FUNCTION_FIELDS and isinstance(value, str):
+        elif (field in FUNCTION_FIELDS or field == "learner_class") and isinstance(value, str):
             yield field, where, value
         elif field in _TYPED_GROUPS and isinstance(value, dict) and isinstance(value.get("type"), str):
             if value["type"] not in NOOP_LOGGERS:

@@ -156,12 +156,9 @@ class TrainingLoop(AlgorithmPart):
             if self.learner_group is not None:  # the Learner actors update it; the stats come back with its state
                 result.update(self.learner_group.update(policy_id, self.policy_builds[policy_id], policy, batch))
                 return
-            result.update(policy.learn_on_batch(batch))
-            result.update(policy.model_metrics())
+            result.update(policy.learn_and_report(batch))
         except TrainingError as exc:
             raise exc.located(policy_id, self.iteration + 1) from None
-        if policy.update_guard.skipped:
-            result["num_nonfinite_updates_skipped"] = policy.update_guard.skipped
 
     def _learner_threads(self, jobs: list[tuple[str, SampleBatch]]) -> ThreadPoolExecutor | None:
         """The threads that update these policies at once, or None when they update one after another."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from corral.core import POLICY_GRADIENT_COLUMNS, ActorCriticPolicy, SampleBatch, standardize, to_floats
+from corral.core import POLICY_GRADIENT_COLUMNS, ActorCriticPolicy, SampleBatch, joint_norm, standardize, to_floats
 from corral.plugins.a2c.config import A2CConfig
 
 
@@ -21,5 +21,5 @@ class A2CPolicy(ActorCriticPolicy):
         if self.config.normalize_advantages:
             t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES], self.step_mask(t))
         total, terms = self.policy_gradient_loss(self.share(t))  # on a Learner, its rows of the batch
-        (grad_norm,) = self.apply_gradients(total, terms)
+        grad_norm = joint_norm(self.apply_gradients(total, terms))
         return {**to_floats({**terms, "grad_gnorm": grad_norm}), "cur_lr": lr}

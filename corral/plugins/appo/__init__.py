@@ -2,6 +2,6 @@
 
 from corral.plugins.appo.algorithm import APPO
 from corral.plugins.appo.config import APPOConfig
-from corral.plugins.appo.policy import APPOPolicy
+from corral.plugins.appo.policy import APPOPolicy, APPOTorchLearner
 
-__all__ = ["APPO", "APPOConfig", "APPOPolicy"]
+__all__ = ["APPO", "APPOConfig", "APPOPolicy", "APPOTorchLearner"]

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from corral.core import SampleBatch, TargetNetworkPolicy, to_floats
+from corral.core import SampleBatch, TargetNetworkPolicy, TorchLearner, joint_norm, to_floats
 from corral.core.learning.nonfinite import saturate
 from corral.core.learning.policies.kl_penalty import AdaptiveKLPolicy
 from corral.plugins.appo.config import APPOConfig
@@ -63,7 +63,7 @@ class APPOPolicy(TargetNetworkPolicy, AdaptiveKLPolicy, IMPALAPolicy):
             total = total - self.scheduled("entropy_coeff") * terms["entropy"]
             if cfg.use_kl_loss:
                 total = total + self.kl_coeff * terms["kl"]
-            (grad_norm,) = self.apply_gradients(total, terms, rows)
+            grad_norm = joint_norm(self.apply_gradients(total, terms, rows))
         stats = {**to_floats({"total_loss": total, **terms, "grad_gnorm": grad_norm}), "cur_lr": lr}
         # the KL weight adapts to the whole batch's divergence, also on Learners that each hold a share
         stats["kl"] = float(self.batch_mean(kl_steps.detach()[valid > 0]))
@@ -95,3 +95,9 @@ def surrogate_ratio(logp: torch.Tensor, target_logp: torch.Tensor, behaviour_log
     """
     weight = torch.exp(behaviour_logp - target_logp).clamp(0.0, _MAX_IMPORTANCE_WEIGHT)
     return weight * torch.exp(logp - behaviour_logp)
+
+
+class APPOTorchLearner(TorchLearner):
+    """APPO's Learner (RLlib's name): subclass it to replace a part of APPO's update (see corral.core.Learner)."""
+
+    policy_classes = (APPOPolicy,)

@@ -129,5 +129,5 @@ def _sample_and_learn(timestep: int, runner: Any) -> tuple[int, int, dict[str, d
     for policy_id, rows in batch.policy_batches.items():
         policy = runner.get_policy(policy_id)
         policy.global_timestep = timestep
-        stats[policy_id] = {**policy.learn_on_batch(rows), **policy.model_metrics()}
+        stats[policy_id] = policy.learn_and_report(rows)
     return batch.env_steps, batch.agent_steps, stats, runner.get_metrics()

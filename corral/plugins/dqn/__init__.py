@@ -2,6 +2,6 @@
 
 from corral.plugins.dqn.algorithm import DQN, SimpleQ
 from corral.plugins.dqn.config import DQNConfig, SimpleQConfig
-from corral.plugins.dqn.policy import DQNPolicy
+from corral.plugins.dqn.policy import DQNPolicy, DQNTorchLearner
 
-__all__ = ["DQN", "DQNConfig", "DQNPolicy", "SimpleQ", "SimpleQConfig"]
+__all__ = ["DQN", "DQNConfig", "DQNPolicy", "DQNTorchLearner", "SimpleQ", "SimpleQConfig"]

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from corral.core import SampleBatch, build_q_model
+from corral.core import SampleBatch, TorchLearner, build_q_model, joint_norm
 from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.plugins.dqn.config import DQNConfig
 
@@ -45,7 +45,7 @@ class DQNPolicy(OffPolicyPolicy):
         td_error = q - target
         per_row = F.smooth_l1_loss(q, target, reduction="none") if cfg.td_error_loss_fn == "huber" else 0.5 * td_error.pow(2)
         loss = (t[SampleBatch.WEIGHTS] * per_row).mean()
-        (grad_norm,) = self.apply_gradients(loss, {"q_values": q, "td_targets": target}, len(q))
+        grad_norm = joint_norm(self.apply_gradients(loss, {"q_values": q, "td_targets": target}, len(q)))
         names = ("loss", "mean_q", "max_q", "mean_td_error", "grad_gnorm")
         values = torch.stack(
             [loss.detach(), q.detach().mean(), q.detach().max(), td_error.detach().abs().mean(), grad_norm]
@@ -54,3 +54,9 @@ class DQNPolicy(OffPolicyPolicy):
         stats.update(cur_lr=lr, **self.exploration.get_info(self.global_timestep))
         stats[self.TD_ERROR] = td_error.detach().cpu().numpy()
         return stats
+
+
+class DQNTorchLearner(TorchLearner):
+    """DQN's Learner (RLlib's name): subclass it to replace a part of DQN's update (see corral.core.Learner)."""
+
+    policy_classes = (DQNPolicy,)

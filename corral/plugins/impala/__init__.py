@@ -2,6 +2,6 @@
 
 from corral.plugins.impala.algorithm import IMPALA
 from corral.plugins.impala.config import IMPALAConfig
-from corral.plugins.impala.policy import IMPALAPolicy
+from corral.plugins.impala.policy import IMPALAPolicy, IMPALATorchLearner
 
-__all__ = ["IMPALA", "IMPALAConfig", "IMPALAPolicy"]
+__all__ = ["IMPALA", "IMPALAConfig", "IMPALAPolicy", "IMPALATorchLearner"]

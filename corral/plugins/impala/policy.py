@@ -7,7 +7,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from corral.core import Policy, RecurrentModel, SampleBatch, to_floats, vtrace
+from corral.core import Policy, RecurrentModel, SampleBatch, TorchLearner, joint_norm, to_floats, vtrace
 from corral.core.common.sample_batch import STATE_IN_PREFIX, state_in_key, state_out_key
 from corral.core.networks.recurrent import initial_state
 from corral.plugins.impala.config import IMPALAConfig
@@ -83,7 +83,7 @@ class IMPALAPolicy(Policy):
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - self.scheduled("entropy_coeff") * entropy
         terms = {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
         rows = float(valid.sum()) if self.gradient_sync is not None else None  # a Learner's weight: its valid steps
-        (grad_norm,) = self.apply_gradients(total, terms, rows)
+        grad_norm = joint_norm(self.apply_gradients(total, terms, rows))
         stats = {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, "grad_gnorm": grad_norm}
         return {**to_floats(stats), "cur_lr": lr}
 
@@ -230,3 +230,9 @@ def _pieces(fragment: SampleBatch, bootstrap_obs: np.ndarray, length: int) -> li
         after = padded[SampleBatch.OBS][end] if end < steps + padding else bootstrap_obs
         out.append((SampleBatch({k: v[start:end] for k, v in padded.items()}), after))
     return out
+
+
+class IMPALATorchLearner(TorchLearner):
+    """IMPALA's Learner (RLlib's name): subclass it to replace a part of IMPALA's update (see corral.core.Learner)."""
+
+    policy_classes = (IMPALAPolicy,)

@@ -2,6 +2,6 @@
 
 from corral.plugins.marwil.algorithm import BC, MARWIL
 from corral.plugins.marwil.config import BCConfig, MARWILConfig
-from corral.plugins.marwil.policy import BCPolicy, MARWILPolicy
+from corral.plugins.marwil.policy import BCPolicy, BCTorchLearner, MARWILPolicy, MARWILTorchLearner
 
-__all__ = ["BC", "MARWIL", "BCConfig", "BCPolicy", "MARWILConfig", "MARWILPolicy"]
+__all__ = ["BC", "MARWIL", "BCConfig", "BCPolicy", "BCTorchLearner", "MARWILConfig", "MARWILPolicy", "MARWILTorchLearner"]

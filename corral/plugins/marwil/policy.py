@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.core import Policy, SampleBatch, add_gae, build_model, restored_float, to_floats
+from corral.core import Policy, SampleBatch, TorchLearner, add_gae, build_model, joint_norm, restored_float, to_floats
 from corral.core.learning.recurrent.sequences import inputs_after, step_inputs
 from corral.plugins.marwil.config import MARWILConfig
 
@@ -60,15 +60,26 @@ class MARWILPolicy(Policy):
         cfg = self.config
         lr = self.update_lr()
         keys = [SampleBatch.OBS, SampleBatch.ACTIONS] + ([SampleBatch.VALUE_TARGETS] if cfg.beta > 0 else [])
-        out, t = self.train_forward(self.share(self.to_tensors(batch, keys)))
-        dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
-        logp = dist.logp(t[SampleBatch.ACTIONS])
+        total, terms = self.minibatch_loss(self.share(self.to_tensors(batch, keys)))
+        grad_norm = joint_norm(self.apply_gradients(total, terms))
+        stats = {**to_floats({**terms, "grad_gnorm": grad_norm}), "cur_lr": lr}
+        if cfg.beta > 0:
+            stats["moving_average_sqd_adv_norm"] = float(self.ma_sqd_adv_norm)
+        return stats
+
+    def compute_loss(
+        self, batch: dict[str, torch.Tensor], fwd_out: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """MARWIL's loss (BC's with ``beta`` 0) on the batch, from the model's outputs; it moves the advantages' scale."""
+        cfg = self.config
+        dist = self.dist_class(fwd_out[SampleBatch.ACTION_DIST_INPUTS])
+        logp = dist.logp(batch[SampleBatch.ACTIONS])
         log_std = getattr(dist, "log_std", None)  # Box actions' Gaussians have one
         if cfg.bc_logstd_coeff > 0 and log_std is not None:
             logp = logp + cfg.bc_logstd_coeff * log_std.sum(-1)
         terms: dict[str, torch.Tensor] = {}
         if cfg.beta > 0:
-            advantages = t[SampleBatch.VALUE_TARGETS] - out[SampleBatch.VF_PREDS]
+            advantages = batch[SampleBatch.VALUE_TARGETS] - fwd_out[SampleBatch.VF_PREDS]
             sqd_adv = self.batch_mean(advantages.detach().pow(2))  # on Learners, of every share
             self.ma_sqd_adv_norm += cfg.moving_average_sqd_adv_norm_update_rate * (float(sqd_adv) - self.ma_sqd_adv_norm)
             scale = 1e-8 + math.sqrt(self.ma_sqd_adv_norm)
@@ -79,11 +90,7 @@ class MARWILPolicy(Policy):
         else:
             policy_loss = total = -logp.mean()
         terms.update(policy_loss=policy_loss, total_loss=total)
-        (grad_norm,) = self.apply_gradients(total, terms)
-        stats = {**to_floats({**terms, "grad_gnorm": grad_norm}), "cur_lr": lr}
-        if cfg.beta > 0:
-            stats["moving_average_sqd_adv_norm"] = float(self.ma_sqd_adv_norm)
-        return stats
+        return total, terms
 
     def get_state(self) -> dict[str, Any]:
         """The base state plus the running mean of squared advantages."""
@@ -108,3 +115,15 @@ class BCPolicy(MARWILPolicy):
         return build_model(
             self.model_observation_space, self.model_action_space, self.num_outputs, self.config.model, value_function=False
         )
+
+
+class MARWILTorchLearner(TorchLearner):
+    """MARWIL's Learner (RLlib's name): subclass it to replace a part of MARWIL's update (see corral.core.Learner)."""
+
+    policy_classes = (MARWILPolicy,)
+
+
+class BCTorchLearner(TorchLearner):
+    """BC's Learner (RLlib's name): subclass it to replace a part of BC's update (see corral.core.Learner)."""
+
+    policy_classes = (BCPolicy,)

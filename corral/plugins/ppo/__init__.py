@@ -2,6 +2,6 @@
 
 from corral.plugins.ppo.algorithm import PPO
 from corral.plugins.ppo.config import PPOConfig
-from corral.plugins.ppo.policy import PPOPolicy
+from corral.plugins.ppo.policy import PPOPolicy, PPOTorchLearner
 
-__all__ = ["PPO", "PPOConfig", "PPOPolicy"]
+__all__ = ["PPO", "PPOConfig", "PPOPolicy", "PPOTorchLearner"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from corral.core import ActorCriticPolicy, SampleBatch, saturate, standardize
+from corral.core import ActorCriticPolicy, SampleBatch, TorchLearner, joint_norm, saturate, standardize
 from corral.core.learning.policies.kl_penalty import AdaptiveKLPolicy
 from corral.plugins.ppo.config import PPOConfig
 
@@ -28,21 +28,21 @@ class PPOPolicy(AdaptiveKLPolicy, ActorCriticPolicy):
     recurrent_models = True
     input_columns = tuple(_TRAIN_COLUMNS)
 
-    def loss(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """PPO's total loss on one minibatch of tensors, and its terms by name.
+    def compute_loss(
+        self, batch: dict[str, torch.Tensor], fwd_out: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """PPO's total loss on one minibatch, from the model's outputs for it, and its terms by name.
 
         Terms whose coefficient is zero are not computed; :meth:`_batch_stats`
         reports all of them once per update instead of once per minibatch.
         """
-        total, terms, _, _ = self._loss_terms(t, every_term=False)
-        return total, terms
+        return self._loss_terms(batch, fwd_out, every_term=False)
 
     def _loss_terms(
-        self, t: dict[str, torch.Tensor], every_term: bool
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """The total loss, its terms (zero-coefficient ones only if ``every_term``), the model's outputs and their rows."""
+        self, t: dict[str, torch.Tensor], out: dict[str, torch.Tensor], every_term: bool
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The total loss and its terms (zero-coefficient ones only if ``every_term``)."""
         cfg = self.config
-        out, t = self.train_forward(t)
         dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
         advantages = t[SampleBatch.ADVANTAGES]
         ratio = torch.exp(dist.logp(t[SampleBatch.ACTIONS]) - t[SampleBatch.ACTION_LOGP])
@@ -58,7 +58,7 @@ class PPOPolicy(AdaptiveKLPolicy, ActorCriticPolicy):
         if every_term or self.kl_coeff > 0:
             terms["kl"] = self.dist_class(t[SampleBatch.ACTION_DIST_INPUTS]).kl(dist).mean()
             total = total + self.kl_coeff * terms["kl"]
-        return total, terms, out, t
+        return total, terms
 
     def _vf_loss(self, values: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
         targets = t[SampleBatch.VALUE_TARGETS]
@@ -73,7 +73,8 @@ class PPOPolicy(AdaptiveKLPolicy, ActorCriticPolicy):
     @torch.no_grad()
     def _batch_stats(self, t: dict[str, torch.Tensor]) -> dict[str, float]:
         """Loss terms of the updated policy on the whole train batch, in one pass."""
-        total, terms, out, rows = self._loss_terms(t, every_term=True)
+        out, rows = self.train_forward(t)
+        total, terms = self._loss_terms(rows, out, every_term=True)
         targets = rows[SampleBatch.VALUE_TARGETS]
         explained = 1.0 - torch.var(targets - out[SampleBatch.VF_PREDS]) / torch.var(targets)
         stats = {"total_loss": total, **terms, "vf_explained_var": explained}
@@ -101,7 +102,7 @@ class PPOPolicy(AdaptiveKLPolicy, ActorCriticPolicy):
             shuffled = {k: v[order] for k, v in t.items()}  # one gather per epoch; minibatches are then views
             for start in range(0, covered, size):
                 minibatch = self.share({k: v[start : start + size] for k, v in shuffled.items()})  # a Learner's part
-                (grad_norm,) = self.apply_gradients(*self.loss(minibatch))
+                grad_norm = joint_norm(self.apply_gradients(*self.minibatch_loss(minibatch)))
                 grad_norms.append(grad_norm)
         stats = self._batch_stats(t)
         if cfg.kl_coeff > 0:
@@ -113,3 +114,9 @@ class PPOPolicy(AdaptiveKLPolicy, ActorCriticPolicy):
             num_sgd_updates=len(grad_norms),
         )
         return stats
+
+
+class PPOTorchLearner(TorchLearner):
+    """PPO's Learner (RLlib's name): subclass it to replace a part of PPO's update (see corral.core.Learner)."""
+
+    policy_classes = (PPOPolicy,)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from corral.core import SampleBatch, build_model
+from corral.core import SampleBatch, build_model, joint_norm
 from corral.core.common.sample_batch import STATE_IN_PREFIX, state_columns
 from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.core.learning.recurrent.sequences import chop_into_sequences
@@ -136,7 +136,7 @@ class R2D2Policy(OffPolicyPolicy):
         per_step = F.smooth_l1_loss(q, target, reduction="none") if cfg.td_error_loss_fn == "huber" else 0.5 * td_error.pow(2)
         counted = learns.sum().clamp(min=1)
         loss = (t[SampleBatch.WEIGHTS].unsqueeze(1) * per_step * learns).sum() / counted
-        (grad_norm,) = self.apply_gradients(loss, {"q_values": q, "td_targets": target}, int(learns.sum()))
+        grad_norm = joint_norm(self.apply_gradients(loss, {"q_values": q, "td_targets": target}, int(learns.sum())))
         learned_q = q.detach()[learns]
         names = ("loss", "mean_q", "max_q", "mean_td_error", "grad_gnorm")
         values = [

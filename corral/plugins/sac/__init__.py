@@ -2,7 +2,7 @@
 
 from corral.plugins.sac.algorithm import SAC
 from corral.plugins.sac.config import SACConfig
-from corral.plugins.sac.cql import CQL, CQLConfig, CQLPolicy
-from corral.plugins.sac.policy import SACPolicy
+from corral.plugins.sac.cql import CQL, CQLConfig, CQLPolicy, CQLTorchLearner
+from corral.plugins.sac.policy import SACPolicy, SACTorchLearner
 
-__all__ = ["CQL", "SAC", "CQLConfig", "CQLPolicy", "SACConfig", "SACPolicy"]
+__all__ = ["CQL", "SAC", "CQLConfig", "CQLPolicy", "CQLTorchLearner", "SACConfig", "SACPolicy", "SACTorchLearner"]

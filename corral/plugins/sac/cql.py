@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from corral.core import SampleBatch, SquashedGaussian, option, restored_count
+from corral.core import SampleBatch, SquashedGaussian, TorchLearner, option, restored_count
 from corral.core.networks.action_masking import mask_logits
 from corral.plugins.sac.algorithm import SAC
 from corral.plugins.sac.config import SACConfig
@@ -133,3 +133,9 @@ class CQL(SAC):
 
     config_class = CQLConfig
     policy_class = CQLPolicy
+
+
+class CQLTorchLearner(TorchLearner):
+    """CQL's Learner (RLlib's name): subclass it to replace a part of CQL's update (see corral.core.Learner)."""
+
+    policy_classes = (CQLPolicy,)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from corral.core import Optimizer, SampleBatch, SquashedGaussian, build_optimizer
+from corral.core import Optimizer, SampleBatch, SquashedGaussian, TorchLearner, build_optimizer
 from corral.core.learning.off_policy import OffPolicyPolicy
 from corral.core.networks.action_masking import mask_logits
 from corral.plugins.sac.config import SACConfig
@@ -218,3 +218,9 @@ class SACPolicy(OffPolicyPolicy):
             return torch.randn((n, *mean.shape[1:]), generator=self.torch_rng, device=mean.device, dtype=mean.dtype)
 
         return dist.rsample_with_logp(noise=self.random_rows(draw, rows, repeats))
+
+
+class SACTorchLearner(TorchLearner):
+    """SAC's Learner (RLlib's name): subclass it to replace a part of SAC's update (see corral.core.Learner)."""
+
+    policy_classes = (SACPolicy,)

@@ -83,6 +83,13 @@ class RunOptions(BaseModel):
     actors learn on the CPU. RLlib's num_gpus_per_learner_worker"""
     local_gpu_idx: int = option(0, "learners", ge=0, le=1024)
     """which CUDA device the main process learns on with num_learners=0 and num_gpus > 0"""
+    learner_class: Any = option(None, "learners")
+    """a corral.core.Learner subclass (RLlib's TorchLearner, or an algorithm's, e.g. PPOTorchLearner), or its
+    'module:qualname': its configure_optimizers_for_module, compute_loss_for_module, compute_gradients,
+    postprocess_gradients and apply_gradients replace those parts of each policy's update; None: the algorithm's
+    own (also settable in training(), as in Ray 2.10-2.30)"""
+    learner_config_dict: dict[str, Any] = option({}, "learners")
+    """settings of your own for a learner_class to read (self.config.learner_config_dict)"""
 
     # --- fault tolerance ---------------------------------------------------
     recreate_failed_env_runners: bool = option(False, "fault_tolerance")
@@ -162,6 +169,14 @@ class RunOptions(BaseModel):
     """columns written compressed: zstd in Parquet, zlib and base64 in JSON (RLlib's reader takes only the others)"""
     output_max_file_size: int = option(64 * 1024 * 1024, "offline_data", ge=1, le=2**40)
     """bytes after which an output file is closed and the next one begun"""
+
+    @field_validator("learner_class", mode="before")
+    @classmethod
+    def _resolve_learner_class(cls, value: Any) -> Any:
+        learner_class = import_object(value) if isinstance(value, str) else value
+        if learner_class is not None and not isinstance(learner_class, type):
+            raise ValueError(f"{value!r} is not a class; learner_class takes a subclass of corral.core.Learner")
+        return learner_class
 
     @field_validator("policies", mode="before")
     @classmethod

@@ -174,10 +174,7 @@ class LearnerActor:
             policy = self._policies[policy_id] = self._builds[policy_id].build(policy_id, "learner", 0, self.device)
             policy.gradient_sync = GradientSync(self.rank, self.world_size, self.device)
         policy.set_state(_tensors(state))
-        stats = dict(policy.learn_on_batch(batch))
-        stats.update(policy.model_metrics())
-        if policy.update_guard.skipped:
-            stats["num_nonfinite_updates_skipped"] = policy.update_guard.skipped
+        stats = policy.learn_and_report(batch)
         return stats, _arrays(policy.get_state()) if self.rank == 0 else None
 
 

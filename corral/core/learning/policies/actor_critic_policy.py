@@ -38,8 +38,10 @@ class ActorCriticPolicy(Policy):
         with_advantages = add_gae(fragment, last_values, self.config.gamma, self.config.lambda_)
         return self.training_rows(with_advantages)
 
-    def policy_gradient_loss(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The vanilla actor-critic loss on the :data:`POLICY_GRADIENT_COLUMNS` of ``t``.
+    def compute_loss(
+        self, batch: dict[str, torch.Tensor], fwd_out: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The vanilla actor-critic loss on the :data:`POLICY_GRADIENT_COLUMNS` of a minibatch, from the model's outputs.
 
         ``-log pi(a|s) * A + vf_loss_coeff * (V(s) - target)^2 / 2 - entropy_coeff * H[pi(.|s)]``,
         each term a mean over the batch.
@@ -49,10 +51,18 @@ class ActorCriticPolicy(Policy):
             ``policy_loss``, ``vf_loss``, ``entropy``), for :func:`to_floats`.
         """
         cfg = self.config
-        out, t = self.train_forward(t)
-        dist = self.dist_class(out[SampleBatch.ACTION_DIST_INPUTS])
-        policy_loss = -(dist.logp(t[SampleBatch.ACTIONS]) * t[SampleBatch.ADVANTAGES]).mean()
-        vf_loss = 0.5 * (out[SampleBatch.VF_PREDS] - t[SampleBatch.VALUE_TARGETS]).pow(2).mean()
+        dist = self.dist_class(fwd_out[SampleBatch.ACTION_DIST_INPUTS])
+        policy_loss = -(dist.logp(batch[SampleBatch.ACTIONS]) * batch[SampleBatch.ADVANTAGES]).mean()
+        vf_loss = 0.5 * (fwd_out[SampleBatch.VF_PREDS] - batch[SampleBatch.VALUE_TARGETS]).pow(2).mean()
         entropy = dist.entropy().mean()
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - self.scheduled("entropy_coeff") * entropy
         return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+
+    def policy_gradient_loss(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss of a batch of tensors (:meth:`minibatch_loss`): by default the vanilla actor-critic loss of
+        :meth:`compute_loss`, or a ``learner_class``'s.
+
+        Returns:
+            The total loss, and its terms by name.
+        """
+        return self.minibatch_loss(t)

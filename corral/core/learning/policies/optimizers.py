@@ -7,10 +7,11 @@ from typing import Any, cast
 import torch
 
 from corral.core.contracts.config import OPTIMIZERS
-from corral.core.learning.fused_adam import FUSED_ADAM_OPTIONS, FusedAdam, Optimizer, fused_adam_runs
+from corral.core.learning.fused_adam import FUSED_ADAM_OPTIONS, FusedAdam, fused_adam_runs
+from corral.core.learning.policies.optimizer_set import OneOptimizer
 
 
-def adam(params: Any, lr: float, **kwargs: Any) -> Optimizer:
+def adam(params: Any, lr: float, **kwargs: Any) -> OneOptimizer:
     """Adam, fused into one kernel per step where this torch has the kernel for the device (CPU: torch >= 2.4).
 
     corral's own :class:`~corral.core.learning.fused_adam.FusedAdam` calls that
@@ -42,7 +43,7 @@ def _tensor_list(params: Any) -> list[torch.Tensor]:
     return [params] if isinstance(params, torch.Tensor) else list(params)
 
 
-def build_optimizer(params: Any, spec: dict[str, Any], lr: float) -> Optimizer:
+def build_optimizer(params: Any, spec: dict[str, Any], lr: float) -> OneOptimizer:
     """The torch optimizer a config's ``optimizer`` option names (Adam through :func:`adam`, fused where it can be).
 
     Args:
@@ -58,4 +59,4 @@ def build_optimizer(params: Any, spec: dict[str, Any], lr: float) -> Optimizer:
     kwargs = {key: tuple(value) if isinstance(value, list) else value for key, value in spec.items() if key != "type"}
     if kind == "adam":
         return adam(params, lr=lr, **kwargs)
-    return cast(Optimizer, getattr(torch.optim, OPTIMIZERS[kind])(params, lr=lr, **kwargs))
+    return cast(OneOptimizer, getattr(torch.optim, OPTIMIZERS[kind])(params, lr=lr, **kwargs))

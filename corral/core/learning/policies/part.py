@@ -16,16 +16,20 @@ import numpy as np
 import torch
 
 from corral.core.common.actions import ActionAdapter
+from corral.core.common.sample_batch import SampleBatch
 from corral.core.common.spaces import ObservationPreprocessor
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.learning.exploration import Exploration
 from corral.core.learning.filters import MeanStdFilter
-from corral.core.learning.fused_adam import Optimizer
 from corral.core.learning.learners.gradient_sync import GradientSync
+from corral.core.learning.policies.optimizer_set import Optimizer
 from corral.core.learning.schedules import PiecewiseSchedule
 from corral.core.networks.action_masking import MaskedObservationPreprocessor
 from corral.core.networks.default_models import Model
 from corral.core.networks.distributions import ActionDistribution
+
+if TYPE_CHECKING:  # a type only: the Learner module reads policies
+    from corral.core.learning.learners.learner import Learner
 
 
 class PolicyPart:
@@ -51,6 +55,7 @@ class PolicyPart:
     np_rng: np.random.Generator
     _schedules: dict[str, PiecewiseSchedule]
     gradient_sync: GradientSync | None
+    learner: Learner | None
 
     # What the parts call on Policy itself, declared once for the type checker; at run time it comes from policy.py.
     if TYPE_CHECKING:
@@ -59,3 +64,6 @@ class PolicyPart:
             self, model_out: dict[str, torch.Tensor], dist: ActionDistribution, actions: torch.Tensor
         ) -> dict[str, torch.Tensor]:
             """Defined in policy.py."""
+
+        def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
+            """Defined by each algorithm's policy."""

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import contextvars
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import gymnasium as gym
 import torch
 
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.devices import policies_on
 from corral.core.seeding import int_seed, isolated_torch_seed
 
 if TYPE_CHECKING:  # a type only: the policy module re-exports this one's names
     from corral.core.learning.policy import Policy
+
+BUILDING_POLICY_ID: contextvars.ContextVar[str] = contextvars.ContextVar("BUILDING_POLICY_ID", default=DEFAULT_POLICY_ID)
+"""the id of the policy :func:`build_policy` is building, for its Learner (``learner_class``) to know its module"""
 
 
 def build_policy(
@@ -41,8 +46,13 @@ def build_policy(
     Returns:
         The policy, with its generators seeded.
     """
-    with isolated_torch_seed(int_seed(config.seed, *path, "init")), policies_on(device):
-        policy = policy_class(observation_space, action_space, config)
+    policy_id = str(path[1]) if len(path) > 1 and path[0] == "policy" else DEFAULT_POLICY_ID
+    token = BUILDING_POLICY_ID.set(policy_id)
+    try:
+        with isolated_torch_seed(int_seed(config.seed, *path, "init")), policies_on(device):
+            policy = policy_class(observation_space, action_space, config)
+    finally:
+        BUILDING_POLICY_ID.reset(token)
     policy.seed_rngs(config.seed, *path)
     return policy
 

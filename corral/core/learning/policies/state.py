@@ -17,7 +17,7 @@ from torch import nn
 
 from corral.core.common.restored import restored_count
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID
-from corral.core.learning.fused_adam import Optimizer
+from corral.core.learning.policies.optimizer_set import Optimizer
 from corral.core.learning.policies.part import PolicyPart
 from corral.core.seeding import generator_state, set_generator_state, set_torch_generator_state
 

@@ -121,20 +121,35 @@ class Updates(PolicyPart):
         """
         if isinstance(self.model, TorchModelV2) and type(self.model).custom_loss is not TorchModelV2.custom_loss:
             loss = self._custom_loss(loss)
-        self.optimizer.zero_grad(set_to_none=True)
-        sync, weight = self.gradient_sync, 1.0
-        if sync is not None:
+        weight = 1.0
+        if self.gradient_sync is not None:
             weight = self.__dict__.pop("_loss_rows", 1) if rows is None else rows
-        if weight:
-            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
-        if sync is not None:
-            sync.average_gradients((p for g in self.optimizer.param_groups for p in g["params"]), weight)
-            if not weight:  # an empty share: the mean over none of its rows is no loss of this update
-                loss, terms = torch.zeros((), device=self.device), None
-        norms = self.clip_gradients()
+        learner = self.learner
+        if learner is None:
+            self.optimizer.zero_grad(set_to_none=True)
+            if weight:
+                loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
+            self.average_gradients(weight)
+            norms = self.clip_gradients()
+        else:  # the Learner's compute_gradients, postprocess_gradients and apply_gradients, which a subclass may replace
+            norms = learner.gradient_step(loss, weight)
+        if not weight:  # an empty share: the mean over none of its rows is no loss of this update
+            loss, terms = torch.zeros((), device=self.device), None
         if self.update_guard.check_gradients(loss, norms, terms):
-            self.update_guard.step()
+            if learner is None:
+                self.update_guard.step()
+            else:
+                learner.apply_gradients(learner.gradients())
         return norms
+
+    def average_gradients(self, weight: float) -> None:
+        """On a Learner actor of a group, average the gradients with the other Learners'; alone, do nothing.
+
+        Args:
+            weight: the steps this copy's loss is the mean over (its weight in the average).
+        """
+        if self.gradient_sync is not None:
+            self.gradient_sync.average_gradients((p for g in self.optimizer.param_groups for p in g["params"]), weight)
 
     def _custom_loss(self, loss: torch.Tensor) -> torch.Tensor:
         """The model's ``custom_loss()`` of the algorithm's loss and the batch being learned on."""
@@ -147,12 +162,67 @@ class Updates(PolicyPart):
             )
         return custom
 
-    def model_metrics(self) -> dict[str, float]:
-        """The model's own ``metrics()`` (a ModelV2's), as floats for the learner's stats; none for other models."""
-        metrics: dict[str, Any] = self.model.metrics() if isinstance(self.model, TorchModelV2) else {}
-        return {str(k): float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for k, v in metrics.items()}
+    def compute_loss(
+        self, batch: dict[str, torch.Tensor], fwd_out: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The algorithm's loss on a minibatch, from the model's outputs for it, where its update is written that way.
 
-    def clip_gradients(self) -> list[torch.Tensor]:
+        A policy that defines it computes each gradient step's loss through
+        :meth:`minibatch_loss`, so a ``learner_class`` may replace it
+        (``compute_loss_for_module``); a policy that does not (its update needs
+        target networks or sequences) keeps its loss in ``learn_on_batch``.
+
+        Args:
+            batch: the minibatch's columns as tensors, a row per step (:meth:`train_forward`'s).
+            fwd_out: the model's training outputs for them.
+
+        Returns:
+            The total loss, and its terms by name.
+
+        Raises:
+            NotImplementedError: the policy's update does not compute its loss here.
+        """
+        raise NotImplementedError(f"{type(self).__name__} computes its loss in learn_on_batch")
+
+    def minibatch_loss(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss of a minibatch of tensors: the model's training outputs for it, then :meth:`compute_loss`, or with a
+        ``learner_class``, the Learner's ``compute_loss_for_module``.
+
+        Args:
+            t: the minibatch's columns as tensors (this Learner actor's share of them).
+
+        Returns:
+            The total loss, and the terms :meth:`compute_loss` gave (none if a Learner's loss did not ask for them).
+        """
+        out, rows = self.train_forward(t)
+        if self.learner is None:
+            return self.compute_loss(rows, out)
+        return self.learner.minibatch_loss(rows, out)
+
+    def learn_and_report(self, batch: SampleBatch) -> dict[str, Any]:
+        """:meth:`learn_on_batch` and everything the update's stats hold beside what it returns.
+
+        That is the model's own ``metrics()`` (a ModelV2's), what a Learner
+        logged, and the updates the NaN guard skipped; the Learner's
+        ``after_gradient_based_update`` runs after the update.
+
+        Args:
+            batch: the train batch.
+
+        Returns:
+            The update's stats.
+        """
+        stats = dict(self.learn_on_batch(batch))
+        metrics: dict[str, Any] = self.model.metrics() if isinstance(self.model, TorchModelV2) else {}
+        stats.update({str(k): float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for k, v in metrics.items()})
+        if self.learner is not None:
+            self.learner.after_gradient_based_update(timesteps={"num_env_steps_sampled_lifetime": self.global_timestep})
+            stats.update(self.learner.metrics.reduce())
+        if self.update_guard.skipped:
+            stats["num_nonfinite_updates_skipped"] = self.update_guard.skipped
+        return stats
+
+    def clip_gradients(self, measure_only: bool = False) -> list[torch.Tensor]:
         """Clip gradients to ``grad_clip`` as ``grad_clip_by`` says; returns each param group's global norm before.
 
         ``"global_norm"`` (the default) scales a param group's gradients together,
@@ -162,9 +232,12 @@ class Updates(PolicyPart):
         temperature); each is clipped on its own, as if it had its own optimizer.
         The norms are measured even without ``grad_clip``: the update guard needs
         them to be finite.
+
+        Args:
+            measure_only: measure the norms, and leave the gradients as they are.
         """
         norms = []
-        clip, clip_by = self.config.grad_clip, self.config.grad_clip_by
+        clip, clip_by = None if measure_only else self.config.grad_clip, self.config.grad_clip_by
         for group in self.optimizer.param_groups:
             grads = [p.grad for p in group["params"] if p.grad is not None]
             if not grads:
@@ -260,6 +333,9 @@ class Updates(PolicyPart):
     def update_lr(self) -> float:
         """Apply the learning-rate schedule for the current timestep; returns the rate in use."""
         lr = self.scheduled("lr")
+        if self.learner is not None:  # its optimizers may have rates or schedules of their own
+            self.learner.update_learning_rates(lr)
+            return lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
@@ -282,3 +358,15 @@ def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tens
 def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
     """Scalar tensors to floats with one device sync, for learner stats."""
     return dict(zip(tensors, torch.stack([t.detach() for t in tensors.values()]).tolist(), strict=True))
+
+
+def joint_norm(norms: list[torch.Tensor]) -> torch.Tensor:
+    """One gradient norm for the stats of a step that :meth:`Updates.apply_gradients` measured per param group.
+
+    Args:
+        norms: each param group's norm (several where a Learner registered several optimizers).
+
+    Returns:
+        The one norm, or the norm of all of them together.
+    """
+    return norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms))
