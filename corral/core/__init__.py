@@ -129,6 +129,12 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.sampling.env_runner import EnvRunner as EnvRunner, Episode as Episode
     from corral.core.training.algorithm import Algorithm as Algorithm
     from corral.core.training.off_policy import OffPolicyAlgorithm as OffPolicyAlgorithm
+    from corral.core.training.training_step_helpers import (
+        multi_gpu_train_one_step as multi_gpu_train_one_step,
+        standardize_fields as standardize_fields,
+        synchronous_parallel_sample as synchronous_parallel_sample,
+        train_one_step as train_one_step,
+    )
     from corral.errors import (
         CheckpointError as CheckpointError,
         ConfigError as ConfigError,
@@ -150,6 +156,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
 
 _EXPORTS = {
     "Algorithm": "corral.core.training.algorithm",
+    "synchronous_parallel_sample": "corral.core.training.training_step_helpers",
+    "standardize_fields": "corral.core.training.training_step_helpers",
+    "train_one_step": "corral.core.training.training_step_helpers",
+    "multi_gpu_train_one_step": "corral.core.training.training_step_helpers",
     "AlgorithmConfig": "corral.core.contracts.config",
     "ActorCriticConfig": "corral.core.contracts.actor_critic",
     "GAEConfig": "corral.core.contracts.actor_critic",

@@ -76,7 +76,7 @@ def test_either_api_stack_is_said_at_info_to_be_corral_s_one_stack(caplog: pytes
             PPOConfig().api_stack(enable_rl_module_and_learner=value, enable_env_runner_and_connector_v2=value)
         (info,) = records(caplog, logging.INFO, "enable_rl_module_and_learner")
         assert "corral has one API stack" in info and "learners(num_learners=N)" in info
-        assert "RLlib's Learner classes, learner_class, are not in corral yet" in info
+        assert "a learner_class (a subclass of corral.core.Learner, RLlib's TorchLearner) replaces parts of the update" in info
         assert "ConnectorV2" in records(caplog, logging.INFO, "enable_env_runner_and_connector_v2")[0]
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
         caplog.clear()

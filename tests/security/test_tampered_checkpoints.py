@@ -506,6 +506,8 @@ def test_a_checkpoint_naming_corral_classes_at_their_old_module_paths_loads(copy
         {"exploration_config": {"type": "subprocess.Popen"}},
         {"evaluation_config": {"exploration_config": {"type": "subprocess:Popen"}}},
         {"logger_config": {"type": "subprocess:Popen"}},
+        {"learner_class": "subprocess:Popen"},
+        {"policies": {"default_policy": {"config": {"config_class": "subprocess:Popen"}}}},
     ],
     ids=[
         "dotted-env",
@@ -515,6 +517,8 @@ def test_a_checkpoint_naming_corral_classes_at_their_old_module_paths_loads(copy
         "dotted-exploration",
         "evaluation-exploration",
         "logger",
+        "learner-class",
+        "policy-own-config-class",
     ],
 )
 def test_the_newer_import_path_options_are_refused_too(copy_of, marker, change) -> None:

@@ -137,6 +137,10 @@ class SampleBatch(dict[str, Any]):
         keys = [k for k in batches[0] if all(k in b for b in batches[1:])]
         return SampleBatch({k: np.concatenate([b[k] for b in batches]) for k in keys})
 
+    def as_multi_agent(self) -> MultiAgentBatch:
+        """This batch as the default policy's part of a multi-agent batch (its rows are its env steps), as in RLlib."""
+        return MultiAgentBatch({DEFAULT_POLICY_ID: self}, self.count)
+
 
 class MultiAgentBatch:
     """Samples of one or more policies, and the env steps that produced them.

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from corral.core.common.import_paths import import_object
-from corral.core.contracts.policy_spec import PolicySpec
+from corral.core.contracts.policy_spec import OWN_CONFIG_CLASS, PolicySpec
 from corral.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -149,6 +149,12 @@ def check_multi_agent(config: AlgorithmConfig) -> None:
 def policy_config(config: AlgorithmConfig, policy_id: str) -> AlgorithmConfig:
     """The config one policy trains with: the algorithm's, with the policy's own options on top.
 
+    A policy that brings a whole config of its own algorithm (its spec's
+    config an ``AlgorithmConfig``, RLlib's way to train a PPO policy and a DQN
+    policy side by side) trains with that config's class and its training and
+    exploration options; every other option (env, runners, seed, resources,
+    ...) is the algorithm's, as for any policy.
+
     Args:
         config: the algorithm's config.
         policy_id: one of ``config.policies``.
@@ -162,6 +168,8 @@ def policy_config(config: AlgorithmConfig, policy_id: str) -> AlgorithmConfig:
     """
     overrides = config.policies[policy_id].config or {}
     where = f"policies[{policy_id!r}].config"
+    if OWN_CONFIG_CLASS in overrides:
+        return _own_algorithm_config(config, overrides, where)
     try:
         canonical = type(config)._canonical_keys(overrides)
     except ConfigError as exc:
@@ -178,3 +186,20 @@ def policy_config(config: AlgorithmConfig, policy_id: str) -> AlgorithmConfig:
         return own.update_from_dict(canonical)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+
+
+def _own_algorithm_config(config: AlgorithmConfig, own_options: dict[str, Any], where: str) -> AlgorithmConfig:
+    """A policy's own algorithm's config: its class and per-policy options, the algorithm's shared options."""
+    own_class: type[AlgorithmConfig] = own_options[OWN_CONFIG_CLASS]
+    try:
+        own = own_class.from_dict({key: value for key, value in own_options.items() if key != OWN_CONFIG_CLASS})
+        shared = {
+            name: getattr(config, name)
+            for name in type(config).model_fields
+            if name in own_class.model_fields and type(config).field_group(name) not in (*PER_POLICY_GROUPS, "multi_agent")
+        }
+        own = own.update_from_dict(shared)
+    except ConfigError as exc:
+        raise ConfigError(f"{where} ({own_class.__name__}): {exc}") from None
+    own.policies, own.policies_to_train, own.policy_mapping_fn = {}, None, None
+    return own

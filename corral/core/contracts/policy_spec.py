@@ -29,7 +29,10 @@ class PolicySpec:
         policy_class: the ``Policy`` subclass (or its ``"module:qualname"``); None: the algorithm's own.
         observation_space: None: inferred from the agents mapped to this policy.
         action_space: None: inferred from the agents mapped to this policy.
-        config: options that differ for this policy (``{"lr": 1e-4, "gamma": 0.95}``); None: none.
+        config: options that differ for this policy (``{"lr": 1e-4, "gamma": 0.95}``); or a whole config of the
+            policy's own algorithm (``PPOConfig().training(...)``, as RLlib's two-trainer examples give it), whose
+            training and exploration options the policy trains with (held as a dict whose
+            :data:`OWN_CONFIG_CLASS` is its class); None: none.
     """
 
     policy_class: Any = None
@@ -42,8 +45,13 @@ class PolicySpec:
             value = getattr(self, name)
             if value is not None and not isinstance(value, gym.Space):
                 raise ValueError(f"{name} must be a gymnasium space or None, not {type(value).__name__}")
+        if is_subclass_of_loaded(type(self.config), "corral.core.contracts.config", "AlgorithmConfig"):
+            whole: Any = self.config
+            object.__setattr__(self, "config", {OWN_CONFIG_CLASS: type(whole), **whole.to_dict()})
         if self.config is not None and not isinstance(self.config, dict):
-            raise ValueError(f"config must be a dict of options or None, not {type(self.config).__name__}")
+            raise ValueError(f"config must be a dict of options, an AlgorithmConfig or None, not {type(self.config).__name__}")
+        if isinstance(self.config, dict) and isinstance(self.config.get(OWN_CONFIG_CLASS), str):
+            object.__setattr__(self, "config", {**self.config, OWN_CONFIG_CLASS: import_object(self.config[OWN_CONFIG_CLASS])})
         if isinstance(self.policy_class, str):
             object.__setattr__(self, "policy_class", import_object(self.policy_class))
         # the Policy class lives in a room above this one; a class deriving from it has loaded it
@@ -103,8 +111,17 @@ class PolicySpec:
             "policy_class": None if self.policy_class is None else by_value.encode(self.policy_class),
             "observation_space": None if self.observation_space is None else encode_space(self.observation_space),
             "action_space": None if self.action_space is None else encode_space(self.action_space),
-            "config": None if self.config is None else dict(self.config),
+            "config": None if self.config is None else _config_dict(self.config),
         }
+
+
+OWN_CONFIG_CLASS = "config_class"
+"""the key that marks a policy spec's config as a whole config of the policy's own algorithm, holding its class"""
+
+
+def _config_dict(config: dict[str, Any]) -> dict[str, Any]:
+    own_class = config.get(OWN_CONFIG_CLASS)
+    return dict(config) if own_class is None else {**config, OWN_CONFIG_CLASS: by_value.encode(own_class)}
 
 
 _FIELDS = tuple(field.name for field in dataclasses.fields(PolicySpec))

@@ -53,6 +53,7 @@ CODE_FIELDS = {
     "policy_class": "policy class",
     "logger": "result logger class",
     "learner_class": "Learner class",
+    "config_class": "policy's config class",
 }
 """Config fields whose strings are import paths, and what each names."""
 
@@ -79,6 +80,7 @@ _HOW_TO_PASS = {
     "policy_class": 'config_overrides={"policies": {...}}',
     "logger": 'config_overrides={"logger_config": {...}}',
     "learner_class": 'config_overrides={"learner_class": ...}',
+    "config_class": 'config_overrides={"policies": {...}}',
 }
 
 
@@ -190,12 +192,21 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
                 yield _TYPED_GROUPS[field], f"{where}.type", value["type"]
         elif field == "policies" and isinstance(value, dict):
             for policy_id, spec in value.items():
-                if isinstance(spec, dict) and isinstance(spec.get("policy_class"), str):
-                    yield "policy_class", f"{where}.{policy_id}.policy_class", spec["policy_class"]
-                if isinstance(spec, dict) and isinstance(spec.get("config"), dict):  # a policy's own custom model
-                    yield from _references(spec["config"], f"{where}.{policy_id}.config.")
+                if isinstance(spec, dict):
+                    yield from _spec_references(spec, f"{where}.{policy_id}")
         elif field == "evaluation_config" and isinstance(value, dict) and not prefix:
             yield from _references(value, "evaluation_config.")
+
+
+def _spec_references(spec: dict[str, Any], where: str) -> Iterator[tuple[str, str, str]]:
+    """What :func:`_references` yields for one policy spec: its class, its config's class and its own options."""
+    if isinstance(spec.get("policy_class"), str):
+        yield "policy_class", f"{where}.policy_class", spec["policy_class"]
+    own = spec.get("config")
+    if isinstance(own, dict):  # a policy's own custom model, or a whole config of the policy's own algorithm
+        if isinstance(own.get("config_class"), str):
+            yield "config_class", f"{where}.config.config_class", own["config_class"]
+        yield from _references(own, f"{where}.config.")
 
 
 def _copied_env(env: str) -> str:

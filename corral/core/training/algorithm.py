@@ -22,6 +22,7 @@ import functools
 import logging
 import os
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
@@ -56,6 +57,7 @@ from corral.core.training.checkpointing import Checkpointing
 from corral.core.training.evaluation import Evaluation
 from corral.core.training.off_policy_evaluation import check_estimation_integration, off_policy_evaluation_for
 from corral.core.training.offline_input import check_offline_integrations, experience_input_for
+from corral.core.training.part import COUNTERS
 from corral.core.training.training_loop import TrainingLoop
 from corral.errors import ConfigError, CorralError, EnvError
 
@@ -163,12 +165,9 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         self._system_usage = SystemUsage() if self.config.log_sys_usage else None
         self._fragments_reported = False  # said at INFO: an explicit fragment needs several calls per batch
         self.iteration = 0
-        self.counters = {
-            "num_env_steps_sampled": 0,
-            "num_env_steps_trained": 0,
-            "num_agent_steps_sampled": 0,
-            "num_agent_steps_trained": 0,
-        }
+        self.counters: Counter[str] = Counter(dict.fromkeys(COUNTERS, 0))
+        """steps sampled and trained, and whatever else an overridden training_step counts (``self._counters``,
+        RLlib's name, is the same): each goes into every result, and checkpoints keep them"""
         self.time_total_s = 0.0
         self.history = EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)
         self._learner_pool: ThreadPoolExecutor | None = None
@@ -392,6 +391,12 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         if frequency and self.iteration % frequency == 0:
             self.save()
         return result
+
+    @property
+    def _counters(self) -> Counter[str]:
+        """RLlib's name for :attr:`counters`, which an overridden ``training_step`` adds to
+        (``self._counters["num_env_steps_sampled"] += batch.env_steps``)."""
+        return self.counters
 
     def _check_not_stopped(self, what: str) -> None:
         if self._stopped:

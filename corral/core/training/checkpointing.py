@@ -229,6 +229,10 @@ class Checkpointing(AlgorithmState, PolicySet):
     ) -> Algorithm:
         """Rebuild whatever algorithm a checkpoint holds, with its config, weights and counters.
 
+        Called on the class the checkpoint records (``MyAlgo.from_checkpoint(path)``),
+        that class is used as it is; called on another, the checkpoint's algorithm
+        is found as below.
+
         Names in the checkpoint resolve only against what is registered or installed
         (algorithm plugins, ``register_env`` names, gymnasium ids, corral's own
         classes): a checkpoint never makes corral import other code unless you say
@@ -258,7 +262,10 @@ class Checkpointing(AlgorithmState, PolicySet):
                 (without ``trust_code``), or its algorithm is not installed.
         """
         ckpt = checkpoints.read_checkpoint(checkpoint_path)
-        algo_class = algorithm_class_of(ckpt, trust_code)
+        # called on the very class the checkpoint records (MyAlgo.from_checkpoint(path)): the caller vouches for it
+        recorded = ckpt.meta.get("algorithm_class")
+        named = recorded == f"{cls.__module__}:{cls.__qualname__}"
+        algo_class = cast("type[Algorithm]", cls) if named else algorithm_class_of(ckpt, trust_code)
         overrides = dict(config_overrides or {})
         if env is not None:
             overrides["env"] = env

@@ -10,6 +10,7 @@ type checker, and holds nothing at run time.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -34,6 +35,10 @@ if TYPE_CHECKING:  # the class the parts make up
     from corral.core.training.algorithm import Algorithm
 
 
+COUNTERS = ("num_env_steps_sampled", "num_env_steps_trained", "num_agent_steps_sampled", "num_agent_steps_trained")
+"""the counters every algorithm keeps (``algo.counters``); an algorithm may count more"""
+
+
 class AlgorithmPart:
     """The attributes of an algorithm, for the parts that read them (see the module docstring)."""
 
@@ -54,7 +59,7 @@ class AlgorithmPart:
     env_runner_group: EnvRunnerGroup
     workers: EnvRunnerGroup
     iteration: int
-    counters: dict[str, int]
+    counters: Counter[str]
     time_total_s: float
     history: EpisodeHistory
     _custom_logger: Any

@@ -14,7 +14,7 @@ import numpy as np
 from corral.core.common.restored import restored_count, restored_float
 from corral.core.sampling.metrics import EpisodeHistory
 from corral.core.seeding import generator_state, set_generator_state
-from corral.core.training.part import AlgorithmPart
+from corral.core.training.part import COUNTERS, AlgorithmPart
 from corral.errors import CheckpointError
 
 IN_MEMORY_STATE = ("algorithm_class", "config", "policy_states", "checkpoint_arrays")
@@ -71,8 +71,8 @@ class AlgorithmState(AlgorithmPart):
             raise ValueError(f"the state holds policies {unknown}, which this algorithm does not have: {sorted(self.policies)}")
         iteration = restored_count(state["iteration"], "iteration")
         counters = state["counters"]
-        if not isinstance(counters, dict) or set(counters) != set(self.counters):
-            raise ValueError(f"counters must be a dict with the keys {sorted(self.counters)}")
+        if not isinstance(counters, dict) or not set(COUNTERS) <= set(counters):
+            raise ValueError(f"counters must be a dict with at least the keys {sorted(COUNTERS)}")
         counters = {key: restored_count(value, f"counters.{key}") for key, value in counters.items()}
         time_total_s = restored_float(state.get("time_total_s", 0.0), "time_total_s", minimum=0.0)
         history = EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)

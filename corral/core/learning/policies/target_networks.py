@@ -99,6 +99,14 @@ class TargetNetworkPolicy(Policy):
         for tensors in cached:
             tensors.move(tau)
 
+    def update_target(self, tau: float | None = None) -> None:
+        """RLlib's call, which a custom ``training_step`` makes: :meth:`update_targets` by ``tau`` (default the config's).
+
+        Args:
+            tau: how far each target moves towards its online network (1 copies); None: ``config.tau``, else 1.
+        """
+        self.update_targets(float(getattr(self.config, "tau", 1.0)) if tau is None else tau)
+
     def get_state(self) -> dict[str, Any]:
         """The base state plus the target network's weights."""
         target = {k: v.detach().cpu().clone() for k, v in self.target_model.state_dict().items()}

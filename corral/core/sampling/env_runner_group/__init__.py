@@ -26,7 +26,7 @@ from corral.core.sampling.env_runner_group.evaluation import (
 )
 from corral.core.sampling.env_runner_group.remote_runners import RemoteRunners, first_line
 from corral.core.sampling.metrics import EpisodeSummary
-from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner
+from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner, MultiAgentEnvRunner
 from corral.core.sampling.remote_env_runner import RemoteSample
 from corral.errors import ConfigError, EnvRunnerError
 
@@ -86,14 +86,30 @@ class EnvRunnerGroup(RemoteRunners):
         Args:
             num_steps: steps per sub-environment; default the config's rollout fragment length.
         """
+        return MultiAgentBatch.concat(self.sample_each(num_steps))
+
+    def sample_each(self, num_steps: int | None = None) -> list[MultiAgentBatch]:
+        """One sample call on every runner that samples (the remote ones if there are any): each one's batch.
+
+        Args:
+            num_steps: steps per sub-environment; default the config's rollout fragment length.
+
+        Raises:
+            EnvRunnerError: every remote runner failed in the call.
+        """
         if not self._remote:
-            return self.local_env_runner.sample(num_steps)
+            return [self.local_env_runner.sample(num_steps)]
         state = self._publish_sampling_state()
         pending = {index: self._remote[index].sample.remote(state, num_steps) for index in self.healthy_remote_ids()}
         batches = [self.accept(result) for result in self.gather(pending).values()]
         if not batches:
             raise EnvRunnerError("every remote env runner failed in this sample call; nothing was sampled")
-        return MultiAgentBatch.concat(batches)
+        return batches
+
+    @property
+    def is_multi_agent(self) -> bool:
+        """Whether the runners step a multi-agent env (their batches hold a policy's rows per policy id)."""
+        return isinstance(self.local_env_runner, MultiAgentEnvRunner)
 
     def start_episodes(self, duration: int | str, unit: str, explore: bool) -> EvaluationRound:
         """Start evaluating on the remote runners with the current weights; finish with :meth:`finish_episodes`.
