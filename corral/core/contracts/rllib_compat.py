@@ -248,8 +248,9 @@ class RLlibConfigMethods:
         self._canonical_keys(flags)
         return cast("AlgorithmConfig", self)  # the methods are only ever AlgorithmConfig's (see the class docstring)
 
-    def framework(self: Any, framework: str | None = "torch", **tf_options: Any) -> AlgorithmConfig:
-        """Accept RLlib's ``.framework(...)``: corral runs on torch.
+    def framework(self: Any, framework: str | None = "torch", **options: Any) -> AlgorithmConfig:
+        """RLlib's ``.framework(...)``: corral runs on torch, and ``torch_compile_learner``/``torch_compile_worker``
+        (with their dynamo backends and modes) compile the models' forward passes.
 
         ``"tf"``, ``"tf2"`` and ``"tfe"`` run the same config on torch, with a
         warning; so do RLlib's TensorFlow-only options (``eager_tracing``, ...),
@@ -257,7 +258,7 @@ class RLlibConfigMethods:
 
         Args:
             framework: ``"torch"`` (or None), or one of RLlib's TensorFlow frameworks.
-            **tf_options: RLlib's TensorFlow-only options.
+            **options: the torch_compile options, or RLlib's TensorFlow-only ones.
 
         Returns:
             This config.
@@ -265,8 +266,8 @@ class RLlibConfigMethods:
         Raises:
             ConfigError: another framework, or an option that is not one of RLlib's for ``framework()``.
         """
-        self._canonical_keys({"framework": framework, **tf_options})
-        return cast("AlgorithmConfig", self)
+        canonical = self._canonical_keys({"framework": framework, **options})
+        return cast("AlgorithmConfig", self._set_group("framework", canonical))
 
     def api_stack(
         self: Any, enable_rl_module_and_learner: bool | None = None, enable_env_runner_and_connector_v2: bool | None = None

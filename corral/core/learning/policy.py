@@ -61,6 +61,7 @@ from corral.core.learning.recurrent.sequences import chop_into_sequences
 from corral.core.learning.schedules import PiecewiseSchedule
 from corral.core.memory import check_fits
 from corral.core.networks.action_masking import ActionMaskedModel, MaskedObservationPreprocessor
+from corral.core.networks.compiling import compile_model_calls
 from corral.core.networks.custom_distribution import custom_distribution, custom_outputs
 from corral.core.networks.default_models import Model, build_model, torch_dtype
 from corral.core.networks.distributions import ActionDistribution, distribution_for
@@ -210,6 +211,7 @@ class Policy(Acting, Updates, PolicyState):
                 f"state; build the model with corral.core.build_model (it makes the memory), or remove {switch}"
             )
         self._check_model_outputs(model)
+        compile_model_calls(model, self.config)
         checked = cast(Model, model)  # it has Model's forward methods, whether or not it subclasses Model
         return checked if self.action_mask is None else ActionMaskedModel(checked, self.action_mask)
 

@@ -34,6 +34,7 @@ GROUPS = (
     "learners",
     "fault_tolerance",
     "checkpointing",
+    "framework",
     "multi_agent",
     "offline_data",
 )

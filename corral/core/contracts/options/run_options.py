@@ -91,6 +91,23 @@ class RunOptions(BaseModel):
     learner_config_dict: dict[str, Any] = option({}, "learners")
     """settings of your own for a learner_class to read (self.config.learner_config_dict)"""
 
+    # --- framework ---------------------------------------------------------
+    torch_compile_learner: bool = option(False, "framework")
+    """compile each policy's model's forward_train (what its losses call) with torch.compile, on first use"""
+    torch_compile_learner_what_to_compile: Literal["forward_train"] = option("forward_train", "framework")
+    """what torch_compile_learner compiles: the model's forward_train (RLlib's 'complete_update' compiles the whole
+    update, which corral does not: its NaN guard and optimizer step stay eager)"""
+    torch_compile_learner_dynamo_backend: str = option("inductor", "framework")
+    """torch.compile's backend for torch_compile_learner (torch._dynamo.list_backends() names them)"""
+    torch_compile_learner_dynamo_mode: str | None = option(None, "framework")
+    """torch.compile's mode for torch_compile_learner ('default', 'reduce-overhead', 'max-autotune'); None: torch's"""
+    torch_compile_worker: bool = option(False, "framework")
+    """compile each policy's model's forward_exploration and forward_inference (what acting calls) with torch.compile"""
+    torch_compile_worker_dynamo_backend: str = option("inductor", "framework")
+    """torch.compile's backend for torch_compile_worker (RLlib's default, 'onnxrt', is not in recent torch)"""
+    torch_compile_worker_dynamo_mode: str | None = option(None, "framework")
+    """torch.compile's mode for torch_compile_worker; None: torch's"""
+
     # --- fault tolerance ---------------------------------------------------
     recreate_failed_env_runners: bool = option(False, "fault_tolerance")
     """replace a remote env runner that died or failed, and go on with the same number"""
