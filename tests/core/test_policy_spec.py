@@ -73,7 +73,7 @@ def test_a_policy_spec_from_none_a_tuple_a_dict_or_itself() -> None:
         ((None, None, None, None, None), "got 5 items"),
         ({"policy_cls": None}, r"unknown keys \['policy_cls'\]"),
         ((None, "Box(4)"), "observation_space must be a gymnasium space or None, not str"),
-        ((None, None, None, [("lr", 1)]), "config must be a dict of options or None, not list"),
+        ((None, None, None, [("lr", 1)]), "config must be a dict of options, an AlgorithmConfig or None, not list"),
         ((dict,), "policy_class must be a corral Policy subclass"),
     ],
 )
