@@ -98,6 +98,8 @@ def test_a_learner_s_own_loss_changes_the_update_and_its_logged_values_are_repor
     _, penalised_again, _ = _trained(_small_ppo(learner_class=PPOWithWeightPenalty, learner_config_dict={"penalty": 5.0}))
     assert _largest_difference(penalised, penalised_again) == 0.0, "seeded runs with a Learner repeat"
     assert algo.config.learner_class is PPOWithWeightPenalty
+    with pytest.raises(ValueError, match=r"ema_coeff=0.01: corral reduces a Learner's metrics over each update"):
+        algo.get_policy().learner.metrics.log_value("x", 1.0, ema_coeff=0.01)
 
 
 class SeparateValueOptimizer(PPOTorchLearner):

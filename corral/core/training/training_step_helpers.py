@@ -8,7 +8,7 @@ returns its stats by policy id::
     class TwoTrainers(Algorithm):
         def training_step(self):
             batch = synchronous_parallel_sample(worker_set=self.env_runner_group, max_env_steps=200)
-            self._counters["num_env_steps_sampled"] += batch.env_steps
+            self._counters["num_env_steps_sampled"] += batch.env_steps  # a multi-agent run's MultiAgentBatch
             return train_one_step(self, batch, ["ppo_policy"])
 
 Each policy learns with its own algorithm's update (its class's

@@ -67,7 +67,9 @@ class LearnerMetrics:
     """What a Learner logs during an update (RLlib's ``MetricsLogger`` as a Learner uses it), reduced into its stats.
 
     Values logged during one update are reduced when it ends, each key by its
-    own ``reduce``; ``window`` keeps the last that many of them.
+    own ``reduce``; ``window`` keeps the last that many of them. Each update
+    starts afresh: where RLlib's default keeps a moving average across
+    updates, corral reports the update's own mean.
     """
 
     _REDUCE: ClassVar[dict[str, Callable[[list[float]], float]]] = {
@@ -81,22 +83,34 @@ class LearnerMetrics:
         self._values: dict[str, tuple[list[float], str | None, int | None]] = {}
 
     def log_value(
-        self, key: str | tuple[str, ...], value: Any, reduce: str | None = "mean", window: int | None = None, **_: Any
+        self,
+        key: str | tuple[str, ...],
+        value: Any,
+        reduce: str | None = "mean",
+        window: int | None = None,
+        ema_coeff: float | None = None,
+        clear_on_reduce: bool = False,
     ) -> None:
-        """Log one value of a metric (RLlib's ``ema_coeff`` and ``clear_on_reduce`` are taken and not needed: every
-        update starts afresh).
+        """Log one value of a metric, reduced with the others logged in the same update.
 
         Args:
             key: the metric's name; RLlib's ``(module_id, name)`` is the name (the stats are the policy's own).
             value: a number or a scalar tensor.
             reduce: ``"mean"``, ``"sum"``, ``"min"``, ``"max"``, or None for the last value.
             window: reduce only the last this many values logged in the update.
+            ema_coeff: RLlib's moving average across updates, which corral does not keep: it must stay None.
+            clear_on_reduce: RLlib's choice to start afresh after each reduction, which corral always does.
 
         Raises:
-            ValueError: ``reduce`` is none of those.
+            ValueError: ``reduce`` is none of those, or an ``ema_coeff`` was given.
         """
         if reduce is not None and reduce not in self._REDUCE:
             raise ValueError(f"reduce={reduce!r}; Learner metrics reduce by one of {sorted(self._REDUCE)} or None (last value)")
+        if ema_coeff is not None:
+            raise ValueError(
+                f"ema_coeff={ema_coeff!r}: corral reduces a Learner's metrics over each update (the mean, or of the last "
+                "window values), not as a moving average across updates; drop ema_coeff, or give window"
+            )
         name = _metric_name(key)
         values = self._values.setdefault(name, ([], reduce, window))[0]
         values.append(float(value.detach()) if isinstance(value, torch.Tensor) else float(value))
@@ -108,7 +122,7 @@ class LearnerMetrics:
         Args:
             stats: values by name (nested dicts are flattened into ``a/b`` names).
             key: a prefix for their names (a module id is dropped, as in :meth:`log_value`).
-            **kwargs: :meth:`log_value`'s ``reduce`` and ``window``.
+            **kwargs: :meth:`log_value`'s ``reduce``, ``window``, ``ema_coeff`` and ``clear_on_reduce``.
         """
         for name, value in stats.items():
             full = name if key is None else (*(key if isinstance(key, tuple) else (key,)), name)
