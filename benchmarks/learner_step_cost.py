@@ -12,14 +12,10 @@ the fastest, per gradient step, is kept.
 
 from __future__ import annotations
 
-import copy
-import json
 import os
-import platform
-import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from update_timing import timed_updates, write_result
+
 ROWS = (16, 64, 128, 512)
 """minibatch rows: PPO's default 512 split over 32, 8 and 4 Learners, and whole"""
 NETWORKS = {"small": [64, 64], "large": [512, 512]}
@@ -37,19 +33,7 @@ def step_milliseconds(hidden: list[int], rows: int) -> float:
         .reporting(log_to_tensorboard=False)
         .debugging(seed=0)
     )
-    algo = config.build()
-    try:
-        batch = algo.sample(config.train_batch_size)
-        state = algo.get_policy().get_state()
-        best = float("inf")
-        for _ in range(REPEATS):
-            algo.get_policy().set_state(state)
-            start = time.perf_counter()
-            stats = algo.learn_on_batch(copy.deepcopy(batch))["default_policy"]
-            best = min(best, (time.perf_counter() - start) / stats["num_sgd_updates"])
-        return round(best * 1000, 3)
-    finally:
-        algo.stop()
+    return round(min(seconds / stats["num_sgd_updates"] for seconds, stats in timed_updates(config, REPEATS)) * 1000, 3)
 
 
 def main() -> None:
@@ -61,16 +45,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     cases = {name: {str(rows): step_milliseconds(hidden, rows) for rows in ROWS} for name, hidden in NETWORKS.items()}
     print(cases, flush=True)
-    result = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "load_average_at_start": load,
-        "load_average_at_end": os.getloadavg()[0],
-        "milliseconds_per_gradient_step_by_rows": cases,
-    }
-    out = HERE / "results" / "learner_step_cost.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_result("learner_step_cost", load, milliseconds_per_gradient_step_by_rows=cases)
 
 
 if __name__ == "__main__":

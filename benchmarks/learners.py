@@ -24,16 +24,13 @@ gives on a machine with a core (or a GPU) per Learner.
 
 from __future__ import annotations
 
-import copy
 import itertools
-import json
 import os
-import platform
 import time
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+from update_timing import timed_updates, write_result
+
 UPDATES = 12
 """updates per setting; the fastest is kept"""
 NETWORKS = {"small": [64, 64], "large": [512, 512]}
@@ -54,19 +51,7 @@ def update_seconds(hidden: list[int], learners: int) -> float:
         .reporting(log_to_tensorboard=False)
         .debugging(seed=0)
     )
-    algo = config.build()
-    try:
-        batch = algo.sample(config.train_batch_size)
-        state = algo.get_policy().get_state()
-        best = float("inf")
-        for _ in range(UPDATES):
-            algo.get_policy().set_state(state)
-            start = time.perf_counter()
-            algo.learn_on_batch(copy.deepcopy(batch))
-            best = min(best, time.perf_counter() - start)
-        return best
-    finally:
-        algo.stop()
+    return min(seconds for seconds, _ in timed_updates(config, UPDATES))
 
 
 def all_reduce_seconds(hidden: list[int]) -> float:
@@ -132,16 +117,7 @@ def main() -> None:
             "two_learners_over_in_process": round(seconds[2] / seconds[0], 2),
         }
         print(name, cases[name], flush=True)
-    result = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "load_average_at_start": load,
-        "load_average_at_end": os.getloadavg()[0],
-        "cases": cases,
-    }
-    out = HERE / "results" / "learners.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_result("learners", load, cases=cases)
 
 
 if __name__ == "__main__":

@@ -15,15 +15,12 @@ one. For each:
 
 from __future__ import annotations
 
-import copy
-import json
 import os
-import platform
 import time
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+from update_timing import timed_updates, write_result
+
 UPDATES = 6
 """updates per setting after the first; the fastest is kept"""
 SAMPLE_CALLS = 5
@@ -40,19 +37,8 @@ def _config(hidden: list[int], **framework: Any) -> Any:
 
 def update_seconds(hidden: list[int], compiled: bool) -> dict[str, float]:
     """The first update's seconds and the fastest of the next :data:`UPDATES`."""
-    algo = _config(hidden, torch_compile_learner=compiled).build()
-    try:
-        batch = algo.sample(algo.config.train_batch_size)
-        state = algo.get_policy().get_state()
-        times = []
-        for _ in range(UPDATES + 1):
-            algo.get_policy().set_state(state)
-            start = time.perf_counter()
-            algo.learn_on_batch(copy.deepcopy(batch))
-            times.append(time.perf_counter() - start)
-        return {"first": round(times[0], 3), "fastest": round(min(times[1:]), 4)}
-    finally:
-        algo.stop()
+    times = [seconds for seconds, _ in timed_updates(_config(hidden, torch_compile_learner=compiled), UPDATES + 1)]
+    return {"first": round(times[0], 3), "fastest": round(min(times[1:]), 4)}
 
 
 def sampling_steps_per_second(hidden: list[int], compiled: bool) -> float:
@@ -90,17 +76,7 @@ def main() -> None:
             "compiled_sampling_over_eager": round(sampling["compiled"] / sampling["eager"], 2),
         }
         print(name, cases[name], flush=True)
-    result = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "torch": torch.__version__,
-        "load_average_at_start": load,
-        "load_average_at_end": os.getloadavg()[0],
-        "cases": cases,
-    }
-    out = HERE / "results" / "torch_compile.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_result("torch_compile", load, torch=torch.__version__, cases=cases)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from corral.core.common import by_value
 from corral.core.contracts.options.config_checks import check_config
 from corral.core.contracts.options.config_keys import canonical_keys, config_error, unknown_key
 from corral.core.contracts.options.declaring import (
+    ALSO_SET_IN,
     GROUPS as GROUPS,
     MAX_NESTING as MAX_NESTING,
     MAX_SEED as MAX_SEED,
@@ -74,11 +75,6 @@ if TYPE_CHECKING:  # the algorithm module imports this one
     from corral.core.training.algorithm import Algorithm
 
 logger = logging.getLogger("corral")
-
-
-_ALSO_SET_IN = {("training", "learner_class"), ("training", "learner_config_dict")}
-"""options another builder method also sets, as some Ray versions had it (Ray 2.5-2.9 also set the Learners'
-resources in resources(); see _set_group)"""
 
 
 class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingOptions):
@@ -465,7 +461,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         canonical = self._canonical_keys(values)
         for name in canonical:
             owner = self.field_group(name)
-            if owner != group and (group, owner) != ("resources", "learners") and (group, name) not in _ALSO_SET_IN:
+            if owner != group and (group, owner) != ("resources", "learners") and (group, name) not in ALSO_SET_IN:
                 raise ConfigError(f"{name!r} is set with .{owner}(), not .{group}()")
         for name, value in self._merged(canonical).items():
             setattr(self, name, value)

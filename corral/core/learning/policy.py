@@ -37,7 +37,7 @@ from corral.core.contracts.config import SCHEDULES, AlgorithmConfig
 from corral.core.devices import policy_device
 from corral.core.learning.exploration import make_exploration
 from corral.core.learning.filters import MeanStdFilter
-from corral.core.learning.learners.learner import build_learner
+from corral.core.learning.learners.learner_build import build_learner
 from corral.core.learning.policies.acting import Acting
 from corral.core.learning.policies.optimizer_set import Optimizer
 from corral.core.learning.policies.optimizers import adam as adam, build_optimizer as build_optimizer

@@ -41,14 +41,15 @@ Learner actor its own, as RLlib does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
 from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
-from corral.core.learning.policies.optimizer_set import OneOptimizer, OptimizerSet
+from corral.core.learning.learners.learner_metrics import LearnerMetrics
+from corral.core.learning.policies.optimizer_set import OneOptimizer, Optimizer, OptimizerSet
 from corral.core.learning.schedules import PiecewiseSchedule
 from corral.errors import ConfigError
 
@@ -61,98 +62,6 @@ DEFAULT_OPTIMIZER = "default_optimizer"
 
 ParamDict = dict[torch.Tensor, torch.Tensor]
 """gradients by parameter (a torch Learner's parameter reference is the parameter itself)"""
-
-
-class LearnerMetrics:
-    """What a Learner logs during an update (RLlib's ``MetricsLogger`` as a Learner uses it), reduced into its stats.
-
-    Values logged during one update are reduced when it ends, each key by its
-    own ``reduce``; ``window`` keeps the last that many of them. Each update
-    starts afresh: where RLlib's default keeps a moving average across
-    updates, corral reports the update's own mean.
-    """
-
-    _REDUCE: ClassVar[dict[str, Callable[[list[float]], float]]] = {
-        "mean": lambda values: sum(values) / len(values),
-        "sum": sum,
-        "min": min,
-        "max": max,
-    }
-
-    def __init__(self) -> None:
-        self._values: dict[str, tuple[list[float], str | None, int | None]] = {}
-
-    def log_value(
-        self,
-        key: str | tuple[str, ...],
-        value: Any,
-        reduce: str | None = "mean",
-        window: int | None = None,
-        ema_coeff: float | None = None,
-        clear_on_reduce: bool = False,
-    ) -> None:
-        """Log one value of a metric, reduced with the others logged in the same update.
-
-        Args:
-            key: the metric's name; RLlib's ``(module_id, name)`` is the name (the stats are the policy's own).
-            value: a number or a scalar tensor.
-            reduce: ``"mean"``, ``"sum"``, ``"min"``, ``"max"``, or None for the last value.
-            window: reduce only the last this many values logged in the update.
-            ema_coeff: RLlib's moving average across updates, which corral does not keep: it must stay None.
-            clear_on_reduce: RLlib's choice to start afresh after each reduction, which corral always does.
-
-        Raises:
-            ValueError: ``reduce`` is none of those, or an ``ema_coeff`` was given.
-        """
-        if reduce is not None and reduce not in self._REDUCE:
-            raise ValueError(f"reduce={reduce!r}; Learner metrics reduce by one of {sorted(self._REDUCE)} or None (last value)")
-        if ema_coeff is not None:
-            raise ValueError(
-                f"ema_coeff={ema_coeff!r}: corral reduces a Learner's metrics over each update (the mean, or of the last "
-                "window values), not as a moving average across updates; drop ema_coeff, or give window"
-            )
-        name = _metric_name(key)
-        values = self._values.setdefault(name, ([], reduce, window))[0]
-        values.append(float(value.detach()) if isinstance(value, torch.Tensor) else float(value))
-        self._values[name] = (values, reduce, window)
-
-    def log_dict(self, stats: Mapping[str, Any], *, key: str | tuple[str, ...] | None = None, **kwargs: Any) -> None:
-        """Log several values at once, each as :meth:`log_value` would.
-
-        Args:
-            stats: values by name (nested dicts are flattened into ``a/b`` names).
-            key: a prefix for their names (a module id is dropped, as in :meth:`log_value`).
-            **kwargs: :meth:`log_value`'s ``reduce``, ``window``, ``ema_coeff`` and ``clear_on_reduce``.
-        """
-        for name, value in stats.items():
-            full = name if key is None else (*(key if isinstance(key, tuple) else (key,)), name)
-            if isinstance(value, Mapping):
-                self.log_dict(value, key=full, **kwargs)
-            else:
-                self.log_value(full, value, **kwargs)
-
-    def peek(self, key: str | tuple[str, ...]) -> float:
-        """A metric's value as the update's end would reduce it now.
-
-        Raises:
-            KeyError: nothing was logged under ``key`` in this update.
-        """
-        values, reduce, window = self._values[_metric_name(key)]
-        kept = values[-window:] if window else values
-        return kept[-1] if reduce is None else float(self._REDUCE[reduce](kept))
-
-    def reduce(self) -> dict[str, float]:
-        """Every metric logged since the last call, reduced; the log starts empty again."""
-        reduced = {name: self.peek(name) for name in self._values}
-        self._values = {}
-        return reduced
-
-
-def _metric_name(key: str | tuple[str, ...]) -> str:
-    if isinstance(key, str):
-        return key
-    parts = [str(part) for part in key]
-    return "/".join(parts[1:] if len(parts) > 1 else parts)  # (module_id, name, ...): the policy's own stats
 
 
 class _Modules(Mapping[str, nn.Module]):
@@ -491,9 +400,10 @@ class Learner:
             Each param group's gradient norm before clipping.
         """
         policy = self._policy
-        policy.optimizer.zero_grad(set_to_none=True)
-        if weight:
+        if weight:  # the gradients compute_gradients returns are all the parameters have
             self._set_gradients(self.compute_gradients({self._module_id: loss}))
+        else:
+            policy.optimizer.zero_grad(set_to_none=True)
         policy.average_gradients(weight)
         self._norms = None
         self._set_gradients(self.postprocess_gradients(self.gradients()))
@@ -502,7 +412,7 @@ class Learner:
         return self._norms
 
     def _params(self) -> list[torch.Tensor]:
-        return [p for group in self._policy.optimizer.param_groups for p in group["params"]]
+        return _params_of(self._policy.optimizer)
 
     def gradients(self) -> ParamDict:
         """The policy's parameters' gradients now, by parameter."""
@@ -528,65 +438,5 @@ TorchLearner = Learner
 """RLlib's torch Learner: corral's Learner computes with torch"""
 
 
-def _params_of(optimizer: OneOptimizer) -> list[torch.Tensor]:
+def _params_of(optimizer: Optimizer) -> list[torch.Tensor]:
     return [p for group in optimizer.param_groups for p in group["params"]]
-
-
-def build_learner(policy: Policy, module_id: str) -> Learner | None:
-    """The Learner ``policy.config.learner_class`` names for a policy copy, built; None when it names none.
-
-    Args:
-        policy: the new policy copy.
-        module_id: its id.
-
-    Returns:
-        The Learner, or None.
-
-    Raises:
-        ConfigError: the class is no Learner, or replaces what the policy's algorithm cannot take from it.
-    """
-    learner_class = policy.config.learner_class
-    if learner_class is None:
-        return None
-    if not (isinstance(learner_class, type) and issubclass(learner_class, Learner)):
-        raise ConfigError(f"learner_class={learner_class!r} is not a subclass of corral.core.Learner (RLlib's TorchLearner)")
-    if learner_class.policy_classes and not isinstance(policy, learner_class.policy_classes):
-        owners = ", ".join(cls.__name__ for cls in learner_class.policy_classes)
-        raise ConfigError(
-            f"learner_class={learner_class.__qualname__} is the Learner of {owners}, not of {type(policy).__name__}; "
-            "subclass the Learner of your algorithm, or corral.core.TorchLearner"
-        )
-    check_learner_fits(learner_class, type(policy))
-    learner = learner_class(config=policy.config, policy=policy, module_id=module_id)
-    learner.build()
-    return learner
-
-
-def check_learner_fits(learner_class: type[Learner], policy_class: type[Policy]) -> None:
-    """Refuse a Learner class that replaces a part of the update the policy's algorithm does not take from a Learner.
-
-    Args:
-        learner_class: the ``learner_class``.
-        policy_class: the class of the policy it would be built for.
-
-    Raises:
-        ConfigError: it overrides ``compute_loss_for_module`` for a policy without ``compute_loss``, or
-            ``configure_optimizers_for_module`` for one that builds optimizers of its own.
-    """
-    from corral.core.learning.policies.updates import Updates
-    from corral.core.learning.policy import Policy as BasePolicy
-
-    own_loss = policy_class.compute_loss is not Updates.compute_loss
-    one_optimizer = policy_class.make_optimizer is BasePolicy.make_optimizer
-    name = f"{learner_class.__qualname__} (learner_class)"
-    if learner_class.compute_loss_for_module is not Learner.compute_loss_for_module and not own_loss:
-        raise ConfigError(
-            f"{name} overrides compute_loss_for_module, but {policy_class.__name__} computes its loss in its own update "
-            "(target networks, sequences or several losses); write the loss in a Policy subclass's learn_on_batch "
-            "instead. PPO, A2C, MARWIL and BC take the loss from a Learner"
-        )
-    if learner_class.configure_optimizers_for_module is not Learner.configure_optimizers_for_module and not one_optimizer:
-        raise ConfigError(
-            f"{name} overrides configure_optimizers_for_module, but {policy_class.__name__} builds optimizers of its own "
-            "(make_optimizer); override make_optimizer in a Policy subclass instead"
-        )
