@@ -16,8 +16,9 @@ library's default. RLlib runs its default (new) API stack.
     pip install -e ".[bench]"
     python benchmarks/compare_rllib.py throughput
     python benchmarks/compare_rllib.py scaling      # measurements behind benchmarks/scaling.md
+    python benchmarks/compare_rllib.py learner_thread   # IMPALA and APPO with and without corral's learner thread
 
-Writes benchmarks/results/rllib_throughput.json and rllib_scaling.json.
+Writes benchmarks/results/rllib_throughput.json, rllib_scaling.json and learner_thread.json.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def timed(step: Any, seconds: float) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def corral_algo(algo_name: str, runners: int, hiddens: tuple[int, ...] = (64, 64)) -> Any:
-    """A corral PPO, IMPALA or APPO with the benchmark's settings and ``runners`` remote env runners."""
+def corral_algo(algo_name: str, runners: int, hiddens: tuple[int, ...] = (64, 64), **overrides: Any) -> Any:
+    """A corral PPO, IMPALA or APPO with the benchmark's settings, ``runners`` remote env runners and ``overrides``."""
     from corral import get_config
 
     settings = {"PPO": PPO, "IMPALA": IMPALA, "APPO": APPO}[algo_name]
@@ -65,17 +66,18 @@ def corral_algo(algo_name: str, runners: int, hiddens: tuple[int, ...] = (64, 64
         {k: v for k, v in settings.items() if k != "envs_per_runner"}
         | {"num_env_runners": runners, "num_envs_per_env_runner": settings["envs_per_runner"], "seed": 0,
            "model": {"fcnet_hiddens": list(hiddens), "fcnet_activation": "tanh"}, "log_to_tensorboard": False}
+        | overrides
     )  # fmt: skip
     return config.build()
 
 
-def run_corral(algo_name: str, runners: int, seconds: float) -> dict[str, float]:
+def run_corral(algo_name: str, runners: int, seconds: float, **overrides: Any) -> dict[str, float]:
     """Train (and for PPO, sample) corral for ``seconds`` each; env steps per second."""
     if runners:
         import ray
 
         ray.init(num_cpus=RAY_CPUS, include_dashboard=False, configure_logging=False)
-    algo = corral_algo(algo_name, runners)
+    algo = corral_algo(algo_name, runners, **overrides)
     for _ in range(2):
         algo.train()
 
@@ -155,16 +157,20 @@ def run_rllib(algo_name: str, runners: int, seconds: float) -> dict[str, float]:
     return out
 
 
-def child(library: str, algo_name: str, runners: int, seconds: float) -> None:
+def child(library: str, algo_name: str, runners: int, seconds: float, overrides: dict[str, Any]) -> None:
     """Run one measurement in a fresh process with its own Ray instance; its JSON result."""
     os.environ.setdefault("CORRAL_RESULTS_DIR", "/tmp/corral_bench_results")
-    run = run_corral if library == "corral" else run_rllib
-    print("RESULT " + json.dumps(run(algo_name, runners, seconds)), flush=True)
+    if library == "corral":
+        result = run_corral(algo_name, runners, seconds, **overrides)
+    else:
+        result = run_rllib(algo_name, runners, seconds)
+    print("RESULT " + json.dumps(result), flush=True)
 
 
-def measure(library: str, algo_name: str, runners: int, seconds: float) -> dict[str, float]:
+def measure(library: str, algo_name: str, runners: int, seconds: float, **overrides: Any) -> dict[str, float]:
     """One case in a fresh process (its own Ray instance); the parsed ``RESULT`` line."""
-    return run_in_fresh_process([__file__, "_child", library, algo_name, str(runners), str(seconds)], timeout=1800)
+    args = [__file__, "_child", library, algo_name, str(runners), str(seconds), json.dumps(overrides)]
+    return run_in_fresh_process(args, timeout=1800)
 
 
 def run_in_fresh_process(args: list[str], timeout: int) -> dict[str, Any]:
@@ -220,6 +226,59 @@ def throughput_table(results: dict[str, Any]) -> str:
             ratio = f"**{ours / theirs:.1f}x**" if ours and theirs else "n/a"
             fmt = lambda v: f"{v:,.0f}" if v else "failed"  # noqa: E731
             rows.append(f"| {algo_name} | {runners} | {metric} | {fmt(ours)} | {fmt(theirs)} | {ratio} |")
+    return "\n".join(rows)
+
+
+# --------------------------------------------------------------------------- #
+# the learner thread: IMPALA and APPO with it, without it, and RLlib's
+# --------------------------------------------------------------------------- #
+LEARNER_THREAD_CASES = [(name, runners, hiddens) for name in ("IMPALA", "APPO") for runners in (0, 2) for hiddens in (64, 512)]
+"""each algorithm in one process and on 2 remote runners, with the benchmark's 64x64 model and a 512x512 one
+(whose update takes a larger share of a step)"""
+
+
+def learner_thread(seconds: float, repeats: int) -> None:
+    """Training env steps/s of corral with ``learner_thread`` on and off, and RLlib's (64x64 only); interleaved repeats."""
+    results: dict[str, list[dict[str, float]]] = {}
+    for _ in range(repeats):
+        for algo_name, runners, hiddens in LEARNER_THREAD_CASES:
+            model = {"fcnet_hiddens": [hiddens, hiddens], "fcnet_activation": "tanh"}
+            for thread in (True, False):
+                key = f"corral {algo_name} {runners} {hiddens} thread={thread}"
+                outcome = measure("corral", algo_name, runners, seconds, learner_thread=thread, model=model)
+                print(key, outcome, flush=True)
+                results.setdefault(key, []).append(outcome)
+            if hiddens == 64:
+                key = f"rllib {algo_name} {runners} 64"
+                outcome = measure("rllib", algo_name, runners, seconds)
+                print(key, outcome, flush=True)
+                results.setdefault(key, []).append(outcome)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "learner_thread.json").write_text(json.dumps(results, indent=1))
+    print(learner_thread_table(results))
+
+
+def learner_thread_table(results: dict[str, list[dict[str, float]]]) -> str:
+    """The markdown table in benchmarks/README.md: medians, the thread's gain, and corral with it against RLlib."""
+
+    def median(key: str) -> float | None:
+        values = [run["training"] for run in results.get(key, []) if "training" in run]
+        return statistics.median(values) if values else None
+
+    rows = [
+        "| algorithm | remote runners | model | with thread | without | with / without | RLlib | with / RLlib |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for algo_name, runners, hiddens in LEARNER_THREAD_CASES:
+        on = median(f"corral {algo_name} {runners} {hiddens} thread=True")
+        off = median(f"corral {algo_name} {runners} {hiddens} thread=False")
+        rllib = median(f"rllib {algo_name} {runners} {hiddens}")
+        fmt = lambda v: f"{v:,.0f}" if v else "-"  # noqa: E731
+        gain = f"{on / off:.2f}x" if on and off else "n/a"
+        versus = f"**{on / rllib:.1f}x**" if on and rllib else "-"
+        rows.append(
+            f"| {algo_name} | {runners} | {hiddens}x{hiddens} | {fmt(on)} | {fmt(off)} | {gain} | {fmt(rllib)} | {versus} |"
+        )
     return "\n".join(rows)
 
 
@@ -390,18 +449,24 @@ def main() -> None:
     t.add_argument("--repeats", type=int, default=1)
     t.add_argument("--only", choices=sorted({name for name, _ in CASES}), help="one algorithm (its own results file)")
     sub.add_parser("scaling", help="the measurements behind benchmarks/scaling.md")
+    lt = sub.add_parser("learner_thread", help="IMPALA and APPO with and without the learner thread, and RLlib's")
+    lt.add_argument("--seconds", type=float, default=20.0, help="measurement window per case")
+    lt.add_argument("--repeats", type=int, default=2)
     c = sub.add_parser("_child")
     c.add_argument("library")
     c.add_argument("algo")
     c.add_argument("runners", type=int)
     c.add_argument("seconds", type=float)
+    c.add_argument("overrides", nargs="?", default="{}", help="corral options as JSON")
     args = parser.parse_args()
     if args.command == "throughput":
         throughput(args.seconds, args.repeats, args.only)
     elif args.command == "scaling":
         scaling()
+    elif args.command == "learner_thread":
+        learner_thread(args.seconds, args.repeats)
     else:
-        child(args.library, args.algo, args.runners, args.seconds)
+        child(args.library, args.algo, args.runners, args.seconds, json.loads(args.overrides))
 
 
 if __name__ == "__main__":

@@ -112,7 +112,8 @@ class TrainingError(CorralError):
 
 
 class LearnerError(RuntimeError):
-    """A Learner actor failed or died during an update, so its group stopped (see ``learners(num_learners=...)``).
+    """A Learner actor failed or died during an update, so its group stopped (see ``learners(num_learners=...)``),
+    or a learner thread took no batch for ``learner_queue_timeout`` seconds.
 
     Not a :class:`CorralError`: the input was fine, the run broke. The message
     carries what Ray said about the Learner.

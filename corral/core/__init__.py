@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.learning.filters import MeanStdFilter as MeanStdFilter
     from corral.core.learning.fused_adam import FusedAdam as FusedAdam
     from corral.core.learning.learners.learner import Learner as Learner, TorchLearner as TorchLearner
+    from corral.core.learning.learners.learner_thread import LearnerThread as LearnerThread
     from corral.core.learning.nonfinite import saturate as saturate
     from corral.core.learning.off_policy import OffPolicyConfig as OffPolicyConfig, OffPolicyPolicy as OffPolicyPolicy
     from corral.core.learning.policies.optimizer_set import Optimizer as Optimizer, OptimizerSet as OptimizerSet
@@ -174,6 +175,7 @@ _EXPORTS = {
     "OptimizerSet": "corral.core.learning.policies.optimizer_set",
     "Learner": "corral.core.learning.learners.learner",
     "TorchLearner": "corral.core.learning.learners.learner",
+    "LearnerThread": "corral.core.learning.learners.learner_thread",
     "standardize": "corral.core.learning.policy",
     "to_floats": "corral.core.learning.policy",
     "joint_norm": "corral.core.learning.policy",

@@ -200,7 +200,8 @@ def test_train_batch_size_counts_agent_steps_when_asked() -> None:
 ALGORITHMS = [
     ("PPO", MultiCartPole, {"train_batch_size": 200, "minibatch_size": 100, "num_epochs": 1}),
     ("A2C", MultiCartPole, {"train_batch_size": 200}),
-    ("IMPALA", MultiCartPole, {"train_batch_size": 200}),
+    # without its learner thread, which would run both policies' updates in a thread of its own
+    ("IMPALA", MultiCartPole, {"train_batch_size": 200, "learner_thread": False}),
     # a few updates an iteration are enough to compare (the defaults sample 1,000 env steps an iteration)
     ("DQN", MultiCartPole, {"learning_starts": 40, "train_batch_size": 32, "min_sample_timesteps_per_iteration": 100}),
     ("SAC", MultiPendulum, {"learning_starts": 40, "train_batch_size": 32, "min_sample_timesteps_per_iteration": 100}),

@@ -39,6 +39,7 @@ from corral.core.environments.envs import env_name
 from corral.core.environments.task_settable_env import task_settable
 from corral.core.learning.acting import ActionComputation
 from corral.core.learning.learners.learner_group import LearnerGroup
+from corral.core.learning.learners.learner_thread import LearnerThread
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence.loggers import (
@@ -171,6 +172,9 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         self.time_total_s = 0.0
         self.history = EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)
         self._learner_pool: ThreadPoolExecutor | None = None
+        self.learner_thread: LearnerThread[Any, Any] | None = None
+        """the thread the updates run in while the main thread samples, if the algorithm started one
+        (:meth:`start_learner_thread`)"""
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self._num_learner_threads = self.config.num_learner_threads or max(1, cores // torch.get_num_threads())
         self._writer: ResultWriter | CustomResultLogger | None = None
@@ -340,7 +344,8 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
             pending_evaluation = self._start_evaluation()
         while True:
             learner = self.training_step()
-            self._verify_weights()
+            if self.learner_thread is None:  # a learner thread verifies each update as it ends
+                self._verify_weights()
             if pending_evaluation is not None:
                 self._evaluation_runners().continue_episodes(pending_evaluation)
             elapsed = time.perf_counter() - start
@@ -418,6 +423,8 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         if self._learner_pool is not None:
             self._learner_pool.shutdown()
             self._learner_pool = None
+        if self.learner_thread is not None:
+            self.learner_thread.stop()
         if self.learner_group is not None:
             self.learner_group.stop()
         if self._writer is not None:

@@ -37,6 +37,7 @@ class Evaluation(AlgorithmPart):
             CorralError: the algorithm was stopped.
         """
         self._check_not_stopped("evaluate")
+        self.settle_learning()
         self.callbacks.evaluate_start(self._as_algorithm)
         function = self.config.custom_evaluation_function
         if function is None:
@@ -68,6 +69,7 @@ class Evaluation(AlgorithmPart):
 
     def _start_evaluation(self) -> EvaluationRound | None:
         """Start evaluating on the evaluation actors (None: evaluation runs in this process, when finished)."""
+        self.settle_learning()  # the actors get the weights between two updates
         group = self._evaluation_runners()
         if not group.remote_env_runners:
             return None

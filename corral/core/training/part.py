@@ -21,6 +21,7 @@ import numpy as np
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.learning.learners.learner_group import LearnerGroup
+from corral.core.learning.learners.learner_thread import LearnerThread
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
 from corral.core.persistence.loggers import CustomResultLogger, ResultWriter
@@ -72,6 +73,7 @@ class AlgorithmPart:
     _system_usage: SystemUsage | None
     _fragments_reported: bool
     _learner_pool: ThreadPoolExecutor | None
+    learner_thread: LearnerThread[Any, Any] | None
     _num_learner_threads: int
     _writer: ResultWriter | CustomResultLogger | None
 
@@ -104,6 +106,9 @@ class AlgorithmPart:
             """Defined in training_loop.py."""
 
         def is_policy_to_train(self, policy_id: str, batch: Any = None) -> bool:
+            """Defined in training_loop.py."""
+
+        def settle_learning(self) -> None:
             """Defined in training_loop.py."""
 
         def evaluate(self) -> dict[str, Any]:

@@ -74,7 +74,8 @@ class PolicySet(AlgorithmPart):
         return self._write_checkpoint(Path(export_dir), [policy_id])
 
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
-        """The policy with this id."""
+        """The policy with this id (once a learner thread's queued updates are done: it holds still)."""
+        self.settle_learning()
         try:
             return self.policies[policy_id]
         except KeyError:
@@ -143,6 +144,7 @@ class PolicySet(AlgorithmPart):
             ConfigError: the id exists, the env is single-agent, an argument is invalid,
                 or the spaces cannot be inferred; the algorithm is left as it was.
         """
+        self.settle_learning()
         if policy_id in self.policies:
             raise ConfigError(f"policy {policy_id!r} exists already; remove_policy({policy_id!r}) first or choose another id")
         try:
@@ -191,6 +193,7 @@ class PolicySet(AlgorithmPart):
             ConfigError: no such policy, it is the last one, the env is single-agent, or an
                 argument is invalid; the algorithm is left as it was.
         """
+        self.settle_learning()
         self.get_policy(policy_id)
         if len(self.policies) == 1:
             raise ConfigError(f"policy {policy_id!r} is the only one; an algorithm needs at least one policy")

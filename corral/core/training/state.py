@@ -38,6 +38,7 @@ class AlgorithmState(AlgorithmPart):
         episodes in progress and environments, see :meth:`EnvRunner.get_state`,
         remote ones included).
         """
+        self.settle_learning()
         state: dict[str, Any] = {
             "algorithm_class": type(self),
             "config": self.config,  # frozen
@@ -65,6 +66,7 @@ class AlgorithmState(AlgorithmPart):
             ValueError: a value has the wrong type or range (a tampered checkpoint), or
                 the state holds a policy this algorithm does not have.
         """
+        self.settle_learning()
         policy_states = state.get("policy_states") or {}
         unknown = sorted(set(policy_states) - set(self.policies))
         if unknown:

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
 from corral.core.environments.envs import env_name
+from corral.core.learning.learners.learner_thread import LearnerThread
 from corral.core.learning.policy import Policy
 from corral.core.persistence.loggers import (
     NOOP_LOGGERS,
@@ -30,6 +32,9 @@ from corral.core.training.part import AlgorithmPart
 from corral.errors import TrainingError
 
 logger = logging.getLogger("corral")
+
+Work = TypeVar("Work")
+Result = TypeVar("Result")
 
 
 class TrainingLoop(AlgorithmPart):
@@ -173,6 +178,42 @@ class TrainingLoop(AlgorithmPart):
         if self._learner_pool is None:
             self._learner_pool = ThreadPoolExecutor(threads, thread_name_prefix="corral-learner")
         return self._learner_pool
+
+    def start_learner_thread(
+        self, update: Callable[[Work], Result], queue_size: int, timeout_s: float
+    ) -> LearnerThread[Work, Result]:
+        """From now on, updates run in a thread of their own (:class:`LearnerThread`), each verified as it ends.
+
+        The algorithm puts work into :attr:`learner_thread`; ``get_state``,
+        ``set_state``, ``evaluate``, ``add_policy`` and ``remove_policy`` wait for
+        the queued updates first (:meth:`settle_learning`), and ``stop`` ends the thread.
+
+        Args:
+            update: one update (it calls :meth:`learn_on_batch`); it runs in the thread.
+            queue_size: items that may wait for the thread.
+            timeout_s: how long putting an item waits for room before the run fails.
+
+        Returns:
+            The thread, also :attr:`learner_thread`.
+        """
+
+        def update_and_verify(work: Work) -> Result:
+            result = update(work)
+            self._verify_weights()
+            return result
+
+        thread = LearnerThread(update_and_verify, queue_size=queue_size, timeout_s=timeout_s)
+        self.learner_thread = thread
+        return thread
+
+    def settle_learning(self) -> None:
+        """Wait until a learner thread has learned on everything queued (at once without one), so the policies hold still.
+
+        Raises:
+            BaseException: what an update in the learner thread raised.
+        """
+        if self.learner_thread is not None:
+            self.learner_thread.wait_idle()
 
     def _verify_weights(self) -> None:
         """After a training step: no policy's last update may have left its weights non-finite (see UpdateGuard).

@@ -19,13 +19,12 @@ class APPO(IMPALA):
     corral_api = PLUGIN_API_VERSION
 
     def setup(self) -> None:
-        """IMPALA's setup, and the trained-steps mark of the last target update."""
-        super().setup()
+        """The trained-steps mark of the last target update, and IMPALA's setup."""
         self._last_target_update = 0
+        super().setup()
 
-    def training_step(self) -> dict[str, dict[str, Any]]:
-        """IMPALA's step; then, every ``target_network_update_freq`` trained env steps, the target networks' update."""
-        stats = super().training_step()
+    def after_update(self, stats: dict[str, dict[str, Any]]) -> None:
+        """Every ``target_network_update_freq`` trained env steps, the target networks' update (in the learner thread)."""
         trained = self.counters["num_env_steps_trained"]
         if stats and trained - self._last_target_update >= self.config.target_network_update_freq:
             for policy_id, policy_stats in stats.items():
@@ -33,7 +32,6 @@ class APPO(IMPALA):
                 if isinstance(policy, APPOPolicy):  # not a RandomPolicy that plays along
                     policy.update_target_network(cast(float | None, policy_stats.get("kl")))
             self._last_target_update = trained
-        return stats
 
     def get_state(self) -> dict[str, Any]:
         """IMPALA's state and the mark of the last target update."""

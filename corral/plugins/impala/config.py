@@ -23,6 +23,9 @@ class IMPALAConfig(
     remote env runners, sampling is asynchronous: the runners keep
     ``max_requests_in_flight_per_env_runner`` sample calls going, batches wait
     in a learner queue, and weights go out every ``broadcast_interval`` updates.
+    A learner thread (``learner_thread``) learns while the main thread samples:
+    with remote runners on the batches of the learner queue, in one process
+    on each batch while the next is sampled with the weights one update older.
 
     The learning rate is 1e-3 where RLlib's is 5e-4: on CartPole-v1, 1e-3
     reached a 100-episode mean of 400 within 500k env steps on seeds 0-4 here,
@@ -35,6 +38,10 @@ class IMPALAConfig(
     """sample-call batches that may wait for the learner; when full, the runners pause (no batch is dropped)"""
     broadcast_interval: int = option(1, "training", ge=1, le=2**31 - 1)
     """send the learner's weights to the runners every this many updates"""
+    learner_thread: bool = option(True, "training")
+    """learn in a thread of its own while the main thread samples (RLlib's IMPALA always does); False: in turn"""
+    learner_queue_timeout: float = option(300.0, "training", gt=0, le=86_400)
+    """seconds sampling waits for the learner thread to take a batch from a full queue before the run fails"""
 
     vtrace_clip_rho_threshold: float = option(1.0, "training", gt=0)
     """rho-bar: the largest importance weight on a TD error in the V-trace targets"""

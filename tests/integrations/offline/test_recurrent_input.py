@@ -142,7 +142,8 @@ def test_each_recurrent_algorithm_trains_on_recorded_data_counting_steps(
     if algo == "PPO":
         config = config.training(minibatch_size=100)
     if algo == "IMPALA":  # a sample call's steps: 2 x 50; a long block of rows is cut into sequences of 50
-        config = config.training(train_batch_size=100).env_runners(num_envs_per_env_runner=2)
+        # without the learner thread, whose first iteration reads a batch ahead
+        config = config.training(train_batch_size=100, learner_thread=False).env_runners(num_envs_per_env_runner=2)
     trainer = config.build()
     trainer.train()
     result = trainer.train()

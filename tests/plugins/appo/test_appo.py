@@ -15,7 +15,8 @@ SMALL = {"train_batch_size": 64, "rollout_fragment_length": 16, "num_envs_per_en
 
 
 def tiny(**overrides):
-    return APPOConfig().environment("CartPole-v1").update_from_dict({**SMALL, **overrides})
+    """Each train() one update, in this thread: these tests follow the update itself (the learner thread has its own)."""
+    return APPOConfig().environment("CartPole-v1").update_from_dict({**SMALL, "learner_thread": False, **overrides})
 
 
 def _target_equals_policy(policy: APPOPolicy) -> bool:

@@ -225,7 +225,7 @@ class Learner:
         if schedule is None:
             lr = default_lr
         else:
-            lr = schedule(self._policy.global_timestep) if isinstance(schedule, PiecewiseSchedule) else schedule
+            lr = schedule(self._policy.schedule_timestep) if isinstance(schedule, PiecewiseSchedule) else schedule
         for group in optimizer.param_groups:
             group["lr"] = lr
 

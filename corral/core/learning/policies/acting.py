@@ -7,7 +7,8 @@ every forward pass under ``torch.inference_mode()``; RLlib's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -20,6 +21,7 @@ from corral.core.learning.acting import single_action
 from corral.core.learning.policies.part import PolicyPart
 from corral.core.learning.recurrent.sequences import episode_grid
 from corral.core.networks.action_masking import LEGAL_ACTIONS
+from corral.core.networks.default_models import Model
 from corral.core.networks.recurrent import initial_state
 from corral.errors import ConfigError, ObservationError
 
@@ -52,6 +54,29 @@ class Acting(PolicyPart):
         if self.action_mask is None:
             return obs_filter(obs, update=update_filter)
         return self.action_mask.map_observation(obs, lambda model_obs: obs_filter(model_obs, update=update_filter))
+
+    @property
+    def acting_model(self) -> Model:
+        """The model :meth:`compute_actions` acts with: :attr:`model`, or another one inside :meth:`acting_with`."""
+        model = self.__dict__.get("_acting_model")
+        return self.model if model is None else model
+
+    @contextlib.contextmanager
+    def acting_with(self, model: Model) -> Iterator[None]:
+        """Act with ``model`` (a copy of :attr:`model`) inside the ``with`` block.
+
+        While a learner thread updates :attr:`model`, the env runner in the
+        main thread samples with a copy, so no action comes from weights
+        halfway through an optimizer step.
+
+        Args:
+            model: the model to act with, of the same kind as :attr:`model`.
+        """
+        self.__dict__["_acting_model"] = model
+        try:
+            yield
+        finally:
+            del self.__dict__["_acting_model"]
 
     @torch.inference_mode()
     def compute_actions(
@@ -87,11 +112,12 @@ class Acting(PolicyPart):
         explore = self.config.explore if explore is None else explore
         obs_t = torch.from_numpy(obs).to(self.device)
         if self.is_recurrent:
-            model = cast("RecurrentModel", self.model)
+            model = cast("RecurrentModel", self.acting_model)
             inputs = self._recurrent_inputs(len(obs), state, prev_actions, prev_rewards)
             model_out = model.forward_exploration(obs_t, *inputs) if explore else model.forward_inference(obs_t, *inputs)
         else:
-            model_out = self.model.forward_exploration(obs_t) if explore else self.model.forward_inference(obs_t)
+            acting = self.acting_model
+            model_out = acting.forward_exploration(obs_t) if explore else acting.forward_inference(obs_t)
         dist = self.dist_class(model_out[SampleBatch.ACTION_DIST_INPUTS])
         t = self.global_timestep if timestep is None else timestep
         self.exploration.action_mask = model_out.get(LEGAL_ACTIONS)  # set by an ActionMaskedModel
@@ -105,7 +131,7 @@ class Acting(PolicyPart):
         """The model's state at an episode's start, one array per part without a batch axis (RLlib's); ``[]`` without memory."""
         if not self.is_recurrent:
             return []
-        return [part.detach().cpu().numpy() for part in initial_state(self.model)]
+        return [part.detach().cpu().numpy() for part in initial_state(self.acting_model)]
 
     @torch.inference_mode()
     def recurrent_states(self, fragment: SampleBatch) -> SampleBatch:
@@ -156,7 +182,7 @@ class Acting(PolicyPart):
         Tensors on the policy's device; the initial state and zeros where not given, and no ``seq_lens`` (one step per row).
         """
         if state is None:
-            parts = [p.expand(batch, *p.shape) for p in initial_state(self.model)]
+            parts = [p.expand(batch, *p.shape) for p in initial_state(self.acting_model)]
         else:
             parts = [torch.as_tensor(np.asarray(p), dtype=torch.float32, device=self.device) for p in state]
         if prev_actions is None:

@@ -37,13 +37,17 @@ class PolicyState(PolicyPart):
         # np.array copies: arrays from Ray's object store are read-only, which torch refuses to wrap.
         self.model.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
 
-    def get_sampling_state(self) -> dict[str, Any]:
+    def get_sampling_state(self, weights: dict[str, Any] | None = None) -> dict[str, Any]:
         """What a remote copy of this policy needs to act as it does: weights, timestep, observation filter.
 
         The timestep drives exploration schedules (epsilon); an exploration's
         own process (Ornstein-Uhlenbeck noise) stays each copy's own.
+
+        Args:
+            weights: the weights to send instead of the model's own (a learner thread's
+                copy, taken between two updates); None: :meth:`get_weights`.
         """
-        state = {"weights": self.get_weights(), "global_timestep": int(self.global_timestep)}
+        state = {"weights": self.get_weights() if weights is None else weights, "global_timestep": int(self.global_timestep)}
         if self.observation_filter is not None:
             state["observation_filter"] = self.observation_filter.get_state()
         return state

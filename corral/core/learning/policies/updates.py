@@ -8,7 +8,8 @@ its learner stats.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -216,7 +217,7 @@ class Updates(PolicyPart):
         metrics: dict[str, Any] = self.model.metrics() if isinstance(self.model, TorchModelV2) else {}
         stats.update({str(k): float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for k, v in metrics.items()})
         if self.learner is not None:
-            self.learner.after_gradient_based_update(timesteps={"num_env_steps_sampled_lifetime": self.global_timestep})
+            self.learner.after_gradient_based_update(timesteps={"num_env_steps_sampled_lifetime": self.schedule_timestep})
             stats.update(self.learner.metrics.reduce())
         if self.update_guard.skipped:
             stats["num_nonfinite_updates_skipped"] = self.update_guard.skipped
@@ -328,7 +329,31 @@ class Updates(PolicyPart):
             The value to use now.
         """
         schedule = self._schedules.get(name)
-        return schedule(self.global_timestep) if schedule is not None else float(getattr(self.config, name))
+        return schedule(self.schedule_timestep) if schedule is not None else float(getattr(self.config, name))
+
+    @property
+    def schedule_timestep(self) -> int:
+        """The timestep the update's schedules read: :attr:`global_timestep`, or the one :meth:`timestep_pinned` holds."""
+        pinned = self.__dict__.get("_pinned_timestep")
+        return self.global_timestep if pinned is None else pinned
+
+    @contextlib.contextmanager
+    def timestep_pinned(self, timestep: int) -> Iterator[None]:
+        """Schedules read ``timestep`` inside the ``with`` block, whatever :attr:`global_timestep` does meanwhile.
+
+        A learner thread's update runs while the env runner samples on and
+        advances the timestep; pinned to the timestep its batch was handed
+        over at, the update's learning rate does not depend on how far
+        sampling got (and a seed gives the same run).
+
+        Args:
+            timestep: the timestep to read.
+        """
+        self.__dict__["_pinned_timestep"] = timestep
+        try:
+            yield
+        finally:
+            del self.__dict__["_pinned_timestep"]
 
     def update_lr(self) -> float:
         """Apply the learning-rate schedule for the current timestep; returns the rate in use."""

@@ -333,7 +333,9 @@ class EnvRunnerGroup(RemoteRunners):
         self._published_at = self._policy_map().evictions
         return self._ray.put(state)
 
-    def sampling_state(self, changed_since: int | None = None) -> dict[str, dict[str, Any]]:
+    def sampling_state(
+        self, changed_since: int | None = None, weights: dict[str, dict[str, Any]] | None = None
+    ) -> dict[str, dict[str, Any]]:
         """The learner policies' :meth:`~corral.core.learning.policy.Policy.get_sampling_state`, by policy id.
 
         Args:
@@ -341,13 +343,16 @@ class EnvRunnerGroup(RemoteRunners):
                 received; only the policies that may have changed since are included:
                 those in memory, and those moved to disk after it (a policy on disk does
                 not change). None: every policy, whether in memory or not.
+            weights: weights by policy id to send instead of the policies' own (a learner
+                thread's copy, taken between two updates).
 
         Returns:
             The states by policy id.
         """
         policies = self._policy_map()
         ids = list(policies) if changed_since is None else [*policies.loaded(), *policies.moved_out_since(changed_since)]
-        return {policy_id: policies[policy_id].get_sampling_state() for policy_id in ids}
+        weights = weights or {}
+        return {policy_id: policies[policy_id].get_sampling_state(weights.get(policy_id)) for policy_id in ids}
 
     def _policy_map(self) -> PolicyMap:
         """The learner's policies, which the local runner shares (the algorithm built it with them)."""
