@@ -67,9 +67,9 @@ class IMPALA(Algorithm):
                 "all in memory; learning between sample calls instead", len(self.policies), self.policies.capacity,
             )  # fmt: skip
             return
-        # In one process the pipeline is one batch deep: the next is sampled while the thread learns on the last.
-        queue_size = cfg.learner_queue_size if self.sampler is not None else 1
-        self.start_learner_thread(self._update, queue_size, cfg.learner_queue_timeout)
+        # One train batch waits for the thread: in one process the next is sampled meanwhile; with remote
+        # runners, the learner queue of their batches (learner_queue_size) is the sampler's, as without it.
+        self.start_learner_thread(self._update, 1, cfg.learner_queue_timeout)
 
     def training_step(self) -> dict[str, dict[str, Any]]:
         """Learn on one train batch of ``train_batch_size`` env steps: sampled just now, or as they arrived.
@@ -85,6 +85,7 @@ class IMPALA(Algorithm):
         elif self.sampler is None:
             stats = self._pipelined_step(thread)
         else:
+            self._send_weights()  # the newest weights go with the sample calls next_batch starts
             thread.put(self._next_batch())
             finished = thread.finished()
             if not finished and not self._last_stats:  # before the first update ends: wait, so results have its stats
@@ -93,12 +94,10 @@ class IMPALA(Algorithm):
             stats = finished[-1] if finished else self._last_stats
         self._last_stats = stats
         self._send_weights()
-        queue: dict[str, int] = {}
-        if thread is not None:
-            queue["learner_queue_size"] = thread.queued
         if self.sampler is not None:
-            queue["requests_in_flight"] = self.sampler.requests_in_flight
-            queue.setdefault("learner_queue_size", self.sampler.queued_batches)
+            queue = {"learner_queue_size": self.sampler.queued_batches, "requests_in_flight": self.sampler.requests_in_flight}
+        else:
+            queue = {"learner_queue_size": thread.queued if thread is not None else 0}
         return {pid: {**policy_stats, **queue} for pid, policy_stats in stats.items()}
 
     def _next_batch(self) -> Work:

@@ -30,6 +30,22 @@ if TYPE_CHECKING:  # the class this part makes up with the others
     from corral.core.networks.recurrent import RecurrentModel
 
 
+@contextlib.contextmanager
+def overriding(policy: PolicyPart, key: str, value: Any) -> Iterator[None]:
+    """``value`` under ``key`` in the policy's ``__dict__`` inside the ``with`` block, for a property that reads it.
+
+    Args:
+        policy: the policy.
+        key: the attribute, e.g. ``"_acting_model"``.
+        value: what the property returns inside the block.
+    """
+    policy.__dict__[key] = value
+    try:
+        yield
+    finally:
+        del policy.__dict__[key]
+
+
 class Acting(PolicyPart):
     """What a policy does with observations; part of :class:`~corral.core.learning.policy.Policy`."""
 
@@ -61,8 +77,7 @@ class Acting(PolicyPart):
         model = self.__dict__.get("_acting_model")
         return self.model if model is None else model
 
-    @contextlib.contextmanager
-    def acting_with(self, model: Model) -> Iterator[None]:
+    def acting_with(self, model: Model) -> contextlib.AbstractContextManager[None]:
         """Act with ``model`` (a copy of :attr:`model`) inside the ``with`` block.
 
         While a learner thread updates :attr:`model`, the env runner in the
@@ -71,12 +86,11 @@ class Acting(PolicyPart):
 
         Args:
             model: the model to act with, of the same kind as :attr:`model`.
+
+        Returns:
+            The context manager.
         """
-        self.__dict__["_acting_model"] = model
-        try:
-            yield
-        finally:
-            del self.__dict__["_acting_model"]
+        return overriding(self, "_acting_model", model)
 
     @torch.inference_mode()
     def compute_actions(

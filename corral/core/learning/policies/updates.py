@@ -9,7 +9,7 @@ its learner stats.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -17,6 +17,7 @@ import torch
 
 from corral.core.common.sample_batch import STATE_IN_PREFIX, SampleBatch, state_columns
 from corral.core.learning.nonfinite import UpdateGuard
+from corral.core.learning.policies.acting import overriding
 from corral.core.learning.policies.part import PolicyPart
 from corral.core.learning.recurrent.sequences import is_step_column
 from corral.core.networks.model_v2 import TorchModelV2
@@ -337,8 +338,7 @@ class Updates(PolicyPart):
         pinned = self.__dict__.get("_pinned_timestep")
         return self.global_timestep if pinned is None else pinned
 
-    @contextlib.contextmanager
-    def timestep_pinned(self, timestep: int) -> Iterator[None]:
+    def timestep_pinned(self, timestep: int) -> contextlib.AbstractContextManager[None]:
         """Schedules read ``timestep`` inside the ``with`` block, whatever :attr:`global_timestep` does meanwhile.
 
         A learner thread's update runs while the env runner samples on and
@@ -348,12 +348,11 @@ class Updates(PolicyPart):
 
         Args:
             timestep: the timestep to read.
+
+        Returns:
+            The context manager.
         """
-        self.__dict__["_pinned_timestep"] = timestep
-        try:
-            yield
-        finally:
-            del self.__dict__["_pinned_timestep"]
+        return overriding(self, "_pinned_timestep", timestep)
 
     def update_lr(self) -> float:
         """Apply the learning-rate schedule for the current timestep; returns the rate in use."""
