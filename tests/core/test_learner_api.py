@@ -218,6 +218,26 @@ def test_update_from_batch_updates_the_policy_as_its_algorithm_does() -> None:
         algo.stop()
 
 
+def test_the_learner_group_updates_every_policy_from_a_batch_as_learn_on_batch_does() -> None:
+    algo, twin = _small_ppo().build(), _small_ppo().build()
+    try:
+        batch = algo.sample(256)
+        twin.sample(256)  # the same samples drew the same generators
+        group = algo.learner_group
+        assert group.is_local and not group.is_remote and group.num_restarts == 0
+        stats = group.update_from_batch(batch.policy_batches["default_policy"], minibatch_size=64, timesteps={})
+        assert stats["default_policy"]["num_sgd_updates"] > 0
+        assert algo.counters["num_env_steps_trained"] == batch.env_steps
+        twin.learn_on_batch(batch)
+        assert _largest_difference(group.get_weights()["default_policy"], twin.get_weights()["default_policy"]) == 0
+        with pytest.raises(ConfigError, match=r"num_epochs=3.*config.training\(num_epochs=...\)"):
+            group.update_from_batch(batch, num_epochs=3)
+        group.set_weights(twin.learner_group.get_weights(["default_policy"]))
+    finally:
+        algo.stop()
+        twin.stop()
+
+
 class LossOfItsOwn(TorchLearner):
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):  # type: ignore[no-untyped-def]
         return fwd_out["action_dist_inputs"].pow(2).mean()

@@ -153,6 +153,23 @@ def test_a_learner_class_s_loss_and_optimizers_update_alike_on_two_learners() ->
     ), "what each Learner logged, averaged over the Learners"
 
 
+def test_the_learner_group_updates_from_a_batch_on_the_actors_as_in_one_process() -> None:
+    config = PPOConfig().environment("CartPole-v1").training(train_batch_size=128, minibatch_size=64).debugging(seed=0)
+    alone, together = config.copy().build(), config.copy().learners(num_learners=2).build()
+    try:
+        batch = alone.sample(128)
+        together.get_policy().set_state(alone.get_policy().get_state())
+        assert together.learner_group.is_remote and alone.learner_group.is_local
+        alone.learner_group.update_from_batch(copy.deepcopy(batch))
+        together.learner_group.update_from_batch(copy.deepcopy(batch))
+        before = alone.learner_group.get_weights()["default_policy"]
+        after = together.learner_group.get_weights()["default_policy"]
+        assert max(float(np.abs(before[k] - after[k]).max()) for k in before) < 2e-5
+    finally:
+        alone.stop()
+        together.stop()
+
+
 def test_a_checkpoint_of_a_run_with_learners_reopens_with_or_without_them(tmp_path) -> None:
     config = PPOConfig().environment("CartPole-v1").training(train_batch_size=256, minibatch_size=64).debugging(seed=0)
     algo = config.copy().learners(num_learners=2).build()
@@ -228,12 +245,12 @@ def test_a_learner_that_dies_is_started_again_and_the_run_learns_what_it_would_h
     try:
         for algo in runs:
             algo.train()
-        first = runs[1].learner_group._actors
+        first = runs[1].learner_actors._actors
         ray.kill(first[1])
         with caplog.at_level(logging.WARNING, logger="corral"):
             results = [algo.train() for algo in runs]
         assert "Learner 1 of 2 died" in caplog.text and runs[1].learner_group.num_restarts == 1
-        group = runs[1].learner_group._actors
+        group = runs[1].learner_actors._actors
         assert len(group) == 2 and not set(group) & set(first), "a new group of as many Learners"
         same, restarted = (algo.get_policy().get_weights() for algo in runs)
         assert all(np.array_equal(same[k], restarted[k]) for k in same), "the repeated update is the one it would have made"
@@ -250,10 +267,10 @@ def test_without_restarts_a_learner_that_dies_stops_the_run_with_an_error_naming
     algo = config.fault_tolerance(restart_failed_learners=False).build()
     try:
         algo.train()
-        ray.kill(algo.learner_group._actors[1])
+        ray.kill(algo.learner_actors._actors[1])
         with pytest.raises(LearnerError, match=r"Learner 1 of 2 died .*restart_failed_learners=True"):
             algo.train()
-        assert not algo.learner_group._actors, "the other Learner is stopped, not left waiting"
+        assert not algo.learner_actors._actors, "the other Learner is stopped, not left waiting"
     finally:
         algo.stop()
 

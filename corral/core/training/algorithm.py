@@ -39,6 +39,7 @@ from corral.core.environments.envs import env_name
 from corral.core.environments.task_settable_env import task_settable
 from corral.core.learning.acting import ActionComputation
 from corral.core.learning.learners.learner_group import LearnerGroup
+from corral.core.learning.learners.learner_group_handle import LearnerGroupHandle
 from corral.core.learning.learners.learner_thread import LearnerThread
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
@@ -144,8 +145,10 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
             for env in local.sub_environments:  # before any training: each must take set_task()
                 task_settable(env)
         try:
-            self.learner_group = self._start_learners()
+            self.learner_actors = self._start_learners()
             """the Learner actors that update the policies (``learners(num_learners=N)``), or None: this process does"""
+            self.learner_group = LearnerGroupHandle(self, self.learner_actors)
+            """RLlib's ``algo.learner_group``: ``update_from_batch``, ``get_weights``, ... in this process or on the actors"""
         except BaseException:
             local.stop()
             raise
@@ -425,8 +428,8 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
             self._learner_pool = None
         if self.learner_thread is not None:
             self.learner_thread.stop()
-        if self.learner_group is not None:
-            self.learner_group.stop()
+        if self.learner_actors is not None:
+            self.learner_actors.stop()
         if self._writer is not None:
             self._writer.close()
 

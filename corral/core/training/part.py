@@ -21,6 +21,7 @@ import numpy as np
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.learning.learners.learner_group import LearnerGroup
+from corral.core.learning.learners.learner_group_handle import LearnerGroupHandle
 from corral.core.learning.learners.learner_thread import LearnerThread
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.learning.policy_map import PolicyMap
@@ -54,7 +55,8 @@ class AlgorithmPart:
     callbacks: CallbackRunner
     policies: PolicyMap
     policy_builds: dict[str, PolicyBuild]
-    learner_group: LearnerGroup | None
+    learner_actors: LearnerGroup | None
+    learner_group: LearnerGroupHandle
     experience_input: ExperienceInput | None
     off_policy_evaluation: OffPolicyEvaluation | None
     env_runner_group: EnvRunnerGroup

@@ -203,8 +203,8 @@ class PolicySet(AlgorithmPart):
         specs = {pid: spec for pid, spec in self._policy_specs().items() if pid != policy_id}
         self.config = runner.config = self._with_policy_set(specs, policy_mapping_fn, policies_to_train)
         del self.policies[policy_id], self.policy_builds[policy_id]
-        if self.learner_group is not None:
-            self.learner_group.forget(policy_id)
+        if self.learner_actors is not None:
+            self.learner_actors.forget(policy_id)
         self._update_runners({}, [policy_id])
         self.policy_removed(policy_id)
 

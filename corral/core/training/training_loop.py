@@ -158,8 +158,8 @@ class TrainingLoop(AlgorithmPart):
     def _learn(self, policy_id: str, policy: Policy, batch: SampleBatch, result: dict[str, Any]) -> None:
         """One policy's update, its stats added to ``result``; an error names the policy and the iteration."""
         try:
-            if self.learner_group is not None:  # the Learner actors update it; the stats come back with its state
-                result.update(self.learner_group.update(policy_id, self.policy_builds[policy_id], policy, batch))
+            if self.learner_actors is not None:  # the Learner actors update it; the stats come back with its state
+                result.update(self.learner_actors.update(policy_id, self.policy_builds[policy_id], policy, batch))
                 return
             result.update(policy.learn_and_report(batch))
         except TrainingError as exc:
@@ -169,7 +169,7 @@ class TrainingLoop(AlgorithmPart):
         """The threads that update these policies at once, or None when they update one after another."""
         threads = self._num_learner_threads
         if (
-            self.learner_group is not None  # its Learners update one policy at a time, all of them together
+            self.learner_actors is not None  # its Learners update one policy at a time, all of them together
             or min(threads, len(jobs)) < 2
             or len(jobs) > self.policies.capacity  # each must stay in memory while it learns
             or not all(self.policy_builds[pid].policy_class.thread_safe_learning for pid, _ in jobs)

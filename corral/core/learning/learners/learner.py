@@ -359,16 +359,7 @@ class Learner:
             ConfigError: a keyword names a value the config does not hold.
             TypeError: a keyword RLlib's method does not take.
         """
-        for key, value in kwargs.items():
-            if key not in _UPDATE_OPTIONS:
-                raise TypeError(f"update_from_batch() got an unexpected keyword argument {key!r}")
-            option = _UPDATE_OPTIONS[key]
-            held = getattr(self.config, option, None) if option else True
-            if key != "timesteps" and value is not None and value != held:
-                raise ConfigError(
-                    f"update_from_batch({key}={value!r}): corral's update takes it from the config, which holds {held!r}; "
-                    f"set it there (config.training({option or key}=...))"
-                )
+        check_update_options(self.config, kwargs)
         if isinstance(batch, MultiAgentBatch):
             batch = batch.policy_batches[self._module_id]
         return {self._module_id: self._policy.learn_and_report(batch)}
@@ -433,6 +424,30 @@ _UPDATE_OPTIONS = {
     "timesteps": None,
 }
 """RLlib's keywords of ``update_from_batch`` and the option that decides each in corral (None: what corral always does)"""
+
+
+def check_update_options(config: AlgorithmConfig, options: dict[str, Any]) -> None:
+    """Refuse RLlib's ``update_from_batch`` keywords that ask for other values than ``config`` holds.
+
+    Args:
+        config: the policy's config, which decides the update.
+        options: the keywords given.
+
+    Raises:
+        ConfigError: a keyword names a value the config does not hold.
+        TypeError: a keyword RLlib's method does not take.
+    """
+    for key, value in options.items():
+        if key not in _UPDATE_OPTIONS:
+            raise TypeError(f"update_from_batch() got an unexpected keyword argument {key!r}")
+        option = _UPDATE_OPTIONS[key]
+        held = getattr(config, option, None) if option else True
+        if key != "timesteps" and value is not None and value != held:
+            raise ConfigError(
+                f"update_from_batch({key}={value!r}): corral's update takes it from the config, which holds {held!r}; "
+                f"set it there (config.training({option or key}=...))"
+            )
+
 
 TorchLearner = Learner
 """RLlib's torch Learner: corral's Learner computes with torch"""
