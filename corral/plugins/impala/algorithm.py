@@ -201,9 +201,9 @@ class IMPALA(Algorithm):
         num_updates = restored_count(state.get("num_updates", 0), "num_updates")
         super().set_state(state)
         self.num_updates = num_updates
-        self._weights_copy = (num_updates, self.get_weights())  # with remote runners, what they are sent
         if self.sampler is not None:
-            self.sampler.publish_weights(self.env_runner_group.sampling_state(), num_updates)
+            self._weights_copy = (num_updates, self.get_weights())
+            self.sampler.publish_weights(self.env_runner_group.sampling_state(weights=self._weights_copy[1]), num_updates)
         self._fresh_pipeline()
 
     def _fresh_pipeline(self) -> None:
@@ -215,6 +215,7 @@ class IMPALA(Algorithm):
             return
         self.learner_thread.finished()
         self._batch_ahead = False
-        self._weights_copy = (self.num_updates, self.get_weights())
+        self._weights_copy = None  # the new copies take the policies' weights as they are
+        self._acting_version = self.num_updates
         self._acting_models.clear()
         self._refresh_acting_models()
