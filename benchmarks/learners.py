@@ -15,6 +15,12 @@ fastest, so a busy moment does not count against one setting.
 The all-reduce alone is timed too: the gradients of each network, averaged
 between two processes as the Learners do it, many times over.
 
+SAC makes an update per env step instead, on a replayed minibatch: its
+training iterations are timed per update, in process and on two Learners,
+with the Learners keeping the state between an iteration's updates (what
+``train()`` does) and with the state sent out and back at every update (what
+it did before, and still does for one update an iteration).
+
     python benchmarks/learners.py   # writes benchmarks/results/learners.json
 
 On a machine with two cores, the two Learners and this process share them:
@@ -37,6 +43,10 @@ NETWORKS = {"small": [64, 64], "large": [512, 512]}
 """the network of each case: PPO's default, and one whose gradient steps cost more than moving them"""
 REDUCES = 200
 """all-reduces timed per network"""
+SAC_NETWORKS = {"tuned": [64, 64], "defaults": [256, 256]}
+"""corral's tuned example's networks (sac_pendulum.yaml), and SAC's default ones"""
+SAC_ITERATIONS = 3
+"""SAC iterations of 200 updates timed per setting, after one to start; the fastest is kept"""
 
 
 def update_seconds(hidden: list[int], learners: int) -> float:
@@ -63,7 +73,7 @@ def all_reduce_seconds(hidden: list[int]) -> float:
     @ray.remote(num_cpus=1)
     class Reducer:
         def __init__(self, rank: int) -> None:
-            from corral.core.learning.learners.learner_group import LearnerActor
+            from corral.core.learning.learners.learner_actor import LearnerActor
             from corral.plugins.ppo import PPOConfig
 
             self.rank = rank
@@ -100,6 +110,42 @@ def all_reduce_seconds(hidden: list[int]) -> float:
     return float(max(seconds))
 
 
+def sac_update_seconds(hidden: list[int], learners: int, keeping_state: bool = True) -> float:
+    """Seconds per SAC update on Pendulum-v1 (one per env step, minibatches of 256), the fastest iteration's.
+
+    Args:
+        hidden: the networks' layers.
+        learners: how many Learner actors.
+        keeping_state: whether the Learners keep the state between an iteration's updates, else it travels both
+            ways at every update.
+    """
+    import contextlib
+
+    from corral.plugins.sac import SACConfig
+
+    config = (
+        SACConfig()
+        .environment("Pendulum-v1")
+        .training(learning_starts=256, training_intensity=256, model={"fcnet_hiddens": hidden})
+        .reporting(min_sample_timesteps_per_iteration=200, log_to_tensorboard=False)
+        .learners(num_learners=learners)
+        .debugging(seed=0)
+    )
+    algo = config.build()
+    if not keeping_state:
+        algo.learners_keeping_state = contextlib.nullcontext  # type: ignore[method-assign]
+    try:
+        algo.train()  # fills the buffer past learning_starts
+        seconds = []
+        for _ in range(SAC_ITERATIONS):
+            before, start = algo.counters["num_env_steps_trained"], time.perf_counter()
+            trained = algo.train()["num_env_steps_trained"] - before
+            seconds.append((time.perf_counter() - start) / (trained / 256))
+        return min(seconds)
+    finally:
+        algo.stop()
+
+
 def main() -> None:
     """Time every setting and write the raw figures and ratios."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -117,6 +163,19 @@ def main() -> None:
             "two_learners_over_in_process": round(seconds[2] / seconds[0], 2),
         }
         print(name, cases[name], flush=True)
+    for name, hidden in SAC_NETWORKS.items():
+        ms = {
+            "in_process": sac_update_seconds(hidden, 0) * 1000,
+            "two_learners_keeping_state": sac_update_seconds(hidden, 2) * 1000,
+            "two_learners_state_every_update": sac_update_seconds(hidden, 2, keeping_state=False) * 1000,
+        }
+        cases[f"sac_{name}"] = {
+            "fcnet_hiddens": hidden,
+            "ms_per_update": {key: round(value, 2) for key, value in ms.items()},
+            "keeping_state_speedup": round(ms["two_learners_state_every_update"] / ms["two_learners_keeping_state"], 2),
+            "two_learners_over_in_process": round(ms["two_learners_keeping_state"] / ms["in_process"], 2),
+        }
+        print(f"sac_{name}", cases[f"sac_{name}"], flush=True)
     write_result("learners", load, cases=cases)
 
 

@@ -27,7 +27,7 @@ def best_return_within(algo: Any, steps: int, goal: float) -> tuple[float, int]:
     Returns:
         The best mean return seen, and the env steps sampled.
     """
-    sampled, best = 0, 0.0
+    sampled, best = 0, float("-inf")  # Pendulum's returns are negative
     while sampled < steps and best < goal:
         result = algo.train()
         sampled, best = result["num_env_steps_sampled"], max(best, result["episode_reward_mean"])

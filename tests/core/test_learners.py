@@ -111,6 +111,69 @@ def test_dqn_sac_cql_and_r2d2_replayed_updates_and_priorities_are_alike_on_two_l
         assert np.allclose(together["td_error"], alone["td_error"], atol=1e-4), type(config).__name__
 
 
+def _worst_difference(first: dict[str, Any], second: dict[str, Any]) -> float:
+    """The largest difference between two policy states' weights and target weights."""
+    pairs = [(first[part][k], second[part][k]) for part in ("weights", "target_weights") for k in first[part]]
+    return max(float((a - b).abs().max()) for a, b in pairs)
+
+
+def test_an_off_policy_iteration_keeps_the_state_on_the_learners_and_ends_where_one_process_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prioritized = {"type": "PrioritizedReplayBuffer", "capacity": 1000}
+    configs = [  # SAC moves its targets after every update, DQN copies them every 30 env steps: both on the Learners
+        SACConfig().environment("Pendulum-v1").training(train_batch_size=32, replay_buffer_config=prioritized),
+        DQNConfig().environment("CartPole-v1").training(train_batch_size=32, target_network_update_freq=30, dueling=False),
+    ]
+    for config in configs:
+        config = config.training(learning_starts=20, training_intensity=32).reporting(min_sample_timesteps_per_iteration=40)
+        alone, together = config.debugging(seed=0).build(), config.copy().learners(num_learners=2).build()
+        try:
+            policy = together.get_policy()
+            sent: list[int] = []
+            steps: list[int] = []
+            monkeypatch.setattr(policy, "get_state", lambda read=policy.get_state, sent=sent: sent.append(1) or read())
+            monkeypatch.setattr(
+                together, "training_step", lambda step=together.training_step, steps=steps: steps.append(1) or step()
+            )
+            for _ in range(2):
+                trained = [algo.train()["num_env_steps_trained"] for algo in (alone, together)]
+            assert trained[0] == trained[1] > 40 * 32, "the iterations made many updates of 32 rows"
+            assert len(sent) == len(steps) < 10, "the state went to the Learners once a training step, not once an update"
+            monkeypatch.undo()
+            worst = _worst_difference(alone.get_policy().get_state(), together.get_policy().get_state())
+            assert worst < 1e-4, f"{type(config).__name__}: weights and targets differ by up to {worst:.2e}"
+        finally:
+            alone.stop()
+            together.stop()
+
+
+def test_a_learner_that_dies_amid_an_off_policy_iteration_is_started_again_and_replays_its_updates() -> None:
+    config = SACConfig().environment("Pendulum-v1").training(train_batch_size=32, learning_starts=20, training_intensity=32)
+    config = config.reporting(min_sample_timesteps_per_iteration=40).learners(num_learners=2, num_cpus_per_learner=0.5)
+    runs = [config.copy().debugging(seed=0).build() for _ in range(2)]
+    try:
+        killed = runs[1]
+        replay_once = killed._replay_once
+        replays: list[int] = []
+
+        def kill_on_the_fifth(*args: Any) -> Any:
+            replays.append(1)
+            if len(replays) == 5:  # four updates of this iteration are on the Learners only
+                ray.kill(killed.learner_actors._actors[1])
+            return replay_once(*args)
+
+        killed._replay_once = kill_on_the_fifth  # type: ignore[method-assign]
+        for algo in runs:
+            algo.train()
+        assert killed.learner_group.num_restarts == 1 and len(replays) > 5
+        worst = _worst_difference(runs[0].get_policy().get_state(), killed.get_policy().get_state())
+        assert worst == 0.0, "the group started again made every update of the iteration as the first would have"
+    finally:
+        for algo in runs:
+            algo.stop()
+
+
 def test_marwil_and_bc_update_alike_on_two_learners() -> None:
     for config in (MARWILConfig().training(beta=1.0), BCConfig()):
         # MARWIL's advantage scale is a moving average of the whole batch's mean squared advantage
@@ -290,6 +353,26 @@ def test_ppo_learns_cartpole_on_two_learners() -> None:
     try:
         best, steps = best_return_within(algo, 200_000, 450.0)
         assert best >= 450.0, f"mean return {best:.1f} after {steps} steps"
+    finally:
+        algo.stop()
+
+
+@pytest.mark.slow
+def test_sac_learns_pendulum_on_two_learners_within_20_iterations() -> None:
+    # the settings of corral's tuned example (sac_pendulum.yaml), in iterations of 500 env steps
+    config = (
+        SACConfig()
+        .environment("Pendulum-v1")
+        .training(train_batch_size=128, training_intensity=128, learning_starts=100, model={"fcnet_hiddens": [64, 64]})
+        .training(actor_lr=1e-3, critic_lr=1e-3, alpha_lr=1e-3)
+        .reporting(min_sample_timesteps_per_iteration=500, metrics_num_episodes_for_smoothing=10)
+        .learners(num_learners=2)
+        .debugging(seed=0)
+    )
+    algo = config.build()
+    try:
+        best, steps = best_return_within(algo, 20 * 500, -300.0)
+        assert best >= -300.0, f"mean return {best:.1f} after {steps} steps ({algo.iteration} iterations)"
     finally:
         algo.stop()
 

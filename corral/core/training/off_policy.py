@@ -108,13 +108,14 @@ class OffPolicyAlgorithm(Algorithm):
             self._replay_owed += samples.env_steps / (fragment * self.env_runner_group.num_sampling_envs)
         updates, self._replay_owed = int(self._replay_owed), self._replay_owed - int(self._replay_owed)
         stats: dict[str, dict[str, Any]] = {}
-        for _ in range(updates):
-            stats = self._replay_once()
-            if cfg.tau < 1.0:
-                self._update_targets(cfg.tau)
-        if cfg.tau >= 1.0 and sampled - self._last_target_update >= cfg.target_network_update_freq:
-            self._update_targets(1.0)
-            self._last_target_update = sampled
+        with self.learners_keeping_state():  # Learner actors keep the state from one replayed update to the next
+            for _ in range(updates):
+                stats = self._replay_once()
+                if cfg.tau < 1.0:
+                    self._update_targets(cfg.tau)
+            if cfg.tau >= 1.0 and sampled - self._last_target_update >= cfg.target_network_update_freq:
+                self._update_targets(1.0)
+                self._last_target_update = sampled
         return stats
 
     def _update_targets(self, tau: float) -> None:
@@ -128,7 +129,9 @@ class OffPolicyAlgorithm(Algorithm):
         """
         for policy_id, buffer in self.replay_buffers.items():
             policy = self.policies[policy_id] if len(buffer) else None
-            if isinstance(policy, OffPolicyPolicy):
+            if isinstance(policy, OffPolicyPolicy) and self.learner_actors is not None:
+                self.learner_actors.call(policy_id, policy, OffPolicyPolicy.update_targets, tau)  # their copy is newest
+            elif isinstance(policy, OffPolicyPolicy):
                 policy.update_targets(tau)
 
     def _replay_once(self) -> dict[str, dict[str, Any]]:

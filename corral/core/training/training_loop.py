@@ -8,6 +8,7 @@ reports. Samples and learner stats are keyed by policy id.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from collections.abc import Callable
@@ -164,6 +165,21 @@ class TrainingLoop(AlgorithmPart):
             result.update(policy.learn_and_report(batch))
         except TrainingError as exc:
             raise exc.located(policy_id, self.iteration + 1) from None
+
+    def learners_keeping_state(self) -> contextlib.AbstractContextManager[None]:
+        """A block of many updates in a row, after which the policies catch up with the Learner actors (if any).
+
+        With ``num_learners > 0``, the Learner actors keep each policy's state
+        from one update to the next within the block, instead of sending it
+        both ways every update (:meth:`~corral.core.learning.learners.learner_group.LearnerGroup.keeping_state`):
+        nothing within may read the policies. Without Learner actors, the block changes nothing.
+
+        Returns:
+            The context manager.
+        """
+        if self.learner_actors is None:
+            return contextlib.nullcontext()
+        return self.learner_actors.keeping_state(lambda policy_id: self.policies[policy_id])
 
     def _learner_threads(self, jobs: list[tuple[str, SampleBatch]]) -> ThreadPoolExecutor | None:
         """The threads that update these policies at once, or None when they update one after another."""

@@ -21,7 +21,8 @@ import torch
 
 from corral.core import PLUGIN_API_VERSION, ConfigError, MultiAgentBatch
 from corral.core.learning.learners.gradient_sync import GradientSync
-from corral.core.learning.learners.learner_group import join_process_group, mean_stats, meeting_address
+from corral.core.learning.learners.learner_actor import join_process_group, meeting_address
+from corral.core.learning.learners.learner_group import mean_stats
 from corral.plugins.ddppo.config import DDPPOConfig
 from corral.plugins.ppo import PPO
 

@@ -12,10 +12,12 @@ makes: ``num_learners`` changes where the work is done, not the result (to
 float rounding).
 
 The algorithm's copy stays the one that acts and that checkpoints hold: its
-state goes to the Learners with every update and comes back from the first
-of them after it, optimizer moments, generators and adapted coefficients
+state goes to the Learners with an update and comes back from the first of
+them after it, optimizer moments, generators and adapted coefficients
 included. Nothing else changes hands, so a restore, a ``set_weights`` or a
-new policy needs no step of its own.
+new policy needs no step of its own. Many updates in a row (an off-policy
+iteration's, one per env step) keep the state on the Learners in between
+(:meth:`LearnerGroup.keeping_state`): it travels once each way per iteration.
 
 With ``num_gpus_per_learner`` each actor reserves a GPU and learns on CUDA,
 averaging through NCCL; otherwise on its CPUs through gloo. Ray is imported
@@ -25,26 +27,23 @@ here only when Learners are asked for.
 from __future__ import annotations
 
 import contextlib
-import datetime
+import dataclasses
+import functools
 import logging
 import os
-import socket
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
-import torch
 
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.options.model_names import model_classes_of
-from corral.core.learning.learners.gradient_sync import GradientSync
+from corral.core.learning.learners.learner_actor import LearnerActor, PolicyCall, as_arrays, as_tensors
 from corral.core.learning.policies.policy_build import PolicyBuild
-from corral.errors import ConfigError, LearnerError
+from corral.errors import LearnerError
 
 logger = logging.getLogger("corral")
-
-COLLECTIVE_TIMEOUT_S = 600
-"""how long a Learner waits in one collective call for the others before its process group gives up"""
 
 
 def ensure_ray() -> Any:
@@ -54,128 +53,6 @@ def ensure_ray() -> Any:
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, configure_logging=False)
     return ray
-
-
-def learner_actor_device(config: AlgorithmConfig) -> torch.device:
-    """Where a Learner actor learns: the GPU its actor reserved (``num_gpus_per_learner``), else the CPU.
-
-    Raises:
-        ConfigError: a GPU was reserved, but torch in the actor sees none.
-    """
-    if config.num_gpus_per_learner == 0 or config.fake_gpus:
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise ConfigError(
-            f"num_gpus_per_learner={config.num_gpus_per_learner:g} but torch in the Learner actor sees no CUDA device; "
-            "set num_gpus_per_learner=0, or resources(_fake_gpus=True) to run the configuration on the CPU"
-        )
-    return torch.device("cuda")
-
-
-def meeting_address() -> tuple[str, int]:
-    """This Ray node's address and a free port on it: where a process group's members meet (asked of its rank 0).
-
-    Returns:
-        ``(host, port)``.
-    """
-    import ray
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("", 0))
-        port = int(probe.getsockname()[1])
-    return str(ray.util.get_node_ip_address()), port  # type: ignore[no-untyped-call]  # unannotated in Ray
-
-
-def join_process_group(host: str, port: int, rank: int, world_size: int, device: torch.device) -> None:
-    """Join a ``torch.distributed`` process group (every member calls this at once): NCCL on CUDA, else gloo.
-
-    Args:
-        host: rank 0's address (:func:`meeting_address`).
-        port: the free port there.
-        rank: this member's place in the group.
-        world_size: how many members the group has.
-        device: where this member computes.
-    """
-    import torch.distributed as dist
-
-    dist.init_process_group(
-        "nccl" if device.type == "cuda" else "gloo",
-        init_method=f"tcp://{host}:{port}",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S),
-    )
-
-
-class LearnerActor:
-    """The body of one Learner (wrapped with ``ray.remote`` by :class:`LearnerGroup`): policy copies that learn together.
-
-    Args:
-        config: the algorithm's config.
-        rank: this Learner's place in the group, from 0.
-        world_size: how many Learners the group has.
-    """
-
-    def __init__(self, config: AlgorithmConfig, rank: int, world_size: int) -> None:
-        from corral.core.threads import TorchThreads
-
-        TorchThreads(config.num_torch_threads)  # "auto": the CPUs this actor reserved
-        self.rank = rank
-        self.world_size = world_size
-        self.device = learner_actor_device(config)
-        self._builds: dict[str, PolicyBuild] = {}
-        self._policies: dict[str, Any] = {}
-
-    def address(self) -> tuple[str, int]:
-        """This node's address and a free port on it, where the group's process group meets (asked of Learner 0)."""
-        return meeting_address()
-
-    def join(self, host: str, port: int) -> None:
-        """Join the group's ``torch.distributed`` process group (every Learner calls this at once).
-
-        Args:
-            host: Learner 0's node address (:meth:`address`).
-            port: the free port there.
-        """
-        join_process_group(host, port, self.rank, self.world_size, self.device)
-
-    def set_build(self, policy_id: str, build: PolicyBuild | None, model_classes: dict[str, type]) -> None:
-        """Learn how to build a policy (a new one, or one whose config changed); None forgets it.
-
-        Args:
-            policy_id: the policy.
-            build: how the algorithm built its copy, or None.
-            model_classes: the custom model classes its config names, registered by name in the algorithm's process
-                (this process's ModelCatalog starts empty).
-        """
-        from corral.core.contracts.options.model_names import is_action_dist_class, register_model_class
-
-        for name, cls in model_classes.items():
-            register_model_class(name, cls, action_dist=is_action_dist_class(cls))
-        self._policies.pop(policy_id, None)
-        if build is None:
-            self._builds.pop(policy_id, None)
-        else:
-            self._builds[policy_id] = build
-
-    def update(self, policy_id: str, state: dict[str, Any], batch: SampleBatch) -> tuple[dict[str, Any], Any]:
-        """Take the policy's state, learn on this Learner's share of the batch with the others, and say how it went.
-
-        Args:
-            policy_id: the policy.
-            state: the algorithm's copy's state (``Policy.get_state()``).
-            batch: the whole train batch (the policy takes this Learner's share where it computes a loss).
-
-        Returns:
-            The update's stats, and (Learner 0 only, else None) the policy's state after it.
-        """
-        policy = self._policies.get(policy_id)
-        if policy is None:
-            policy = self._policies[policy_id] = self._builds[policy_id].build(policy_id, "learner", 0, self.device)
-            policy.gradient_sync = GradientSync(self.rank, self.world_size, self.device)
-        policy.set_state(_tensors(state))
-        stats = policy.learn_and_report(batch)
-        return stats, _arrays(policy.get_state()) if self.rank == 0 else None
 
 
 class LearnerGroup:
@@ -202,6 +79,8 @@ class LearnerGroup:
         """how many times a Learner died and the group was started again"""
         self._actors: list[Any] = []
         self._builds: dict[str, PolicyBuild] = {}
+        self._rounds: dict[str, _Round] | None = None
+        """each policy's updates within :meth:`keeping_state` (None outside it)"""
         self._start()
 
     def _start(self) -> None:
@@ -214,6 +93,8 @@ class LearnerGroup:
         )(LearnerActor)
         self._actors = [actor_class.remote(config, rank, self.size) for rank in range(self.size)]
         self._builds = {}
+        for round_ in (self._rounds or {}).values():
+            round_.played = 0  # the new Learners hold none of it
         try:
             host, port = self._addresses()[0]
             self._gather([actor.join.remote(host, port) for actor in self._actors])
@@ -245,6 +126,8 @@ class LearnerGroup:
     def update(self, policy_id: str, build: PolicyBuild, policy: Any, batch: SampleBatch) -> dict[str, Any]:
         """One update of a policy by the Learners, each on its share of ``batch``; ``policy`` then holds the result.
 
+        Within :meth:`keeping_state`, ``policy`` is brought up to date only as it ends.
+
         Args:
             policy_id: the policy.
             build: how the policy is built (the Learners build their copies from it).
@@ -258,10 +141,70 @@ class LearnerGroup:
             LearnerError: a Learner failed, or died and is not restarted (the group stops); a Learner's own error (a
                 :class:`~corral.errors.TrainingError` for a NaN update) is raised as it is.
         """
+        if self._rounds is None:
+            return self._restarting(policy_id, lambda: self._update(policy_id, build, policy, batch))
+        round_ = self._rounds.get(policy_id)
+        if round_ is None:
+            round_ = self._rounds[policy_id] = _Round(build, self._ray.put(as_arrays(policy.get_state())))
+        round_.log.append((round_.calls, self._ray.put(batch)))
+        round_.calls = []
+        return mean_stats(self._restarting(policy_id, lambda: self._play(policy_id, round_)))
+
+    @contextlib.contextmanager
+    def keeping_state(self, policy_of: Callable[[str], Any]) -> Iterator[None]:
+        """Within, the Learners keep each policy's state from one update to the next; the algorithm's copies catch up at the end.
+
+        An update otherwise sends the algorithm's copy's state to the Learners
+        and brings Learner 0's back: right for one update an iteration (PPO's),
+        but most of the cost of many small ones (SAC's, one per env step).
+        Within, a policy's state goes out with its first update only, and
+        comes back once, as the block ends (so nothing may read the algorithm's
+        copy in between: an ``on_learn_on_batch`` callback sees it as the block
+        began); :meth:`call` makes the policy's own calls between
+        updates (a target network's update) on the Learners' copies. A Learner
+        that dies is started again and the block's updates replayed from the
+        state it started from, so the run learns what it would have. Nested
+        blocks are one block.
+
+        Args:
+            policy_of: the algorithm's copy of a policy, by id (looked up as the block ends).
+
+        Yields:
+            Nothing; the block's updates keep their state on the Learners.
+        """
+        if self._rounds is not None:
+            yield
+            return
+        self._rounds = {}
+        try:
+            yield
+            for policy_id, round_ in self._rounds.items():
+                state = self._restarting(policy_id, functools.partial(self._state_after, policy_id, round_))
+                policy_of(policy_id).set_state(as_tensors(state))
+        finally:
+            self._rounds = None  # after a failure the algorithm's copies hold the state the block started from
+
+    def call(self, policy_id: str, policy: Any, method: Callable[..., Any], *args: Any) -> None:
+        """``method(policy, *args)`` on the copy that holds the policy's newest state: the Learners' within :meth:`keeping_state`.
+
+        Args:
+            policy_id: the policy.
+            policy: the algorithm's copy.
+            method: one of the policy's methods, unbound (``OffPolicyPolicy.update_targets``).
+            *args: its arguments after the policy.
+        """
+        round_ = None if self._rounds is None else self._rounds.get(policy_id)
+        if round_ is None:
+            method(policy, *args)
+        else:  # made on the Learners before the next update, or as the block ends
+            round_.calls.append((method, args))
+
+    def _restarting(self, policy_id: str, attempt: Callable[[], _Result]) -> _Result:
+        """``attempt()``, tried again on a group started again while a Learner dies and ``restart_failed_learners`` allows."""
         restarts = 0
         while True:
             try:
-                return self._update(policy_id, build, policy, batch)
+                return attempt()
             except _LearnerDied as died:
                 if not self._config.restart_failed_learners or restarts == MAX_RESTARTS_IN_A_ROW:
                     raise died.error(self.size, restarting=self._config.restart_failed_learners) from died.__cause__
@@ -278,14 +221,40 @@ class LearnerGroup:
                 self._start()
 
     def _update(self, policy_id: str, build: PolicyBuild, policy: Any, batch: SampleBatch) -> dict[str, Any]:
+        self._know(policy_id, build)
+        state, whole = self._ray.put(as_arrays(policy.get_state())), self._ray.put(batch)  # one copy each, read by all
+        results = self._gather([actor.update.remote(policy_id, state, whole) for actor in self._actors])
+        policy.set_state(as_tensors(results[0][1]))
+        return mean_stats([stats for stats, _ in results])
+
+    def _play(self, policy_id: str, round_: _Round) -> list[dict[str, Any]]:
+        """Make the round's updates the Learners have not made (the last one; all in a group started again).
+
+        Returns:
+            Each Learner's stats of the last update made (none if there was none to make).
+        """
+        self._know(policy_id, round_.build)
+        results: list[Any] = []
+        while round_.played < len(round_.log):
+            calls, batch = round_.log[round_.played]
+            state = round_.state if round_.played == 0 else None
+            updates = [actor.update.remote(policy_id, state, batch, calls, False) for actor in self._actors]
+            results = self._gather(updates)
+            round_.played += 1
+        return [stats for stats, _ in results]
+
+    def _state_after(self, policy_id: str, round_: _Round) -> Any:
+        """Learner 0's state of the policy once its round's updates and calls are made."""
+        self._play(policy_id, round_)
+        (result,) = self._gather([self._actors[0].update.remote(policy_id, None, None, round_.calls)])
+        return result[1]
+
+    def _know(self, policy_id: str, build: PolicyBuild) -> None:
+        """Tell the Learners how the policy is built, if they have not been told since it changed."""
         if self._builds.get(policy_id) is not build:
             models = model_classes_of(build.config)
             self._gather([actor.set_build.remote(policy_id, build, models) for actor in self._actors])
             self._builds[policy_id] = build
-        state, whole = self._ray.put(_arrays(policy.get_state())), self._ray.put(batch)  # one copy each, read by all
-        results = self._gather([actor.update.remote(policy_id, state, whole) for actor in self._actors])
-        policy.set_state(_tensors(results[0][1]))
-        return mean_stats([stats for stats, _ in results])
 
     def forget(self, policy_id: str) -> None:
         """Drop a removed policy's copies (a group started again holds none)."""
@@ -340,6 +309,28 @@ _RESOURCES_WAIT_WARNING_S = 60.0
 
 _PEERS_FAIL_WITHIN_S = 5.0
 """how long, after one Learner's call failed, the others' calls may take to fail with it (or finish)"""
+
+
+_Result = TypeVar("_Result")
+
+
+@dataclasses.dataclass
+class _Round:
+    """A policy's updates within one :meth:`LearnerGroup.keeping_state` block: what a group started again replays.
+
+    Args:
+        build: how the policy is built.
+        state: the algorithm's copy's state as the block's first update found it (in Ray's object store).
+    """
+
+    build: PolicyBuild
+    state: Any
+    log: list[tuple[list[PolicyCall], Any]] = dataclasses.field(default_factory=list)
+    """each update's calls made before it, and its batch (in Ray's object store)"""
+    played: int = 0
+    """how many of ``log`` the Learners have made"""
+    calls: list[PolicyCall] = dataclasses.field(default_factory=list)
+    """calls since the last update, made before the next"""
 
 
 class _LearnerDied(Exception):
@@ -405,37 +396,3 @@ def mean_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
         if len(numbers) == len(values):
             out[key] = sum(numbers) / len(numbers)
     return out
-
-
-class _TensorArray:
-    """A CPU tensor travelling as its numpy array: Ray moves arrays as raw buffers, and pickles tensors ten times slower."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = array
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _TensorArray, (self.array,)
-
-
-def _arrays(value: Any) -> Any:
-    """A policy's state with each CPU tensor (of a dtype numpy has) wrapped as its array, for :func:`_tensors` to undo."""
-    if isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dtype != torch.bfloat16:
-        return _TensorArray(value.numpy())
-    if isinstance(value, dict):
-        return {key: _arrays(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_arrays(item) for item in value)
-    return value
-
-
-def _tensors(value: Any) -> Any:
-    """What :func:`_arrays` wrapped as tensors again, each a writable copy (Ray's arrays are read-only views)."""
-    if isinstance(value, _TensorArray):
-        return torch.from_numpy(np.array(value.array))
-    if isinstance(value, dict):
-        return {key: _tensors(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_tensors(item) for item in value)
-    return value
