@@ -1,0 +1,295 @@
+"""Environments that run their own loop: RLlib's ``ExternalEnv``, whose application asks for actions when it needs them.
+
+A simulator, a game or a service that owns its loop cannot be stepped. It
+subclasses :class:`ExternalEnv` and writes :meth:`~ExternalEnv.run`, which
+runs in a thread of its own and, in any number of concurrent episodes, calls
+
+- :meth:`~ExternalEnv.start_episode` to open one,
+- :meth:`~ExternalEnv.get_action` with an observation, which waits for the
+  policy's action (on-policy), or :meth:`~ExternalEnv.log_action` with the
+  action the application took itself (off-policy),
+- :meth:`~ExternalEnv.log_returns` with rewards as they come (summed until
+  the next action),
+- :meth:`~ExternalEnv.end_episode` with the last observation.
+
+The env runner's side is :meth:`~ExternalEnv.poll`, which waits for what the
+episodes did (:class:`ExternalStep`, one per observation), and
+:meth:`~ExternalEnv.send_actions`, which answers the episodes waiting in
+:meth:`~ExternalEnv.get_action`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from typing import Any
+
+import gymnasium as gym
+
+from corral.errors import EnvError
+
+
+@dataclasses.dataclass(frozen=True)
+class ExternalStep:
+    """One observation of an external episode, with what happened since the one before it.
+
+    Args:
+        episode_id: the episode.
+        observation: the observation to act on; with ``ended``, the episode's last one.
+        reward: the rewards logged since the previous observation's action (0 for an episode's first).
+        first: whether it is the episode's first observation (no transition leads to it).
+        ended: whether the episode ended with it (:meth:`ExternalEnv.end_episode`).
+        action: the action the application took itself (:meth:`ExternalEnv.log_action`), else None: the runner
+            acts and answers with :meth:`ExternalEnv.send_actions`.
+        action_prob: the probability the application gave its action, where it said.
+        info: the last info logged with the rewards.
+        training_enabled: whether the episode's experience is trained on.
+    """
+
+    episode_id: str
+    observation: Any
+    reward: float
+    first: bool
+    ended: bool = False
+    action: Any = None
+    action_prob: float | None = None
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    training_enabled: bool = True
+
+
+@dataclasses.dataclass
+class _Episode:
+    training_enabled: bool
+    reward: float = 0.0
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    first: bool = True
+    waiting: bool = False
+    """in :meth:`ExternalEnv.get_action`, until the runner's action comes"""
+    action: Any = None
+
+
+class ExternalEnv:
+    """An environment whose application drives the loop in :meth:`run`, asking the policy for actions.
+
+    Args:
+        action_space: the actions the application takes.
+        observation_space: what it observes.
+        max_concurrent: how many episodes may run at once.
+    """
+
+    def __init__(self, action_space: gym.Space[Any], observation_space: gym.Space[Any], max_concurrent: int = 100) -> None:
+        self.action_space = action_space
+        self.observation_space = observation_space
+        self.max_concurrent = max_concurrent
+        self._changed = threading.Condition()
+        self._episodes: dict[str, _Episode] = {}
+        self._steps: list[ExternalStep] = []
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+
+    def run(self) -> None:
+        """The application's loop, in a thread of its own: episodes of :meth:`start_episode`, :meth:`get_action`, ...
+
+        Raises:
+            NotImplementedError: a subclass must write it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement run(), the loop that plays its episodes")
+
+    # ---------------------------------------------------------------- the application's side
+
+    def start_episode(self, episode_id: str | None = None, training_enabled: bool = True) -> str:
+        """Open an episode.
+
+        Args:
+            episode_id: its id; None: a new unique one.
+            training_enabled: whether its experience is trained on (False: the policy only acts).
+
+        Returns:
+            The episode's id.
+
+        Raises:
+            EnvError: the id is in use, or ``max_concurrent`` episodes are running.
+        """
+        episode_id = uuid.uuid4().hex if episode_id is None else episode_id
+        with self._changed:
+            self._check_open()
+            if episode_id in self._episodes:
+                raise EnvError(f"episode {episode_id!r} is already running; end it first, or give another id")
+            if len(self._episodes) >= self.max_concurrent:
+                raise EnvError(f"{len(self._episodes)} episodes are running, max_concurrent={self.max_concurrent}: end one first")
+            self._episodes[episode_id] = _Episode(training_enabled)
+        return episode_id
+
+    def get_action(self, episode_id: str, observation: Any) -> Any:
+        """Record an observation and wait for the policy's action on it.
+
+        Args:
+            episode_id: the episode.
+            observation: what the application observes now.
+
+        Returns:
+            The action to take.
+
+        Raises:
+            EnvError: no such episode, it already waits for an action, or the env was closed meanwhile.
+        """
+        with self._changed:
+            episode = self._observe(episode_id, observation, action=None, action_prob=None)
+            episode.waiting = True
+            self._changed.wait_for(lambda: not episode.waiting or self._closed)
+            if episode.waiting:
+                raise EnvError(f"the env closed while episode {episode_id!r} waited for an action")
+            action, episode.action = episode.action, None
+            return action
+
+    def log_action(self, episode_id: str, observation: Any, action: Any, action_prob: float | None = None) -> None:
+        """Record an observation and the action the application took on it itself (off-policy).
+
+        Args:
+            episode_id: the episode.
+            observation: what the application observed.
+            action: what it did.
+            action_prob: the probability its own policy gave the action, if it knows.
+
+        Raises:
+            EnvError: no such episode, or it waits for an action.
+        """
+        with self._changed:
+            self._observe(episode_id, observation, action=action, action_prob=action_prob)
+
+    def log_returns(self, episode_id: str, reward: float, info: dict[str, Any] | None = None) -> None:
+        """Record a reward (summed with the others until the next observation) and, optionally, an info.
+
+        Args:
+            episode_id: the episode.
+            reward: the reward.
+            info: the env's info; the last one logged goes with the next observation.
+
+        Raises:
+            EnvError: no such episode.
+        """
+        with self._changed:
+            episode = self._episode(episode_id)
+            episode.reward += float(reward)
+            if info is not None:
+                episode.info = dict(info)
+
+    def end_episode(self, episode_id: str, observation: Any) -> None:
+        """Record the episode's last observation and close it.
+
+        Args:
+            episode_id: the episode.
+            observation: the last observation.
+
+        Raises:
+            EnvError: no such episode, or it waits for an action.
+        """
+        with self._changed:
+            episode = self._episode(episode_id)
+            self._push(episode_id, episode, observation, ended=True)
+            del self._episodes[episode_id]
+
+    # ---------------------------------------------------------------- the env runner's side
+
+    def start(self) -> None:
+        """Start :meth:`run` in its thread (once; the env runner does this before it polls)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"corral-{type(self).__name__}", daemon=True)
+            self._thread.start()
+
+    def poll(self, timeout: float | None = None) -> list[ExternalStep]:
+        """Wait until an episode has something to say (or ``timeout`` seconds pass), and take everything said.
+
+        Starts :meth:`run` first if it has not started.
+
+        Args:
+            timeout: the longest wait; None waits as long as it takes.
+
+        Returns:
+            The steps since the last poll, in the order they happened (empty after a timeout).
+
+        Raises:
+            EnvError: :meth:`run` raised (its error is the cause), or returned while nothing is left to poll.
+        """
+        self.start()
+        with self._changed:
+            self._changed.wait_for(lambda: self._steps or self._error is not None or not self._running(), timeout)
+            steps, self._steps = self._steps, []
+            if not steps and self._error is not None:
+                raise EnvError(f"{type(self).__name__}.run() raised {self._error!r}") from self._error
+            if not steps and not self._running():
+                raise EnvError(f"{type(self).__name__}.run() returned: its application plays no more episodes")
+            return steps
+
+    def send_actions(self, actions: dict[str, Any]) -> None:
+        """Answer the episodes waiting in :meth:`get_action`.
+
+        Args:
+            actions: an action by episode id.
+
+        Raises:
+            EnvError: an episode is not waiting for an action.
+        """
+        with self._changed:
+            for episode_id, action in actions.items():
+                episode = self._episodes.get(episode_id)
+                if episode is None or not episode.waiting:
+                    raise EnvError(f"episode {episode_id!r} is not waiting for an action")
+                episode.action, episode.waiting = action, False
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        """Stop answering: every :meth:`get_action` waiting (and any later call) raises ``EnvError``."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+    # ---------------------------------------------------------------- inside
+
+    def _run(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # said to the runner at its next poll
+            with self._changed:
+                self._error = exc
+        finally:
+            with self._changed:
+                self._changed.notify_all()
+
+    def _running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvError(f"{type(self).__name__} is closed: its env runner stopped")
+
+    def _episode(self, episode_id: str) -> _Episode:
+        self._check_open()
+        episode = self._episodes.get(episode_id)
+        if episode is None:
+            raise EnvError(f"no episode {episode_id!r} is running; start_episode() opens one")
+        if episode.waiting:
+            raise EnvError(f"episode {episode_id!r} is waiting for an action (get_action) in another thread")
+        return episode
+
+    def _observe(self, episode_id: str, observation: Any, action: Any, action_prob: float | None) -> _Episode:
+        episode = self._episode(episode_id)
+        self._push(episode_id, episode, observation, action=action, action_prob=action_prob)
+        return episode
+
+    def _push(self, episode_id: str, episode: _Episode, observation: Any, **step: Any) -> None:
+        self._steps.append(
+            ExternalStep(
+                episode_id,
+                observation,
+                episode.reward,
+                episode.first,
+                info=episode.info,
+                training_enabled=episode.training_enabled,
+                **step,
+            )
+        )
+        episode.reward, episode.info, episode.first = 0.0, {}, False
+        self._changed.notify_all()
