@@ -17,7 +17,7 @@ them after it, optimizer moments, generators and adapted coefficients
 included. Nothing else changes hands, so a restore, a ``set_weights`` or a
 new policy needs no step of its own. Many updates in a row (an off-policy
 iteration's, one per env step) keep the state on the Learners in between
-(:meth:`LearnerGroup.keeping_state`): it travels once each way per iteration.
+(:meth:`LearnerGroup.keeping_state`): it travels once each way per training step.
 
 With ``num_gpus_per_learner`` each actor reserves a GPU and learns on CUDA,
 averaging through NCCL; otherwise on its CPUs through gloo. Ray is imported
