@@ -87,6 +87,7 @@ class ExternalEnv:
         self._steps: list[ExternalStep] = []
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._returned = False
         self._closed = False
 
     def run(self) -> None:
@@ -256,10 +257,11 @@ class ExternalEnv:
                 self._error = exc
         finally:
             with self._changed:
+                self._returned = True  # said here, not by the thread's liveness: it is still alive while it notifies
                 self._changed.notify_all()
 
     def _running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread is not None and not self._returned
 
     def _check_open(self) -> None:
         if self._closed:
