@@ -129,10 +129,12 @@ class OffPolicyAlgorithm(Algorithm):
         """
         for policy_id, buffer in self.replay_buffers.items():
             policy = self.policies[policy_id] if len(buffer) else None
-            if isinstance(policy, OffPolicyPolicy) and self.learner_actors is not None:
-                self.learner_actors.call(policy_id, policy, OffPolicyPolicy.update_targets, tau)  # their copy is newest
-            elif isinstance(policy, OffPolicyPolicy):
+            if not isinstance(policy, OffPolicyPolicy):
+                continue
+            if self.learner_actors is None:
                 policy.update_targets(tau)
+            else:  # on the copy that is newest: the Learners' within a training step
+                self.learner_actors.call(policy_id, policy, OffPolicyPolicy.update_targets, tau)
 
     def _replay_once(self) -> dict[str, dict[str, Any]]:
         beta = self._beta(self.counters["num_env_steps_sampled"])

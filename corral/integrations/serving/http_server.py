@@ -20,7 +20,6 @@ no dependency pays for itself here. What it guarantees:
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import threading
 from collections.abc import Callable
@@ -28,7 +27,14 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from corral.integrations.serving.protocol import DEFAULT_MAX_REQUEST_BYTES, ProtocolError, Request, decode_request, encode
+from corral.integrations.serving.protocol import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    ProtocolError,
+    Request,
+    decode_request,
+    encode,
+    too_large,
+)
 
 logger = logging.getLogger("corral")
 
@@ -124,19 +130,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
         length = self.headers.get("Content-Length")
         if length is None or not length.isdigit() or int(length) > self.max_request_bytes:
             self.close_connection = True  # its body is left unread: the connection cannot carry another request
-        if length is None or not length.isdigit():
-            raise ProtocolError(411, "the request needs a Content-Length header (chunked bodies are not read)")
-        if int(length) > self.max_request_bytes:
-            raise ProtocolError(
-                413, f"the request has {int(length):,} bytes; this server reads at most {self.max_request_bytes:,}"
-            )
+            if length is None or not length.isdigit():
+                raise ProtocolError(411, "the request needs a Content-Length header (chunked bodies are not read)")
+            raise too_large(int(length), self.max_request_bytes)
         return self.rfile.read(int(length))
 
     def _send(self, status: int, fields: dict[str, Any]) -> None:
         try:
             body = encode(fields)
         except ValueError:  # a handler's answer held NaN: a server error, said as such
-            status, body = HTTPStatus.INTERNAL_SERVER_ERROR, json.dumps({"error": "the answer was not finite"}).encode()
+            status, body = HTTPStatus.INTERNAL_SERVER_ERROR, encode({"error": "the answer was not finite"})
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

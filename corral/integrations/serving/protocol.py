@@ -103,7 +103,7 @@ def decode_request(body: bytes, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> R
         ProtocolError: 413 for a body over ``max_bytes``; 400 for anything else wrong, naming it.
     """
     if len(body) > max_bytes:
-        raise ProtocolError(413, f"the request has {len(body):,} bytes; this server reads at most {max_bytes:,}")
+        raise too_large(len(body), max_bytes)
     try:
         message = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
     except UnicodeDecodeError:
@@ -126,6 +126,19 @@ def decode_request(body: bytes, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> R
         )
     _check_fields(command, message)
     return Request(command, message)
+
+
+def too_large(size: int, max_bytes: int) -> ProtocolError:
+    """The 413 refusal of a request of ``size`` bytes where at most ``max_bytes`` are read.
+
+    Args:
+        size: the request's bytes (its body's, or its ``Content-Length``).
+        max_bytes: the largest body accepted.
+
+    Returns:
+        The error to raise.
+    """
+    return ProtocolError(413, f"the request has {size:,} bytes; this server reads at most {max_bytes:,}")
 
 
 def _refuse_constant(name: str) -> Any:
