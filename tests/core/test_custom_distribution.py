@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -141,10 +142,18 @@ def test_an_exported_policy_acts_with_the_custom_distribution_s_deterministic_sa
     algo = ppo("sharp").build()
     try:
         algo.train()
-        with pytest.warns(UserWarning, match="model.pt2 not written"):  # torch.export cannot capture the distribution
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             path = algo.export_policy_model(tmp_path / "export")
         obs = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
-        exported = torch.jit.load(str(path.parent / "model.pt"))(torch.as_tensor(obs))[0].tolist()
-        assert exported == [int(algo.compute_single_action(row, explore=False)) for row in obs]
+        expected = [int(algo.compute_single_action(row, explore=False)) for row in obs]
+        assert torch.jit.load(str(path.parent / "model.pt"))(torch.as_tensor(obs))[0].tolist() == expected
+        # torch.export captures the distribution's argmax only while torch's argument checks are off (torch.compile
+        # turns them off for the whole process, so it depends on what ran before); either way nothing is silent
+        program = path.parent / "model.pt2"
+        if program.exists():
+            assert torch.export.load(str(program)).module()(torch.as_tensor(obs))[0].tolist() == expected
+        else:
+            assert any("model.pt2 not written: torch.export cannot capture" in str(w.message) for w in caught)
     finally:
         algo.stop()
