@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.contracts.hookspecs import hookimpl as hookimpl
     from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
+    from corral.core.environments.external_env import ExternalEnv as ExternalEnv
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
     from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
     from corral.core.learning.exploration import Exploration as Exploration
@@ -91,6 +92,7 @@ _EXPORTS = {
     "DEFAULT_POLICY_ID": "corral.core.common.sample_batch",
     "register_env": "corral.core.environments.envs",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
+    "ExternalEnv": "corral.core.environments.external_env",
     "TaskSettableEnv": "corral.core.environments.task_settable_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",

@@ -59,7 +59,8 @@ def test_mypy_sees_the_types_behind_the_lazy_face(tmp_path: Path) -> None:
         "def (*, episode: corral.core.sampling.env_runner.Episode | "
         "corral.core.sampling.multi_agent_env_runner.MultiAgentEpisode, "
         "env_runner: corral.core.sampling.env_runner.EnvRunner | "
-        "corral.core.sampling.multi_agent_env_runner.MultiAgentEnvRunner, "
+        "corral.core.sampling.multi_agent_env_runner.MultiAgentEnvRunner | "
+        "corral.core.sampling.external.external_env_runner.ExternalEnvRunner, "
         "env_index: int, **kwargs: Any)",
         "def (*, algorithm: corral.core.training.algorithm.Algorithm, result: dict[str, Any], **kwargs: Any)",
     ], proc.stdout + proc.stderr

@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         SingleAgentRLModuleSpec as SingleAgentRLModuleSpec,
     )
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
+    from corral.core.environments.external_env import ExternalEnv as ExternalEnv
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
     from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
     from corral.core.learning.exploration import Exploration as Exploration
@@ -227,6 +228,7 @@ _EXPORTS = {
     "EnvContext": "corral.core.environments.envs",
     "register_env": "corral.core.environments.envs",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
+    "ExternalEnv": "corral.core.environments.external_env",
     "TaskSettableEnv": "corral.core.environments.task_settable_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from corral.core.environments.external_env import ExternalEnv, ExternalStep
+from corral.core.environments.external_env import MAX_UNPOLLED_STEPS, ExternalEnv, ExternalStep
 from corral.errors import EnvError
 
 SPACE = gym.spaces.Box(-10.0, 10.0, (1,), np.float32)
@@ -118,8 +118,43 @@ def test_closing_releases_an_episode_waiting_for_its_action() -> None:
 
     waiting = threading.Thread(target=wait)
     waiting.start()
-    while not env._steps:  # the observation is recorded before it waits
+    while not env._ExternalEnv__steps:  # the observation is recorded before it waits
         threading.Event().wait(0.01)
     env.close()
     waiting.join(timeout=10)
     assert failure and "closed while episode" in str(failure[0])
+
+
+def test_a_logged_action_outside_the_action_space_is_refused() -> None:
+    env = ExternalEnv(ACTIONS, SPACE)
+    episode = env.start_episode()
+    with pytest.raises(EnvError, match=r"logged the action 5, which is not in Discrete\(2\)"):
+        env.log_action(episode, np.zeros(1, np.float32), 5)
+
+
+def test_an_application_that_logs_faster_than_the_runner_polls_waits_for_room() -> None:
+    env = ExternalEnv(ACTIONS, SPACE)
+    episode = env.start_episode()
+    logged = [0]
+
+    def log_forever() -> None:
+        try:
+            while True:
+                env.log_action(episode, np.zeros(1, np.float32), 0)
+                logged[0] += 1
+        except EnvError:  # closed
+            pass
+
+    logging = threading.Thread(target=log_forever)
+    logging.start()
+    while logged[0] < MAX_UNPOLLED_STEPS:
+        threading.Event().wait(0.01)
+    threading.Event().wait(0.2)
+    assert logged[0] == MAX_UNPOLLED_STEPS, "it waits once the unpolled steps are full"
+    env._ExternalEnv__thread = threading.current_thread()  # poll without starting run(): this test is the application
+    assert len(env.poll(timeout=1)) == MAX_UNPOLLED_STEPS
+    while logged[0] < 2 * MAX_UNPOLLED_STEPS:  # the poll made room
+        threading.Event().wait(0.01)
+    env.close()
+    logging.join(timeout=10)
+    assert not logging.is_alive()

@@ -183,6 +183,33 @@ def test_action_adapter_discrete_start():
     np.testing.assert_array_equal(adapter(np.array([0, 1, 2])), [-1, 0, 1])
 
 
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.Discrete(3, start=2),
+        gym.spaces.MultiDiscrete([3, 4]),
+        gym.spaces.Box(-2.0, 4.0, (2, 3), np.float32),
+        gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
+        gym.spaces.Dict(
+            {
+                "a": gym.spaces.Discrete(3),
+                "b": gym.spaces.Tuple([gym.spaces.Box(-1.0, 3.0, (2,)), gym.spaces.MultiDiscrete([2, 2])]),
+            }
+        ),
+    ],
+    ids=["discrete-with-start", "multi-discrete", "normalized-box", "unbounded-box", "dict-of-tuple"],
+)
+def test_action_adapter_maps_env_actions_back_to_the_policy_s_and_they_act_the_same(space):
+    adapter = ActionAdapter(space, normalize_actions=True, clip_actions=False)
+    space.seed(0)
+    taken = [space.sample() for _ in range(6)]
+    policy_actions = adapter.policy_actions(taken)
+    assert policy_actions.shape == (6, *adapter.policy_space.shape)
+    again = adapter.rows(adapter(policy_actions))
+    for first, second in zip(taken, again, strict=True):
+        np.testing.assert_allclose(gym.spaces.flatten(space, first), gym.spaces.flatten(space, second), rtol=1e-5, atol=1e-5)
+
+
 # ---------------------------------------------------------------------- #
 # explorations
 # ---------------------------------------------------------------------- #

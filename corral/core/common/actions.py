@@ -126,6 +126,53 @@ class ActionAdapter:
             first = next(iter(first.values())) if isinstance(first, dict) else first[0]
         return [_row(self.space, env_actions, i) for i in range(len(first))]
 
+    def policy_actions(self, env_actions: list[Any]) -> np.ndarray:
+        """The policy's actions for env actions taken by someone else (an application's logged actions): the inverse of
+        :meth:`__call__`.
+
+        A normalized Box action is scaled back into [-1, 1]; a Discrete action loses the space's start; a
+        Tuple or Dict action becomes the flat vector of its leaves.
+
+        Args:
+            env_actions: one env action per row, each in :attr:`space`.
+
+        Returns:
+            ``[B, ...]`` actions in :attr:`policy_space`.
+        """
+        if self.leaves:
+            rows = [
+                np.concatenate([np.asarray(leaf, np.float32).reshape(-1) for leaf in self._leaf_policy_actions(self.space, a)])
+                for a in env_actions
+            ]
+            return np.stack(rows).astype(np.float32) if rows else np.zeros((0, *(self.policy_space.shape or ())), np.float32)
+        actions = np.asarray(env_actions)
+        if isinstance(self.space, gym.spaces.Discrete):
+            return cast(np.ndarray, actions.astype(np.int64) - int(self.space.start))
+        if isinstance(self.space, gym.spaces.MultiDiscrete):
+            return actions.astype(np.int64)
+        flat = actions.reshape(len(env_actions), -1).astype(np.float32)
+        if self.normalize:
+            low, high = (b.reshape(-1).astype(np.float32) for b in self._bounds)
+            flat = np.clip(2.0 * (flat - low) / (high - low) - 1.0, -1.0, 1.0)
+        return cast(np.ndarray, flat.reshape(len(env_actions), *(self.policy_space.shape or ())))
+
+    def _leaf_policy_actions(self, space: gym.Space[Any], action: Any) -> list[np.ndarray]:
+        """A structured action's leaves as policy actions, in the order of :attr:`leaves`."""
+        found: list[Any] = []
+
+        def walk(part: gym.Space[Any], value: Any) -> None:
+            if isinstance(part, gym.spaces.Dict):
+                for key, sub in part.spaces.items():
+                    walk(sub, value[key])
+            elif isinstance(part, gym.spaces.Tuple):
+                for j, sub in enumerate(part.spaces):
+                    walk(sub, value[j])
+            else:
+                found.append(value)
+
+        walk(space, action)
+        return [adapter.policy_actions([value])[0] for (_, adapter, _), value in zip(self.leaves, found, strict=True)]
+
     def _env_shaped(self, actions: np.ndarray) -> np.ndarray:
         return actions if self._env_shape is None else actions.reshape(len(actions), *self._env_shape)
 

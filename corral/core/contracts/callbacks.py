@@ -30,9 +30,9 @@ if TYPE_CHECKING:  # the types the hooks receive; at run time nothing is importe
     from corral.core.environments.envs import EnvContext
     from corral.core.environments.multi_agent_env import MultiAgentEnv
     from corral.core.learning.policy import Policy
-    from corral.core.sampling.env_runner import EnvRunner, Episode
+    from corral.core.sampling.env_runner import Episode
     from corral.core.sampling.env_runner_group import EnvRunnerGroup
-    from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner, MultiAgentEpisode
+    from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner, MultiAgentEpisode
     from corral.core.training.algorithm import Algorithm
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class Callbacks:
     def on_environment_created(
         self,
         *,
-        env_runner: EnvRunner | MultiAgentEnvRunner,
+        env_runner: AnyEnvRunner,
         env: VectorEnv | MultiAgentEnv,
         env_context: EnvContext,
         **kwargs: Any,
@@ -62,7 +62,7 @@ class Callbacks:
     def on_sub_environment_created(
         self,
         *,
-        env_runner: EnvRunner | MultiAgentEnvRunner,
+        env_runner: AnyEnvRunner,
         sub_environment: Any,
         env_context: EnvContext,
         env_index: int,
@@ -74,21 +74,21 @@ class Callbacks:
         """See :func:`corral.core.contracts.hookspecs.on_create_policy`."""
 
     def on_episode_start(
-        self, *, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int, **kwargs: Any
+        self, *, episode: Episode | MultiAgentEpisode, env_runner: AnyEnvRunner, env_index: int, **kwargs: Any
     ) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_episode_start`."""
 
     def on_episode_step(
-        self, *, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int, **kwargs: Any
+        self, *, episode: Episode | MultiAgentEpisode, env_runner: AnyEnvRunner, env_index: int, **kwargs: Any
     ) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_episode_step`."""
 
     def on_episode_end(
-        self, *, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int, **kwargs: Any
+        self, *, episode: Episode | MultiAgentEpisode, env_runner: AnyEnvRunner, env_index: int, **kwargs: Any
     ) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_episode_end`."""
 
-    def on_sample_end(self, *, env_runner: EnvRunner | MultiAgentEnvRunner, samples: MultiAgentBatch, **kwargs: Any) -> None:
+    def on_sample_end(self, *, env_runner: AnyEnvRunner, samples: MultiAgentBatch, **kwargs: Any) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_sample_end`."""
 
     def on_postprocess_trajectory(
@@ -241,15 +241,11 @@ class CallbackRunner:
         """Call every ``on_algorithm_init`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_algorithm_init(algorithm=algorithm)
 
-    def environment_created(
-        self, env_runner: EnvRunner | MultiAgentEnvRunner, env: VectorEnv | MultiAgentEnv, env_context: EnvContext
-    ) -> None:
+    def environment_created(self, env_runner: AnyEnvRunner, env: VectorEnv | MultiAgentEnv, env_context: EnvContext) -> None:
         """Call every ``on_environment_created`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_environment_created(env_runner=env_runner, worker=env_runner, env=env, env_context=env_context)
 
-    def sub_environment_created(
-        self, env_runner: EnvRunner | MultiAgentEnvRunner, sub_environment: Any, env_context: EnvContext
-    ) -> None:
+    def sub_environment_created(self, env_runner: AnyEnvRunner, sub_environment: Any, env_context: EnvContext) -> None:
         """Call every ``on_sub_environment_created`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_sub_environment_created(
             env_runner=env_runner, worker=env_runner, sub_environment=sub_environment, env_context=env_context,
@@ -260,31 +256,25 @@ class CallbackRunner:
         """Call every ``on_create_policy`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_create_policy(policy_id=policy_id, policy=policy)
 
-    def episode_start(
-        self, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int
-    ) -> None:
+    def episode_start(self, episode: Episode | MultiAgentEpisode, env_runner: AnyEnvRunner, env_index: int) -> None:
         """Call every ``on_episode_start`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_episode_start(**_episode_arguments(episode, env_runner, env_index))
 
-    def episode_step(
-        self, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int
-    ) -> None:
+    def episode_step(self, episode: Episode | MultiAgentEpisode, env_runner: AnyEnvRunner, env_index: int) -> None:
         """Call every ``on_episode_step`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_episode_step(**_episode_arguments(episode, env_runner, env_index))
 
-    def episode_end(
-        self, episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int
-    ) -> None:
+    def episode_end(self, episode: Episode | MultiAgentEpisode, env_runner: AnyEnvRunner, env_index: int) -> None:
         """Call every ``on_episode_end`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_episode_end(**_episode_arguments(episode, env_runner, env_index))
 
-    def sample_end(self, env_runner: EnvRunner | MultiAgentEnvRunner, samples: MultiAgentBatch) -> None:
+    def sample_end(self, env_runner: AnyEnvRunner, samples: MultiAgentBatch) -> None:
         """Call every ``on_sample_end`` implementation, with the arguments its hookspec names."""
         self._pm.hook.on_sample_end(env_runner=env_runner, worker=env_runner, samples=samples)
 
     def postprocess_trajectory(
         self,
-        env_runner: EnvRunner | MultiAgentEnvRunner,
+        env_runner: AnyEnvRunner,
         policy_id: str,
         policy: Policy,
         batch: SampleBatch,
@@ -343,9 +333,7 @@ class CallbackRunner:
         self._pm.hook.on_algorithm_stop(algorithm=algorithm)
 
 
-def _episode_arguments(
-    episode: Episode | MultiAgentEpisode, env_runner: EnvRunner | MultiAgentEnvRunner, env_index: int
-) -> dict[str, Any]:
+def _episode_arguments(episode: Episode | MultiAgentEpisode, env_runner: AnyEnvRunner, env_index: int) -> dict[str, Any]:
     """What the episode hooks are given: the runner twice (``worker`` is RLlib's older name), its env, policies and model."""
     base_env = env_runner.env
     return {

@@ -18,6 +18,7 @@ import gymnasium as gym
 
 from corral.core.common.import_paths import import_object, is_import_path
 from corral.core.contracts.integrations import integration_hooks
+from corral.core.environments.external_env import ExternalEnv
 from corral.errors import ConfigError, EnvError, did_you_mean
 
 logger = logging.getLogger("corral")
@@ -192,7 +193,7 @@ CONFIG_PARAMETERS = ("config", "env_config", "env_context", "context", "ctx")
 
 def _creator_for(obj: Any, label: str) -> Callable[[EnvContext], gym.Env]:
     old_gym_class = all(callable(getattr(obj, name, None)) for name in ENV_METHODS)  # made, then wrapped or refused
-    if isinstance(obj, type) and not issubclass(obj, gym.Env) and not old_gym_class:
+    if isinstance(obj, type) and not issubclass(obj, (gym.Env, ExternalEnv)) and not old_gym_class:
         raise EnvError(f"environment {label!r} is {obj!r}, which is not a gymnasium.Env subclass")
     return _class_creator(obj, label) if isinstance(obj, type) else obj
 

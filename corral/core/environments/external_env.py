@@ -29,6 +29,9 @@ import gymnasium as gym
 
 from corral.errors import EnvError
 
+MAX_UNPOLLED_STEPS = 4096
+"""how many steps the episodes may say before the runner polls them; logging more waits for a poll"""
+
 
 @dataclasses.dataclass(frozen=True)
 class ExternalStep:
@@ -82,13 +85,13 @@ class ExternalEnv:
         self.action_space = action_space
         self.observation_space = observation_space
         self.max_concurrent = max_concurrent
-        self._changed = threading.Condition()
-        self._episodes: dict[str, _Episode] = {}
-        self._steps: list[ExternalStep] = []
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-        self._returned = False
-        self._closed = False
+        self.__changed = threading.Condition()
+        self.__episodes: dict[str, _Episode] = {}
+        self.__steps: list[ExternalStep] = []
+        self.__thread: threading.Thread | None = None
+        self.__error: BaseException | None = None
+        self.__returned = False
+        self.__closed = False
 
     def run(self) -> None:
         """The application's loop, in a thread of its own: episodes of :meth:`start_episode`, :meth:`get_action`, ...
@@ -114,13 +117,15 @@ class ExternalEnv:
             EnvError: the id is in use, or ``max_concurrent`` episodes are running.
         """
         episode_id = uuid.uuid4().hex if episode_id is None else episode_id
-        with self._changed:
-            self._check_open()
-            if episode_id in self._episodes:
+        with self.__changed:
+            self.__check_open()
+            if episode_id in self.__episodes:
                 raise EnvError(f"episode {episode_id!r} is already running; end it first, or give another id")
-            if len(self._episodes) >= self.max_concurrent:
-                raise EnvError(f"{len(self._episodes)} episodes are running, max_concurrent={self.max_concurrent}: end one first")
-            self._episodes[episode_id] = _Episode(training_enabled)
+            if len(self.__episodes) >= self.max_concurrent:
+                raise EnvError(
+                    f"{len(self.__episodes)} episodes are running, max_concurrent={self.max_concurrent}: end one first"
+                )
+            self.__episodes[episode_id] = _Episode(training_enabled)
         return episode_id
 
     def get_action(self, episode_id: str, observation: Any) -> Any:
@@ -136,10 +141,10 @@ class ExternalEnv:
         Raises:
             EnvError: no such episode, it already waits for an action, or the env was closed meanwhile.
         """
-        with self._changed:
-            episode = self._observe(episode_id, observation, action=None, action_prob=None)
+        with self.__changed:
+            episode = self.__observe(episode_id, observation, action=None, action_prob=None)
             episode.waiting = True
-            self._changed.wait_for(lambda: not episode.waiting or self._closed)
+            self.__changed.wait_for(lambda: not episode.waiting or self.__closed)
             if episode.waiting:
                 raise EnvError(f"the env closed while episode {episode_id!r} waited for an action")
             action, episode.action = episode.action, None
@@ -155,10 +160,12 @@ class ExternalEnv:
             action_prob: the probability its own policy gave the action, if it knows.
 
         Raises:
-            EnvError: no such episode, or it waits for an action.
+            EnvError: no such episode, it waits for an action, or the action is not in the action space.
         """
-        with self._changed:
-            self._observe(episode_id, observation, action=action, action_prob=action_prob)
+        if not self.action_space.contains(action):
+            raise EnvError(f"episode {episode_id!r} logged the action {action!r:.60}, which is not in {self.action_space}")
+        with self.__changed:
+            self.__observe(episode_id, observation, action=action, action_prob=action_prob)
 
     def log_returns(self, episode_id: str, reward: float, info: dict[str, Any] | None = None) -> None:
         """Record a reward (summed with the others until the next observation) and, optionally, an info.
@@ -171,8 +178,8 @@ class ExternalEnv:
         Raises:
             EnvError: no such episode.
         """
-        with self._changed:
-            episode = self._episode(episode_id)
+        with self.__changed:
+            episode = self.__episode(episode_id)
             episode.reward += float(reward)
             if info is not None:
                 episode.info = dict(info)
@@ -187,18 +194,18 @@ class ExternalEnv:
         Raises:
             EnvError: no such episode, or it waits for an action.
         """
-        with self._changed:
-            episode = self._episode(episode_id)
-            self._push(episode_id, episode, observation, ended=True)
-            del self._episodes[episode_id]
+        with self.__changed:
+            episode = self.__episode(episode_id)
+            self.__push(episode_id, episode, observation, ended=True)
+            del self.__episodes[episode_id]
 
     # ---------------------------------------------------------------- the env runner's side
 
     def start(self) -> None:
         """Start :meth:`run` in its thread (once; the env runner does this before it polls)."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"corral-{type(self).__name__}", daemon=True)
-            self._thread.start()
+        if self.__thread is None:
+            self.__thread = threading.Thread(target=self.__run, name=f"corral-{type(self).__name__}", daemon=True)
+            self.__thread.start()
 
     def poll(self, timeout: float | None = None) -> list[ExternalStep]:
         """Wait until an episode has something to say (or ``timeout`` seconds pass), and take everything said.
@@ -215,12 +222,13 @@ class ExternalEnv:
             EnvError: :meth:`run` raised (its error is the cause), or returned while nothing is left to poll.
         """
         self.start()
-        with self._changed:
-            self._changed.wait_for(lambda: self._steps or self._error is not None or not self._running(), timeout)
-            steps, self._steps = self._steps, []
-            if not steps and self._error is not None:
-                raise EnvError(f"{type(self).__name__}.run() raised {self._error!r}") from self._error
-            if not steps and not self._running():
+        with self.__changed:
+            self.__changed.wait_for(lambda: self.__steps or self.__error is not None or not self.__running(), timeout)
+            steps, self.__steps = self.__steps, []
+            self.__changed.notify_all()  # an application waiting for room may log again
+            if not steps and self.__error is not None:
+                raise EnvError(f"{type(self).__name__}.run() raised {self.__error!r}") from self.__error
+            if not steps and not self.__running():
                 raise EnvError(f"{type(self).__name__}.run() returned: its application plays no more episodes")
             return steps
 
@@ -233,56 +241,59 @@ class ExternalEnv:
         Raises:
             EnvError: an episode is not waiting for an action.
         """
-        with self._changed:
+        with self.__changed:
             for episode_id, action in actions.items():
-                episode = self._episodes.get(episode_id)
+                episode = self.__episodes.get(episode_id)
                 if episode is None or not episode.waiting:
                     raise EnvError(f"episode {episode_id!r} is not waiting for an action")
                 episode.action, episode.waiting = action, False
-            self._changed.notify_all()
+            self.__changed.notify_all()
 
     def close(self) -> None:
         """Stop answering: every :meth:`get_action` waiting (and any later call) raises ``EnvError``."""
-        with self._changed:
-            self._closed = True
-            self._changed.notify_all()
+        with self.__changed:
+            self.__closed = True
+            self.__changed.notify_all()
 
     # ---------------------------------------------------------------- inside
 
-    def _run(self) -> None:
+    def __run(self) -> None:
         try:
             self.run()
         except BaseException as exc:  # said to the runner at its next poll
-            with self._changed:
-                self._error = exc
+            with self.__changed:
+                self.__error = exc
         finally:
-            with self._changed:
-                self._returned = True  # said here, not by the thread's liveness: it is still alive while it notifies
-                self._changed.notify_all()
+            with self.__changed:
+                self.__returned = True  # said here, not by the thread's liveness: it is still alive while it notifies
+                self.__changed.notify_all()
 
-    def _running(self) -> bool:
-        return self._thread is not None and not self._returned
+    def __running(self) -> bool:
+        return self.__thread is not None and not self.__returned
 
-    def _check_open(self) -> None:
-        if self._closed:
+    def __check_open(self) -> None:
+        if self.__closed:
             raise EnvError(f"{type(self).__name__} is closed: its env runner stopped")
 
-    def _episode(self, episode_id: str) -> _Episode:
-        self._check_open()
-        episode = self._episodes.get(episode_id)
+    def __episode(self, episode_id: str) -> _Episode:
+        self.__check_open()
+        episode = self.__episodes.get(episode_id)
         if episode is None:
             raise EnvError(f"no episode {episode_id!r} is running; start_episode() opens one")
         if episode.waiting:
             raise EnvError(f"episode {episode_id!r} is waiting for an action (get_action) in another thread")
         return episode
 
-    def _observe(self, episode_id: str, observation: Any, action: Any, action_prob: float | None) -> _Episode:
-        episode = self._episode(episode_id)
-        self._push(episode_id, episode, observation, action=action, action_prob=action_prob)
+    def __observe(self, episode_id: str, observation: Any, action: Any, action_prob: float | None) -> _Episode:
+        episode = self.__episode(episode_id)
+        self.__push(episode_id, episode, observation, action=action, action_prob=action_prob)
         return episode
 
-    def _push(self, episode_id: str, episode: _Episode, observation: Any, **step: Any) -> None:
-        self._steps.append(
+    def __push(self, episode_id: str, episode: _Episode, observation: Any, **step: Any) -> None:
+        # an application that logs its own actions never waits for the runner: it waits here, so memory stays bounded
+        self.__changed.wait_for(lambda: len(self.__steps) < MAX_UNPOLLED_STEPS or self.__closed)
+        self.__check_open()
+        self.__steps.append(
             ExternalStep(
                 episode_id,
                 observation,
@@ -294,4 +305,4 @@ class ExternalEnv:
             )
         )
         episode.reward, episode.info, episode.first = 0.0, {}, False
-        self._changed.notify_all()
+        self.__changed.notify_all()

@@ -26,6 +26,7 @@ import numpy as np
 
 from corral.core.common import by_value
 from corral.core.environments.envs import EnvContext, env_name, import_env, registered_creators, resolve_creator
+from corral.core.environments.external_env import ExternalEnv
 from corral.errors import EnvError
 
 if TYPE_CHECKING:
@@ -293,7 +294,7 @@ def probe_env(config: AlgorithmConfig, worker_index: int = 0) -> tuple[bool, gym
             spec = import_env(spec)
         except Exception as exc:  # ConfigError for a bad path; reported as the env's
             raise EnvError(f"environment {config.env!r} cannot be imported: {exc}") from None
-    if isinstance(spec, type):
+    if isinstance(spec, type) and not issubclass(spec, ExternalEnv):  # an ExternalEnv is made: its runner needs it
         return issubclass(spec, MultiAgentEnv), None
     env_id, creator = resolve_creator(spec)
     if env_id is not None or creator is None:

@@ -209,6 +209,10 @@ class AgentCollector:
         chunk.done = terminated or truncated
         chunk.episode = episode
 
+    def longest_chunk(self) -> int:
+        """The most rows one column of the next fragment has: the horizon :meth:`build` needs at least."""
+        return max((len(chunk.rows) for chunk in self._chunks.values()), default=0)
+
     def build(self, policies: Mapping[str, Policy], horizon: int) -> dict[str, PolicyFragment]:
         """Each policy's closed rows as a right-aligned ``[horizon, K]`` fragment; open rows carry over to the next.
 

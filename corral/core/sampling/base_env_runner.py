@@ -232,13 +232,7 @@ class BaseEnvRunner:
         if self.config.batch_mode == "complete_episodes":
             env_steps, agent_steps, horizon = self._sample_complete_episodes(explore, steps, agent_target)
         else:
-            env_steps = agent_steps = 0
-            for t in range(steps):
-                stepped, acted = self._step(explore, t, steps)
-                env_steps, agent_steps = env_steps + stepped, agent_steps + acted
-                if agent_target is not None and agent_steps >= agent_target:
-                    break
-            horizon = steps
+            env_steps, agent_steps, horizon = self._sample_truncated(explore, steps, agent_target)
         parts = self._fragments(horizon)
         self._write_output(parts)
         # the output above keeps the env's own flags; each policy learns from episode ends as its config says
@@ -254,6 +248,20 @@ class BaseEnvRunner:
         samples = MultiAgentBatch(batches, env_steps, agent_steps)
         self.callbacks.sample_end(runner, samples)
         return samples
+
+    def _sample_truncated(self, explore: bool, steps: int, agent_target: int | None) -> tuple[int, int, int]:
+        """Step ``steps`` times (or until ``agent_target`` agent steps): ``batch_mode="truncate_episodes"``.
+
+        Returns:
+            The env steps and agent steps recorded, and the fragment's horizon (the steps taken).
+        """
+        env_steps = agent_steps = 0
+        for t in range(steps):
+            stepped, acted = self._step(explore, t, steps)
+            env_steps, agent_steps = env_steps + stepped, agent_steps + acted
+            if agent_target is not None and agent_steps >= agent_target:
+                break
+        return env_steps, agent_steps, steps
 
     def _sample_complete_episodes(self, explore: bool, steps: int, agent_target: int | None) -> tuple[int, int, int]:
         """Step at least ``steps`` times (or until ``agent_target`` agent steps), then until every recorded episode ended.

@@ -32,6 +32,7 @@ from corral.core.environments.envs import (
     is_guarded,
     make_vector_env,
 )
+from corral.core.environments.external_env import ExternalEnv
 from corral.core.environments.multi_agent_env import probe_env
 from corral.core.learning.policy import Policy
 from corral.core.learning.recurrent.carry import RecurrentCarry
@@ -404,6 +405,10 @@ def make_env_runner(
     from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner  # it builds on this module
 
     multi_agent, first_env = probe_env(config, worker_index)
+    if isinstance(first_env, ExternalEnv):
+        from corral.core.sampling.external.external_env_runner import ExternalEnvRunner  # it builds on this module
+
+        return ExternalEnvRunner(config, policies, worker_index, callbacks, num_envs, seed, stream, first_env)
     if multi_agent:
         return MultiAgentEnvRunner(config, policies, worker_index, callbacks, num_envs, seed, stream, first_env)
     if config.is_multi_agent:

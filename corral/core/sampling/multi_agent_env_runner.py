@@ -32,6 +32,7 @@ from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment
 from corral.core.sampling.agent_policies import PolicyModels as PolicyModels, infer_policy_spaces, map_agent
 from corral.core.sampling.base_env_runner import BaseEnvRunner
 from corral.core.sampling.env_runner import EnvRunner, make_env_runner as make_env_runner
+from corral.core.sampling.external.external_env_runner import ExternalEnvRunner
 from corral.core.sampling.metrics import EpisodeSummary, hist_lists
 from corral.core.sampling.runner_state import multi_agent_runner_state, set_multi_agent_runner_state
 from corral.errors import ConfigError
@@ -408,5 +409,5 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         self.close_output()
 
 
-AnyEnvRunner = EnvRunner | MultiAgentEnvRunner
-"""Either kind of env runner."""
+AnyEnvRunner = EnvRunner | MultiAgentEnvRunner | ExternalEnvRunner
+"""Any kind of env runner."""

@@ -51,8 +51,14 @@ def built_for(runner: BaseEnvRunner) -> dict[str, Any]:
     }
 
 
-def _fits(runner: BaseEnvRunner, state: dict[str, Any], built: dict[str, Any]) -> bool:
-    """Whether ``state`` was saved by a runner built as this one (``built``); if not, the log says new episodes start."""
+def state_fits(runner: BaseEnvRunner, state: dict[str, Any], built: dict[str, Any]) -> bool:
+    """Whether ``state`` was saved by a runner built as this one; if not, the log says new episodes start.
+
+    Args:
+        runner: the runner restoring.
+        state: the saved state.
+        built: what ``runner`` was built for (:func:`built_for`, and what its kind adds).
+    """
     if state.get("built_for") != built:
         logger.info("env runner %d starts new episodes: it is not built as the one whose state was saved", runner.worker_index)
         return False
@@ -70,8 +76,16 @@ def saved_episode_id(value: Any) -> int:
     return value
 
 
-def _restore_generator(runner: BaseEnvRunner, state: dict[str, Any]) -> None:
-    """The runner's generator and next episode id, as saved."""
+def restore_generator(runner: BaseEnvRunner, state: dict[str, Any]) -> None:
+    """Set the runner's generator and next episode id as saved.
+
+    Args:
+        runner: the runner restoring.
+        state: the saved state (``np_rng`` and, optionally, ``next_episode_id``).
+
+    Raises:
+        ValueError: a saved value is malformed.
+    """
     set_generator_state(runner.np_rng, state["np_rng"])
     runner.next_episode_id = saved_episode_id(state.get("next_episode_id", runner.next_episode_id))
 
@@ -123,7 +137,7 @@ def set_env_runner_state(runner: EnvRunner, state: dict[str, Any]) -> None:
     """
     if not isinstance(state, dict):
         raise ValueError("an env runner state must be a dict")
-    if not _fits(runner, state, _env_runner_built_for(runner)):
+    if not state_fits(runner, state, _env_runner_built_for(runner)):
         return
     state = state_codec.decode(state)
     n = runner.num_envs
@@ -131,7 +145,7 @@ def set_env_runner_state(runner: EnvRunner, state: dict[str, Any]) -> None:
     for key, value in counters.items():
         if value.shape != (n,):
             raise ValueError(f"env runner state {key!r} has shape {value.shape}, this runner {n} sub-environments")
-    _restore_generator(runner, state)
+    restore_generator(runner, state)
     if state["obs"] is None:
         runner._obs = None
         return
@@ -247,9 +261,9 @@ def set_multi_agent_runner_state(runner: MultiAgentEnvRunner, state: dict[str, A
         raise ValueError("a multi-agent env runner state must be a dict with the runner's generator")
     runner._obs = None
     runner._forget_open_rows()
-    if not _fits(runner, state, _multi_agent_built_for(runner)):
+    if not state_fits(runner, state, _multi_agent_built_for(runner)):
         return
-    _restore_generator(runner, state)
+    restore_generator(runner, state)
     episodes = state.get("episodes")
     if episodes is None:
         logger.info("multi-agent env runner %d starts new episodes after the restore", runner.worker_index)

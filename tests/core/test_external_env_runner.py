@@ -1,0 +1,166 @@
+"""Env runners sample an ExternalEnv: concurrent episodes as columns, logged actions as given, PPO learns through it."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from corral import ConfigError
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
+from corral.core.environments.external_env import ExternalEnv
+from corral.errors import EnvError
+from corral.plugins.ppo import PPOConfig
+from tests.conftest import best_return_within
+
+SPACE = gym.spaces.Box(-10.0, 10.0, (1,), np.float32)
+
+
+class Countdown(ExternalEnv):
+    """Concurrent threads, each playing episodes that count down from ``start`` to 0, rewarded ``count`` each step.
+
+    ``env_config``: ``threads``; ``untrained_first`` plays one episode with training disabled (counting down from 7)
+    before the others; ``logged_prob`` logs action 1 itself with that probability (``"none"``: without one).
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(gym.spaces.Discrete(2), SPACE)
+        self.config = config
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._play, daemon=True) for _ in range(self.config.get("threads", 1))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _play(self) -> None:
+        try:
+            if self.config.get("untrained_first"):
+                self._play_one(7, training_enabled=False)
+            while True:
+                self._play_one(3, training_enabled=True)
+        except EnvError:  # the runner stopped
+            pass
+
+    def _play_one(self, start: int, training_enabled: bool) -> None:
+        episode = self.start_episode(training_enabled=training_enabled)
+        for count in range(start, 0, -1):
+            obs = np.array([count], np.float32)
+            if "logged_prob" in self.config:
+                prob = self.config["logged_prob"]
+                self.log_action(episode, obs, 1, action_prob=None if prob == "none" else prob)
+            else:
+                self.get_action(episode, obs)
+            self.log_returns(episode, float(count))
+        self.end_episode(episode, np.zeros(1, np.float32))
+
+
+def countdown(**env_config: Any) -> PPOConfig:
+    return (
+        PPOConfig()
+        .environment(Countdown, env_config=env_config)
+        .env_runners(rollout_fragment_length=12)
+        .training(train_batch_size=24, minibatch_size=12, num_epochs=1)
+        .debugging(seed=0)
+    )
+
+
+def test_a_sample_call_records_the_fragment_s_steps_over_concurrent_episodes_one_column_each(make_algo: Any) -> None:
+    runner = make_algo(countdown(threads=3)).env_runner_group.local_env_runner
+    samples = runner.sample()
+    assert samples.env_steps == 12
+    batch = samples.policy_batches[DEFAULT_POLICY_ID]
+    obs = batch[SampleBatch.OBS][:, 0]
+    # each row's reward is what the episode logged after acting on the row's observation; a row still waiting for
+    # its episode's next observation goes into the next call's batch
+    assert np.array_equal(batch[SampleBatch.REWARDS], obs) and set(obs.tolist()) <= {1.0, 2.0, 3.0} and 9 <= len(obs) <= 12
+    assert np.array_equal(batch[SampleBatch.TERMINATEDS], obs == 1.0)
+    episodes = runner.get_metrics()
+    assert episodes and all((e.reward, e.length) == (6.0, 3) for e in episodes)
+
+
+def test_actions_the_application_logged_are_recorded_as_given_with_their_probability(make_algo: Any) -> None:
+    runner = make_algo(countdown(logged_prob=0.25)).env_runner_group.local_env_runner
+    batch = runner.sample().policy_batches[DEFAULT_POLICY_ID]
+    assert len(batch) >= 9 and np.all(batch[SampleBatch.ACTIONS] == 1)
+    np.testing.assert_allclose(batch[SampleBatch.ACTION_LOGP], np.log(0.25), rtol=1e-6)
+
+
+def test_a_logged_action_without_a_probability_is_weighed_by_the_policy_s_likelihood(make_algo: Any) -> None:
+    algo = make_algo(countdown(logged_prob="none"))
+    batch = algo.env_runner_group.local_env_runner.sample().policy_batches[DEFAULT_POLICY_ID]
+    expected = algo.get_policy().compute_log_likelihoods(batch[SampleBatch.OBS], np.ones(len(batch), np.int64))
+    np.testing.assert_allclose(batch[SampleBatch.ACTION_LOGP], expected, rtol=1e-5)
+    assert np.all(expected < np.log(0.9)), "the policy's likelihoods, not a probability the application gave"
+
+
+def test_an_episode_without_training_is_acted_for_and_reported_but_never_trained_on(make_algo: Any) -> None:
+    runner = make_algo(countdown(untrained_first=True)).env_runner_group.local_env_runner
+    batch = runner.sample().policy_batches[DEFAULT_POLICY_ID]
+    assert batch[SampleBatch.OBS].max() <= 3.0, "no row of the untrained episode"
+    lengths = sorted(e.length for e in runner.get_metrics())
+    assert lengths[-1] == 7 and set(lengths[:-1]) == {3}
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"env_runners": {"num_envs_per_env_runner": 2}}, r"num_envs_per_env_runner=2, but an ExternalEnv is one application"),
+        ({"env_runners": {"batch_mode": "complete_episodes"}}, r"ExternalEnv is sampled with batch_mode='truncate_episodes'"),
+        ({"training": {"model": {"use_lstm": True}}}, r"recurrent model's state through an ExternalEnv"),
+    ],
+)
+def test_what_an_external_env_cannot_be_sampled_with_is_refused_at_build(settings: dict[str, Any], match: str) -> None:
+    config = countdown()
+    for method, values in settings.items():
+        getattr(config, method)(**values)
+    with pytest.raises(ConfigError, match=match):
+        config.build()
+
+
+class CartPoleApp(ExternalEnv):
+    """RLlib's CartPole client pattern, in threads: each plays CartPole and asks the policy for every action."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        env = gym.make("CartPole-v1")
+        super().__init__(env.action_space, env.observation_space)
+        self.threads = config["threads"]
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._play, args=(i,), daemon=True) for i in range(self.threads)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _play(self, seed: int) -> None:
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=seed)
+        try:
+            while True:
+                episode, done = self.start_episode(), False
+                while not done:
+                    obs, reward, terminated, truncated, _ = env.step(self.get_action(episode, obs))
+                    self.log_returns(episode, float(reward))
+                    done = terminated or truncated
+                self.end_episode(episode, obs)
+                obs, _ = env.reset()
+        except EnvError:  # the runner stopped
+            pass
+
+
+@pytest.mark.slow
+def test_ppo_learns_cartpole_through_an_application_that_asks_for_its_actions(make_algo: Any) -> None:
+    algo = make_algo(
+        PPOConfig()
+        .environment(CartPoleApp, env_config={"threads": 4})
+        .env_runners(rollout_fragment_length=1000)
+        .training(train_batch_size=1000, minibatch_size=128, num_epochs=10, lr=3e-4)
+        .debugging(seed=0)
+    )
+    best, steps = best_return_within(algo, 40_000, 150.0)
+    assert best >= 150.0, f"mean return {best:.1f} after {steps} steps"
