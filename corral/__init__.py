@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.learning.exploration import Exploration as Exploration
     from corral.core.learning.policy import Policy as Policy
     from corral.core.learning.random_policy import RandomPolicy as RandomPolicy
+    from corral.core.sampling.external.io_context import IOContext as IOContext
     from corral.core.training.algorithm import Algorithm as Algorithm
     from corral.errors import (
         CheckpointError as CheckpointError,
@@ -52,6 +53,8 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         ParallelPettingZooEnv as ParallelPettingZooEnv,
         PettingZooEnv as PettingZooEnv,
     )
+    from corral.integrations.serving.policy_client import PolicyClient as PolicyClient
+    from corral.integrations.serving.policy_server_input import PolicyServerInput as PolicyServerInput
     from corral.registry import (
         get_algorithm as get_algorithm,
         get_config as get_config,
@@ -93,6 +96,9 @@ _EXPORTS = {
     "register_env": "corral.core.environments.envs",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
     "ExternalEnv": "corral.core.environments.external_env",
+    "IOContext": "corral.core.sampling.external.io_context",
+    "PolicyServerInput": "corral.integrations.serving.policy_server_input",
+    "PolicyClient": "corral.integrations.serving.policy_client",
     "TaskSettableEnv": "corral.core.environments.task_settable_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",

@@ -129,6 +129,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.networks.torch_layers import SlimFC as SlimFC, normc_initializer as normc_initializer
     from corral.core.sampling.async_sampling import AsyncSampler as AsyncSampler
     from corral.core.sampling.env_runner import EnvRunner as EnvRunner, Episode as Episode
+    from corral.core.sampling.external.io_context import IOContext as IOContext
     from corral.core.training.algorithm import Algorithm as Algorithm
     from corral.core.training.off_policy import OffPolicyAlgorithm as OffPolicyAlgorithm
     from corral.core.training.training_step_helpers import (
@@ -229,6 +230,7 @@ _EXPORTS = {
     "register_env": "corral.core.environments.envs",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
     "ExternalEnv": "corral.core.environments.external_env",
+    "IOContext": "corral.core.sampling.external.io_context",
     "TaskSettableEnv": "corral.core.environments.task_settable_env",
     "make_multi_agent": "corral.core.environments.multi_agent_env",
     "PolicySpec": "corral.core.contracts.policy_spec",

@@ -48,6 +48,8 @@ class ExternalStep:
         action_prob: the probability the application gave its action, where it said.
         info: the last info logged with the rewards.
         training_enabled: whether the episode's experience is trained on.
+        dropped: why the episode was given up (:meth:`ExternalEnv.drop_episode`), else None; such a step has no
+            observation, and what the episode had not yet closed is not trained on.
     """
 
     episode_id: str
@@ -59,6 +61,7 @@ class ExternalStep:
     action_prob: float | None = None
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
     training_enabled: bool = True
+    dropped: str | None = None
 
 
 @dataclasses.dataclass
@@ -198,6 +201,27 @@ class ExternalEnv:
             episode = self.__episode(episode_id)
             self.__push(episode_id, episode, observation, ended=True)
             del self.__episodes[episode_id]
+
+    def drop_episode(self, episode_id: str, reason: str) -> bool:
+        """Give up an episode whose application went away (a client that vanished): the runner counts it as dropped.
+
+        Its rows already closed are trained on; its last action, whose outcome never came, is not.
+
+        Args:
+            episode_id: the episode.
+            reason: why, for the runner's log.
+
+        Returns:
+            Whether it was dropped: False if it is not running, or waits for an action (its application is there).
+        """
+        with self.__changed:
+            episode = self.__episodes.get(episode_id)
+            if episode is None or episode.waiting:
+                return False
+            del self.__episodes[episode_id]
+            self.__steps.append(ExternalStep(episode_id, None, episode.reward, episode.first, dropped=reason))
+            self.__changed.notify_all()
+            return True
 
     # ---------------------------------------------------------------- the env runner's side
 

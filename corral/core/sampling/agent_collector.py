@@ -368,6 +368,10 @@ class AgentCollector:
                 raise ValueError(f"the saved open row of agent {agent!r} points at no saved record of policy {policy_id!r}")
             self._pending[(env_index, agent)] = _Pending(policy_id, record, raw_obs, float(reward))
 
+    def drop_open_row(self, key: AgentKey) -> None:
+        """Forget one agent's open row, if it has one (its outcome will never come)."""
+        self._pending.pop(key, None)
+
     def drop_open_rows(self, env_index: int) -> None:
         """Forget the open rows of one sub-environment (its episode was cut off without a last step)."""
         for key in [key for key in self._pending if key[0] == env_index]:

@@ -121,6 +121,11 @@ class BaseEnvRunner:
         """Build the sub-environments (``first_env`` is sub-environment 0 if given) and the sampling state."""
         raise NotImplementedError
 
+    @property
+    def num_workers(self) -> int:
+        """The algorithm's remote env runners (RLlib's ``worker.num_workers``; 0: this local runner samples)."""
+        return int(self.config.num_env_runners)
+
     def new_episode_id(self) -> int:
         """An id no other episode of the algorithm's runners has, the same in every run with the same seed.
 

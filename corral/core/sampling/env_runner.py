@@ -384,7 +384,8 @@ def make_env_runner(
     seed: int | None = None,
     stream: str = "sampling",
 ) -> AnyEnvRunner:
-    """The env runner for the config's env: a :class:`MultiAgentEnvRunner` for a ``corral.MultiAgentEnv``, else an EnvRunner.
+    """The env runner for the config's env: a MultiAgentEnvRunner for a ``corral.MultiAgentEnv``, an ExternalEnvRunner for an
+    ``ExternalEnv`` (or a function as ``input_``, which makes one), else an EnvRunner.
 
     Args:
         config: the algorithm's config.
@@ -402,12 +403,13 @@ def make_env_runner(
         ConfigError: the config sets ``multi_agent()`` policies or a mapping for a single-agent env.
         EnvError: the env cannot be made.
     """
+    from corral.core.sampling.external.external_env_runner import ExternalEnvRunner  # it builds on this module
     from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner  # it builds on this module
 
+    if callable(config.input_):  # RLlib's input factory: it makes each runner's ExternalEnv (a PolicyServerInput)
+        return ExternalEnvRunner(config, policies, worker_index, callbacks, num_envs, seed, stream)
     multi_agent, first_env = probe_env(config, worker_index)
     if isinstance(first_env, ExternalEnv):
-        from corral.core.sampling.external.external_env_runner import ExternalEnvRunner  # it builds on this module
-
         return ExternalEnvRunner(config, policies, worker_index, callbacks, num_envs, seed, stream, first_env)
     if multi_agent:
         return MultiAgentEnvRunner(config, policies, worker_index, callbacks, num_envs, seed, stream, first_env)

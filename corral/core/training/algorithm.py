@@ -49,6 +49,7 @@ from corral.core.persistence.loggers import (
     default_storage_path,
 )
 from corral.core.sampling.env_runner_group import EnvRunnerGroup
+from corral.core.sampling.external.external_env_runner import ExternalEnvRunner
 from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes
 from corral.core.sampling.multi_agent_env_runner import make_env_runner
 from corral.core.sampling.system_usage import SystemUsage
@@ -384,6 +385,9 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         }
         if self._system_usage is not None:
             result["perf"] = self._system_usage.perf()
+        if isinstance(self.env_runner_group.local_env_runner, ExternalEnvRunner):
+            dropped = self.env_runner_group.foreach_env_runner(lambda runner: getattr(runner, "episodes_dropped", 0))
+            result["external"] = {"episodes_dropped": sum(dropped)}  # since the runners started
         if self.config.env_task_fn is not None:
             function = self.config.env_task_fn
             self.env_runner_group.foreach_env_runner(lambda runner: runner.set_tasks(function, result))

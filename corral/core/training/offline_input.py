@@ -95,4 +95,5 @@ def experience_input_for(config: AlgorithmConfig | Any, policies: Mapping[str, P
 
 
 def _sampler_alone(config: Any) -> bool:
-    return isinstance(config.input_, str) and config.input_ == SAMPLER
+    # a function of an IOContext makes each env runner's input: the runners sample it as their env
+    return callable(config.input_) or (isinstance(config.input_, str) and config.input_ == SAMPLER)

@@ -64,7 +64,8 @@ class ProtocolError(CorralError, ValueError):
     """A request the server refuses: ``status`` is the HTTP status it answers with, the message says why.
 
     Args:
-        status: a 4xx HTTP status (400 malformed, 401 no or wrong token, 404 unknown episode, 413 too large).
+        status: the HTTP status: 4xx for a request refused (400 malformed, 401 no or wrong token, 404 unknown
+            episode, 409 in conflict with the episode's state, 413 too large), 503 for a server that is stopping.
         reason: what was wrong, and what would be right.
     """
 

@@ -29,7 +29,7 @@ def check_config(config: AlgorithmConfig) -> None:
             f"{names} hold a Tune search space, which a trial turns into a value; run the config through Tune "
             "(tune.Tuner(ALGO, param_space=config.to_dict())), or give a value to build it here"
         )
-    if config.env is None:
+    if config.env is None and not callable(config.input_):  # a function as input_ makes the runners' ExternalEnvs
         raise ConfigError(
             "no environment is set; call config.environment('CartPole-v1') "
             "(a gymnasium id, a 'module:Class' path, a class or a registered name)"
@@ -60,7 +60,16 @@ def check_config(config: AlgorithmConfig) -> None:
     if config._is_evaluation_copy:
         return
     try:
-        config.get_evaluation_config().validate()
+        evaluation = config.get_evaluation_config()
+        if evaluation.env is None and callable(config.input_):  # served episodes, and no env to evaluate in
+            if config.evaluation_interval:
+                raise ConfigError(
+                    f"evaluation_interval={config.evaluation_interval} evaluates in an env, and this config has none "
+                    "(its episodes are served: input_ is a function): give evaluation_config={'env': ...}, or set "
+                    "evaluation_interval=None"
+                )
+            return
+        evaluation.validate()
     except ConfigError as exc:
         raise ConfigError(f"evaluation_config: {exc}") from None
 

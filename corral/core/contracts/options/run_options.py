@@ -164,7 +164,8 @@ class RunOptions(BaseModel):
     input_: Any = option("sampler", "offline_data")
     """where training samples come from: 'sampler' (the env runners); a folder, glob pattern or file of recorded
     experiences, or a list of them; or a dict of these and 'sampler' to proportions that sum to 1 (in rows),
-    e.g. {'sampler': 0.5, '/data/expert': 0.5}"""
+    e.g. {'sampler': 0.5, '/data/expert': 0.5}; or RLlib's function of an IOContext that makes each env runner's input,
+    a PolicyServerInput (an ExternalEnv) or None for a runner that samples nothing"""
     input_config: dict[str, Any] = option({}, "offline_data")
     """how input files are read: {'format': 'parquet' or 'json'} (default: by each file's suffix),
     {'columns': {'obs': 'observation', ...}} (corral's column names -> the files' own), and {'use_ray_data': True}
@@ -253,6 +254,8 @@ class RunOptions(BaseModel):
         def is_path(item: Any) -> bool:
             return isinstance(item, (str, os.PathLike))
 
+        if callable(value):  # RLlib's reader factory, input_=lambda ioctx: PolicyServerInput(ioctx, address, port)
+            return value
         if is_path(value) or (isinstance(value, (list, tuple)) and value and all(map(is_path, value))):
             return value if is_path(value) else [os.fspath(v) for v in value]
         if isinstance(value, dict) and value and all(map(is_path, value)):
@@ -264,7 +267,8 @@ class RunOptions(BaseModel):
             return {os.fspath(k): float(s) for k, s in value.items()}
         raise ValueError(
             "input_ must be 'sampler', a folder, glob pattern or file, a list of them, "
-            "or a dict of them (and 'sampler') to proportions"
+            "a dict of them (and 'sampler') to proportions, or a function of an IOContext that makes each env runner's "
+            "input (lambda ioctx: PolicyServerInput(ioctx, 'localhost', 9900))"
         )
 
     @field_validator("input_config", mode="after")

@@ -24,6 +24,7 @@ episode's id), so GAE, n-step returns and V-trace run on them unchanged.
 from __future__ import annotations
 
 import collections
+import logging
 from typing import Any
 
 import gymnasium as gym
@@ -35,10 +36,13 @@ from corral.core.environments.external_env import ExternalEnv, ExternalStep
 from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment
 from corral.core.sampling.base_env_runner import BaseEnvRunner
 from corral.core.sampling.env_runner import Episode
+from corral.core.sampling.external.io_context import IOContext
 from corral.core.sampling.metrics import EpisodeSummary, hist_lists
 from corral.core.sampling.runner_state import built_for, restore_generator, state_fits
 from corral.core.seeding import generator_state
 from corral.errors import ConfigError
+
+logger = logging.getLogger("corral")
 
 POLL_S = 1.0
 """how long one poll waits for the application before the runner looks again"""
@@ -66,11 +70,17 @@ class ExternalEnvRunner(BaseEnvRunner):
             ``first_env`` is not an ExternalEnv.
     """
 
-    env: ExternalEnv
-
     def _make_envs(self, first_env: Any) -> None:
         config = self.config
-        if not isinstance(first_env, ExternalEnv):
+        if first_env is None and callable(config.input_):
+            first_env = config.input_(IOContext(config=config, worker_index=self.worker_index, worker=self))
+            if first_env is not None and not isinstance(first_env, ExternalEnv):
+                raise ConfigError(
+                    f"offline_data(input_=...) made a {type(first_env).__name__} for env runner {self.worker_index}; "
+                    "a function given as input_ makes an ExternalEnv (a PolicyServerInput) or None, and a folder or "
+                    "file of recorded experiences is given as input_ itself"
+                )
+        elif not isinstance(first_env, ExternalEnv):
             raise ConfigError(f"an ExternalEnvRunner samples an ExternalEnv, not {type(first_env).__name__}")
         if self.num_envs != 1 and "num_envs_per_env_runner" in config.model_fields_set:
             raise ConfigError(
@@ -88,17 +98,20 @@ class ExternalEnvRunner(BaseEnvRunner):
                 "use a feed-forward model (model use_lstm=False, use_attention=False)"
             )
         self.num_envs = 1  # corral's default of several sub-environments is for envs it steps
-        self.env = first_env
+        self.env: ExternalEnv | None = first_env
+        """the application's episodes; None where ``input_`` made nothing for this runner (it samples nothing)"""
         self._running: dict[str, ExternalEpisode] = {}
         """the application's episodes in progress, by its ids"""
+        self.episodes_dropped = 0
+        """episodes given up because their application went away (reported as ``external/episodes_dropped``)"""
         self._backlog: collections.deque[ExternalStep] = collections.deque()
         """what the episodes said beyond the last sample call's steps"""
         self._forget_open_rows()
 
     @property
     def sub_environments(self) -> list[Any]:
-        """The ExternalEnv, as the one sub-environment."""
-        return [self.env]
+        """The ExternalEnv, as the one sub-environment (none where ``input_`` made none)."""
+        return [] if self.env is None else [self.env]
 
     @property
     def module(self) -> Any:
@@ -108,12 +121,14 @@ class ExternalEnvRunner(BaseEnvRunner):
     def policy_spaces(self) -> dict[str, tuple[gym.Space[Any], gym.Space[Any]]]:
         """The policy's spaces: ``environment(observation_space=..., action_space=...)``, else the ExternalEnv's."""
         config = self.config
-        return {
-            DEFAULT_POLICY_ID: (
-                config.observation_space or self.env.observation_space,
-                config.action_space or self.env.action_space,
+        observation_space = config.observation_space or getattr(self.env, "observation_space", None)
+        action_space = config.action_space or getattr(self.env, "action_space", None)
+        if observation_space is None or action_space is None:
+            raise ConfigError(
+                f"env runner {self.worker_index} has no ExternalEnv to take the policy's spaces from: give them in "
+                "environment(observation_space=..., action_space=...)"
             )
-        }
+        return {DEFAULT_POLICY_ID: (observation_space, action_space)}
 
     # ------------------------------------------------------------------ #
     # sampling
@@ -144,6 +159,11 @@ class ExternalEnvRunner(BaseEnvRunner):
 
     def _advance(self, explore: bool, record: bool, limit: int | None) -> int:
         """Handle what the episodes said, in order, acting in batches; return the actions recorded (at most ``limit``)."""
+        if self.env is None:
+            raise ConfigError(
+                f"env runner {self.worker_index} has nothing to sample: offline_data(input_=...) made None for it "
+                "(RLlib's scripts make a PolicyServerInput on the remote runners, or on the local one with num_env_runners=0)"
+            )
         if not self._backlog:
             self._backlog.extend(self.env.poll(timeout=POLL_S))
         acting: list[ExternalStep] = []
@@ -162,6 +182,12 @@ class ExternalEnvRunner(BaseEnvRunner):
     def _observe(self, step: ExternalStep, record: bool) -> bool:
         """Close the episode's open row with the step's observation and rewards; return whether it needs an action."""
         key = (0, step.episode_id)
+        if step.dropped is not None:
+            self._collector.drop_open_row(key)
+            if self._running.pop(step.episode_id, None) is not None:
+                self.episodes_dropped += 1
+                logger.warning("env runner %d dropped episode %s: %s", self.worker_index, step.episode_id, step.dropped)
+            return False
         episode = self._running.get(step.episode_id)
         if episode is None:  # its first observation (or the first this runner saw, after a restore)
             episode = self._running[step.episode_id] = ExternalEpisode(step.observation, self.new_episode_id(), step.episode_id)
@@ -219,6 +245,7 @@ class ExternalEnvRunner(BaseEnvRunner):
             self._collector.act(DEFAULT_POLICY_ID, keys, [raw[j] for j in kept], obs[kept], actions[kept], extras)
             policy.global_timestep += len(kept)
         if answers:
+            assert self.env is not None  # _advance checked
             self.env.send_actions(answers)
 
     @staticmethod
@@ -262,5 +289,6 @@ class ExternalEnvRunner(BaseEnvRunner):
 
     def stop(self) -> None:
         """Close the ExternalEnv (episodes waiting for an action get an error) and the output files."""
-        self.env.close()
+        if self.env is not None:
+            self.env.close()
         self.close_output()

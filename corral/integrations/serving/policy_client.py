@@ -1,0 +1,245 @@
+"""RLlib's ``PolicyClient``: an application's side of a policy server, one HTTP request per call.
+
+The application keeps its loop and calls the same methods as an
+:class:`~corral.core.environments.external_env.ExternalEnv`'s: ``start_episode``,
+``get_action`` (the server's policy acts), ``log_action`` (the application
+acted itself), ``log_returns``, ``end_episode``. Each is a JSON POST
+(:mod:`~corral.integrations.serving.protocol`) over one kept-alive connection.
+
+A server that cannot be reached, or says it is stopping (503), is tried
+again with exponential backoff for ``max_retry_s``. A server that answers that it does
+not know an episode (it restarted, or dropped the episode after silence)
+gets the episode started again under the same id, and the call is repeated:
+the application's loop goes on, and the server trains on the episode from
+that point.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import time
+import urllib.parse
+from http import HTTPStatus
+from typing import Any
+
+import numpy as np
+
+from corral.errors import ConfigError
+from corral.integrations.serving import protocol
+from corral.integrations.serving.protocol import ProtocolError
+
+logger = logging.getLogger("corral")
+
+_RETRYABLE = (ConnectionError, http.client.HTTPException, TimeoutError, OSError)
+"""what a connection that failed or was refused raises (a restarting server)"""
+
+
+class PolicyClient:
+    """Plays episodes against a policy server (``PolicyServerInput``) from the application's own loop.
+
+    Args:
+        address: the server's URL (``"http://localhost:9900"``; ``"localhost:9900"`` is read the same).
+        inference_mode: ``"remote"``: the server's policy computes each action. RLlib's ``"local"`` (a copy of the
+            policy in this process) is not served by corral yet.
+        update_interval: how often a local copy would pull new weights (RLlib's argument; unused in remote mode).
+        auth_token: the server's token, sent as ``Authorization: Bearer <token>``.
+        timeout_s: how long one request may take, waiting for the action included (the server's runner acts between
+            its training steps).
+        max_retry_s: how long to keep trying a server that cannot be reached before giving up.
+
+    Raises:
+        ConfigError: the address is not an http URL, or ``inference_mode`` is not one corral serves.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        inference_mode: str = "remote",
+        update_interval: float | None = 10.0,
+        *,
+        auth_token: str | None = None,
+        timeout_s: float = 300.0,
+        max_retry_s: float = 60.0,
+    ) -> None:
+        if inference_mode != "remote":
+            raise ConfigError(
+                f"inference_mode={inference_mode!r}: corral's PolicyClient computes actions on the server "
+                "(inference_mode='remote'); acting with a local copy of the policy is not served yet"
+            )
+        url = urllib.parse.urlsplit(address if "://" in address else f"http://{address}")
+        if url.scheme != "http" or not url.hostname or url.port is None:
+            raise ConfigError(f"address {address!r} must be a server's URL with its port, e.g. 'http://localhost:9900'")
+        self.address = f"http://{url.hostname}:{url.port}"
+        self.inference_mode = inference_mode
+        self.update_interval = update_interval
+        self._host, self._port = url.hostname, url.port
+        self._headers = {"Content-Type": "application/json"}
+        if auth_token is not None:
+            self._headers["Authorization"] = f"Bearer {auth_token}"
+        self._timeout_s, self._max_retry_s = timeout_s, max_retry_s
+        self._connection: http.client.HTTPConnection | None = None
+        self._training: dict[str, bool] = {}
+        """each episode this client started, and whether it is trained on (to start it again on a restarted server)"""
+
+    # ---------------------------------------------------------------- RLlib's methods
+    def start_episode(self, episode_id: str | None = None, training_enabled: bool = True) -> str:
+        """Open an episode on the server.
+
+        Args:
+            episode_id: its id (letters, digits and ``_.:-``); None: the server picks one.
+            training_enabled: whether the server trains on it.
+
+        Returns:
+            The episode's id.
+
+        Raises:
+            ProtocolError: the server refused (the id is in use, too many episodes run).
+        """
+        fields: dict[str, Any] = {"training_enabled": training_enabled}
+        if episode_id is not None:
+            fields["episode_id"] = episode_id
+        started = str(self._send(protocol.START_EPISODE, fields)["episode_id"])
+        self._training[started] = training_enabled
+        return started
+
+    def get_action(self, episode_id: str, observation: Any) -> Any:
+        """The server policy's action on ``observation``.
+
+        Args:
+            episode_id: the episode.
+            observation: what the application observes (a value of the policy's observation space).
+
+        Returns:
+            The action: an int for a Discrete space, an array for a Box, a dict or list of them for a Dict or Tuple.
+        """
+        answer = self._episode_call(protocol.GET_ACTION, episode_id, {"observation": observation})
+        return _as_numpy(answer["action"])
+
+    def log_action(self, episode_id: str, observation: Any, action: Any, action_prob: float | None = None) -> None:
+        """Tell the server the action the application took itself on ``observation``.
+
+        Args:
+            episode_id: the episode.
+            observation: what it observed.
+            action: what it did.
+            action_prob: the probability its own policy gave the action, if known.
+        """
+        fields = {"observation": observation, "action": action}
+        if action_prob is not None:
+            fields["action_prob"] = action_prob
+        self._episode_call(protocol.LOG_ACTION, episode_id, fields)
+
+    def log_returns(
+        self, episode_id: str, reward: float, info: dict[str, Any] | None = None, multiagent_done_dict: Any = None
+    ) -> None:
+        """Tell the server the reward since the last action (summed with others until the next one).
+
+        Args:
+            episode_id: the episode.
+            reward: the reward.
+            info: the env's info dict, if any (JSON values).
+            multiagent_done_dict: RLlib's per-agent done flags; corral's server serves one agent.
+
+        Raises:
+            ConfigError: ``multiagent_done_dict`` is given.
+        """
+        if multiagent_done_dict is not None:
+            raise ConfigError("corral's policy server serves single-agent episodes: log_returns takes no multiagent_done_dict")
+        fields: dict[str, Any] = {"reward": float(reward)}
+        if info is not None:
+            fields["info"] = info
+        self._episode_call(protocol.LOG_RETURNS, episode_id, fields)
+
+    def end_episode(self, episode_id: str, observation: Any) -> None:
+        """Close the episode with its last observation.
+
+        Args:
+            episode_id: the episode.
+            observation: the last observation.
+        """
+        self._episode_call(protocol.END_EPISODE, episode_id, {"observation": observation})
+        self._training.pop(episode_id, None)
+
+    def update_policy_weights(self) -> None:
+        """RLlib's pull of new weights into a local policy copy: in remote mode the server's policy is always current.
+
+        Raises:
+            ConfigError: always, saying why (there is no local copy to update).
+        """
+        raise ConfigError("update_policy_weights() updates a local policy copy; this client's actions come from the server")
+
+    def close(self) -> None:
+        """Close the connection (the next call opens a new one)."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    # ---------------------------------------------------------------- inside
+    def _episode_call(self, command: str, episode_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """A command about an episode; one the server does not know is started again under its id first."""
+        try:
+            return self._send(command, {"episode_id": episode_id, **fields})
+        except ProtocolError as refused:
+            if refused.status != 404 or episode_id not in self._training:
+                raise
+        if command == protocol.END_EPISODE:
+            logger.warning("the server at %s no longer knew episode %s when it ended", self.address, episode_id)
+            return {}
+        logger.warning("the server at %s no longer knows episode %s: it goes on there as a new episode", self.address, episode_id)
+        self._send(protocol.START_EPISODE, {"episode_id": episode_id, "training_enabled": self._training[episode_id]})
+        return self._send(command, {"episode_id": episode_id, **fields})
+
+    def _send(self, command: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """POST one command; try a server that cannot be reached again with backoff; raise its refusals."""
+        body = protocol.encode({"command": command, **fields})
+        deadline, wait = time.monotonic() + self._max_retry_s, 0.05
+        while True:
+            try:
+                status, answer = self._post(body)
+                if status != HTTPStatus.SERVICE_UNAVAILABLE:
+                    break
+                self.close()  # a stopping server's connection: the next try connects to whoever listens then
+                problem: object = answer.get("error", answer)
+            except _RETRYABLE as exc:
+                self.close()
+                problem = exc
+            if time.monotonic() + wait > deadline:
+                raise ConnectionError(
+                    f"the policy server at {self.address} could not be reached for {self._max_retry_s:g} s: {problem}"
+                )
+            time.sleep(wait)
+            wait = min(2 * wait, 2.0)
+        if status != 200:
+            raise ProtocolError(status, f"the server refused {command} ({status}): {answer.get('error', answer)}")
+        return answer
+
+    def _post(self, body: bytes) -> tuple[int, dict[str, Any]]:
+        if self._connection is None:
+            self._connection = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
+        self._connection.request("POST", "/", body, self._headers)
+        response = self._connection.getresponse()
+        data = response.read()
+        if response.getheader("Connection", "").lower() == "close":
+            self.close()
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            answer = {"error": data[:200].decode("utf-8", "replace")}
+        return response.status, answer if isinstance(answer, dict) else {"error": answer}
+
+
+def _as_numpy(value: Any) -> Any:
+    """An action as JSON gave it: a list of numbers (nested evenly) as an array, any other list as a tuple of parts."""
+    if isinstance(value, dict):
+        return {key: _as_numpy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        try:
+            array = np.asarray(value)
+        except ValueError:  # ragged: a Tuple space's parts
+            array = None
+        if array is not None and array.dtype.kind in "biuf":
+            return array
+        return tuple(_as_numpy(item) for item in value)
+    return value
