@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -80,7 +81,7 @@ def test_concurrent_episodes_each_get_their_own_actions() -> None:
 
 def test_logged_actions_arrive_with_their_probability_and_wait_for_nothing() -> None:
     steps = _drive(Countdown(episodes=1, off_policy=True))
-    assert [(s.action, s.action_prob) for s in steps if not s.ended] == [(0, 0.5)] * 3
+    assert [(s.action, s.action_logp) for s in steps if not s.ended] == [(0, math.log(0.5))] * 3
 
 
 def test_an_application_that_fails_fails_the_runner_s_poll_with_its_error() -> None:

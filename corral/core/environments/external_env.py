@@ -21,6 +21,7 @@ episodes did (:class:`ExternalStep`, one per observation), and
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import uuid
 from typing import Any
@@ -45,7 +46,8 @@ class ExternalStep:
         ended: whether the episode ended with it (:meth:`ExternalEnv.end_episode`).
         action: the action the application took itself (:meth:`ExternalEnv.log_action`), else None: the runner
             acts and answers with :meth:`ExternalEnv.send_actions`.
-        action_prob: the probability the application gave its action, where it said.
+        action_logp: the log-probability (a log-density, for a continuous action) the application gave its action,
+            where it said.
         info: the last info logged with the rewards.
         training_enabled: whether the episode's experience is trained on.
         dropped: why the episode was given up (:meth:`ExternalEnv.drop_episode`), else None; such a step has no
@@ -58,7 +60,7 @@ class ExternalStep:
     first: bool
     ended: bool = False
     action: Any = None
-    action_prob: float | None = None
+    action_logp: float | None = None
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
     training_enabled: bool = True
     dropped: str | None = None
@@ -145,7 +147,7 @@ class ExternalEnv:
             EnvError: no such episode, it already waits for an action, or the env was closed meanwhile.
         """
         with self.__changed:
-            episode = self.__observe(episode_id, observation, action=None, action_prob=None)
+            episode = self.__observe(episode_id, observation, action=None, action_logp=None)
             episode.waiting = True
             self.__changed.wait_for(lambda: not episode.waiting or self.__closed)
             if episode.waiting:
@@ -153,7 +155,15 @@ class ExternalEnv:
             action, episode.action = episode.action, None
             return action
 
-    def log_action(self, episode_id: str, observation: Any, action: Any, action_prob: float | None = None) -> None:
+    def log_action(
+        self,
+        episode_id: str,
+        observation: Any,
+        action: Any,
+        action_prob: float | None = None,
+        *,
+        action_logp: float | None = None,
+    ) -> None:
         """Record an observation and the action the application took on it itself (off-policy).
 
         Args:
@@ -161,14 +171,20 @@ class ExternalEnv:
             observation: what the application observed.
             action: what it did.
             action_prob: the probability its own policy gave the action, if it knows.
+            action_logp: or its log (a log-density, for a continuous action), if it knows.
 
         Raises:
-            EnvError: no such episode, it waits for an action, or the action is not in the action space.
+            EnvError: no such episode, it waits for an action, the action is not in the action space, or both
+                ``action_prob`` and ``action_logp`` are given.
         """
         if not self.action_space.contains(action):
             raise EnvError(f"episode {episode_id!r} logged the action {action!r:.60}, which is not in {self.action_space}")
+        if action_prob is not None:
+            if action_logp is not None:
+                raise EnvError(f"episode {episode_id!r} logged both action_prob and action_logp: give one")
+            action_logp = math.log(action_prob)
         with self.__changed:
-            self.__observe(episode_id, observation, action=action, action_prob=action_prob)
+            self.__observe(episode_id, observation, action=action, action_logp=action_logp)
 
     def log_returns(self, episode_id: str, reward: float, info: dict[str, Any] | None = None) -> None:
         """Record a reward (summed with the others until the next observation) and, optionally, an info.
@@ -308,9 +324,9 @@ class ExternalEnv:
             raise EnvError(f"episode {episode_id!r} is waiting for an action (get_action) in another thread")
         return episode
 
-    def __observe(self, episode_id: str, observation: Any, action: Any, action_prob: float | None) -> _Episode:
+    def __observe(self, episode_id: str, observation: Any, action: Any, action_logp: float | None) -> _Episode:
         episode = self.__episode(episode_id)
-        self.__push(episode_id, episode, observation, action=action, action_prob=action_prob)
+        self.__push(episode_id, episode, observation, action=action, action_logp=action_logp)
         return episode
 
     def __push(self, episode_id: str, episode: _Episode, observation: Any, **step: Any) -> None:

@@ -1,10 +1,14 @@
-"""RLlib's ``PolicyClient``: an application's side of a policy server, one HTTP request per call.
+"""RLlib's ``PolicyClient``: an application's side of a policy server, over HTTP.
 
 The application keeps its loop and calls the same methods as an
 :class:`~corral.core.environments.external_env.ExternalEnv`'s: ``start_episode``,
-``get_action`` (the server's policy acts), ``log_action`` (the application
-acted itself), ``log_returns``, ``end_episode``. Each is a JSON POST
-(:mod:`~corral.integrations.serving.protocol`) over one kept-alive connection.
+``get_action``, ``log_action`` (the application acted itself),
+``log_returns``, ``end_episode``. In remote inference mode each is a JSON
+POST (:mod:`~corral.integrations.serving.protocol`) over one kept-alive
+connection, and the server's policy acts. In local mode (RLlib's default) a
+copy of the policy acts in this process and the calls are reported in
+batches (:mod:`~corral.integrations.serving.local_inference`); only the
+local mode imports torch.
 
 A server that cannot be reached, or says it is stopping (503), is tried
 again with exponential backoff for ``max_retry_s``. A server that answers that it does
@@ -22,13 +26,16 @@ import logging
 import time
 import urllib.parse
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from corral.errors import ConfigError
 from corral.integrations.serving import protocol
 from corral.integrations.serving.protocol import ProtocolError
+
+if TYPE_CHECKING:
+    from corral.integrations.serving.local_inference import LocalInference
 
 logger = logging.getLogger("corral")
 
@@ -41,33 +48,33 @@ class PolicyClient:
 
     Args:
         address: the server's URL (``"http://localhost:9900"``; ``"localhost:9900"`` is read the same).
-        inference_mode: ``"remote"``: the server's policy computes each action. RLlib's ``"local"`` (a copy of the
-            policy in this process) is not served by corral yet.
-        update_interval: how often a local copy would pull new weights (RLlib's argument; unused in remote mode).
+        inference_mode: ``"local"`` (RLlib's default): a copy of the server's policy in this process acts, and what
+            the application did is reported in batches (:mod:`~corral.integrations.serving.local_inference`);
+            ``"remote"``: the server's policy computes each action, one request per call.
+        update_interval: in local mode, the seconds between pulls of the server's weights (checked when a report is
+            sent); None: only :meth:`update_policy_weights` pulls them.
         auth_token: the server's token, sent as ``Authorization: Bearer <token>``.
         timeout_s: how long one request may take, waiting for the action included (the server's runner acts between
             its training steps).
         max_retry_s: how long to keep trying a server that cannot be reached before giving up.
 
     Raises:
-        ConfigError: the address is not an http URL, or ``inference_mode`` is not one corral serves.
+        ConfigError: the address is not an http URL, ``inference_mode`` is neither, or (local mode) the server's
+            policy cannot be built here.
     """
 
     def __init__(
         self,
         address: str,
-        inference_mode: str = "remote",
+        inference_mode: str = "local",
         update_interval: float | None = 10.0,
         *,
         auth_token: str | None = None,
         timeout_s: float = 300.0,
         max_retry_s: float = 60.0,
     ) -> None:
-        if inference_mode != "remote":
-            raise ConfigError(
-                f"inference_mode={inference_mode!r}: corral's PolicyClient computes actions on the server "
-                "(inference_mode='remote'); acting with a local copy of the policy is not served yet"
-            )
+        if inference_mode not in ("local", "remote"):
+            raise ConfigError(f"inference_mode={inference_mode!r}: it is 'local' (a copy of the policy acts here) or 'remote'")
         url = urllib.parse.urlsplit(address if "://" in address else f"http://{address}")
         if url.scheme != "http" or not url.hostname or url.port is None:
             raise ConfigError(f"address {address!r} must be a server's URL with its port, e.g. 'http://localhost:9900'")
@@ -82,6 +89,14 @@ class PolicyClient:
         self._connection: http.client.HTTPConnection | None = None
         self._training: dict[str, bool] = {}
         """each episode this client started, and whether it is trained on (to start it again on a restarted server)"""
+        self._local: LocalInference | None = None
+        self._updated = 0.0
+        if inference_mode == "local":
+            from corral.integrations.serving.local_inference import LocalInference, build_local_policy  # imports torch
+
+            args = self._send(protocol.GET_WORKER_ARGS, {})
+            self._local = LocalInference(build_local_policy(args, self.address), int(args.get("report_steps", 200)))
+            self.update_policy_weights()
 
     # ---------------------------------------------------------------- RLlib's methods
     def start_episode(self, episode_id: str | None = None, training_enabled: bool = True) -> str:
@@ -97,6 +112,10 @@ class PolicyClient:
         Raises:
             ProtocolError: the server refused (the id is in use, too many episodes run).
         """
+        if self._local is not None:
+            started = self._local.start_episode(episode_id, training_enabled)
+            self._training[started] = training_enabled
+            return started
         fields: dict[str, Any] = {"training_enabled": training_enabled}
         if episode_id is not None:
             fields["episode_id"] = episode_id
@@ -114,6 +133,10 @@ class PolicyClient:
         Returns:
             The action: an int for a Discrete space, an array for a Box, a dict or list of them for a Dict or Tuple.
         """
+        if self._local is not None:
+            action = self._local.act(episode_id, observation)
+            self._report_if_full()
+            return action
         answer = self._episode_call(protocol.GET_ACTION, episode_id, {"observation": observation})
         return _as_numpy(answer["action"])
 
@@ -130,6 +153,7 @@ class PolicyClient:
         if action_prob is not None:
             fields["action_prob"] = action_prob
         self._episode_call(protocol.LOG_ACTION, episode_id, fields)
+        self._report_if_full()
 
     def log_returns(
         self, episode_id: str, reward: float, info: dict[str, Any] | None = None, multiagent_done_dict: Any = None
@@ -160,25 +184,61 @@ class PolicyClient:
             observation: the last observation.
         """
         self._episode_call(protocol.END_EPISODE, episode_id, {"observation": observation})
+        if self._local is not None:
+            self.report()
         self._training.pop(episode_id, None)
 
     def update_policy_weights(self) -> None:
-        """RLlib's pull of new weights into a local policy copy: in remote mode the server's policy is always current.
+        """Pull the server's current weights (and observation-filter statistics) into the local copy of the policy.
 
         Raises:
-            ConfigError: always, saying why (there is no local copy to update).
+            ConfigError: in remote mode, where there is no local copy (the server's policy is always current).
         """
-        raise ConfigError("update_policy_weights() updates a local policy copy; this client's actions come from the server")
+        if self._local is None:
+            raise ConfigError("update_policy_weights() updates a local policy copy; this client's actions come from the server")
+        self._local.set_state(self._send(protocol.GET_WEIGHTS, {}))
+        self._updated = time.monotonic()
+
+    def report(self) -> None:
+        """Send what the application did that is still queued (local mode; a call ending an episode sends it too).
+
+        A server that does not know an episode the report continues (it restarted, or dropped it) gets the
+        episode started again in the same report.
+        """
+        if self._local is None:
+            return
+        from corral.integrations.serving.local_inference import report_body  # loaded with the local copy
+
+        messages, continued = self._local.take_report()
+        if not messages:
+            return
+        try:
+            self._send_body(protocol.REPORT_SAMPLES, report_body(messages))
+        except ProtocolError as refused:
+            if refused.status != 404:
+                raise
+            logger.warning("the server at %s no longer knows episodes of this client: they go on as new episodes", self.address)
+            starts = [
+                protocol.encode(
+                    {"command": protocol.START_EPISODE, "episode_id": e, "training_enabled": self._training.get(e, True)}
+                )
+                for e in sorted(continued)
+            ]
+            self._send_body(protocol.REPORT_SAMPLES, report_body(starts + messages))
+        if self.update_interval is not None and time.monotonic() - self._updated >= self.update_interval:
+            self.update_policy_weights()
 
     def close(self) -> None:
-        """Close the connection (the next call opens a new one)."""
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        """Send what is still queued (local mode), and close the connection (the next call opens a new one)."""
+        self.report()
+        self._close_connection()
 
     # ---------------------------------------------------------------- inside
     def _episode_call(self, command: str, episode_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-        """A command about an episode; one the server does not know is started again under its id first."""
+        """A command about an episode (queued in local mode); one the server does not know is started again first."""
+        if self._local is not None:
+            self._local.queue({"command": command, "episode_id": episode_id, **fields})
+            return {}
         try:
             return self._send(command, {"episode_id": episode_id, **fields})
         except ProtocolError as refused:
@@ -191,19 +251,26 @@ class PolicyClient:
         self._send(protocol.START_EPISODE, {"episode_id": episode_id, "training_enabled": self._training[episode_id]})
         return self._send(command, {"episode_id": episode_id, **fields})
 
+    def _report_if_full(self) -> None:
+        if self._local is not None and self._local.full:
+            self.report()
+
     def _send(self, command: str, fields: dict[str, Any]) -> dict[str, Any]:
         """POST one command; try a server that cannot be reached again with backoff; raise its refusals."""
-        body = protocol.encode({"command": command, **fields})
+        return self._send_body(command, protocol.encode({"command": command, **fields}))
+
+    def _send_body(self, command: str, body: bytes) -> dict[str, Any]:
+        """POST an encoded command (see :meth:`_send`)."""
         deadline, wait = time.monotonic() + self._max_retry_s, 0.05
         while True:
             try:
                 status, answer = self._post(body)
                 if status != HTTPStatus.SERVICE_UNAVAILABLE:
                     break
-                self.close()  # a stopping server's connection: the next try connects to whoever listens then
+                self._close_connection()  # a stopping server's connection: the next try connects to whoever listens then
                 problem: object = answer.get("error", answer)
             except _RETRYABLE as exc:
-                self.close()
+                self._close_connection()
                 problem = exc
             if time.monotonic() + wait > deadline:
                 raise ConnectionError(
@@ -215,6 +282,11 @@ class PolicyClient:
             raise ProtocolError(status, f"the server refused {command} ({status}): {answer.get('error', answer)}")
         return answer
 
+    def _close_connection(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
     def _post(self, body: bytes) -> tuple[int, dict[str, Any]]:
         if self._connection is None:
             self._connection = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
@@ -222,7 +294,7 @@ class PolicyClient:
         response = self._connection.getresponse()
         data = response.read()
         if response.getheader("Connection", "").lower() == "close":
-            self.close()
+            self._close_connection()
         try:
             answer = json.loads(data)
         except ValueError:

@@ -25,6 +25,9 @@ import threading
 import time
 from typing import Any
 
+from corral.core.common import by_value, state_codec
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID
+from corral.core.common.space_codec import encode_space
 from corral.core.environments.external_env import ExternalEnv
 from corral.errors import ConfigError, EnvError
 from corral.integrations.serving import protocol
@@ -125,12 +128,15 @@ class PolicyServerInput(ExternalEnv):
                 raise ProtocolError(409, str(exc)) from None
             self._seen(started)
             return {"episode_id": started}
-        if command in (protocol.GET_WORKER_ARGS, protocol.GET_WEIGHTS, protocol.REPORT_SAMPLES):
-            raise ProtocolError(
-                400,
-                f"{command} is for clients that act themselves (inference_mode='local'), which corral does not serve "
-                "yet: use PolicyClient(address, inference_mode='remote')",
-            )
+        if command == protocol.GET_WORKER_ARGS:
+            return self._worker_args()
+        if command == protocol.GET_WEIGHTS:
+            return {"state": state_codec.encode(self._policy().get_sampling_state(), compress=True)}
+        if command == protocol.REPORT_SAMPLES:  # a client that acts itself: what it did, in order
+            self._check_report(fields["samples"])
+            for sample in fields["samples"]:
+                self._answer(sample)
+            return {}
         episode_id: str = fields["episode_id"]  # every other command names its episode
         with self._activity:  # an episode with a request under way is not silent, however long the request waits
             if self._last_seen.pop(episode_id, None) is None:
@@ -160,10 +166,50 @@ class PolicyServerInput(ExternalEnv):
             return {"action": self.get_action(episode_id, observation)}
         if command == protocol.LOG_ACTION:
             action = space_value(fields["action"], self.action_space, "LOG_ACTION's action")
-            self.log_action(episode_id, observation, action, fields.get("action_prob"))
+            self.log_action(
+                episode_id, observation, action, fields.get("action_prob"), action_logp=fields.get(protocol.ACTION_LOGP)
+            )
             return {}
         self.end_episode(episode_id, observation)
         return {}
+
+    def _check_report(self, samples: list[Request]) -> None:
+        """Refuse (404) a report that continues an episode not running here, before any of it is used."""
+        started: set[str] = set()
+        with self._activity:
+            running = set(self._last_seen)
+        for sample in samples:
+            episode_id = sample.fields.get("episode_id")
+            if sample.command == protocol.START_EPISODE and episode_id is not None:
+                started.add(episode_id)
+            elif episode_id not in started and episode_id not in running:
+                raise ProtocolError(
+                    404, f"REPORT_SAMPLES: no episode {episode_id!r} is running here; start it in the report (nothing was used)"
+                )
+
+    def _policy(self) -> Any:
+        return self.ioctx.worker.policies[DEFAULT_POLICY_ID]
+
+    def _worker_args(self) -> dict[str, Any]:
+        """What a client that acts itself builds its copy of the policy from: data only, never code or pickles.
+
+        The algorithm by its registered name, the policy's spaces, and the config without the script's own objects
+        (stored by value, which the client's policy does not need); the weights come with ``GET_WEIGHTS``.
+        """
+        config = self.ioctx.config
+        data = config.to_dict()
+        by_script = data.pop(by_value.TABLE_KEY, None) or {}
+        data = {key: value for key, value in data.items() if not (isinstance(value, str) and value in by_script)}
+        data["input_"] = "sampler"
+        policy = self._policy()
+        return {
+            "algorithm": config.algo_class.name,
+            "policy_id": DEFAULT_POLICY_ID,
+            "observation_space": encode_space(policy.observation_space),
+            "action_space": encode_space(policy.action_space),
+            "config": data,
+            "report_steps": config.get_rollout_fragment_length(),
+        }
 
     def _seen(self, episode_id: str, ended: bool = False) -> None:
         with self._activity:

@@ -31,7 +31,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from corral.core.common.sample_batch import SampleBatch
 from corral.errors import CorralError
+
+ACTION_LOGP = SampleBatch.ACTION_LOGP
+"""LOG_ACTION's field for the log-probability the client gave its action: the batch column's name"""
 
 START_EPISODE = "START_EPISODE"
 GET_ACTION = "GET_ACTION"
@@ -45,7 +49,7 @@ REPORT_SAMPLES = "REPORT_SAMPLES"
 FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     START_EPISODE: (frozenset(), frozenset({"episode_id", "training_enabled"})),
     GET_ACTION: (frozenset({"episode_id", "observation"}), frozenset()),
-    LOG_ACTION: (frozenset({"episode_id", "observation", "action"}), frozenset({"action_prob"})),
+    LOG_ACTION: (frozenset({"episode_id", "observation", "action"}), frozenset({"action_prob", ACTION_LOGP})),
     LOG_RETURNS: (frozenset({"episode_id", "reward"}), frozenset({"info"})),
     END_EPISODE: (frozenset({"episode_id", "observation"}), frozenset()),
     GET_WORKER_ARGS: (frozenset(), frozenset()),
@@ -113,8 +117,29 @@ def decode_request(body: bytes, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> R
         raise ProtocolError(400, "the request nests too deeply") from None
     except ValueError as exc:  # json.JSONDecodeError, and the constants refused
         raise ProtocolError(400, f"the request is not valid JSON: {exc}") from None
+    return check_message(message)
+
+
+REPORTED = frozenset({START_EPISODE, LOG_ACTION, LOG_RETURNS, END_EPISODE})
+"""the commands a REPORT_SAMPLES request carries: what a client that acts itself did, in order"""
+
+
+def check_message(message: Any, within: str = "") -> Request:
+    """Check one decoded message: a JSON object with a known command, exactly its fields, well-formed values.
+
+    Args:
+        message: what ``json.loads`` gave.
+        within: where it was found, for errors (``"REPORT_SAMPLES' samples[3]: "``).
+
+    Returns:
+        The request; a ``REPORT_SAMPLES``'s ``samples`` are a list of checked requests.
+
+    Raises:
+        ProtocolError: 400 naming what is wrong.
+    """
     if not isinstance(message, dict):
-        raise ProtocolError(400, f"the request must be a JSON object, not {type(message).__name__}")
+        raise ProtocolError(400, f"{within}the request must be a JSON object, not {type(message).__name__}")
+    message = dict(message)
     command = message.pop("command", None)
     if command not in FIELDS:
         raise ProtocolError(400, f"unknown command {command!r}; the commands are {sorted(FIELDS)}")
@@ -123,9 +148,21 @@ def decode_request(body: bytes, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> R
     if missing or unknown:
         what = [f"missing {sorted(missing)}" if missing else "", f"unknown {sorted(unknown)}" if unknown else ""]
         raise ProtocolError(
-            400, f"{command}: {' and '.join(w for w in what if w)}; it takes {sorted(required)} and optionally {sorted(optional)}"
+            400,
+            f"{within}{command}: {' and '.join(w for w in what if w)}; it takes {sorted(required)} and optionally "
+            f"{sorted(optional)}",
         )
-    _check_fields(command, message)
+    try:
+        _check_fields(command, message)
+    except ProtocolError as refused:
+        raise ProtocolError(refused.status, f"{within}{refused}") from None
+    if command == REPORT_SAMPLES:
+        samples = message["samples"]
+        if not isinstance(samples, list):
+            raise ProtocolError(400, "REPORT_SAMPLES: samples must be a list of START_EPISODE, LOG_ACTION, ... messages")
+        message["samples"] = [check_message(sample, f"REPORT_SAMPLES' samples[{i}]: ") for i, sample in enumerate(samples)]
+        if not {sample.command for sample in message["samples"]} <= REPORTED:
+            raise ProtocolError(400, f"REPORT_SAMPLES carries only {sorted(REPORTED)}")
     return Request(command, message)
 
 
@@ -162,6 +199,10 @@ def _check_fields(command: str, fields: dict[str, Any]) -> None:
             )
     if "action_prob" in fields and not (_is_finite_number(fields["action_prob"]) and 0 < fields["action_prob"] <= 1):
         raise ProtocolError(400, f"{command}: action_prob must be a probability in (0, 1]")
+    if ACTION_LOGP in fields and not _is_finite_number(fields[ACTION_LOGP]):
+        raise ProtocolError(400, f"{command}: action_logp must be a finite number (a log-probability or log-density)")
+    if "action_prob" in fields and ACTION_LOGP in fields:
+        raise ProtocolError(400, f"{command}: give action_prob or action_logp, not both")
     if "info" in fields and not isinstance(fields["info"], dict):
         raise ProtocolError(400, f"{command}: info must be a JSON object")
 

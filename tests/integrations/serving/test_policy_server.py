@@ -43,11 +43,10 @@ def port_of(algo: Any) -> int:
     return int(algo.env_runner_group.local_env_runner.env.port)
 
 
-def clients(port: int, count: int, steps: int = 0, token: str | None = None) -> list[subprocess.Popen[str]]:
+def clients(port: int, count: int, steps: int = 0, mode: str = "remote") -> list[subprocess.Popen[str]]:
     command = [sys.executable, str(CLIENT), str(port)]
-    extra = [str(steps), *([token] if token else [])]
     return [
-        subprocess.Popen([*command, str(seed), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen([*command, str(seed), str(steps), mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for seed in range(count)
     ]
 
@@ -70,10 +69,11 @@ def playing() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 @pytest.mark.slow
-def test_rllib_s_cartpole_server_and_client_pattern_reaches_150_with_remote_inference(make_algo: Any, playing: list) -> None:
+@pytest.mark.parametrize("mode", ["remote", "local"])
+def test_rllib_s_cartpole_server_and_client_pattern_reaches_150(make_algo: Any, playing: list, mode: str) -> None:
     algo = make_algo(served().training(train_batch_size=1000, num_epochs=10, lr=3e-4).env_runners(rollout_fragment_length=1000))
-    playing += clients(port_of(algo), 4)
-    best, steps = best_return_within(algo, 40_000, 150.0)
+    playing += clients(port_of(algo), 4, mode=mode)
+    best, steps = best_return_within(algo, 40_000 if mode == "remote" else 60_000, 150.0)
     assert best >= 150.0, f"mean return {best:.1f} after {steps} steps"
 
 
@@ -108,14 +108,43 @@ def test_a_client_killed_mid_episode_has_its_episode_dropped_and_counted_and_tra
     assert algo.train()["timesteps_total"] > result["timesteps_total"], "the other client plays on"
 
 
-def test_a_restarted_server_is_retried_and_its_client_plays_on_where_it_was(make_algo: Any, playing: list) -> None:
+@pytest.mark.parametrize("mode", ["remote", "local"])
+def test_a_restarted_server_is_retried_and_its_client_plays_on_where_it_was(make_algo: Any, playing: list, mode: str) -> None:
     first = make_algo(served())
     port = port_of(first)
-    playing += clients(port, 1)
+    playing += clients(port, 1, mode=mode)
     first.train()
     first.stop()  # the port is released; the client waits for it with backoff
     second = make_algo(served().offline_data(input_=lambda ioctx: PolicyServerInput(ioctx, "localhost", port)))
     assert second.train()["timesteps_total"] == 500 and playing[0].poll() is None
+
+
+def test_a_local_client_acts_with_the_server_s_weights_and_its_likelihoods_are_what_is_trained_on(make_algo: Any) -> None:
+    algo = make_algo(served())
+    client = PolicyClient(f"http://localhost:{port_of(algo)}", inference_mode="local", update_interval=None)
+    server_policy, copy = algo.get_policy(), client._local.policy  # type: ignore[union-attr]
+    for name, weight in server_policy.get_weights().items():
+        np.testing.assert_array_equal(copy.get_weights()[name], weight)
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=0)
+    episode = client.start_episode()
+    for _ in range(500):
+        obs, reward, terminated, truncated, _ = env.step(client.get_action(episode, obs))
+        client.log_returns(episode, float(reward))
+        if terminated or truncated:
+            client.end_episode(episode, obs)
+            obs, _ = env.reset()
+            episode = client.start_episode()
+    client.end_episode(episode, obs)  # sends the report
+    server_policy.set_weights({k: v + 0.5 for k, v in server_policy.get_weights().items()})  # the server learned since
+    batch = algo.env_runner_group.local_env_runner.sample().policy_batches["default_policy"]
+    assert len(batch) == 499, "the 500th row closes with its episode's end, which comes after the fragment's 500th action"
+    behaviour = copy.compute_log_likelihoods(batch["obs"], batch["actions"])
+    np.testing.assert_allclose(batch["action_logp"], behaviour, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(server_policy.compute_log_likelihoods(batch["obs"], batch["actions"]), behaviour)
+    client.update_policy_weights()
+    for name, weight in server_policy.get_weights().items():
+        np.testing.assert_array_equal(copy.get_weights()[name], weight)
 
 
 @pytest.fixture
@@ -168,12 +197,12 @@ MALFORMED = {
 
 @pytest.mark.parametrize("body", [pytest.param(case, id=name) for name, case in MALFORMED.items()])
 def test_a_malformed_request_gets_its_4xx_and_nothing_of_it_is_used(server: PolicyServerInput, body: Any) -> None:
-    started = PolicyClient(server.address, auth_token="s3cret").start_episode("e1")
+    started = PolicyClient(server.address, "remote", auth_token="s3cret").start_episode("e1")
     status, reason = _post(server.port, body[0])
     assert status == body[1], reason
     assert "error" in json.loads(reason)
     assert server.poll(timeout=0.2) == [], "nothing of it reached the runner"
-    client = PolicyClient(server.address, auth_token="s3cret")
+    client = PolicyClient(server.address, "remote", auth_token="s3cret")
     client.log_action(started, np.asarray(OBS, np.float32), np.zeros(2, np.float32))  # and the server serves on
     assert len(server.poll(timeout=5)) == 1
 
@@ -190,7 +219,7 @@ def test_what_a_server_cannot_serve_is_refused_before_it_binds() -> None:
     spaces = PPOConfig().environment(observation_space=gym.spaces.Text(8), action_space=gym.spaces.Discrete(2))
     with pytest.raises(ConfigError, match=r"the observation space is a Text"):
         PolicyServerInput(IOContext(config=spaces), "localhost", 0)
-    with pytest.raises(ConfigError, match=r"inference_mode='remote'"):
-        PolicyClient("http://localhost:9900", inference_mode="local")
+    with pytest.raises(ConfigError, match=r"it is 'local' \(a copy of the policy acts here\) or 'remote'"):
+        PolicyClient("http://localhost:9900", inference_mode="nearby")
     with pytest.raises(ConfigError, match=r"evaluation_config: evaluation_interval=1 evaluates in an env"):
         served().evaluation(evaluation_interval=1).build()

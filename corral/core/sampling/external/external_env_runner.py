@@ -14,8 +14,8 @@ episode's id), so GAE, n-step returns and V-trace run on them unchanged.
   logged in between; :meth:`~corral.core.environments.external_env.ExternalEnv.end_episode`
   ends it as terminated.
 - An action the application took itself (``log_action``) is recorded as it
-  was, with its log-likelihood under the policy, or the log of the
-  probability the application gave (``action_prob``), so an on-policy
+  was, with its log-likelihood under the policy, or the one the
+  application gave (``action_prob`` or ``action_logp``), so an on-policy
   algorithm weighs it as what it was.
 - An episode started with ``training_enabled=False`` is acted for and
   reported in the metrics, never trained on.
@@ -258,8 +258,10 @@ class ExternalEnvRunner(BaseEnvRunner):
         actions[logged] = policy.action_adapter.policy_actions([steps[j].action for j in logged])
         if SampleBatch.ACTION_LOGP in extras:
             logp = policy.compute_log_likelihoods(obs[logged], actions[logged])
-            given = [k for k, j in enumerate(logged) if steps[j].action_prob is not None]
-            logp[given] = np.log(np.array([steps[logged[k]].action_prob for k in given], dtype=np.float64))
+            for k, j in enumerate(logged):
+                given = steps[j].action_logp
+                if given is not None:
+                    logp[k] = given
             extras = dict(extras)
             extras[SampleBatch.ACTION_LOGP] = extras[SampleBatch.ACTION_LOGP].copy()
             extras[SampleBatch.ACTION_LOGP][logged] = logp
