@@ -167,14 +167,16 @@ class ExternalEnvRunner(BaseEnvRunner):
         if not self._backlog:
             self._backlog.extend(self.env.poll(timeout=POLL_S))
         acting: list[ExternalStep] = []
+        waiting: set[str] = set()
         recorded = 0
         while self._backlog and (limit is None or recorded < limit):
             step = self._backlog.popleft()
-            if any(waiting.episode_id == step.episode_id for waiting in acting):  # its next step: act on the last first
+            if step.episode_id in waiting:  # its next step: act on the one before first
                 self._act(acting, explore, record)
-                acting = []
+                acting, waiting = [], set()
             if self._observe(step, record):
                 acting.append(step)
+                waiting.add(step.episode_id)
                 recorded += record and step.training_enabled
         self._act(acting, explore, record)
         return recorded
@@ -257,14 +259,13 @@ class ExternalEnvRunner(BaseEnvRunner):
         actions = actions.copy()
         actions[logged] = policy.action_adapter.policy_actions([steps[j].action for j in logged])
         if SampleBatch.ACTION_LOGP in extras:
-            logp = policy.compute_log_likelihoods(obs[logged], actions[logged])
-            for k, j in enumerate(logged):
-                given = steps[j].action_logp
-                if given is not None:
-                    logp[k] = given
-            extras = dict(extras)
-            extras[SampleBatch.ACTION_LOGP] = extras[SampleBatch.ACTION_LOGP].copy()
-            extras[SampleBatch.ACTION_LOGP][logged] = logp
+            logp = extras[SampleBatch.ACTION_LOGP].copy()
+            given = [j for j in logged if steps[j].action_logp is not None]
+            logp[given] = [steps[j].action_logp for j in given]
+            unknown = [j for j in logged if steps[j].action_logp is None]
+            if unknown:  # a second forward pass only for what the application did not weigh itself
+                logp[unknown] = policy.compute_log_likelihoods(obs[unknown], actions[unknown])
+            extras = {**extras, SampleBatch.ACTION_LOGP: logp}
         return actions, extras
 
     # ------------------------------------------------------------------ #
