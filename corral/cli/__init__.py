@@ -1,4 +1,4 @@
-"""The ``corral`` command: ``train``, ``evaluate`` (alias ``rollout``), ``export``, ``plot``, ``list`` and ``new-plugin``.
+"""The ``corral`` command: ``train``, ``serve``, ``evaluate`` (``rollout``), ``export``, ``plot``, ``list``, ``new-plugin``.
 
 One module per command, each adding its flags with ``add_parser``. A
 :class:`~corral.errors.CorralError` (or malformed JSON/YAML) is the user's
@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from corral.cli import evaluate, export, listing, new_plugin, plot, train
+from corral.cli import evaluate, export, listing, new_plugin, plot, serve, train
 from corral.errors import CorralError
 
 
@@ -43,6 +43,6 @@ def _normalise(argv: list[str]) -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="corral", description="Train and evaluate reinforcement-learning agents.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (train, evaluate, export, plot, listing, new_plugin):
+    for command in (train, serve, evaluate, export, plot, listing, new_plugin):
         command.add_parser(sub)
     return parser

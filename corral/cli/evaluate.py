@@ -80,7 +80,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     }
     if args.out:  # the sampler writes what it steps; it acts as evaluation would
         overrides.update(eval_overrides, output=args.out, num_env_runners=0)
-    algo = Algorithm.from_checkpoint(args.checkpoint, env=args.env, config_overrides=overrides, trust_code=args.trust_code)
+    env, served = _served(args.checkpoint, args.env)
+    overrides.update(served)
+    algo = Algorithm.from_checkpoint(args.checkpoint, env=env, config_overrides=overrides, trust_code=args.trust_code)
     try:
         metrics = _record(algo, duration, unit) if args.out else algo.evaluate()
     finally:
@@ -95,6 +97,33 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.video:
         print(f"Recorded them in {args.video} (evaluation-episode-N.{args.video_format})")
     return 0
+
+
+def _served(checkpoint: str, env: Any) -> tuple[Any, dict[str, Any]]:
+    """The env to evaluate in, and ``input_="sampler"`` where the run's input was a function (its episodes were served).
+
+    A served run steps no env: it evaluates in its ``evaluation_config``'s. Its ``input_``
+    (``lambda ioctx: PolicyServerInput(...)``, written by value) is never unpickled: evaluation steps an env.
+
+    Args:
+        checkpoint: the checkpoint folder.
+        env: ``--env``, if given.
+
+    Raises:
+        ConfigError: no ``--env`` and the run stepped no env and named none to evaluate in.
+    """
+    from corral.core.common.by_value import TABLE_KEY
+    from corral.core.persistence.checkpoints import read_config
+
+    config = read_config(checkpoint)
+    if env is None and config.get("env") is None:
+        env = (config.get("evaluation_config") or {}).get("env")
+        if env is None:
+            raise ConfigError(
+                "the checkpoint's run stepped no env (its episodes were served, or read from files): give --env with the "
+                "env to evaluate in, e.g. --env CartPole-v1"
+            )
+    return env, {"input_": "sampler"} if config.get("input_") in config.get(TABLE_KEY, {}) else {}
 
 
 def _record(algo: Any, duration: int, unit: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.cli.experiments import checkpoint_of, experiment_from_flags, experiments_from_file, override_from_flags
 from corral.cli.progress import learner_lines, learns_from_data_only, progress_line, result_json, show_log_messages
@@ -18,12 +18,26 @@ from corral.cli.stop import DEFAULT_BUDGET_STEPS, check_stop_leaves, checked_sto
 from corral.core.results import finite_number, result_value
 from corral.errors import ConfigError
 
+if TYPE_CHECKING:
+    from corral.cli.serve import Serving
+
 
 def add_parser(sub: Any) -> None:
     """The ``train`` command's flags."""
     train = sub.add_parser("train", help="train an algorithm on an environment")
+    add_run_flags(train, env_help="gymnasium id, 'package.module:Class', or a registered env name")
+    train.set_defaults(handler=_train, serving=None)
+
+
+def add_run_flags(train: argparse.ArgumentParser, env_help: str) -> None:
+    """The flags of a training run, which ``corral train`` and ``corral serve`` share.
+
+    Args:
+        train: the command's parser.
+        env_help: what ``--env`` means for the command.
+    """
     train.add_argument("--algo", "--run", dest="algo", help="registered algorithm name, e.g. PPO (`corral list`)")
-    train.add_argument("--env", help="gymnasium id, 'package.module:Class', or a registered env name")
+    train.add_argument("--env", help=env_help)
     train.add_argument("-f", "--file", help="a YAML file of experiments: name: {env, run, stop, config}")
     train.add_argument(
         "--stop",
@@ -95,7 +109,6 @@ def add_parser(sub: Any) -> None:
         "-vv: each whole result as JSON, and DEBUG messages",
     )
     train.add_argument("--help-config", action="store_true", help="list the algorithm's config options and exit")
-    train.set_defaults(handler=_train)
 
 
 def _json_object(flag: str) -> Any:
@@ -125,7 +138,7 @@ def _train(args: argparse.Namespace) -> int:
     for exp in experiments:
         override_from_flags(exp, args)
     # Validate every experiment fully before any of them starts.
-    prepared = [_prepare(exp, args.fail_below) for exp in experiments]
+    prepared = [_prepare(exp, args.fail_below, args.serving) for exp in experiments]
     status = 0
     for exp, config in prepared:
         status = max(status, _run_experiment(exp, config.build(), args))
@@ -158,6 +171,8 @@ def _resume(args: argparse.Namespace) -> int:
     from corral.core.training.algorithm import Algorithm
 
     overrides = {**exp["config"], "logger_config": {"logdir": str(folder)}}  # results go on in the same folder
+    if args.serving is not None:
+        overrides.update(args.serving.overrides())
     algo = Algorithm.from_checkpoint(args.resume, config_overrides=overrides, trust_code=args.trust_code)
     _set_stop(exp, algo.config, args.fail_below)
     print(f"resuming {exp['name']} at iteration {algo.iteration} in {folder}")
@@ -172,7 +187,7 @@ def _read_run_file(folder: Path) -> dict[str, Any]:
     return saved if isinstance(saved, dict) and isinstance(saved.get("stop", {}), dict) else {}
 
 
-def _prepare(exp: dict[str, Any], fail_below: float | None) -> tuple[dict[str, Any], Any]:
+def _prepare(exp: dict[str, Any], fail_below: float | None, serving: Serving | None) -> tuple[dict[str, Any], Any]:
     from corral import registry
 
     algo_class = registry.get_algorithm(str(exp["run"]))
@@ -182,14 +197,15 @@ def _prepare(exp: dict[str, Any], fail_below: float | None) -> tuple[dict[str, A
         config.environment(exp["env"])
     config.validate()
     _set_stop(exp, config, fail_below)
-    return exp, config
+    return exp, config if serving is None else serving.configure(config)
 
 
 def _set_stop(exp: dict[str, Any], config: Any, fail_below: float | None) -> None:
     """Check the run's stop criteria; a run given none gets the default, and ``stop_note`` the line that says which."""
     from corral.core.environments.envs import resolve_creator
 
-    gymnasium_id, _ = resolve_creator(config.env)  # an unknown env fails here, before anything is built
+    env = config.env if config.env is not None else config.evaluation_config.get("env")  # a served run's: its spaces'
+    gymnasium_id, _ = resolve_creator(env)  # an unknown env fails here, before anything is built
     if not exp["stop"]:
         exp["stop"], exp["stop_note"] = default_stop(gymnasium_id)
     exp["stop"] = checked_stop(exp["stop"], config, fail_below)
@@ -237,6 +253,8 @@ def _run_experiment(exp: dict[str, Any], algo: Any, args: argparse.Namespace) ->
     _write_run_file(algo.logdir, exp)
     if exp.get("stop_note"):
         console.print(exp["stop_note"], markup=False)
+    if args.serving is not None:
+        console.print(args.serving.announce(algo), markup=False)
     goal = goal_key(stop)
     try:
         reason, best, abandoned = _train_until(algo, stop, goal, console, args.verbose)

@@ -32,6 +32,12 @@ def test_tensorflow_configs_run_on_torch_with_a_warning(name: str, caplog: pytes
     assert config["framework"] == "torch"
 
 
+def test_environment_keeps_the_env_unless_given_and_env_none_clears_it_as_in_rllib() -> None:
+    config = corral.get_config("PPO").environment("CartPole-v1")
+    assert config.environment(env_config={"size": 3}).env == "CartPole-v1"
+    assert config.environment(env=None).env is None  # RLlib's server scripts: the episodes come from clients
+
+
 def test_an_unknown_framework_option_or_framework_is_refused() -> None:
     with pytest.raises(ConfigError, match="framework='jax' is not supported"):
         corral.get_config("PPO").framework("jax")

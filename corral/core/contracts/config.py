@@ -76,6 +76,9 @@ if TYPE_CHECKING:  # the algorithm module imports this one
 
 logger = logging.getLogger("corral")
 
+_ENV_NOT_GIVEN: Any = object()
+"""``environment()``'s default for ``env``: left as it is (``env=None`` clears it)"""
+
 
 class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingOptions):
     """The settings of one training run, shared by every algorithm.
@@ -175,9 +178,13 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
     # ------------------------------------------------------------------ #
     # builder methods
     # ------------------------------------------------------------------ #
-    def environment(self, env: Any = None, **kwargs: Any) -> AlgorithmConfig:
-        """Set the environment and its options (``env_config``, ``normalize_actions``, ...)."""
-        if env is not None:
+    def environment(self, env: Any = _ENV_NOT_GIVEN, **kwargs: Any) -> AlgorithmConfig:
+        """Set the environment and its options (``env_config``, ``normalize_actions``, ...).
+
+        ``env=None`` given explicitly clears the env, as in RLlib: a served run
+        (``input_`` a function of the runner) and offline training step none.
+        """
+        if env is not _ENV_NOT_GIVEN:
             kwargs["env"] = env
         return self._set_group("environment", kwargs)
 

@@ -351,6 +351,18 @@ def read_checkpoint(path: CheckpointPath) -> Checkpoint:
     return Checkpoint(folder, meta, config, state, policies, read_arrays(folder))
 
 
+def read_config(path: CheckpointPath) -> dict[str, Any]:
+    """A checkpoint's config as written (``config.json``), without reading its weights.
+
+    Args:
+        path: the checkpoint folder, or an object with its ``path``.
+
+    Raises:
+        CheckpointError: the folder or its config file is missing or malformed.
+    """
+    return _read_json(checkpoint_folder(path), CONFIG_FILE)
+
+
 def read_policy_state(folder: Path, policy_id: str) -> dict[str, Any]:
     """One policy's ``policy_state.pt``: tensors, numbers and containers only.
 

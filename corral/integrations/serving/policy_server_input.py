@@ -217,3 +217,41 @@ class PolicyServerInput(ExternalEnv):
                 self._last_seen.pop(episode_id, None)
             else:
                 self._last_seen[episode_id] = time.monotonic()
+
+
+def policy_servers(address: str = "localhost", port: int = 9900, **server_options: Any) -> Any:
+    """An ``input_`` that puts a server on each env runner that samples, by RLlib's port convention.
+
+    With no remote env runners the local runner serves on ``port``. With N, remote runner ``i`` serves on
+    ``port + i - 1`` and the local runner samples nothing: RLlib's server scripts pick their ports the same way.
+
+    Args:
+        address: the interface every server binds.
+        port: the first server's port (0: each picks a free one).
+        server_options: :class:`PolicyServerInput`'s keyword arguments (``auth_token``, ``episode_timeout_s``, ...).
+
+    Returns:
+        ``make(ioctx)``, for ``offline_data(input_=...)``.
+    """
+
+    def make(ioctx: Any) -> PolicyServerInput | None:
+        remote_runners = getattr(ioctx.worker, "num_workers", 0)
+        if ioctx.worker_index == 0 and remote_runners > 0:
+            return None
+        offset = max(ioctx.worker_index - 1, 0)
+        return PolicyServerInput(ioctx, address, port + offset if port else 0, **server_options)
+
+    return make
+
+
+def server_address(runner: Any) -> str | None:
+    """The address an env runner serves at, or None where it serves nothing (for ``foreach_env_runner``).
+
+    Args:
+        runner: an env runner.
+
+    Returns:
+        Its PolicyServerInput's URL, or None.
+    """
+    env = getattr(runner, "env", None)
+    return env.address if isinstance(env, PolicyServerInput) else None

@@ -82,7 +82,9 @@ class ExternalEnvRunner(BaseEnvRunner):
                 )
         elif not isinstance(first_env, ExternalEnv):
             raise ConfigError(f"an ExternalEnvRunner samples an ExternalEnv, not {type(first_env).__name__}")
-        if self.num_envs != 1 and "num_envs_per_env_runner" in config.model_fields_set:
+        # corral's default of several sub-environments is for envs it steps: it becomes 1 (a config read back from a
+        # checkpoint has every option set, so the default is told by its value)
+        if self.num_envs not in (1, type(config).model_fields["num_envs_per_env_runner"].default):
             raise ConfigError(
                 f"num_envs_per_env_runner={self.num_envs}, but an ExternalEnv is one application that runs its episodes "
                 "concurrently itself (max_concurrent): set num_envs_per_env_runner=1, or add env runners"
@@ -97,7 +99,7 @@ class ExternalEnvRunner(BaseEnvRunner):
                 "corral does not yet carry a recurrent model's state through an ExternalEnv's episodes: "
                 "use a feed-forward model (model use_lstm=False, use_attention=False)"
             )
-        self.num_envs = 1  # corral's default of several sub-environments is for envs it steps
+        self.num_envs = 1
         self.env: ExternalEnv | None = first_env
         """the application's episodes; None where ``input_`` made nothing for this runner (it samples nothing)"""
         self._running: dict[str, ExternalEpisode] = {}
