@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.environments.external_env import ExternalEnv as ExternalEnv
+    from corral.core.environments.external_multi_agent_env import ExternalMultiAgentEnv as ExternalMultiAgentEnv
     from corral.core.environments.multi_agent_env import MultiAgentEnv as MultiAgentEnv, make_multi_agent as make_multi_agent
     from corral.core.environments.task_settable_env import TaskSettableEnv as TaskSettableEnv
     from corral.core.learning.exploration import Exploration as Exploration
@@ -96,6 +97,7 @@ _EXPORTS = {
     "register_env": "corral.core.environments.envs",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
     "ExternalEnv": "corral.core.environments.external_env",
+    "ExternalMultiAgentEnv": "corral.core.environments.external_multi_agent_env",
     "IOContext": "corral.core.sampling.external.io_context",
     "PolicyServerInput": "corral.integrations.serving.policy_server_input",
     "PolicyClient": "corral.integrations.serving.policy_client",

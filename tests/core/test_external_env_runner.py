@@ -15,6 +15,7 @@ from corral.core.environments.external_env import ExternalEnv
 from corral.errors import EnvError
 from corral.plugins.ppo import PPOConfig
 from tests.conftest import best_return_within
+from tests.recurrent_replay import replay_sequences
 
 SPACE = gym.spaces.Box(-10.0, 10.0, (1,), np.float32)
 
@@ -111,7 +112,6 @@ def test_an_episode_without_training_is_acted_for_and_reported_but_never_trained
     [
         ({"env_runners": {"num_envs_per_env_runner": 2}}, r"num_envs_per_env_runner=2, but an ExternalEnv is one application"),
         ({"env_runners": {"batch_mode": "complete_episodes"}}, r"ExternalEnv is sampled with batch_mode='truncate_episodes'"),
-        ({"training": {"model": {"use_lstm": True}}}, r"recurrent model's state through an ExternalEnv"),
     ],
 )
 def test_what_an_external_env_cannot_be_sampled_with_is_refused_at_build(settings: dict[str, Any], match: str) -> None:
@@ -120,6 +120,79 @@ def test_what_an_external_env_cannot_be_sampled_with_is_refused_at_build(setting
         getattr(config, method)(**values)
     with pytest.raises(ConfigError, match=match):
         config.build()
+
+
+class TaggedCountdown(ExternalEnv):
+    """Concurrent threads playing countdowns of 5 whose observation is ``[episode tag, count]``; ``log_every`` > 0 logs
+    every that many counts' action itself (action 1, no probability)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(gym.spaces.Discrete(2), gym.spaces.Box(0.0, 1e4, (2,), np.float32))
+        self.log_every = config.get("log_every", 0)
+        self.tags = iter(range(1, 10_000))
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._play, daemon=True) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _play(self) -> None:
+        try:
+            while True:
+                with self.lock:
+                    tag = next(self.tags)
+                episode = self.start_episode()
+                for count in range(5, 0, -1):
+                    obs = np.array([tag, count], np.float32)
+                    if self.log_every and count % self.log_every == 0:
+                        self.log_action(episode, obs, 1)
+                    else:
+                        self.get_action(episode, obs)
+                    self.log_returns(episode, float(count))
+                self.end_episode(episode, np.array([tag, 0], np.float32))
+        except EnvError:  # the runner stopped
+            pass
+
+
+LSTM = {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [8], "lstm_use_prev_action": True,
+        "lstm_use_prev_reward": True, "max_seq_len": 5}  # fmt: skip
+ATTENTION = {"use_attention": True, "attention_num_transformer_units": 1, "attention_dim": 16,
+             "attention_memory_inference": 5, "attention_memory_training": 5, "max_seq_len": 5}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "log_every"), [(LSTM, 0), (LSTM, 2), (ATTENTION, 2)], ids=["lstm", "lstm-logged", "attention-logged"]
+)
+def test_a_recurrent_policy_s_state_follows_each_external_episode_across_polls_and_sample_calls(
+    make_algo: Any, model: dict[str, Any], log_every: int
+) -> None:
+    config = (
+        PPOConfig()
+        .environment(TaggedCountdown, env_config={"log_every": log_every})
+        .env_runners(rollout_fragment_length=20)
+        .training(model=model, train_batch_size=40, minibatch_size=20, num_epochs=1)
+        .debugging(seed=0)
+    )
+    algo = make_algo(config)
+    policy, runner = algo.get_policy(), algo.env_runner_group.local_env_runner
+    carried: dict[Any, Any] = {}
+    checked = 0
+    for _ in range(3):
+        batch = runner.sample().policy_batches[DEFAULT_POLICY_ID]  # [sequences, max_seq_len], a state per sequence
+
+        def episode_of(seq: int, batch: Any = batch) -> float | None:
+            tag, count = batch[SampleBatch.OBS][seq, 0]
+            return tag if tag in carried or count == 5 else None  # None: it began before this test looked
+
+        rows = replay_sequences(policy, batch, carried, episode_of)
+        if log_every:  # the application's own actions, recorded as it took them
+            assert all(batch[SampleBatch.ACTIONS][seq, t] == 1 for seq, t in rows if batch[SampleBatch.OBS][seq, t, 1] % 2 == 0)
+        checked += len(rows)
+    assert checked >= 40
+    assert algo.train()["num_env_steps_trained"] > 0
 
 
 class CartPoleApp(ExternalEnv):

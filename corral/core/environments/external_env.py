@@ -40,8 +40,10 @@ class ExternalStep:
 
     Args:
         episode_id: the episode.
-        observation: the observation to act on; with ``ended``, the episode's last one.
-        reward: the rewards logged since the previous observation's action (0 for an episode's first).
+        observation: the observation to act on; with ``ended``, the episode's last one (of an
+            :class:`~corral.core.environments.external_multi_agent_env.ExternalMultiAgentEnv`: a dict by agent).
+        reward: the rewards logged since the previous observation's action (0 for an episode's first); a multi-agent
+            episode's by agent, summed since each agent's rewards were last taken.
         first: whether it is the episode's first observation (no transition leads to it).
         ended: whether the episode ended with it (:meth:`ExternalEnv.end_episode`).
         action: the action the application took itself (:meth:`ExternalEnv.log_action`), else None: the runner
@@ -52,11 +54,13 @@ class ExternalStep:
         training_enabled: whether the episode's experience is trained on.
         dropped: why the episode was given up (:meth:`ExternalEnv.drop_episode`), else None; such a step has no
             observation, and what the episode had not yet closed is not trained on.
+        dones: a multi-agent episode's agents that are done (RLlib's ``multiagent_done_dict``), logged since the
+            previous observation.
     """
 
     episode_id: str
     observation: Any
-    reward: float
+    reward: Any
     first: bool
     ended: bool = False
     action: Any = None
@@ -64,12 +68,15 @@ class ExternalStep:
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
     training_enabled: bool = True
     dropped: str | None = None
+    dones: dict[Any, bool] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
 class _Episode:
     training_enabled: bool
-    reward: float = 0.0
+    reward: Any = 0.0
+    """the rewards since the last observation: a number, or a multi-agent episode's dict by agent"""
+    dones: dict[Any, bool] = dataclasses.field(default_factory=dict)
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
     first: bool = True
     waiting: bool = False
@@ -85,6 +92,9 @@ class ExternalEnv:
         observation_space: what it observes.
         max_concurrent: how many episodes may run at once.
     """
+
+    _BY_AGENT = False
+    """whether observations, actions and rewards are dicts by agent (:class:`ExternalMultiAgentEnv`)"""
 
     def __init__(self, action_space: gym.Space[Any], observation_space: gym.Space[Any], max_concurrent: int = 100) -> None:
         self.action_space = action_space
@@ -130,7 +140,7 @@ class ExternalEnv:
                 raise EnvError(
                     f"{len(self.__episodes)} episodes are running, max_concurrent={self.max_concurrent}: end one first"
                 )
-            self.__episodes[episode_id] = _Episode(training_enabled)
+            self.__episodes[episode_id] = _Episode(training_enabled, self.__no_reward())
         return episode_id
 
     def get_action(self, episode_id: str, observation: Any) -> Any:
@@ -177,8 +187,7 @@ class ExternalEnv:
             EnvError: no such episode, it waits for an action, the action is not in the action space, or both
                 ``action_prob`` and ``action_logp`` are given.
         """
-        if not self.action_space.contains(action):
-            raise EnvError(f"episode {episode_id!r} logged the action {action!r:.60}, which is not in {self.action_space}")
+        self._check_action(episode_id, action)
         if action_prob is not None:
             if action_logp is not None:
                 raise EnvError(f"episode {episode_id!r} logged both action_prob and action_logp: give one")
@@ -195,11 +204,25 @@ class ExternalEnv:
             info: the env's info; the last one logged goes with the next observation.
 
         Raises:
-            EnvError: no such episode.
+            EnvError: no such episode, or the reward is not a number.
         """
+        self._log_returns(episode_id, reward, info, None)
+
+    def _log_returns(self, episode_id: str, reward: Any, info: dict[str, Any] | None, dones: dict[Any, bool] | None) -> None:
+        """Add the rewards (a number, or a dict by agent) and the done flags to the episode's next step."""
+        try:
+            rewards = {agent: float(value) for agent, value in (reward if self._BY_AGENT else {None: reward}).items()}
+        except (AttributeError, TypeError, ValueError):
+            wanted = "a dict of numbers by agent" if self._BY_AGENT else "a number"
+            raise EnvError(f"episode {episode_id!r} logged the reward {reward!r:.60}: it is {wanted}") from None
         with self.__changed:
             episode = self.__episode(episode_id)
-            episode.reward += float(reward)
+            if self._BY_AGENT:
+                for agent, value in rewards.items():
+                    episode.reward[agent] = episode.reward.get(agent, 0.0) + value
+                episode.dones.update({agent: bool(done) for agent, done in (dones or {}).items()})
+            else:
+                episode.reward += rewards[None]
             if info is not None:
                 episode.info = dict(info)
 
@@ -235,7 +258,8 @@ class ExternalEnv:
             if episode is None or episode.waiting:
                 return False
             del self.__episodes[episode_id]
-            self.__steps.append(ExternalStep(episode_id, None, episode.reward, episode.first, dropped=reason))
+            dropped = ExternalStep(episode_id, None, episode.reward, episode.first, dropped=reason, dones=episode.dones)
+            self.__steps.append(dropped)
             self.__changed.notify_all()
             return True
 
@@ -308,6 +332,14 @@ class ExternalEnv:
                 self.__returned = True  # said here, not by the thread's liveness: it is still alive while it notifies
                 self.__changed.notify_all()
 
+    def _check_action(self, episode_id: str, action: Any) -> None:
+        """Refuse a logged action outside the action space (a subclass checks each agent's)."""
+        if not self.action_space.contains(action):
+            raise EnvError(f"episode {episode_id!r} logged the action {action!r:.60}, which is not in {self.action_space}")
+
+    def __no_reward(self) -> Any:
+        return {} if self._BY_AGENT else 0.0
+
     def __running(self) -> bool:
         return self.__thread is not None and not self.__returned
 
@@ -341,8 +373,9 @@ class ExternalEnv:
                 episode.first,
                 info=episode.info,
                 training_enabled=episode.training_enabled,
+                dones=episode.dones,
                 **step,
             )
         )
-        episode.reward, episode.info, episode.first = 0.0, {}, False
+        episode.reward, episode.dones, episode.info, episode.first = self.__no_reward(), {}, {}, False
         self.__changed.notify_all()

@@ -55,6 +55,21 @@ def reward_clipper(clip_rewards: bool | float | None) -> Callable[[Any], Any] | 
     return lambda rewards: np.clip(rewards, -bound, bound)
 
 
+def learned_rewards(config: AlgorithmConfig) -> Callable[[Any], Any] | None:
+    """What learning sees of a reward under ``config``: its ``clip_rewards``, else an integration's default (Atari's sign).
+
+    Args:
+        config: the algorithm's config.
+
+    Returns:
+        The clipping function, or None when rewards are learned as they are.
+    """
+    clip = config.clip_rewards
+    if clip is None:  # an integration's default: Atari's is RLlib's, the reward's sign
+        clip = integration_hooks().default_clip_rewards(config=config)
+    return reward_clipper(clip)
+
+
 class BaseEnvRunner:
     """What both kinds of env runner share: config, policies, callbacks, generator, finished episodes, the sample call.
 
@@ -91,10 +106,7 @@ class BaseEnvRunner:
         self.callbacks = callbacks or CallbackRunner([])
         self.num_envs = num_envs or config.num_envs_per_env_runner
         hooks = integration_hooks()
-        clip = config.clip_rewards
-        if clip is None:  # an integration's default: Atari's is RLlib's, the reward's sign
-            clip = hooks.default_clip_rewards(config=config)
-        self._clip_rewards = reward_clipper(clip)
+        self._clip_rewards = learned_rewards(config)
         """what learning sees of a reward (``clip_rewards``); None: the reward as it is"""
         self.np_rng = numpy_generator(seed, "runner", stream, worker_index)
         self.display = hooks.sub_environment_display(config=config, worker_index=worker_index, stream=stream)

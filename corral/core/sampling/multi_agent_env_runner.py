@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import gymnasium as gym
 import numpy as np
@@ -32,10 +32,12 @@ from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment
 from corral.core.sampling.agent_policies import PolicyModels as PolicyModels, infer_policy_spaces, map_agent
 from corral.core.sampling.base_env_runner import BaseEnvRunner
 from corral.core.sampling.env_runner import EnvRunner, make_env_runner as make_env_runner
-from corral.core.sampling.external.external_env_runner import ExternalEnvRunner
 from corral.core.sampling.metrics import EpisodeSummary, hist_lists
 from corral.core.sampling.runner_state import multi_agent_runner_state, set_multi_agent_runner_state
 from corral.errors import ConfigError
+
+if TYPE_CHECKING:
+    from corral.core.sampling.external.external_env_runner import ExternalEnvRunner
 
 
 class MultiAgentEpisode:
@@ -409,5 +411,5 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         self.close_output()
 
 
-AnyEnvRunner = EnvRunner | MultiAgentEnvRunner | ExternalEnvRunner
-"""Any kind of env runner."""
+AnyEnvRunner: TypeAlias = "EnvRunner | MultiAgentEnvRunner | ExternalEnvRunner"
+"""Any kind of env runner (a name for type checkers: the external runner builds on this module)."""

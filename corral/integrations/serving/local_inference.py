@@ -24,12 +24,14 @@ from typing import Any
 import numpy as np
 
 from corral.core.common import state_codec
-from corral.core.common.sample_batch import SampleBatch
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.common.space_codec import decode_space
 from corral.core.common.spaces import stack_observations
 from corral.core.learning.policies.policy_build import build_policy
 from corral.core.learning.policy import Policy
+from corral.core.learning.recurrent.carry import AgentCarry
 from corral.core.persistence.checkpoints import Checkpoint
+from corral.core.sampling.base_env_runner import learned_rewards
 from corral.core.training.checkpoint_loading import checkpoint_config, class_and_config
 from corral.errors import ConfigError
 from corral.integrations.serving import protocol
@@ -71,10 +73,7 @@ def build_local_policy(worker_args: dict[str, Any], address: str) -> Policy:
         raise ConfigError(f"the policy server at {address} described a policy this process cannot build: {exc}") from None
     policy_id = str(worker_args.get("policy_id"))
     policy_class, own_config = class_and_config(config, policy_id, algo_class.policy_class)
-    policy = build_policy(policy_class, observation_space, action_space, own_config, "policy", policy_id, "sampling", 0)
-    if policy.is_recurrent:
-        raise ConfigError("corral's policy server does not serve recurrent models yet; use a feed-forward model")
-    return policy
+    return build_policy(policy_class, observation_space, action_space, own_config, "policy", policy_id, "sampling", 0)
 
 
 class LocalInference:
@@ -88,6 +87,9 @@ class LocalInference:
     def __init__(self, policy: Policy, report_steps: int) -> None:
         self.policy = policy
         self.report_steps = max(1, int(report_steps))
+        self._carry = AgentCarry()
+        """a recurrent copy's state, previous action and reward in each episode, as the server's runner keeps them"""
+        self._learned = learned_rewards(policy.config)
         self._messages: list[bytes] = []
         self._size = self._actions = 0
         self._started: set[str] = set()
@@ -130,7 +132,11 @@ class LocalInference:
         """
         policy = self.policy
         obs = policy.preprocess(stack_observations([observation]), update_filter=False)
-        actions, extras = policy.compute_actions(obs, explore=True)
+        key = [(0, episode_id)]
+        inputs = self._carry.inputs(DEFAULT_POLICY_ID, policy, key) if policy.is_recurrent else {}
+        actions, extras = policy.compute_actions(obs, explore=True, **inputs)
+        if inputs:
+            self._carry.advance(DEFAULT_POLICY_ID, key, extras, actions)
         action = policy.action_adapter.rows(policy.action_adapter(actions))[0]
         message = {"command": protocol.LOG_ACTION, "episode_id": episode_id, "observation": observation, "action": action}
         if SampleBatch.ACTION_LOGP in extras:
@@ -139,7 +145,13 @@ class LocalInference:
         return action
 
     def queue(self, message: dict[str, Any]) -> None:
-        """Queue one message (a logged action counts towards ``report_steps``)."""
+        """Queue one message (a logged action counts towards ``report_steps``); a recurrent copy's state follows it."""
+        command, key = message["command"], (0, message["episode_id"])
+        if command == protocol.LOG_RETURNS:
+            reward = float(message["reward"])
+            self._carry.add_reward(key, reward if self._learned is None else float(self._learned(reward)))
+        elif command in (protocol.START_EPISODE, protocol.END_EPISODE):
+            self._carry.forget(key)
         encoded = protocol.encode(message)
         (self._started if message["command"] == protocol.START_EPISODE else self._continued).add(message["episode_id"])
         self._messages.append(encoded)

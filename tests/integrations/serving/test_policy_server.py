@@ -22,6 +22,7 @@ from corral.integrations.serving.policy_client import PolicyClient
 from corral.integrations.serving.policy_server_input import PolicyServerInput
 from corral.plugins.ppo import PPOConfig
 from tests.conftest import best_return_within
+from tests.recurrent_replay import replay_sequences
 
 CLIENT = Path(__file__).with_name("cartpole_client.py")
 CARTPOLE = gym.make("CartPole-v1")
@@ -145,6 +146,39 @@ def test_a_local_client_acts_with_the_server_s_weights_and_its_likelihoods_are_w
     client.update_policy_weights()
     for name, weight in server_policy.get_weights().items():
         np.testing.assert_array_equal(copy.get_weights()[name], weight)
+
+
+def test_a_local_client_s_recurrent_copy_carries_each_episode_s_state_and_the_server_trains_on_its_actions(
+    make_algo: Any,
+) -> None:
+    model = {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [16], "max_seq_len": 8, "lstm_use_prev_action": True,
+             "lstm_use_prev_reward": True}  # fmt: skip
+    algo = make_algo(served().training(model=model).env_runners(rollout_fragment_length=100))
+    client = PolicyClient(f"http://localhost:{port_of(algo)}", inference_mode="local", update_interval=None)
+    copy = client._local.policy  # type: ignore[union-attr]
+    assert copy.is_recurrent
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=0)
+    episode, episodes = client.start_episode(), 1
+    for _ in range(101):
+        obs, reward, terminated, truncated, _ = env.step(client.get_action(episode, obs))
+        client.log_returns(episode, float(reward))
+        if terminated or truncated:
+            client.end_episode(episode, obs)
+            obs, _ = env.reset()
+            episode, episodes = client.start_episode(), episodes + 1
+    client.end_episode(episode, obs)
+    assert episodes >= 3
+    batch = algo.env_runner_group.local_env_runner.sample().policy_batches["default_policy"]
+    episodes_seen: list[int] = []
+
+    def episode_of(seq: int) -> int:  # one client plays its episodes in turn: a first sequence has no previous reward
+        if batch["prev_rewards"][seq, 0] == 0:
+            episodes_seen.append(len(episodes_seen))
+        return episodes_seen[-1]
+
+    rows = replay_sequences(copy, batch, {}, episode_of)
+    assert len(rows) == 99  # the 100th action's row closes with the client's next report
 
 
 @pytest.fixture

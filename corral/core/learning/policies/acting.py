@@ -225,28 +225,45 @@ class Acting(PolicyPart):
         return self.action_mask.split(obs)
 
     @torch.inference_mode()
-    def compute_log_likelihoods(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    def compute_log_likelihoods(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        *,
+        state: Sequence[np.ndarray] | None = None,
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Log-likelihoods of ``actions`` under the policy's exploring action distribution (off-policy estimation weighs by them).
 
         Args:
             obs: ``[B, ...]`` preprocessed observations.
             actions: ``[B, ...]`` actions in the policy's action space.
+            state: a recurrent model's state before each row's step, as :meth:`compute_actions` takes it.
+            prev_actions: ``[B, ...]`` the action before each row's step, for a recurrent model that reads it.
+            prev_rewards: ``[B]`` the reward before each row's step, likewise.
 
         Returns:
             ``[B]`` float32 log-likelihoods under the distribution :meth:`compute_actions` samples from
             when it explores (an exploration that acts otherwise, such as epsilon-greedy, is not in them).
 
         Raises:
-            ConfigError: the policy is recurrent (its likelihoods depend on the episode so far, which rows do not hold).
+            ConfigError: the policy is recurrent and no ``state`` is given (its likelihoods depend on the episode so
+                far, which rows alone do not hold).
         """
-        if self.is_recurrent:
-            raise ConfigError(
-                "off-policy estimation weighs rows by the policy's likelihoods, which for a recurrent policy (model.use_lstm) "
-                "depend on each episode's earlier steps; corral does not estimate recurrent policies yet: remove "
-                "off_policy_estimation_methods or use a feed-forward model"
-            )
         obs_t = torch.from_numpy(obs).to(self.device)
-        dist = self.dist_class(self.model.forward_exploration(obs_t)[SampleBatch.ACTION_DIST_INPUTS])
+        if self.is_recurrent:
+            if state is None:
+                raise ConfigError(
+                    "off-policy estimation weighs rows by the policy's likelihoods, which for a recurrent policy "
+                    "(model.use_lstm) depend on each episode's earlier steps; corral does not estimate recurrent policies "
+                    "yet: remove off_policy_estimation_methods or use a feed-forward model"
+                )
+            inputs = self._recurrent_inputs(len(obs), state, prev_actions, prev_rewards)
+            model_out = cast("RecurrentModel", self.model).forward_exploration(obs_t, *inputs)
+        else:
+            model_out = self.model.forward_exploration(obs_t)
+        dist = self.dist_class(model_out[SampleBatch.ACTION_DIST_INPUTS])
         return dist.logp(torch.as_tensor(actions, device=self.device)).float().cpu().numpy()
 
     @torch.inference_mode()

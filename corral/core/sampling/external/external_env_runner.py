@@ -17,6 +17,9 @@ episode's id), so GAE, n-step returns and V-trace run on them unchanged.
   was, with its log-likelihood under the policy, or the one the
   application gave (``action_prob`` or ``action_logp``), so an on-policy
   algorithm weighs it as what it was.
+- A recurrent policy carries each episode's state (and previous action and
+  reward) from its step to the next, whichever polls and sample calls they
+  fall in.
 - An episode started with ``training_enabled=False`` is acted for and
   reported in the metrics, never trained on.
 """
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -33,11 +36,15 @@ import numpy as np
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.common.spaces import stack_observations
 from corral.core.environments.external_env import ExternalEnv, ExternalStep
+from corral.core.environments.external_multi_agent_env import ExternalMultiAgentEnv
+from corral.core.learning.recurrent.carry import AgentCarry, recorded_inputs
 from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment
+from corral.core.sampling.agent_policies import PolicyModels, map_agent
 from corral.core.sampling.base_env_runner import BaseEnvRunner
 from corral.core.sampling.env_runner import Episode
 from corral.core.sampling.external.io_context import IOContext
 from corral.core.sampling.metrics import EpisodeSummary, hist_lists
+from corral.core.sampling.multi_agent_env_runner import MultiAgentEpisode
 from corral.core.sampling.runner_state import built_for, restore_generator, state_fits
 from corral.core.seeding import generator_state
 from corral.errors import ConfigError
@@ -62,11 +69,25 @@ class ExternalEpisode(Episode):
         self.external_id = external_id
 
 
+class ExternalMultiAgentEpisode(MultiAgentEpisode):
+    """One episode of an :class:`ExternalMultiAgentEnv`, as callbacks see it (``external_id`` is the application's id).
+
+    Args:
+        runner: the env runner, whose policy mapping decides each agent's policy.
+        episode_id: the runner's id for it.
+        external_id: the id the application gave it.
+    """
+
+    def __init__(self, runner: ExternalEnvRunner, episode_id: int, external_id: str) -> None:
+        super().__init__(0, cast(Any, runner), episode_id)
+        self.external_id = external_id
+
+
 class ExternalEnvRunner(BaseEnvRunner):
     """Samples an :class:`ExternalEnv` (see the module docstring); the arguments are :class:`BaseEnvRunner`'s.
 
     Raises:
-        ConfigError: more than one env per runner, ``batch_mode="complete_episodes"``, a recurrent model, or
+        ConfigError: more than one env per runner, ``batch_mode="complete_episodes"``, or
             ``first_env`` is not an ExternalEnv.
     """
 
@@ -94,20 +115,24 @@ class ExternalEnvRunner(BaseEnvRunner):
                 "an ExternalEnv is sampled with batch_mode='truncate_episodes': its application decides when an episode "
                 "ends, and a sample call cannot wait for it"
             )
-        if config.model.get("use_lstm") or config.model.get("use_attention"):
+        self._by_agent = isinstance(first_env, ExternalMultiAgentEnv)
+        """whether observations, actions and rewards are dicts by agent"""
+        if config.is_multi_agent and first_env is not None and not self._by_agent:
             raise ConfigError(
-                "corral does not yet carry a recurrent model's state through an ExternalEnv's episodes: "
-                "use a feed-forward model (model use_lstm=False, use_attention=False)"
+                f"config.multi_agent() sets the policies {sorted(config.policies)}, but {type(first_env).__name__} plays "
+                "single-agent episodes: subclass corral.ExternalMultiAgentEnv for episodes of several agents"
             )
         self.num_envs = 1
         self.env: ExternalEnv | None = first_env
         """the application's episodes; None where ``input_`` made nothing for this runner (it samples nothing)"""
-        self._running: dict[str, ExternalEpisode] = {}
+        self._running: dict[str, Any] = {}
         """the application's episodes in progress, by its ids"""
         self.episodes_dropped = 0
         """episodes given up because their application went away (reported as ``external/episodes_dropped``)"""
         self._backlog: collections.deque[ExternalStep] = collections.deque()
         """what the episodes said beyond the last sample call's steps"""
+        self._carry = AgentCarry()
+        """a recurrent policy's state, previous action and reward in each running episode"""
         self._forget_open_rows()
 
     @property
@@ -117,20 +142,45 @@ class ExternalEnvRunner(BaseEnvRunner):
 
     @property
     def module(self) -> Any:
-        """The model that acts (RLlib's ``env_runner.module``): the policy's."""
-        return self.policies[DEFAULT_POLICY_ID].model
+        """The model that acts (RLlib's ``env_runner.module``): the policy's; several agents': each policy's by id."""
+        return PolicyModels(self.policies) if self._by_agent else self.policies[DEFAULT_POLICY_ID].model
 
     def policy_spaces(self) -> dict[str, tuple[gym.Space[Any], gym.Space[Any]]]:
-        """The policy's spaces: ``environment(observation_space=..., action_space=...)``, else the ExternalEnv's."""
+        """Each policy's spaces: its ``PolicySpec``'s, else ``environment(observation_space=..., action_space=...)``,
+        else the ExternalEnv's.
+
+        Raises:
+            ConfigError: a policy's spaces are given nowhere.
+        """
         config = self.config
         observation_space = config.observation_space or getattr(self.env, "observation_space", None)
         action_space = config.action_space or getattr(self.env, "action_space", None)
-        if observation_space is None or action_space is None:
-            raise ConfigError(
-                f"env runner {self.worker_index} has no ExternalEnv to take the policy's spaces from: give them in "
-                "environment(observation_space=..., action_space=...)"
-            )
-        return {DEFAULT_POLICY_ID: (observation_space, action_space)}
+        spaces = {}
+        for policy_id, spec in (config.policies or {DEFAULT_POLICY_ID: None}).items():
+            own_observations = getattr(spec, "observation_space", None) or observation_space
+            own_actions = getattr(spec, "action_space", None) or action_space
+            if own_observations is None or own_actions is None:
+                raise ConfigError(
+                    f"env runner {self.worker_index} has no ExternalEnv to take policy {policy_id!r}'s spaces from: give "
+                    "them in environment(observation_space=..., action_space=...) or the policy's PolicySpec"
+                )
+            spaces[policy_id] = (own_observations, own_actions)
+        return spaces
+
+    def map_agent(self, agent_id: Any, episode: Any) -> str:
+        """The policy id ``policy_mapping_fn(agent_id, episode, worker=self)`` gives, checked to exist.
+
+        Args:
+            agent_id: the agent.
+            episode: its episode, which the mapping may read.
+
+        Returns:
+            The policy id.
+
+        Raises:
+            ConfigError: the id is not one of this runner's policies, or no mapping is set and there are several.
+        """
+        return map_agent(self.config.policy_mapping_fn, agent_id, episode, self.policies, self)
 
     # ------------------------------------------------------------------ #
     # sampling
@@ -148,19 +198,25 @@ class ExternalEnvRunner(BaseEnvRunner):
         return self._collector.build(self.policies, horizon)
 
     def _sample_truncated(self, explore: bool, steps: int, agent_target: int | None) -> tuple[int, int, int]:
-        """Record ``steps`` actions over the episodes, however many polls it takes (see ``BaseEnvRunner``)."""
-        recorded = 0
-        while recorded < steps:
-            recorded += self._advance(explore, record=True, limit=steps - recorded)
-        return recorded, recorded, self._collector.longest_chunk()
+        """Record ``steps`` observation steps (or ``agent_target`` agents' actions) over the episodes, however many polls
+        it takes (see ``BaseEnvRunner``)."""
+        recorded = agent_steps = 0
+        while recorded < steps and (agent_target is None or agent_steps < agent_target):
+            agents_left = None if agent_target is None else agent_target - agent_steps
+            env_steps, acted = self._advance(explore, record=True, limit=steps - recorded, agent_limit=agents_left)
+            recorded, agent_steps = recorded + env_steps, agent_steps + acted
+        return recorded, agent_steps, self._collector.longest_chunk()
 
     def _step(self, explore: bool, t: int | None, horizon: int, include: np.ndarray | None = None) -> tuple[int, int]:
         """Take one poll's worth of what the episodes said (recorded when ``t`` is given); see :meth:`BaseEnvRunner._step`."""
-        acted = self._advance(explore, record=t is not None, limit=None)
-        return acted, acted
+        return self._advance(explore, record=t is not None, limit=None)
 
-    def _advance(self, explore: bool, record: bool, limit: int | None) -> int:
-        """Handle what the episodes said, in order, acting in batches; return the actions recorded (at most ``limit``)."""
+    def _advance(self, explore: bool, record: bool, limit: int | None, agent_limit: int | None = None) -> tuple[int, int]:
+        """Handle what the episodes said, in order, acting in batches.
+
+        Returns the observation steps recorded (at most ``limit``, or until ``agent_limit`` agents' actions) and the
+        agents' actions among them.
+        """
         if self.env is None:
             raise ConfigError(
                 f"env runner {self.worker_index} has nothing to sample: offline_data(input_=...) made None for it "
@@ -168,105 +224,182 @@ class ExternalEnvRunner(BaseEnvRunner):
             )
         if not self._backlog:
             self._backlog.extend(self.env.poll(timeout=POLL_S))
-        acting: list[ExternalStep] = []
+        acting: list[tuple[ExternalStep, Any]] = []
         waiting: set[str] = set()
-        recorded = 0
-        while self._backlog and (limit is None or recorded < limit):
+        recorded = agent_steps = 0
+        while self._backlog and (limit is None or recorded < limit) and (agent_limit is None or agent_steps < agent_limit):
             step = self._backlog.popleft()
             if step.episode_id in waiting:  # its next step: act on the one before first
                 self._act(acting, explore, record)
                 acting, waiting = [], set()
-            if self._observe(step, record):
-                acting.append(step)
+            agents = self._observe(step)
+            if agents:
+                acting += [(step, agent) for agent in agents]
                 waiting.add(step.episode_id)
-                recorded += record and step.training_enabled
+                counted = record and step.training_enabled
+                recorded, agent_steps = recorded + counted, agent_steps + counted * len(agents)
         self._act(acting, explore, record)
-        return recorded
+        return recorded, agent_steps
 
-    def _observe(self, step: ExternalStep, record: bool) -> bool:
-        """Close the episode's open row with the step's observation and rewards; return whether it needs an action."""
-        key = (0, step.episode_id)
+    def _observe(self, step: ExternalStep) -> list[Any]:
+        """Close the episode's open rows with the step's observations and rewards; return the agents that act on it."""
+        by_agent = self._by_agent
+        episode_id = step.episode_id
+        episode = self._running.get(episode_id)
         if step.dropped is not None:
-            self._collector.drop_open_row(key)
-            if self._running.pop(step.episode_id, None) is not None:
+            if episode is not None:
+                for agent in self._agents_of(episode):
+                    self._collector.drop_open_row(_key(episode_id, agent))
+                    self._carry.forget(_key(episode_id, agent))
+                del self._running[episode_id]
                 self.episodes_dropped += 1
-                logger.warning("env runner %d dropped episode %s: %s", self.worker_index, step.episode_id, step.dropped)
-            return False
-        episode = self._running.get(step.episode_id)
-        if episode is None:  # its first observation (or the first this runner saw, after a restore)
-            episode = self._running[step.episode_id] = ExternalEpisode(step.observation, self.new_episode_id(), step.episode_id)
-            episode.total_reward += step.reward
+                logger.warning("env runner %d dropped episode %s: %s", self.worker_index, episode_id, step.dropped)
+            return []
+        observations = step.observation if by_agent else {None: step.observation}
+        rewards = step.reward if by_agent else {None: step.reward}
+        infos = step.info if by_agent else {None: step.info}
+        first = episode is None  # its first observation (or the first this runner saw, after a restore)
+        if episode is None:
+            episode = self._running[episode_id] = self._new_episode(step)
             if self.callbacks.has_episode_start:
                 self.callbacks.episode_start(episode, self, 0)
         else:
-            episode.total_reward += step.reward
             episode.length += 1
-            if self._collector.has_open_row(key):
-                learned = step.reward if self._clip_rewards is None else float(self._clip_rewards(step.reward))
-                self._collector.add_reward(key, learned)
-                info = step.info if self.output is not None else None
-                self._collector.close(key, step.observation, step.ended, False, info, episode)
-            episode.last_observation, episode.last_reward, episode.last_info = step.observation, step.reward, step.info
-            if self.callbacks.has_episode_step:
-                self.callbacks.episode_step(episode, self, 0)
+        for agent, reward in rewards.items():
+            episode.total_reward += reward
+            if by_agent:
+                key = (agent, episode.policy_for(agent))
+                episode.agent_rewards[key] = episode.agent_rewards.get(key, 0.0) + reward
+            learned = reward if self._clip_rewards is None else float(self._clip_rewards(reward))
+            self._carry.add_reward(_key(episode_id, agent), learned)
+            if self._collector.has_open_row(_key(episode_id, agent)):
+                self._collector.add_reward(_key(episode_id, agent), learned)
+        for agent in self._agents_of(episode):
+            key = _key(episode_id, agent)
+            done = step.ended or step.dones.get(agent, False)
+            if (agent in observations or done) and self._collector.has_open_row(key):
+                info = infos.get(agent) if self.output is not None else None
+                self._collector.close(key, observations.get(agent), done, False, info, episode)
+            if done:
+                self._carry.forget(key)
+        self._remember(episode, observations, rewards, infos)
+        if not first and self.callbacks.has_episode_step:
+            self.callbacks.episode_step(episode, self, 0)
         if not step.ended:
-            return True
+            return [agent for agent in observations if not step.dones.get(agent, False)]
         episode.terminated = True
         if self.callbacks.has_episode_end:
             self.callbacks.episode_end(episode, self, 0)
-        self._completed.append(
-            EpisodeSummary(episode.total_reward, episode.length, dict(episode.custom_metrics), {}, hist_lists(episode.hist_data))
-        )
-        del self._running[step.episode_id]
-        return False
+        summary = episode.summary() if by_agent else EpisodeSummary(
+            episode.total_reward, episode.length, dict(episode.custom_metrics), {}, hist_lists(episode.hist_data)
+        )  # fmt: skip
+        self._completed.append(summary)
+        del self._running[episode_id]
+        return []
 
-    def _act(self, steps: list[ExternalStep], explore: bool, record: bool) -> None:
-        """One forward pass for the steps' observations: answer those waiting, record the logged actions as given."""
-        if not steps:
+    def _new_episode(self, step: ExternalStep) -> Any:
+        if self._by_agent:
+            return ExternalMultiAgentEpisode(self, self.new_episode_id(), step.episode_id)
+        return ExternalEpisode(step.observation, self.new_episode_id(), step.episode_id)
+
+    def _agents_of(self, episode: Any) -> list[Any]:
+        """The agents the episode has seen (a single-agent episode's one agent is None)."""
+        return episode.get_agents() if self._by_agent else [None]
+
+    def _remember(self, episode: Any, observations: dict[Any, Any], rewards: dict[Any, float], infos: Any) -> None:
+        """What callbacks read of the episode's last step."""
+        if not self._by_agent:
+            episode.last_observation, episode.last_reward, episode.last_info = observations[None], rewards[None], infos[None]
             return
-        policy = self.policies[DEFAULT_POLICY_ID]
-        kept = [j for j, step in enumerate(steps) if record and step.training_enabled]
-        raw = [step.observation for step in steps]
-        obs = policy.preprocess(stack_observations(raw), update_filter=bool(kept))
-        actions, extras = policy.compute_actions(obs, explore=explore)
-        logged = [j for j, step in enumerate(steps) if step.action is not None]
-        if logged:
-            actions, extras = self._logged(policy, steps, logged, obs, actions, extras)
-        env_actions = policy.action_adapter.rows(policy.action_adapter(actions))
-        answers = {}
-        for step, action in zip(steps, env_actions, strict=True):
-            self._running[step.episode_id].last_action = action
-            if step.action is None:
-                answers[step.episode_id] = action
-        if kept:
-            keys = [(0, steps[j].episode_id) for j in kept]
-            extras = {key: value[kept] for key, value in extras.items()}
-            if self.output is not None:
-                episodes = [self._running[steps[j].episode_id] for j in kept]
-                extras[SampleBatch.EPS_ID] = np.array([e.episode_id for e in episodes], np.int64)
-                extras[SampleBatch.AGENT_INDEX] = np.zeros(len(kept), np.int64)
-                extras[SampleBatch.T] = np.array([e.length for e in episodes], np.int64)
-            self._collector.act(DEFAULT_POLICY_ID, keys, [raw[j] for j in kept], obs[kept], actions[kept], extras)
-            policy.global_timestep += len(kept)
+        for agent in observations:
+            episode.policy_for(agent)  # an agent is in the episode from its first observation
+        episode.last_observations.update(observations)
+        episode.last_rewards = dict(rewards)
+        episode.last_infos.update(infos)
+
+    def _act(self, items: list[tuple[ExternalStep, Any]], explore: bool, record: bool) -> None:
+        """A forward pass per policy for the agents' observations: answer the waiting episodes, record logged actions."""
+        by_policy: dict[str, list[tuple[ExternalStep, Any]]] = {}
+        for step, agent in items:
+            policy_id = self._running[step.episode_id].policy_for(agent) if self._by_agent else DEFAULT_POLICY_ID
+            by_policy.setdefault(policy_id, []).append((step, agent))
+        answers: dict[str, Any] = {}
+        for policy_id, acting in by_policy.items():
+            self._act_for(policy_id, acting, explore, record, answers)
         if answers:
             assert self.env is not None  # _advance checked
             self.env.send_actions(answers)
 
+    def _act_for(
+        self, policy_id: str, items: list[tuple[ExternalStep, Any]], explore: bool, record: bool, answers: dict[str, Any]
+    ) -> None:
+        """One policy's forward pass for its agents (see :meth:`_act`); their actions go into ``answers``."""
+        by_agent = self._by_agent
+        policy = self.policies[policy_id]
+        kept = [j for j, (step, _) in enumerate(items) if record and step.training_enabled]
+        raw = [step.observation[agent] if by_agent else step.observation for step, agent in items]
+        obs = policy.preprocess(stack_observations(raw), update_filter=bool(kept))
+        keys = [_key(step.episode_id, agent) for step, agent in items]
+        inputs = self._carry.inputs(policy_id, policy, keys) if policy.is_recurrent else {}
+        actions, extras = policy.compute_actions(obs, explore=explore, **inputs)
+        logged = {
+            j: step.action[agent] if by_agent else step.action for j, (step, agent) in enumerate(items) if step.action is not None
+        }
+        if logged:
+            actions, extras = self._logged(policy, items, logged, obs, actions, extras, inputs)
+        if inputs:  # the state moves on with the action taken, the application's own included
+            self._carry.advance(policy_id, keys, extras, actions)
+            extras = {**extras, **recorded_inputs(inputs)}
+        env_actions = policy.action_adapter.rows(policy.action_adapter(actions))
+        for (step, agent), action in zip(items, env_actions, strict=True):
+            episode = self._running[step.episode_id]
+            if by_agent:
+                episode.last_actions[agent] = action
+                episode.agent_steps[agent] = episode.agent_steps.get(agent, 0) + 1
+            else:
+                episode.last_action = action
+            if step.action is None:
+                if by_agent:
+                    answers.setdefault(step.episode_id, {})[agent] = action
+                else:
+                    answers[step.episode_id] = action
+        if not kept:
+            return
+        if len(kept) < len(items):  # an episode not trained on, or evaluation
+            keys, raw, items = [keys[j] for j in kept], [raw[j] for j in kept], [items[j] for j in kept]
+            obs, actions, extras = obs[kept], actions[kept], {key: value[kept] for key, value in extras.items()}
+        if self.output is not None:
+            extras = {**extras, **self._output_context(items)}
+        self._collector.act(policy_id, keys, raw, obs, actions, extras)
+        policy.global_timestep += len(kept)
+
+    def _output_context(self, items: list[tuple[ExternalStep, Any]]) -> dict[str, np.ndarray]:
+        """The columns offline output writes beside each row: its episode, agent index and step."""
+        episodes = [self._running[step.episode_id] for step, _ in items]
+        agents = [self._agents_of(e).index(agent) for e, (_, agent) in zip(episodes, items, strict=True)]
+        return {
+            SampleBatch.EPS_ID: np.array([e.episode_id for e in episodes], np.int64),
+            SampleBatch.AGENT_INDEX: np.array(agents, np.int64),
+            SampleBatch.T: np.array([e.length for e in episodes], np.int64),
+        }
+
     @staticmethod
     def _logged(
-        policy: Any, steps: list[ExternalStep], logged: list[int], obs: np.ndarray, actions: np.ndarray,
-        extras: dict[str, np.ndarray],
+        policy: Any, items: list[tuple[ExternalStep, Any]], logged: dict[int, Any], obs: np.ndarray, actions: np.ndarray,
+        extras: dict[str, np.ndarray], inputs: dict[str, Any],
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:  # fmt: skip
         """The actions with the application's own in place, and their log-likelihoods (or its probabilities) beside them."""
+        rows = list(logged)
         actions = actions.copy()
-        actions[logged] = policy.action_adapter.policy_actions([steps[j].action for j in logged])
+        actions[rows] = policy.action_adapter.policy_actions(list(logged.values()))
         if SampleBatch.ACTION_LOGP in extras:
             logp = extras[SampleBatch.ACTION_LOGP].copy()
-            given = [j for j in logged if steps[j].action_logp is not None]
-            logp[given] = [steps[j].action_logp for j in given]
-            unknown = [j for j in logged if steps[j].action_logp is None]
+            given = [j for j in rows if items[j][0].action_logp is not None]
+            logp[given] = [items[j][0].action_logp for j in given]
+            unknown = [j for j in rows if items[j][0].action_logp is None]
             if unknown:  # a second forward pass only for what the application did not weigh itself
-                logp[unknown] = policy.compute_log_likelihoods(obs[unknown], actions[unknown])
+                recurrent = {key: _rows(value, unknown) for key, value in inputs.items()}
+                logp[unknown] = policy.compute_log_likelihoods(obs[unknown], actions[unknown], **recurrent)
             extras = {**extras, SampleBatch.ACTION_LOGP: logp}
         return actions, extras
 
@@ -297,3 +430,13 @@ class ExternalEnvRunner(BaseEnvRunner):
         if self.env is not None:
             self.env.close()
         self.close_output()
+
+
+def _rows(value: Any, rows: list[int]) -> Any:
+    """Rows of a recurrent input: an array's, or each state part's."""
+    return [part[rows] for part in value] if isinstance(value, list) else value[rows]
+
+
+def _key(episode_id: str, agent: Any) -> tuple[int, Any]:
+    """An agent's column in the collector and the recurrent carry (``(sub-environment, agent)``: there is one)."""
+    return (0, (episode_id, agent))
