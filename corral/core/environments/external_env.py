@@ -108,6 +108,11 @@ class ExternalEnv:
         self.__returned = False
         self.__closed = False
 
+    @property
+    def by_agent(self) -> bool:
+        """Whether observations, actions and rewards are dicts by agent id (an ``ExternalMultiAgentEnv``'s)."""
+        return self._BY_AGENT
+
     def run(self) -> None:
         """The application's loop, in a thread of its own: episodes of :meth:`start_episode`, :meth:`get_action`, ...
 
@@ -333,9 +338,15 @@ class ExternalEnv:
                 self.__changed.notify_all()
 
     def _check_action(self, episode_id: str, action: Any) -> None:
-        """Refuse a logged action outside the action space (a subclass checks each agent's)."""
-        if not self.action_space.contains(action):
-            raise EnvError(f"episode {episode_id!r} logged the action {action!r:.60}, which is not in {self.action_space}")
+        """Refuse a logged action outside the action space (each agent's, for dicts by agent)."""
+        if not self._BY_AGENT:
+            if not self.action_space.contains(action):
+                raise EnvError(f"episode {episode_id!r} logged the action {action!r:.60}, which is not in {self.action_space}")
+            return
+        for agent, value in action.items():
+            space = agent_space(self.action_space, agent)
+            if not space.contains(value):
+                raise EnvError(f"episode {episode_id!r}: agent {agent!r} logged the action {value!r:.60}, not in {space}")
 
     def __no_reward(self) -> Any:
         return {} if self._BY_AGENT else 0.0
@@ -379,3 +390,18 @@ class ExternalEnv:
         )
         episode.reward, episode.dones, episode.info, episode.first = self.__no_reward(), {}, {}, False
         self.__changed.notify_all()
+
+
+def agent_space(space: gym.Space[Any], agent: Any) -> gym.Space[Any]:
+    """An agent's space: its entry of a ``Dict`` space keyed by agent id, else the space every agent shares.
+
+    Args:
+        space: the env's observation or action space.
+        agent: the agent id.
+
+    Returns:
+        The agent's space.
+    """
+    if isinstance(space, gym.spaces.Dict) and agent in space.spaces:
+        return space.spaces[agent]
+    return space

@@ -111,27 +111,6 @@ class ExternalMultiAgentEnv(ExternalEnv):
             raise EnvError(f"episode {episode_id!r} ended with {type(observation_dict).__name__}: give a dict by agent id")
         super().end_episode(episode_id, dict(observation_dict))
 
-    def _check_action(self, episode_id: str, action: Any) -> None:
-        for agent, value in action.items():
-            space = agent_space(self.action_space, agent)
-            if not space.contains(value):
-                raise EnvError(f"episode {episode_id!r}: agent {agent!r} logged the action {value!r:.60}, not in {space}")
-
-
-def agent_space(space: gym.Space[Any], agent: Any) -> gym.Space[Any]:
-    """An agent's space: its entry of a ``Dict`` space keyed by agent id, else the space every agent shares.
-
-    Args:
-        space: the env's observation or action space.
-        agent: the agent id.
-
-    Returns:
-        The agent's space.
-    """
-    if isinstance(space, gym.spaces.Dict) and agent in space.spaces:
-        return space.spaces[agent]
-    return space
-
 
 def _agent_dict(episode_id: str, value: Any, name: str) -> dict[Any, Any]:
     if not isinstance(value, dict) or not value:

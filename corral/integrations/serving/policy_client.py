@@ -138,7 +138,11 @@ class PolicyClient:
             self._report_if_full()
             return action
         answer = self._episode_call(protocol.GET_ACTION, episode_id, {"observation": observation})
-        return _as_numpy(answer["action"])
+        action = _as_numpy(answer["action"])
+        if isinstance(observation, dict) and isinstance(action, dict):  # several agents: their ids as the application has them
+            agents = {str(agent): agent for agent in observation}
+            action = {agents.get(key, key): value for key, value in action.items()}
+        return action
 
     def log_action(self, episode_id: str, observation: Any, action: Any, action_prob: float | None = None) -> None:
         """Tell the server the action the application took itself on ``observation``.
@@ -156,24 +160,24 @@ class PolicyClient:
         self._report_if_full()
 
     def log_returns(
-        self, episode_id: str, reward: float, info: dict[str, Any] | None = None, multiagent_done_dict: Any = None
+        self, episode_id: str, reward: Any, info: dict[str, Any] | None = None, multiagent_done_dict: Any = None
     ) -> None:
         """Tell the server the reward since the last action (summed with others until the next one).
 
         Args:
             episode_id: the episode.
-            reward: the reward.
-            info: the env's info dict, if any (JSON values).
-            multiagent_done_dict: RLlib's per-agent done flags; corral's server serves one agent.
-
-        Raises:
-            ConfigError: ``multiagent_done_dict`` is given.
+            reward: the reward; a multi-agent server's episodes take a dict of rewards by agent id.
+            info: the env's info dict (by agent id, for several agents), if any (JSON values).
+            multiagent_done_dict: RLlib's done flags by agent id, for agents done before the episode ends
+                (a multi-agent server's episodes).
         """
-        if multiagent_done_dict is not None:
-            raise ConfigError("corral's policy server serves single-agent episodes: log_returns takes no multiagent_done_dict")
-        fields: dict[str, Any] = {"reward": float(reward)}
+        fields: dict[str, Any] = {
+            "reward": {str(a): float(r) for a, r in reward.items()} if isinstance(reward, dict) else float(reward)
+        }
         if info is not None:
             fields["info"] = info
+        if multiagent_done_dict is not None:
+            fields["dones"] = {str(agent): bool(done) for agent, done in multiagent_done_dict.items()}
         self._episode_call(protocol.LOG_RETURNS, episode_id, fields)
 
     def end_episode(self, episode_id: str, observation: Any) -> None:

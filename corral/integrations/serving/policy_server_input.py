@@ -29,6 +29,9 @@ from corral.core.common import by_value, state_codec
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID
 from corral.core.common.space_codec import encode_space
 from corral.core.environments.external_env import ExternalEnv
+from corral.core.environments.multi_agent_env import ALL_AGENTS
+from corral.core.sampling.agent_policies import map_agent
+from corral.core.sampling.external.external_env_runner import ExternalMultiAgentEpisode, external_policy_spaces
 from corral.errors import ConfigError, EnvError
 from corral.integrations.serving import protocol
 from corral.integrations.serving.http_server import PolicyHTTPServer
@@ -70,18 +73,20 @@ class PolicyServerInput(ExternalEnv):
         max_concurrent: int = 1000,
     ) -> None:
         config = ioctx.config
-        if config.observation_space is None or config.action_space is None:
-            raise ConfigError(
-                "a PolicyServerInput's clients send observations and take actions of the policy's spaces: give them in "
-                "environment(observation_space=..., action_space=...)"
-            )
-        for space, what in ((config.observation_space, "the observation space"), (config.action_space, "the action space")):
-            try:
-                protocol.check_space_supported(space, what)
-            except ProtocolError as exc:
-                raise ConfigError(str(exc)) from None
+        self._BY_AGENT = bool(config.is_multi_agent)  # a multi-agent config's clients play ExternalMultiAgentEnv episodes
+        where = "a PolicyServerInput (its clients send observations and take actions of the policies' spaces)"
+        self._spaces = external_policy_spaces(config, None, None, where)
+        """each policy's (observation, action) spaces, which what clients send is checked against"""
+        for policy_id, spaces in self._spaces.items():
+            for space, what in zip(spaces, ("observation space", "action space"), strict=True):
+                try:
+                    protocol.check_space_supported(space, f"the {what}" + (f" of policy {policy_id!r}" if self._BY_AGENT else ""))
+                except ProtocolError as exc:
+                    raise ConfigError(str(exc)) from None
         super().__init__(config.action_space, config.observation_space, max_concurrent)
         self.ioctx = ioctx
+        self._agent_policies: dict[str, dict[str, str]] = {}
+        """in each multi-agent episode, the policy each agent's values are checked against (mapped at first sight)"""
         self.episode_timeout_s = episode_timeout_s
         self._activity = threading.Lock()
         self._last_seen: dict[str, float] = {}
@@ -110,6 +115,7 @@ class PolicyServerInput(ExternalEnv):
                 if self.drop_episode(episode_id, f"its client sent nothing for {self.episode_timeout_s:g} s"):
                     with self._activity:
                         self._last_seen.pop(episode_id, None)
+                    self._agent_policies.pop(episode_id, None)
 
     def close(self) -> None:
         """Stop serving, release the port and answer every waiting client with an error."""
@@ -128,6 +134,12 @@ class PolicyServerInput(ExternalEnv):
                 raise ProtocolError(409, str(exc)) from None
             self._seen(started)
             return {"episode_id": started}
+        if self._BY_AGENT and command in (protocol.GET_WORKER_ARGS, protocol.GET_WEIGHTS, protocol.REPORT_SAMPLES):
+            raise ProtocolError(
+                400,
+                f"{command}: this server's episodes have several agents, whose policies the server script's "
+                "policy_mapping_fn picks (code, never sent): its clients act with inference_mode='remote'",
+            )
         if command == protocol.GET_WORKER_ARGS:
             return self._worker_args()
         if command == protocol.GET_WEIGHTS:
@@ -152,26 +164,76 @@ class PolicyServerInput(ExternalEnv):
                 raise ProtocolError(503, f"{command}: the server is stopping") from None
             raise ProtocolError(409, f"{command}: {exc}") from None
         finally:
-            self._seen(episode_id, ended=command == protocol.END_EPISODE)
+            ended = command == protocol.END_EPISODE
+            self._seen(episode_id, ended=ended)
+            if ended:
+                self._agent_policies.pop(episode_id, None)
 
     def _episode_command(self, command: str, episode_id: str, fields: dict[str, Any]) -> dict[str, Any]:
         if command == protocol.LOG_RETURNS:
-            reward = fields["reward"]
-            if isinstance(reward, dict):
-                raise ProtocolError(400, "LOG_RETURNS: this server's policy acts for one agent: reward must be a number")
-            self.log_returns(episode_id, float(reward), fields.get("info"))
+            self._log_returns(episode_id, self._rewards(fields), fields.get("info"), self._dones(fields))
             return {}
-        observation = space_value(fields["observation"], self.observation_space, f"{command}'s observation")
+        observation = self._values(
+            episode_id, fields["observation"], 0, f"{command}'s observation", command == protocol.END_EPISODE
+        )
         if command == protocol.GET_ACTION:
             return {"action": self.get_action(episode_id, observation)}
         if command == protocol.LOG_ACTION:
-            action = space_value(fields["action"], self.action_space, "LOG_ACTION's action")
+            action = self._values(episode_id, fields["action"], 1, "LOG_ACTION's action", False)
+            if self._BY_AGENT and (set(action) != set(observation) or "action_prob" in fields or protocol.ACTION_LOGP in fields):
+                raise ProtocolError(
+                    400, "LOG_ACTION: a multi-agent episode logs an action for each agent observed, and no probability"
+                )
             self.log_action(
                 episode_id, observation, action, fields.get("action_prob"), action_logp=fields.get(protocol.ACTION_LOGP)
             )
             return {}
         self.end_episode(episode_id, observation)
         return {}
+
+    def _values(self, episode_id: str, value: Any, which: int, what: str, may_be_empty: bool) -> Any:
+        """An observation (``which`` 0) or action (1) checked against its space; a multi-agent one by agent."""
+        if not self._BY_AGENT:
+            return space_value(value, self._spaces[DEFAULT_POLICY_ID][which], what)
+        if not isinstance(value, dict) or not (value or may_be_empty):
+            raise ProtocolError(400, f"{what} must be a non-empty object by agent id (this server's episodes have agents)")
+        return {
+            agent: space_value(item, self._agent_spaces(episode_id, agent)[which], f"{what}[{agent!r}]")
+            for agent, item in value.items()
+        }
+
+    def _rewards(self, fields: dict[str, Any]) -> Any:
+        reward = fields["reward"]
+        if isinstance(reward, dict) != self._BY_AGENT:
+            raise ProtocolError(
+                400,
+                "LOG_RETURNS: this server's episodes have several agents: reward must be an object of numbers by agent id"
+                if self._BY_AGENT
+                else "LOG_RETURNS: this server's policy acts for one agent: reward must be a number",
+            )
+        return reward
+
+    def _dones(self, fields: dict[str, Any]) -> dict[str, bool] | None:
+        dones = fields.get("dones")
+        if dones is None:
+            return None
+        if not self._BY_AGENT:
+            raise ProtocolError(400, "LOG_RETURNS: dones are for agents of a multi-agent episode; this server's have one")
+        return {agent: done for agent, done in dones.items() if agent != ALL_AGENTS}
+
+    def _agent_spaces(self, episode_id: str, agent: str) -> tuple[Any, Any]:
+        """The spaces of the policy ``policy_mapping_fn`` maps the agent to (asked once per agent and episode)."""
+        mapped = self._agent_policies.setdefault(episode_id, {})
+        policy_id = mapped.get(agent)
+        if policy_id is None:
+            worker = self.ioctx.worker
+            seen = ExternalMultiAgentEpisode(worker, -1, episode_id)  # what a mapping may read; the runner has its own
+            try:
+                policy_id = map_agent(self.ioctx.config.policy_mapping_fn, agent, seen, self._spaces, worker)
+            except ConfigError as exc:
+                raise ProtocolError(400, f"agent {agent!r}: {exc}") from None
+            mapped[agent] = policy_id
+        return self._spaces[policy_id]
 
     def _check_report(self, samples: list[Request]) -> None:
         """Refuse (404) a report that continues an episode not running here, before any of it is used."""

@@ -18,6 +18,14 @@ An observation or action is the JSON form of a value of its space: a number
 for ``Discrete``, a (nested) list for ``Box``, ``MultiDiscrete`` and
 ``MultiBinary``, an object for ``Dict`` and a list for ``Tuple``. ``NaN`` and
 ``Infinity`` (which Python's JSON reader would take) are refused.
+
+A multi-agent server's episodes (a ``multi_agent()`` config) take
+observations, actions and rewards as objects by agent id (ids are JSON
+strings), each agent's values checked against the spaces of the policy its
+``policy_mapping_fn`` picks; ``LOG_RETURNS`` may carry ``dones``, the agents
+done before the episode ends::
+
+    {"command": "LOG_RETURNS", "episode_id": "a1b2", "reward": {"left": 1.0, "right": 0.0}, "dones": {"right": true}}
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     START_EPISODE: (frozenset(), frozenset({"episode_id", "training_enabled"})),
     GET_ACTION: (frozenset({"episode_id", "observation"}), frozenset()),
     LOG_ACTION: (frozenset({"episode_id", "observation", "action"}), frozenset({"action_prob", ACTION_LOGP})),
-    LOG_RETURNS: (frozenset({"episode_id", "reward"}), frozenset({"info"})),
+    LOG_RETURNS: (frozenset({"episode_id", "reward"}), frozenset({"info", "dones"})),
     END_EPISODE: (frozenset({"episode_id", "observation"}), frozenset()),
     GET_WORKER_ARGS: (frozenset(), frozenset()),
     GET_WEIGHTS: (frozenset(), frozenset()),
@@ -205,6 +213,10 @@ def _check_fields(command: str, fields: dict[str, Any]) -> None:
         raise ProtocolError(400, f"{command}: give action_prob or action_logp, not both")
     if "info" in fields and not isinstance(fields["info"], dict):
         raise ProtocolError(400, f"{command}: info must be a JSON object")
+    if "dones" in fields and not (
+        isinstance(fields["dones"], dict) and all(isinstance(d, bool) for d in fields["dones"].values())
+    ):
+        raise ProtocolError(400, f"{command}: dones must be an object of true/false by agent id")
 
 
 def _is_finite_number(value: Any) -> bool:

@@ -36,7 +36,6 @@ import numpy as np
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.common.spaces import stack_observations
 from corral.core.environments.external_env import ExternalEnv, ExternalStep
-from corral.core.environments.external_multi_agent_env import ExternalMultiAgentEnv
 from corral.core.learning.recurrent.carry import AgentCarry, recorded_inputs
 from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment
 from corral.core.sampling.agent_policies import PolicyModels, map_agent
@@ -115,7 +114,7 @@ class ExternalEnvRunner(BaseEnvRunner):
                 "an ExternalEnv is sampled with batch_mode='truncate_episodes': its application decides when an episode "
                 "ends, and a sample call cannot wait for it"
             )
-        self._by_agent = isinstance(first_env, ExternalMultiAgentEnv)
+        self._by_agent = first_env is not None and first_env.by_agent
         """whether observations, actions and rewards are dicts by agent"""
         if config.is_multi_agent and first_env is not None and not self._by_agent:
             raise ConfigError(
@@ -146,26 +145,13 @@ class ExternalEnvRunner(BaseEnvRunner):
         return PolicyModels(self.policies) if self._by_agent else self.policies[DEFAULT_POLICY_ID].model
 
     def policy_spaces(self) -> dict[str, tuple[gym.Space[Any], gym.Space[Any]]]:
-        """Each policy's spaces: its ``PolicySpec``'s, else ``environment(observation_space=..., action_space=...)``,
-        else the ExternalEnv's.
+        """Each policy's spaces (see :func:`external_policy_spaces`), the ExternalEnv's where nothing else gives them.
 
         Raises:
             ConfigError: a policy's spaces are given nowhere.
         """
-        config = self.config
-        observation_space = config.observation_space or getattr(self.env, "observation_space", None)
-        action_space = config.action_space or getattr(self.env, "action_space", None)
-        spaces = {}
-        for policy_id, spec in (config.policies or {DEFAULT_POLICY_ID: None}).items():
-            own_observations = getattr(spec, "observation_space", None) or observation_space
-            own_actions = getattr(spec, "action_space", None) or action_space
-            if own_observations is None or own_actions is None:
-                raise ConfigError(
-                    f"env runner {self.worker_index} has no ExternalEnv to take policy {policy_id!r}'s spaces from: give "
-                    "them in environment(observation_space=..., action_space=...) or the policy's PolicySpec"
-                )
-            spaces[policy_id] = (own_observations, own_actions)
-        return spaces
+        env_spaces = (getattr(self.env, "observation_space", None), getattr(self.env, "action_space", None))
+        return external_policy_spaces(self.config, *env_spaces, f"env runner {self.worker_index}")
 
     def map_agent(self, agent_id: Any, episode: Any) -> str:
         """The policy id ``policy_mapping_fn(agent_id, episode, worker=self)`` gives, checked to exist.
@@ -435,6 +421,38 @@ class ExternalEnvRunner(BaseEnvRunner):
 def _rows(value: Any, rows: list[int]) -> Any:
     """Rows of a recurrent input: an array's, or each state part's."""
     return [part[rows] for part in value] if isinstance(value, list) else value[rows]
+
+
+def external_policy_spaces(
+    config: Any, observation_space: gym.Space[Any] | None, action_space: gym.Space[Any] | None, where: str
+) -> dict[str, tuple[gym.Space[Any], gym.Space[Any]]]:
+    """Each policy's spaces for external episodes: its ``PolicySpec``'s, else the config's
+    (``environment(observation_space=..., action_space=...)``), else the given ones (the application's).
+
+    Args:
+        config: the algorithm's config.
+        observation_space: the application's observation space, if it has one.
+        action_space: its action space, likewise.
+        where: who asks, for the error (``"env runner 1"``).
+
+    Returns:
+        ``(observation_space, action_space)`` by policy id.
+
+    Raises:
+        ConfigError: a policy's spaces are given nowhere.
+    """
+    shared = (config.observation_space or observation_space, config.action_space or action_space)
+    spaces = {}
+    for policy_id, spec in (config.policies or {DEFAULT_POLICY_ID: None}).items():
+        own_observations = getattr(spec, "observation_space", None) or shared[0]
+        own_actions = getattr(spec, "action_space", None) or shared[1]
+        if own_observations is None or own_actions is None:
+            raise ConfigError(
+                f"{where} has no spaces for policy {policy_id!r}: give them in "
+                "environment(observation_space=..., action_space=...) or the policy's PolicySpec"
+            )
+        spaces[policy_id] = (own_observations, own_actions)
+    return spaces
 
 
 def _key(episode_id: str, agent: Any) -> tuple[int, Any]:
