@@ -20,6 +20,15 @@ from tests.recurrent_replay import replay_sequences
 SPACE = gym.spaces.Box(-10.0, 10.0, (1,), np.float32)
 
 
+def play_in_threads(play: Any, arguments: list[tuple[Any, ...]]) -> None:
+    """An application's players, each ``play(*args)`` in a thread of its own, until all return."""
+    threads = [threading.Thread(target=play, args=args, daemon=True) for args in arguments]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 class Countdown(ExternalEnv):
     """Concurrent threads, each playing episodes that count down from ``start`` to 0, rewarded ``count`` each step.
 
@@ -32,11 +41,7 @@ class Countdown(ExternalEnv):
         self.config = config
 
     def run(self) -> None:
-        threads = [threading.Thread(target=self._play, daemon=True) for _ in range(self.config.get("threads", 1))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        play_in_threads(self._play, [() for _ in range(self.config.get("threads", 1))])
 
     def _play(self) -> None:
         try:
@@ -133,11 +138,7 @@ class TaggedCountdown(ExternalEnv):
         self.lock = threading.Lock()
 
     def run(self) -> None:
-        threads = [threading.Thread(target=self._play, daemon=True) for _ in range(3)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        play_in_threads(self._play, [(), (), ()])
 
     def _play(self) -> None:
         try:
@@ -204,11 +205,7 @@ class CartPoleApp(ExternalEnv):
         self.threads = config["threads"]
 
     def run(self) -> None:
-        threads = [threading.Thread(target=self._play, args=(i,), daemon=True) for i in range(self.threads)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        play_in_threads(self._play, [(i,) for i in range(self.threads)])
 
     def _play(self, seed: int) -> None:
         env = gym.make("CartPole-v1")

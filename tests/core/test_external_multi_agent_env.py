@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from corral.core.environments.external_multi_agent_env import ExternalMultiAgent
 from corral.errors import EnvError
 from corral.plugins.ppo import PPOConfig
 from tests.conftest import best_return_within
+from tests.core.test_external_env_runner import play_in_threads
 
 SPACE = gym.spaces.Box(0.0, 10.0, (1,), np.float32)
 
@@ -163,11 +163,7 @@ class TwoCartPoles(ExternalMultiAgentEnv):
         super().__init__(env.action_space, env.observation_space)
 
     def run(self) -> None:
-        players = [threading.Thread(target=self.play, args=(seed,), daemon=True) for seed in range(4)]
-        for player in players:
-            player.start()
-        for player in players:
-            player.join()
+        play_in_threads(self.play, [(seed,) for seed in range(4)])
 
     def play(self, seed: int) -> None:
         envs = {agent: gym.make("CartPole-v1") for agent in ("left", "right")}

@@ -27,6 +27,7 @@ from corral.core.environments.task_settable_env import set_tasks
 from corral.core.learning.policy import Policy
 from corral.core.learning.postprocessing import episode_ends
 from corral.core.sampling.agent_collector import PolicyFragment
+from corral.core.sampling.agent_policies import map_agent
 from corral.core.sampling.metrics import EpisodeSummary
 from corral.core.sampling.offline_output import OUTPUT_CONTEXT_COLUMNS, experience_output_for
 from corral.core.sampling.trajectories import postprocess_for_hook
@@ -147,6 +148,22 @@ class BaseEnvRunner:
         episode_id = self.next_episode_id
         self.next_episode_id += 1
         return episode_id
+
+    def map_agent(self, agent_id: Any, episode: Any) -> str:
+        """The policy id ``policy_mapping_fn(agent_id, episode, worker=self)`` gives, checked to exist (see ``agent_policies``).
+
+        Args:
+            agent_id: the agent.
+            episode: its episode, which the mapping may read.
+
+        Returns:
+            The policy id.
+
+        Raises:
+            ConfigError: the id is not one of this runner's policies, or no mapping is set
+                and there are several policies.
+        """
+        return map_agent(self.config.policy_mapping_fn, agent_id, episode, self.policies, self)
 
     def _reset_seed(self) -> int:
         """The seed of a sub-environment's next reset, drawn from the runner's generator."""

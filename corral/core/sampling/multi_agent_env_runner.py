@@ -185,22 +185,6 @@ class MultiAgentEnvRunner(BaseEnvRunner):
     # ------------------------------------------------------------------ #
     # policies
     # ------------------------------------------------------------------ #
-    def map_agent(self, agent_id: Hashable, episode: MultiAgentEpisode) -> str:
-        """The policy id ``policy_mapping_fn(agent_id, episode, worker=self)`` gives, checked to exist (see ``agent_policies``).
-
-        Args:
-            agent_id: the agent.
-            episode: its episode, which the mapping may read.
-
-        Returns:
-            The policy id.
-
-        Raises:
-            ConfigError: the id is not one of this runner's policies, or no mapping is set
-                and there are several policies.
-        """
-        return map_agent(self.config.policy_mapping_fn, agent_id, episode, self.policies, self)
-
     def forget_policy(self, policy_id: str) -> None:
         """A policy was removed: agents of episodes in progress that it acted for are mapped again at their next step.
 

@@ -202,6 +202,9 @@ class PolicyServerInput(ExternalEnv):
             for agent, item in value.items()
         }
 
+    def _check_action(self, episode_id: str, action: Any) -> None:
+        """Nothing left to check: :meth:`_values` checked the action against its policy's space when it was read."""
+
     def _rewards(self, fields: dict[str, Any]) -> Any:
         reward = fields["reward"]
         if isinstance(reward, dict) != self._BY_AGENT:

@@ -21,15 +21,16 @@ from tests.integrations.serving.test_policy_server import _json, _post
 
 ONE = gym.spaces.Box(0.0, 10.0, (1,), np.float32)
 TWO = gym.spaces.Box(0.0, 10.0, (2,), np.float32)
+CHOICE = gym.spaces.Discrete(2)
 
 
 def served(port: int = 0) -> PPOConfig:
-    """Two policies with their own observation spaces, agent "a" -> "pa" and "b" -> "pb", served on ``port``."""
+    """Two policies with their own spaces (only theirs), agent "a" -> "pa" and "b" -> "pb", served on ``port``."""
     return (
         PPOConfig()
-        .environment(env=None, action_space=gym.spaces.Discrete(2))
+        .environment(env=None)
         .multi_agent(
-            policies={"pa": PolicySpec(observation_space=ONE), "pb": PolicySpec(observation_space=TWO)},
+            policies={"pa": PolicySpec(None, ONE, CHOICE), "pb": PolicySpec(None, TWO, CHOICE)},
             policy_mapping_fn=lambda agent_id, episode, **kwargs: f"p{agent_id}",
         )
         .offline_data(input_=lambda ioctx: PolicyServerInput(ioctx, "localhost", port))

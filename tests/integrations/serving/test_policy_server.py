@@ -120,23 +120,29 @@ def test_a_restarted_server_is_retried_and_its_client_plays_on_where_it_was(make
     assert second.train()["timesteps_total"] == 500 and playing[0].poll() is None
 
 
+def play_cartpole(client: PolicyClient, steps: int) -> int:
+    """RLlib's CartPole client loop for ``steps`` steps, its last episode ended too; returns the episodes played."""
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=0)
+    episode, episodes = client.start_episode(), 1
+    for _ in range(steps):
+        obs, reward, terminated, truncated, _ = env.step(client.get_action(episode, obs))
+        client.log_returns(episode, float(reward))
+        if terminated or truncated:
+            client.end_episode(episode, obs)
+            obs, _ = env.reset()
+            episode, episodes = client.start_episode(), episodes + 1
+    client.end_episode(episode, obs)
+    return episodes
+
+
 def test_a_local_client_acts_with_the_server_s_weights_and_its_likelihoods_are_what_is_trained_on(make_algo: Any) -> None:
     algo = make_algo(served())
     client = PolicyClient(f"http://localhost:{port_of(algo)}", inference_mode="local", update_interval=None)
     server_policy, copy = algo.get_policy(), client._local.policy  # type: ignore[union-attr]
     for name, weight in server_policy.get_weights().items():
         np.testing.assert_array_equal(copy.get_weights()[name], weight)
-    env = gym.make("CartPole-v1")
-    obs, _ = env.reset(seed=0)
-    episode = client.start_episode()
-    for _ in range(500):
-        obs, reward, terminated, truncated, _ = env.step(client.get_action(episode, obs))
-        client.log_returns(episode, float(reward))
-        if terminated or truncated:
-            client.end_episode(episode, obs)
-            obs, _ = env.reset()
-            episode = client.start_episode()
-    client.end_episode(episode, obs)  # sends the report
+    play_cartpole(client, 500)  # its last end_episode sends the report
     server_policy.set_weights({k: v + 0.5 for k, v in server_policy.get_weights().items()})  # the server learned since
     batch = algo.env_runner_group.local_env_runner.sample().policy_batches["default_policy"]
     assert len(batch) == 499, "the 500th row closes with its episode's end, which comes after the fragment's 500th action"
@@ -157,18 +163,7 @@ def test_a_local_client_s_recurrent_copy_carries_each_episode_s_state_and_the_se
     client = PolicyClient(f"http://localhost:{port_of(algo)}", inference_mode="local", update_interval=None)
     copy = client._local.policy  # type: ignore[union-attr]
     assert copy.is_recurrent
-    env = gym.make("CartPole-v1")
-    obs, _ = env.reset(seed=0)
-    episode, episodes = client.start_episode(), 1
-    for _ in range(101):
-        obs, reward, terminated, truncated, _ = env.step(client.get_action(episode, obs))
-        client.log_returns(episode, float(reward))
-        if terminated or truncated:
-            client.end_episode(episode, obs)
-            obs, _ = env.reset()
-            episode, episodes = client.start_episode(), episodes + 1
-    client.end_episode(episode, obs)
-    assert episodes >= 3
+    assert play_cartpole(client, 101) >= 3
     batch = algo.env_runner_group.local_env_runner.sample().policy_batches["default_policy"]
     episodes_seen: list[int] = []
 

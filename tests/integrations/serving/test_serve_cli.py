@@ -43,21 +43,39 @@ def play_until_stopped(address: str, token: str, played: list[int]) -> None:
         pass
 
 
-def serve(results_dir: Path, *args: str, token: str = "") -> subprocess.Popen[str]:
+def serve(results_dir: Path, *args: str, token: str = "") -> tuple[int, str, int]:
+    """Run ``corral serve ARGS`` with a client playing against it until it stops.
+
+    Returns:
+        The exit status, the output and the steps the client played.
+    """
     env = {**os.environ, "CORRAL_RESULTS_DIR": str(results_dir), "PYTHONUNBUFFERED": "1", "CORRAL_AUTH_TOKEN": token}
     command = [sys.executable, "-m", "corral.cli", "serve", *args]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    played = [0]
+    try:
+        address = announced_address(server)
+        if token:
+            with pytest.raises(ProtocolError, match=r"\(401\)"):
+                PolicyClient(address, inference_mode="remote", max_retry_s=2.0).start_episode()
+        client = threading.Thread(target=play_until_stopped, args=(address, token, played))
+        client.start()
+        output, _ = server.communicate(timeout=300)
+        client.join(timeout=60)
+    finally:
+        server.kill()
+    return server.returncode, output, played[0]
 
 
-def announced_address(server: subprocess.Popen[str]) -> tuple[str, list[str]]:
-    """The address the command prints before it waits for episodes, and the lines before it."""
+def announced_address(server: subprocess.Popen[str]) -> str:
+    """The address the command prints before it waits for episodes."""
     assert server.stdout is not None
     lines = []
     for line in server.stdout:
         lines.append(line)
         found = re.search(r"serving PPO at (http://127\.0\.0\.1:\d+)", line)
         if found:
-            return found[1], lines
+            return found[1]
     server.wait(timeout=30)
     pytest.fail(f"corral serve printed no address: {''.join(lines)}")
 
@@ -66,22 +84,13 @@ def announced_address(server: subprocess.Popen[str]) -> tuple[str, list[str]]:
 def test_corral_serve_trains_on_what_a_client_plays_and_its_checkpoint_evaluates_and_resumes(
     results_dir: Path, capsys: Any
 ) -> None:
-    server = serve(results_dir, "--algo", "PPO", "--env", "CartPole-v1", "--port", "0", "--stop", '{"timesteps_total": 400}',
-                   "--config", TINY, "--seed", "0", token="s3cret")  # fmt: skip
-    try:
-        address, _ = announced_address(server)
-        with pytest.raises(ProtocolError, match=r"\(401\)"):
-            PolicyClient(address, inference_mode="remote", max_retry_s=2.0).start_episode()
-        played = [0]
-        client = threading.Thread(target=play_until_stopped, args=(address, "s3cret", played))
-        client.start()
-        output, _ = server.communicate(timeout=300)
-        client.join(timeout=60)
-    finally:
-        server.kill()
-    assert server.returncode == 0, output
+    status, output, played = serve(
+        results_dir, "--algo", "PPO", "--env", "CartPole-v1", "--port", "0", "--stop", '{"timesteps_total": 400}',
+        "--config", TINY, "--seed", "0", token="s3cret",
+    )  # fmt: skip
+    assert status == 0, output
     assert "stopped: timesteps_total budget 400 reached at iteration 2, 400 env steps" in output
-    assert played[0] >= 400
+    assert played >= 400
     checkpoint = re.search(r"last checkpoint: (\S+)", output)
     assert checkpoint is not None, output
     saved = json.loads((Path(checkpoint[1]) / "config.json").read_text())
@@ -91,16 +100,8 @@ def test_corral_serve_trains_on_what_a_client_plays_and_its_checkpoint_evaluates
     assert main(["evaluate", checkpoint[1], "--episodes", "1"]) == 0  # in the env that gave the spaces
     assert re.search(r"1 episodes: reward mean \d", capsys.readouterr().out)
 
-    resumed = serve(results_dir, "--resume", checkpoint[1], "--port", "0", "--stop", '{"timesteps_total": 600}')
-    try:
-        address, _ = announced_address(resumed)
-        client = threading.Thread(target=play_until_stopped, args=(address, "", [0]))
-        client.start()
-        output, _ = resumed.communicate(timeout=300)
-        client.join(timeout=60)
-    finally:
-        resumed.kill()
-    assert resumed.returncode == 0, output
+    status, output, _ = serve(results_dir, "--resume", checkpoint[1], "--port", "0", "--stop", '{"timesteps_total": 600}')
+    assert status == 0, output
     assert "stopped: timesteps_total budget 600 reached at iteration 3" in output
 
 

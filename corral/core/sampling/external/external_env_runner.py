@@ -2,14 +2,17 @@
 
 An external application plays any number of episodes at once and asks for
 actions when it needs them. The runner polls what the episodes did, acts for
-every episode waiting at that moment in one batched forward pass, and keeps
-each episode's rows as a column of its own (the multi-agent runner's
+every episode waiting at that moment in one batched forward pass per
+policy, and keeps each episode's rows (each agent's, in an
+:class:`~corral.core.environments.external_multi_agent_env.ExternalMultiAgentEnv`)
+as a column of its own (the multi-agent runner's
 :class:`~corral.core.sampling.agent_collector.AgentCollector`, keyed by the
-episode's id), so GAE, n-step returns and V-trace run on them unchanged.
+episode's id and the agent), so GAE, n-step returns and V-trace run on them
+unchanged. ``policy_mapping_fn`` picks each agent's policy, once per episode.
 
-- A sample call records ``rollout_fragment_length`` actions (summed over the
-  episodes); what the episodes said beyond that waits for the next call, and
-  so do the episodes waiting for an action.
+- A sample call records ``rollout_fragment_length`` observation steps (summed
+  over the episodes); what the episodes said beyond that waits for the next
+  call, and so do the episodes waiting for an action.
 - A row closes when the episode's next observation comes, with the rewards
   logged in between; :meth:`~corral.core.environments.external_env.ExternalEnv.end_episode`
   ends it as terminated.
@@ -38,7 +41,7 @@ from corral.core.common.spaces import stack_observations
 from corral.core.environments.external_env import ExternalEnv, ExternalStep
 from corral.core.learning.recurrent.carry import AgentCarry, recorded_inputs
 from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment
-from corral.core.sampling.agent_policies import PolicyModels, map_agent
+from corral.core.sampling.agent_policies import PolicyModels
 from corral.core.sampling.base_env_runner import BaseEnvRunner
 from corral.core.sampling.env_runner import Episode
 from corral.core.sampling.external.io_context import IOContext
@@ -152,21 +155,6 @@ class ExternalEnvRunner(BaseEnvRunner):
         """
         env_spaces = (getattr(self.env, "observation_space", None), getattr(self.env, "action_space", None))
         return external_policy_spaces(self.config, *env_spaces, f"env runner {self.worker_index}")
-
-    def map_agent(self, agent_id: Any, episode: Any) -> str:
-        """The policy id ``policy_mapping_fn(agent_id, episode, worker=self)`` gives, checked to exist.
-
-        Args:
-            agent_id: the agent.
-            episode: its episode, which the mapping may read.
-
-        Returns:
-            The policy id.
-
-        Raises:
-            ConfigError: the id is not one of this runner's policies, or no mapping is set and there are several.
-        """
-        return map_agent(self.config.policy_mapping_fn, agent_id, episode, self.policies, self)
 
     # ------------------------------------------------------------------ #
     # sampling
