@@ -75,9 +75,7 @@ if TYPE_CHECKING:  # the algorithm module imports this one
     from corral.core.training.algorithm import Algorithm
 
 logger = logging.getLogger("corral")
-
-_ENV_NOT_GIVEN: Any = object()
-"""``environment()``'s default for ``env``: left as it is (``env=None`` clears it)"""
+_ENV_NOT_GIVEN: Any = object()  # environment()'s default: the env is left as it is
 
 
 class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingOptions):
@@ -179,11 +177,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
     # builder methods
     # ------------------------------------------------------------------ #
     def environment(self, env: Any = _ENV_NOT_GIVEN, **kwargs: Any) -> AlgorithmConfig:
-        """Set the environment and its options (``env_config``, ``normalize_actions``, ...).
-
-        ``env=None`` given explicitly clears the env, as in RLlib: a served run
-        (``input_`` a function of the runner) and offline training step none.
-        """
+        """Set the environment and its options (``env_config``, ...); ``env=None`` clears it, as in RLlib (a served run)."""
         if env is not _ENV_NOT_GIVEN:
             kwargs["env"] = env
         return self._set_group("environment", kwargs)

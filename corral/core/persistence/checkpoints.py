@@ -345,21 +345,13 @@ def read_checkpoint(path: CheckpointPath) -> Checkpoint:
     """
     folder = checkpoint_folder(path)
     meta = read_meta(folder)
-    config = _read_json(folder, CONFIG_FILE)
-    state = _read_json(folder, STATE_FILE)
+    config, state = _read_json(folder, CONFIG_FILE), _read_json(folder, STATE_FILE)
     policies = {pid: read_policy_state(folder, pid) for pid in meta["policies"]}
     return Checkpoint(folder, meta, config, state, policies, read_arrays(folder))
 
 
 def read_config(path: CheckpointPath) -> dict[str, Any]:
-    """A checkpoint's config as written (``config.json``), without reading its weights.
-
-    Args:
-        path: the checkpoint folder, or an object with its ``path``.
-
-    Raises:
-        CheckpointError: the folder or its config file is missing or malformed.
-    """
+    """A checkpoint's ``config.json`` (checked as :func:`read_checkpoint` checks it) without reading its weights."""
     return _read_json(checkpoint_folder(path), CONFIG_FILE)
 
 
@@ -448,8 +440,7 @@ def _inside(folder: Path, relative: Path, kind: str = "file") -> Path:
     path = folder / relative
     if not (path.is_file() if kind == "file" else path.is_dir()):
         raise CheckpointError(f"checkpoint {str(folder)!r} is missing {relative}")
-    root = folder.resolve()
-    resolved = path.resolve()
+    root, resolved = folder.resolve(), path.resolve()
     if resolved != root and root not in resolved.parents:
         raise CheckpointError(
             f"{path} is a link to {resolved}, outside the checkpoint; a checkpoint is read only from its own folder"
@@ -475,8 +466,7 @@ def _check_name(name: Any, what: str, where: Path | None = None) -> None:
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 # ---------------------------------------------------------------------- #
