@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import torch
 
-from corral.core.persistence import checkpoints
+from corral.core.persistence import atomic_folders, checkpoints
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="kills are simulated in a forked child")
 
@@ -31,9 +31,9 @@ def kill_points() -> list[tuple[Any, str]]:
     return [
         (checkpoints.os, "rename"),
         (checkpoints.shutil, "rmtree"),
-        (checkpoints, "_exchange"),
+        (atomic_folders, "exchange"),
         (checkpoints, "_write_json"),
-        (checkpoints, "_fsync_tree"),
+        (atomic_folders, "fsync_tree"),
         (torch, "save"),
     ]
 
@@ -103,7 +103,7 @@ def two_states(make_algo, tmp_path) -> tuple[Any, Path]:
 def test_a_kill_at_any_point_of_an_overwrite_leaves_a_loadable_checkpoint(two_states, tmp_path, monkeypatch, atomic_swap) -> None:
     algo, pristine = two_states
     if not atomic_swap:
-        monkeypatch.setattr(checkpoints, "_exchange", lambda a, b: False)
+        monkeypatch.setattr(atomic_folders, "exchange", lambda a, b: False)
     folder = tmp_path / "runs"
     target = folder / "ckpt"
     folder.mkdir()

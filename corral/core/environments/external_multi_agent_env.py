@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
-
 from corral.core.environments.external_env import ExternalEnv
 from corral.core.environments.multi_agent_env import ALL_AGENTS
 from corral.errors import EnvError
@@ -32,9 +30,6 @@ class ExternalMultiAgentEnv(ExternalEnv):
     """
 
     _BY_AGENT = True
-
-    def __init__(self, action_space: gym.Space[Any], observation_space: gym.Space[Any], max_concurrent: int = 100) -> None:
-        super().__init__(action_space, observation_space, max_concurrent)
 
     def get_action(self, episode_id: str, observation_dict: dict[Any, Any]) -> dict[Any, Any]:
         """Record the observations of the agents that act now, and wait for their actions.

@@ -16,6 +16,7 @@ holds either the old or the new complete checkpoint; only then is the old one
 deleted. Pruning first renames a checkpoint to a hidden name, then deletes
 it, so a ``checkpoint_*`` folder is always complete. A save killed half-way
 leaves hidden leftovers, which the next save into that folder removes.
+The folder mechanics are :mod:`~corral.core.persistence.atomic_folders`'.
 
 Reading: every file is checked to lie inside the folder (no symlink out of
 it), JSON files must have the shape corral writes, policy files are read with
@@ -27,15 +28,10 @@ config names (env creators, callbacks, models) is checked separately, by
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import errno
 import json
 import os
 import re
-import secrets
 import shutil
-import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +39,7 @@ from typing import Any, NamedTuple, Protocol, Union, cast
 
 import numpy as np
 
+from corral.core.persistence import atomic_folders
 from corral.errors import CheckpointError
 
 FORMAT_VERSION = 1
@@ -54,9 +51,6 @@ ARRAYS_DIR = "arrays"
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 """A policy id or array group name usable as one path component (no separators, no '..')."""
-
-_STRAY = re.compile(r"\.(?P<name>.+)\.(?P<kind>tmp|old|del)-(?P<pid>\d+)-[0-9a-f]+")
-"""Hidden folders a save or a prune makes on the way: ``.<name>.<kind>-<pid>-<token>``."""
 
 
 class Checkpoint(NamedTuple):
@@ -108,9 +102,9 @@ def write_checkpoint(
     parent = target.parent
     parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(parent)
-    tmp = _hidden_sibling(target, "tmp")
+    tmp = atomic_folders.hidden_sibling(target, "tmp")
     tmp.mkdir()
-    tmp.chmod(0o777 & ~_umask())
+    tmp.chmod(0o777 & ~atomic_folders.umask())
     try:
         _write_json(tmp / META_FILE, {"format_version": FORMAT_VERSION, **meta})
         _write_json(tmp / CONFIG_FILE, config)
@@ -125,12 +119,12 @@ def write_checkpoint(
             np.savez(tmp / ARRAYS_DIR / f"{name}.npz", **cast("dict[str, Any]", group))
         for relative, write in (extra_files or {}).items():
             write(tmp / relative)
-        _fsync_tree(tmp)
+        atomic_folders.fsync_tree(tmp)
         if target.exists():
-            _replace_folder(tmp, target)
+            atomic_folders.replace_folder(tmp, target)
         else:
             os.rename(tmp, target)
-        _fsync_dir(parent)
+        atomic_folders.fsync_dir(parent)
     except BaseException:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -160,7 +154,7 @@ def remove_checkpoint(path: str | os.PathLike[str]) -> None:
     the deletion leaves only a hidden leftover, removed by the next save.
     """
     target = Path(path)
-    trash = _hidden_sibling(target, "del")
+    trash = atomic_folders.hidden_sibling(target, "del")
     os.rename(target, trash)
     shutil.rmtree(trash)
 
@@ -179,8 +173,8 @@ def clean_leftovers(folder: str | os.PathLike[str]) -> list[Path]:
     except OSError:
         return handled
     for entry in entries:
-        match = _STRAY.fullmatch(entry.name)
-        if match is None or not entry.is_dir() or entry.is_symlink() or _pid_alive(int(match["pid"])):
+        match = atomic_folders.STRAY.fullmatch(entry.name)
+        if match is None or not entry.is_dir() or entry.is_symlink() or atomic_folders.pid_alive(int(match["pid"])):
             continue
         original = entry.with_name(match["name"])
         if match["kind"] == "old" and not original.exists() and (entry / META_FILE).is_file():
@@ -189,74 +183,6 @@ def clean_leftovers(folder: str | os.PathLike[str]) -> list[Path]:
             shutil.rmtree(entry, ignore_errors=True)
         handled.append(entry)
     return handled
-
-
-def _replace_folder(new: Path, target: Path) -> None:
-    """Make ``new`` the folder at ``target`` and delete the old one; ``target`` never stands empty."""
-    if _exchange(new, target):
-        shutil.rmtree(new)  # it holds the old checkpoint now, under a hidden name
-        return
-    # No atomic swap here: move the old one aside (the next save puts it back if we die in between).
-    old = _hidden_sibling(target, "old")
-    os.rename(target, old)
-    try:
-        os.rename(new, target)
-    except BaseException:
-        os.rename(old, target)
-        raise
-    shutil.rmtree(old)
-
-
-def _hidden_sibling(target: Path, kind: str) -> Path:
-    return target.with_name(f".{target.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths atomically; False where the platform or filesystem cannot."""
-    libc = _libc()
-    if libc is None:
-        return False
-    if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
-        at_fdcwd, rename_exchange = -100, 2
-        result = libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
-    elif sys.platform == "darwin" and hasattr(libc, "renamex_np"):
-        rename_swap = 2
-        result = libc.renamex_np(os.fsencode(a), os.fsencode(b), rename_swap)
-    else:
-        return False
-    if result == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):  # this filesystem cannot swap
-        return False
-    raise OSError(err, os.strerror(err), str(b))
-
-
-_LIBC: Any = None
-
-
-def _libc() -> Any:
-    global _LIBC
-    if _LIBC is None and os.name == "posix":
-        try:
-            _LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        except OSError:
-            _LIBC = False
-    return _LIBC or None
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # this process is not saving anything else right now
-    if os.name != "posix":
-        return True  # no cheap, safe liveness test: keep the leftover
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # ---------------------------------------------------------------------- #
@@ -476,27 +402,3 @@ def _write_json(path: Path, data: Any) -> None:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, sort_keys=True)
         f.write("\n")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_tree(folder: Path) -> None:
-    for file in folder.rglob("*"):
-        if file.is_file():
-            with open(file, "rb") as f:
-                os.fsync(f.fileno())
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (where directories can be opened)."""
-    if os.name != "posix":
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -113,9 +113,7 @@ class PolicyServerInput(ExternalEnv):
                 silent = [e for e, seen in self._last_seen.items() if now - seen > self.episode_timeout_s]
             for episode_id in silent:
                 if self.drop_episode(episode_id, f"its client sent nothing for {self.episode_timeout_s:g} s"):
-                    with self._activity:
-                        self._last_seen.pop(episode_id, None)
-                    self._agent_policies.pop(episode_id, None)
+                    self._seen(episode_id, ended=True)
 
     def close(self) -> None:
         """Stop serving, release the port and answer every waiting client with an error."""
@@ -164,10 +162,7 @@ class PolicyServerInput(ExternalEnv):
                 raise ProtocolError(503, f"{command}: the server is stopping") from None
             raise ProtocolError(409, f"{command}: {exc}") from None
         finally:
-            ended = command == protocol.END_EPISODE
-            self._seen(episode_id, ended=ended)
-            if ended:
-                self._agent_policies.pop(episode_id, None)
+            self._seen(episode_id, ended=command == protocol.END_EPISODE)
 
     def _episode_command(self, command: str, episode_id: str, fields: dict[str, Any]) -> dict[str, Any]:
         if command == protocol.LOG_RETURNS:
@@ -277,9 +272,11 @@ class PolicyServerInput(ExternalEnv):
         }
 
     def _seen(self, episode_id: str, ended: bool = False) -> None:
+        """A request about the episode was answered; an episode that ended (or was dropped) is forgotten."""
         with self._activity:
             if ended:
                 self._last_seen.pop(episode_id, None)
+                self._agent_policies.pop(episode_id, None)
             else:
                 self._last_seen[episode_id] = time.monotonic()
 

@@ -222,9 +222,9 @@ class ExternalEnvRunner(BaseEnvRunner):
         episode = self._running.get(episode_id)
         if step.dropped is not None:
             if episode is not None:
-                for agent in self._agents_of(episode):
-                    self._collector.drop_open_row(_key(episode_id, agent))
-                    self._carry.forget(_key(episode_id, agent))
+                for key in (_key(episode_id, agent) for agent in self._agents_of(episode)):
+                    self._collector.drop_open_row(key)
+                    self._carry.forget(key)
                 del self._running[episode_id]
                 self.episodes_dropped += 1
                 logger.warning("env runner %d dropped episode %s: %s", self.worker_index, episode_id, step.dropped)
@@ -242,12 +242,13 @@ class ExternalEnvRunner(BaseEnvRunner):
         for agent, reward in rewards.items():
             episode.total_reward += reward
             if by_agent:
-                key = (agent, episode.policy_for(agent))
-                episode.agent_rewards[key] = episode.agent_rewards.get(key, 0.0) + reward
+                share = (agent, episode.policy_for(agent))
+                episode.agent_rewards[share] = episode.agent_rewards.get(share, 0.0) + reward
+            key = _key(episode_id, agent)
             learned = reward if self._clip_rewards is None else float(self._clip_rewards(reward))
-            self._carry.add_reward(_key(episode_id, agent), learned)
-            if self._collector.has_open_row(_key(episode_id, agent)):
-                self._collector.add_reward(_key(episode_id, agent), learned)
+            self._carry.add_reward(key, learned)
+            if self._collector.has_open_row(key):
+                self._collector.add_reward(key, learned)
         for agent in self._agents_of(episode):
             key = _key(episode_id, agent)
             done = step.ended or step.dones.get(agent, False)
