@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from typing import Any
+from typing import Any, cast
 
 from corral.cli.train import _train, add_run_flags
 from corral.errors import ConfigError
@@ -93,6 +93,11 @@ class Serving:
     def configure(self, config: Any) -> Any:
         """The config served: no env stepped, its spaces given, servers as ``input_``, evaluation in the env named.
 
+        A multi-agent config (its ``policies`` and ``policy_mapping_fn``) serves
+        multi-agent episodes (clients send values by agent id); each policy's
+        spaces are its agents' in the env, as the mapping picks them for the ids
+        clients send (strings).
+
         Args:
             config: the experiment's config, validated, with the env that gives the spaces.
 
@@ -100,11 +105,12 @@ class Serving:
             The served config, validated.
 
         Raises:
-            ConfigError: the env is multi-agent, or its spaces cannot be served as JSON.
+            ConfigError: a multi-agent env without a multi-agent config (or the reverse),
+                or spaces that cannot be served as JSON.
         """
-        observation_space, action_space = _spaces(config)
         env = config.env
-        config.environment(env=None, observation_space=observation_space, action_space=action_space)
+        config.update_from_dict(_served_spaces(config))
+        config.environment(env=None)
         config.evaluation(evaluation_config={"env": env, **config.evaluation_config})
         config.update_from_dict(self.overrides())
         config.validate()
@@ -127,10 +133,20 @@ class Serving:
         return f"serving {algo.config.algo_class.name} at {addresses}: clients connect with PolicyClient(address){token}"
 
 
-def _spaces(config: Any) -> tuple[Any, Any]:
-    """The observation and action spaces the config gives, else its env's (made once, then closed)."""
-    if config.observation_space is not None and config.action_space is not None:
-        return config.observation_space, config.action_space
+def _served_spaces(config: Any) -> dict[str, Any]:
+    """The options that give the served policies their spaces: the config's own, else the env's (made once, then closed).
+
+    Returns:
+        ``observation_space`` and ``action_space``; for a multi-agent config, ``policies`` with each spec's spaces.
+    """
+    from corral.core.common.sample_batch import DEFAULT_POLICY_ID
+    from corral.core.contracts.policy_spec import PolicySpec
+
+    specs = config.policies or {DEFAULT_POLICY_ID: PolicySpec()}  # as the runners take a mapping without policies
+    if config.is_multi_agent and all(spec.observation_space and spec.action_space for spec in specs.values()):
+        return {}
+    if not config.is_multi_agent and config.observation_space is not None and config.action_space is not None:
+        return {}
     import gymnasium as gym
 
     from corral.core.environments.env_creators import EnvContext, resolve_creator
@@ -139,11 +155,31 @@ def _spaces(config: Any) -> tuple[Any, Any]:
     gymnasium_id, creator = resolve_creator(config.env)
     env = gym.make(gymnasium_id, **config.env_config) if gymnasium_id else creator(EnvContext(config.env_config))  # type: ignore[misc]
     try:
-        if isinstance(env, MultiAgentEnv):
+        if isinstance(env, MultiAgentEnv) != bool(config.is_multi_agent):
             raise ConfigError(
-                f"corral serve serves single-agent episodes; {config.env!r} is a multi-agent env: give a single-agent env "
-                "for the spaces"
+                f"{config.env!r} is a multi-agent env but the config has no policy_mapping_fn: clients of a multi-agent "
+                "env play multi-agent episodes, so give the policies and which agent each serves (say, policies: "
+                "[p0, p1] and policy_mapping_fn: corral.core.contracts.multi_agent_config:policy_per_agent)"
+                if isinstance(env, MultiAgentEnv)
+                else f"the config is multi-agent (policies {sorted(specs)}) but {config.env!r} is a single-agent env: "
+                "give a multi-agent env for the agents' spaces, or each PolicySpec's spaces"
             )
-        return config.observation_space or env.observation_space, config.action_space or env.action_space
+        if not config.is_multi_agent:
+            return {
+                "observation_space": config.observation_space or env.observation_space,
+                "action_space": config.action_space or env.action_space,
+            }
+        from corral.core.sampling.agent_policies import infer_policy_spaces, map_agent
+        from corral.core.sampling.external.external_env_runner import ExternalMultiAgentEpisode
+
+        probe = ExternalMultiAgentEpisode(cast(Any, None), -1, "")  # what a mapping may read; no runner yet
+        spaces = infer_policy_spaces(
+            env, specs, lambda agent: map_agent(config.policy_mapping_fn, str(agent), probe, specs, None)
+        )
+        return {
+            "policies": {
+                pid: dataclasses.replace(specs[pid], observation_space=o, action_space=a) for pid, (o, a) in spaces.items()
+            }
+        }
     finally:
         env.close()

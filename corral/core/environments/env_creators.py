@@ -134,7 +134,9 @@ def _is_gym_id(name: str) -> bool:
 
 
 def env_name(env: Any) -> str:
-    """A short name for results folders and messages."""
+    """A short name for results folders and messages (``"None"`` where there is none, as RLlib's folders say)."""
+    if env is None:
+        return "None"
     if isinstance(env, str):
         return env.rpartition(":")[2] or env
     return getattr(env, "__name__", type(env).__name__)

@@ -16,6 +16,7 @@ import gymnasium as gym
 import pytest
 
 from corral.cli import main
+from corral.core.common.space_codec import decode_space
 from corral.core.sampling.external.io_context import IOContext
 from corral.integrations.serving import policy_server_input
 from corral.integrations.serving.policy_client import PolicyClient
@@ -43,8 +44,34 @@ def play_until_stopped(address: str, token: str, played: list[int]) -> None:
         pass
 
 
-def serve(results_dir: Path, *args: str, token: str = "") -> tuple[int, str, int]:
-    """Run ``corral serve ARGS`` with a client playing against it until it stops.
+def play_two_poles_until_stopped(address: str, token: str, played: list[int]) -> None:
+    """Two agents (0 and 1), each balancing its own CartPole, in multi-agent episodes through a remote PolicyClient."""
+    client = PolicyClient(address, inference_mode="remote", auth_token=token, max_retry_s=2.0)
+    poles = {agent: gym.make("CartPole-v1") for agent in (0, 1)}
+    try:
+        while True:
+            episode = client.start_episode()
+            observations = {agent: pole.reset(seed=played[0] + agent)[0] for agent, pole in poles.items()}
+            while observations:
+                actions = client.get_action(episode, observations)
+                assert set(actions) == set(observations)  # by the application's own agent ids
+                rewards, done, next_observations = {}, {}, {}
+                for agent, action in actions.items():
+                    obs, rewards[agent], terminated, truncated, _ = poles[agent].step(action)
+                    played[0] += 1
+                    if terminated or truncated:
+                        done[agent] = True
+                    else:
+                        next_observations[agent] = obs
+                client.log_returns(episode, rewards, None, done or None)
+                observations = next_observations
+            client.end_episode(episode, {})
+    except (ConnectionError, ProtocolError):  # the run reached its stop and closed its server
+        pass
+
+
+def serve(results_dir: Path, *args: str, token: str = "", player: Any = play_until_stopped) -> tuple[int, str, int]:
+    """Run ``corral serve ARGS`` with a client (``player``) playing against it until it stops.
 
     Returns:
         The exit status, the output and the steps the client played.
@@ -58,7 +85,7 @@ def serve(results_dir: Path, *args: str, token: str = "") -> tuple[int, str, int
         if token:
             with pytest.raises(ProtocolError, match=r"\(401\)"):
                 PolicyClient(address, inference_mode="remote", max_retry_s=2.0).start_episode()
-        client = threading.Thread(target=play_until_stopped, args=(address, token, played))
+        client = threading.Thread(target=player, args=(address, token, played))
         client.start()
         output, _ = server.communicate(timeout=300)
         client.join(timeout=60)
@@ -105,6 +132,35 @@ def test_corral_serve_trains_on_what_a_client_plays_and_its_checkpoint_evaluates
     assert "stopped: timesteps_total budget 600 reached at iteration 3" in output
 
 
+@pytest.mark.slow
+def test_corral_serve_with_a_multi_agent_config_trains_each_policy_on_its_agents(results_dir: Path, capsys: Any) -> None:
+    multi_agent = {
+        "env_config": {"num_agents": 2},
+        "policies": ["p0", "p1"],
+        "policy_mapping_fn": "corral.core.contracts.multi_agent_config:policy_per_agent",
+        **json.loads(TINY),
+    }
+    status, output, played = serve(
+        results_dir, "--algo", "PPO", "--env", "corral.testing.envs:MultiAgentCartPole", "--port", "0",
+        "--stop", '{"timesteps_total": 400}', "--config", json.dumps(multi_agent), "--seed", "0",
+        player=play_two_poles_until_stopped,
+    )  # fmt: skip
+    assert status == 0, output
+    assert played >= 400
+    assert re.search(r"results: \S+/PPO_None_", output)  # no env is stepped, as RLlib's folders say
+    assert "stopped: timesteps_total budget 400 reached at iteration 2" in output
+    checkpoint = re.search(r"last checkpoint: (\S+)", output)
+    assert checkpoint is not None, output
+    saved = json.loads((Path(checkpoint[1]) / "config.json").read_text())
+    cart_pole = gym.make("CartPole-v1")
+    for policy in ("p0", "p1"):  # each policy's spaces, from the agent the mapping gives it
+        spec = saved["policies"][policy]
+        assert decode_space(spec["observation_space"], "") == cart_pole.observation_space
+        assert decode_space(spec["action_space"], "") == cart_pole.action_space
+    assert main(["evaluate", checkpoint[1], "--episodes", "1"]) == 0  # in the multi-agent env that gave the spaces
+    assert re.search(r"1 episodes: reward mean \d", capsys.readouterr().out)
+
+
 def test_policy_servers_put_a_server_on_each_sampling_runner_by_rllib_s_port_convention(monkeypatch: Any) -> None:
     made: list[tuple[int, int, dict[str, Any]]] = []
 
@@ -130,7 +186,17 @@ def test_policy_servers_put_a_server_on_each_sampling_runner_by_rllib_s_port_con
     [
         (["--port", "70000"], r"--port 70000 is not a port: give 1-65535, or 0"),
         (["--episode-timeout", "0"], r"--episode-timeout 0 must be a number of seconds above 0"),
-        (["--env", "corral.testing.envs:MultiAgentCartPole"], r"corral serve serves single-agent episodes"),
+        (
+            ["--env", "corral.testing.envs:MultiAgentCartPole"],
+            r"'corral.testing.envs:MultiAgentCartPole' is a multi-agent env but the config has no policy_mapping_fn",
+        ),
+        (
+            [
+                "--config",
+                '{"policies": ["p0", "p1"], "policy_mapping_fn": "corral.core.contracts.multi_agent_config:policy_per_agent"}',
+            ],
+            r"the config is multi-agent \(policies \['p0', 'p1'\]\) but 'CartPole-v1' is a single-agent env",
+        ),
         (["--env", "NoSuchEnv-v0"], r"unknown environment 'NoSuchEnv-v0'"),
     ],
 )
