@@ -32,6 +32,7 @@ def test_tuned_examples_are_packaged() -> None:
         "ppo_cartpole.yaml",
         "ppo_pendulum.yaml",
         "a2c_cartpole.yaml",
+        "pg_cartpole.yaml",
         "dqn_cartpole.yaml",
         "sac_pendulum.yaml",
         "sac_discrete_cartpole.yaml",

@@ -134,7 +134,7 @@ def test_a_checkpoint_trained_on_a_gpu_restores_on_a_machine_without_one(make_al
 # ---------------------------------------------------------------------- #
 # on a CUDA device
 # ---------------------------------------------------------------------- #
-ONLINE = ["A2C", "DQN", "IMPALA", "PPO", "REINFORCE", "SAC", "SimpleQ"]
+ONLINE = ["A2C", "DQN", "IMPALA", "PG", "PPO", "REINFORCE", "SAC", "SimpleQ"]
 
 
 @pytest.mark.gpu

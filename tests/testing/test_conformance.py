@@ -19,6 +19,7 @@ from corral.testing import CHECKS, ConformanceError, Subject, check_algorithm
 QUICK = {
     "PPO": {"train_batch_size": 128, "minibatch_size": 64, "num_epochs": 1, "num_envs_per_env_runner": 2},
     "A2C": {"num_envs_per_env_runner": 2, "rollout_fragment_length": 16},
+    "PG": {"num_envs_per_env_runner": 2, "train_batch_size": 32},
     "DQN": {
         "learning_starts": 32,
         "train_batch_size": 16,
