@@ -111,6 +111,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.networks.distributions import (
         ActionDistribution as ActionDistribution,
         Categorical as Categorical,
+        Deterministic as Deterministic,
         DiagGaussian as DiagGaussian,
         MultiCategorical as MultiCategorical,
         SquashedGaussian as SquashedGaussian,
@@ -213,6 +214,7 @@ _EXPORTS = {
     "Categorical": "corral.core.networks.distributions",
     "MultiCategorical": "corral.core.networks.distributions",
     "DiagGaussian": "corral.core.networks.distributions",
+    "Deterministic": "corral.core.networks.distributions",
     "SquashedGaussian": "corral.core.networks.distributions",
     "Exploration": "corral.core.learning.exploration",
     "Callbacks": "corral.core.contracts.callbacks",

@@ -351,9 +351,17 @@ def test_validate_unknown_exploration_type_lists_and_suggests():
     assert "StochasticSampling" in message
 
 
-def test_validate_exploration_without_type():
+def test_an_exploration_config_without_type_merges_into_the_current_one_as_rllib_s_does():
     config = PPOConfig().environment("CartPole-v1").exploration(exploration_config={"epsilon": 0.1})
-    with pytest.raises(ConfigError, match="type"):
+    assert config.exploration_config == {"type": "StochasticSampling", "epsilon": 0.1}
+    with pytest.raises(ConfigError, match=r"exploration StochasticSampling has no option 'epsilon'"):
+        config.validate()
+
+
+def test_validate_exploration_without_type():
+    config = PPOConfig().environment("CartPole-v1")
+    config.exploration_config = {"epsilon": 0.1}  # assigned whole, nothing to merge into
+    with pytest.raises(ConfigError, match=r"exploration_config needs a 'type' naming an exploration plugin"):
         config.validate()
 
 

@@ -391,6 +391,18 @@ def test_ornstein_uhlenbeck_state_is_saved_and_restored():
     assert not torch.equal(state["ou_state"], ou.get_state()["ou_state"])
 
 
+def test_ornstein_uhlenbeck_noise_is_in_units_of_the_space_s_width_as_rllib_s() -> None:
+    wide = gym.spaces.Box(np.array([-1.0, -5.0, -np.inf]), np.array([1.0, 5.0, np.inf]), dtype=np.float32)
+    ou = make_exploration({"type": "OrnsteinUhlenbeckNoise", "random_timesteps": 0, "ou_theta": 0.0}, wide)
+    dist = DiagGaussian(torch.zeros(1, 6))
+    torch.manual_seed(0)
+    action = ou.get_exploration_action(dist, 0, True)
+    state = ou.get_state()["ou_state"]
+    # scale 1 at timestep 0, ou_base_scale 0.1; widths 2 and 10, and 1 where the space is unbounded (nothing clips:
+    # one step of sigma 0.2 noise is far inside the bounds)
+    torch.testing.assert_close(action, 0.1 * state * torch.tensor([2.0, 10.0, 1.0]))
+
+
 def test_ornstein_uhlenbeck_noise_is_correlated():
     torch.manual_seed(0)
     ou = make_exploration({"type": "OrnsteinUhlenbeckNoise", "random_timesteps": 0, "final_scale": 1.0}, BOX)

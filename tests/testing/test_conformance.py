@@ -35,6 +35,13 @@ QUICK = {
         "model": {"fcnet_hiddens": [16, 16]},
     },
 }
+QUICK["DDPG"] = QUICK["TD3"] = {
+    "learning_starts": 32,
+    "train_batch_size": 16,
+    "min_sample_timesteps_per_iteration": 64,
+    "actor_hiddens": [16, 16],
+    "critic_hiddens": [16, 16],
+}
 PPO_QUICK = QUICK["PPO"]
 
 

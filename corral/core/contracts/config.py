@@ -59,7 +59,9 @@ from corral.core.contracts.options.sampling_options import SamplingOptions
 from corral.core.contracts.rllib_compat import (
     EXPERIMENTAL_FLAGS,
     RLlibConfigMethods,
+    move_older_replay_keys,
     note_flag,
+    of_another_type,
 )
 from corral.core.contracts.rllib_names import (
     ABSENT_KEYS as ABSENT_KEYS,
@@ -339,16 +341,13 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
 
         ``model`` (a dict), ``replay_buffer_config`` and the other dict options of
         :data:`MERGED_GROUPS` keep the keys they are not given. A
-        ``replay_buffer_config``'s ``learning_starts`` (RLlib's older place for it)
-        becomes the option of that name. A number given for a scheduled option
+        ``replay_buffer_config``'s ``learning_starts`` or ``min_size_for_sampling``
+        (RLlib's older places for it) becomes the option ``learning_starts``. A number given for a scheduled option
         (``lr``) without its schedule replaces the schedule: the user asked for a constant.
         """
         fields = type(self).model_fields
-        replay = canonical.get("replay_buffer_config")
-        if isinstance(replay, dict) and "learning_starts" in replay and "learning_starts" in fields:
-            replay = dict(replay)
-            canonical.setdefault("learning_starts", replay.pop("learning_starts"))
-            canonical["replay_buffer_config"] = replay
+        if isinstance(canonical.get("replay_buffer_config"), dict) and "learning_starts" in fields:
+            move_older_replay_keys(canonical)
         for name, schedule in SCHEDULED_BY.items():  # a constant given alone replaces a schedule (DQN's default one, say)
             if name in canonical and schedule not in canonical and schedule in fields and getattr(self, schedule) is not None:
                 canonical[schedule] = None
@@ -358,7 +357,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
             given = canonical.get(name)
             if isinstance(given, dict) and name in fields and not is_search_space(given):
                 current = getattr(self, name)
-                if name == "optimizer" and str(given.get("type", current["type"])).lower() != current["type"]:
+                if name in ("optimizer", "exploration_config") and of_another_type(given, current):
                     continue
                 canonical[name] = {**(current.model_dump() if isinstance(current, BaseModel) else current), **given}
         return canonical

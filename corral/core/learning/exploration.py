@@ -209,7 +209,11 @@ class GaussianNoise(Exploration):
 
 
 class OrnsteinUhlenbeckNoise(GaussianNoise):
-    """Temporally correlated noise (an Ornstein-Uhlenbeck process per row), as in DDPG."""
+    """Temporally correlated noise (an Ornstein-Uhlenbeck process per row), as in DDPG.
+
+    The noise added is ``scale * ou_base_scale * state * (high - low)``: in units
+    of the action space's width, as RLlib's is.
+    """
 
     def __init__(
         self,
@@ -225,6 +229,9 @@ class OrnsteinUhlenbeckNoise(GaussianNoise):
         super().__init__(action_space, 1.0, initial_scale, final_scale, scale_timesteps, random_timesteps)
         self.theta, self.sigma, self.base_scale = float(ou_theta), float(ou_sigma), float(ou_base_scale)
         self.state = torch.zeros(0, *action_space.shape)
+        width = self._high - self._low
+        self._width = torch.where(torch.isinf(width), torch.ones_like(width), width)
+        """the noise is in units of each dimension's width (high - low; 1 where unbounded), as RLlib scales it"""
 
     def _noise(self, shape: torch.Size, device: torch.device) -> torch.Tensor:
         if self.state.shape != shape:
@@ -232,7 +239,7 @@ class OrnsteinUhlenbeckNoise(GaussianNoise):
         draw_on = self.generator.device if self.generator is not None else None  # the generator's device draws the noise
         drawn = torch.randn(shape, generator=self.generator, device=draw_on).to(self.state.device)
         self.state = self.state + (-self.theta * self.state + self.sigma * drawn)
-        return (self.base_scale * self.state).to(device)
+        return (self.base_scale * self.state).to(device) * self._width.to(device)
 
     def get_state(self) -> dict[str, Any]:
         """The Ornstein-Uhlenbeck process's state: where the correlated noise stands."""

@@ -48,8 +48,8 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
     """steps summed into each transition's return before bootstrapping"""
     tau: float = option(1.0, "training", gt=0, le=1)
     """target update: 1.0 copies every target_network_update_freq env steps; below 1, Polyak averaging after every update"""
-    target_network_update_freq: int = option(500, "training", ge=1, le=2**53)
-    """env steps between hard target network updates (used when tau is 1.0)"""
+    target_network_update_freq: int = option(500, "training", ge=0, le=2**53)
+    """env steps between hard target network updates (used when tau is 1.0; 0, as in RLlib: every training step)"""
     save_replay_buffer: bool = option(False, "checkpointing")
     """store the replay buffer's contents in checkpoints (as numpy arrays, never pickled)"""
 

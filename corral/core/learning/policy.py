@@ -105,6 +105,8 @@ class Policy(Acting, Updates, PolicyState):
     )
     """the columns :meth:`learn_on_batch` needs of rows read from files (``offline_data(input_=...)``): every file
     is checked for them before training starts; the default is a whole transition"""
+    action_distribution: ClassVar[type[ActionDistribution] | None] = None
+    """the distribution the policy acts with, whatever the action space (DDPG's point mass); None: the space's"""
     custom_action_dists: ClassVar[bool] = True
     """whether ``model.custom_action_dist`` may replace the distribution the action space picks"""
     recurrent_models: ClassVar[bool] = False
@@ -136,6 +138,9 @@ class Policy(Acting, Updates, PolicyState):
         """the action space the model and a custom distribution are told of: the space the policy acts in, or a
         Tuple or Dict action space itself (as RLlib gives its models; the actions are flat vectors all the same)"""
         self.dist_class, self.num_outputs = distribution_for(self.action_adapter.distribution_space)
+        if self.action_distribution is not None:
+            self.dist_class = self.action_distribution
+            self.num_outputs = self.action_distribution.required_inputs(self.action_adapter.distribution_space)
         custom_dist = config.model.action_dist_class()
         if custom_dist is not None:
             self._check_custom_action_dist_allowed()

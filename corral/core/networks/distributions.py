@@ -226,6 +226,36 @@ class SquashedGaussian(ActionDistribution):
         return (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
 
 
+class Deterministic(ActionDistribution):
+    """A point mass on the network's outputs: the action itself (DDPG's and TD3's actors; RLlib's TorchDeterministic).
+
+    Exploration adds noise to its :meth:`deterministic_sample` (GaussianNoise,
+    OrnsteinUhlenbeckNoise). A point mass has no density: :meth:`logp` and
+    :meth:`entropy` are zero, as RLlib reports them.
+    """
+
+    @staticmethod
+    def required_inputs(space: gym.Space[Any]) -> int:
+        """One output per action dimension."""
+        return int(np.prod(cast(gym.spaces.Box, space).shape))
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        """The outputs: a point mass has nothing to draw."""
+        return self.inputs
+
+    def deterministic_sample(self) -> torch.Tensor:
+        """The outputs."""
+        return self.inputs
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        """Zero per row (RLlib's convention for a point mass)."""
+        return torch.zeros(actions.shape[0], device=actions.device)
+
+    def entropy(self) -> torch.Tensor:
+        """Zero per row."""
+        return torch.zeros(self.inputs.shape[0], device=self.inputs.device)
+
+
 class MultiActionDistribution(ActionDistribution):
     """A Tuple or Dict action space's distribution: one per leaf, independent, over the policy's flat actions.
 

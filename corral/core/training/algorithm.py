@@ -203,7 +203,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         if alone:
             raise ConfigError(
                 f"learners(num_learners={self.config.num_learners}): {', '.join(alone)} cannot learn on Learner actors "
-                "(it does not set data_parallel_learning; every built-in algorithm's policy does); set num_learners=0 "
+                "(its class does not set data_parallel_learning); set num_learners=0 "
                 "to learn in this process"
             )
         return LearnerGroup(self.config)

@@ -10,7 +10,6 @@ the observations alone (Discrete actions; a Q-value per action), once per critic
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import cast
 
@@ -21,79 +20,10 @@ from torch import nn
 
 from corral.core import Model, ModelConfig, SampleBatch, build_encoder
 from corral.core.common.spaces import ObservationPreprocessor, is_image_space
+from corral.core.networks.critics import EnsembleCritic
 from corral.core.networks.custom_model import custom_network
-from corral.core.networks.default_models import ACTIVATIONS
 from corral.core.networks.rl_module import is_rl_module
 from corral.errors import ConfigError
-
-
-class EnsembleLinear(nn.Module):
-    """``k`` independent linear layers computed in one batched matmul: ``[k, B, in] -> [k, B, out]``."""
-
-    def __init__(self, k: int, n_in: int, n_out: int, gain: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(k, n_in, n_out))
-        self.bias = nn.Parameter(torch.zeros(k, 1, n_out))
-        for member in self.weight.data:
-            nn.init.orthogonal_(member, gain)
-
-    def forward(self, x: torch.Tensor, frozen: bool = False) -> torch.Tensor:
-        """Each member's affine map of its own slice of ``x``: one batched matmul for all of them.
-
-        Args:
-            x: ``[k, B, in]`` inputs.
-            frozen: the weights get no gradient from the result (``x`` still does).
-        """
-        if frozen:
-            return torch.baddbmm(self.bias.detach(), x, self.weight.detach())
-        return torch.baddbmm(self.bias, x, self.weight)
-
-
-class EnsembleCritic(nn.Module):
-    """``k`` critics computed together: Q(s, a) for Box actions, Q(s, .) for Discrete ones.
-
-    Twin critics as one ensemble halve the number of small operations per
-    update, which is what bounds SAC's speed with small networks on a CPU.
-    Image observations get one CNN encoder per critic.
-    """
-
-    def __init__(self, obs_space: gym.Space, k: int, action_dim: int, num_outputs: int, config: ModelConfig) -> None:
-        super().__init__()
-        self.k = k
-        if is_image_space(obs_space):
-            bare = config.model_copy(update={"fcnet_hiddens": []})
-            encoders = [build_encoder(obs_space, bare) for _ in range(k)]
-            self.encoders: nn.ModuleList | None = nn.ModuleList(e for e, _ in encoders)
-            features = encoders[0][1]
-        else:
-            self.encoders = None
-            features = ObservationPreprocessor(obs_space).shape[0]
-        sizes = [features + action_dim, *config.fcnet_hiddens]
-        self.hidden = nn.ModuleList(EnsembleLinear(k, a, b, math.sqrt(2)) for a, b in itertools.pairwise(sizes))
-        self.out = EnsembleLinear(k, sizes[-1], num_outputs, 1.0)
-        self.activation = ACTIVATIONS[config.fcnet_activation]()
-
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor | None = None, frozen: bool = False) -> torch.Tensor:
-        """``[k, B, num_outputs]``: every critic's estimate.
-
-        Args:
-            obs: ``[B, ...]`` preprocessed observations (``[B, features]``, or ``[B, H, W, C]`` images).
-            actions: ``[B, action_dim]`` actions, concatenated to the features (Box actions);
-                None for critics built with ``action_dim=0`` (Discrete actions).
-            frozen: the critics' weights get no gradient from the result, the actions still do
-                (SAC's actor reads the critics this way, so its loss moves only the actor).
-        """
-        if self.encoders is None:
-            x = obs.reshape(obs.shape[0], -1).expand(self.k, -1, -1)
-        else:
-            x = torch.stack([encoder(obs) for encoder in self.encoders])
-            if frozen:  # the features do not depend on the actions: no gradient is lost
-                x = x.detach()
-        if actions is not None:
-            x = torch.cat([x, actions.expand(self.k, -1, -1)], dim=-1)
-        for layer in self.hidden:
-            x = self.activation(layer(x, frozen))
-        return self.out(x, frozen)
 
 
 class CustomCritics(nn.Module):

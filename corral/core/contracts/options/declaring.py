@@ -43,9 +43,9 @@ ALSO_SET_IN = {("training", "learner_class"), ("training", "learner_config_dict"
 """(builder method, option) pairs where a method other than the option's group sets it, as Ray 2.10-2.30 had
 them (Ray 2.5-2.9 also set every Learner option in resources())"""
 
-MERGED_GROUPS = ("model", "replay_buffer_config", "q_model_config", "policy_model_config", "optimizer")
+MERGED_GROUPS = ("model", "replay_buffer_config", "q_model_config", "policy_model_config", "optimizer", "exploration_config")
 """options holding a group of settings: a partial dict given for one keeps the current value's other keys
-(an ``optimizer`` of another type replaces the current one: its arguments would not fit)"""
+(an ``optimizer`` or ``exploration_config`` of another type replaces the current one: its arguments would not fit)"""
 
 OPTIMIZERS = {
     "adam": "Adam",
