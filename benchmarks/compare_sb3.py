@@ -55,6 +55,8 @@ CASES = {
     "a2c_cartpole": Case("A2C", "CartPole-v1", 475.0, 100, 500_000),
     "dqn_cartpole": Case("DQN", "CartPole-v1", 475.0, 100, 100_000),
     "sac_pendulum": Case("SAC", "Pendulum-v1", -200.0, 10, 20_000),
+    "td3_pendulum": Case("TD3", "Pendulum-v1", -200.0, 10, 20_000),
+    "ddpg_pendulum": Case("DDPG", "Pendulum-v1", -200.0, 10, 20_000),
 }
 
 

@@ -143,7 +143,7 @@ def _served_spaces(config: Any) -> dict[str, Any]:
     from corral.core.contracts.policy_spec import PolicySpec
 
     specs = config.policies or {DEFAULT_POLICY_ID: PolicySpec()}  # as the runners take a mapping without policies
-    if config.is_multi_agent and all(spec.observation_space and spec.action_space for spec in specs.values()):
+    if config.is_multi_agent and all(s.observation_space is not None and s.action_space is not None for s in specs.values()):
         return {}
     if not config.is_multi_agent and config.observation_space is not None and config.action_space is not None:
         return {}
