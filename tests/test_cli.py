@@ -50,8 +50,11 @@ def test_list_shows_ppo_and_the_explorations_from_corral(run_cli) -> None:
             rows[cells[0]] = cells
     for name in ("PPO", *EXPLORATIONS):
         assert name in rows, f"{name} missing from:\n{proc.stdout}"
-        assert rows[name][1] == "corral", rows[name]
+        assert rows[name][2] == "corral", rows[name]
     assert "corral.plugins.ppo:PPO" in rows["PPO"]
+    # each with the first line of its docstring, read from its source (the plugin is not imported)
+    assert rows["PPO"][1] == "Proximal Policy Optimization with GAE, for Discrete, MultiDiscrete and Box actions."
+    assert rows["TD3"][1].startswith("Twin delayed DDPG: twin critics, delayed actor updates")
 
 
 def test_list_json(run_cli) -> None:
@@ -64,16 +67,24 @@ def test_list_json(run_cli) -> None:
     assert isinstance(ppo[0]["status"], str) and ppo[0]["status"]
     for entry in data["algorithms"]:
         assert {"name", "dist", "version", "status"} <= set(entry)
+        assert entry["description"], entry  # every algorithm corral and its example plugin ship has a docstring
+    (pg,) = [a for a in data["algorithms"] if a["name"] == "PG"]
+    assert (
+        pg["description"] == "Vanilla policy gradient for Discrete, MultiDiscrete, Box and structured actions (RLlib's ``PG``)."
+    )
     assert set(EXPLORATIONS) <= {e["name"] for e in data["explorations"]}
     assert isinstance(data["hook_plugins"], list)
     assert {"atari", "old_gym", "rendering"} <= {i["name"] for i in data["integrations"]}
 
 
-def test_list_does_not_import_torch() -> None:
-    code = "import sys; from corral.cli import main; main(['list']); print('torch' in sys.modules)"
+def test_list_does_not_import_torch_nor_any_plugin() -> None:
+    code = (
+        "import sys; from corral.cli import main; main(['list']); "
+        "print('torch' in sys.modules, any(name.startswith(('corral.plugins.', 'corral_reinforce')) for name in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "False"
+    assert proc.stdout.strip().splitlines()[-1] == "False False"
 
 
 # ---------------------------------------------------------------------- #

@@ -1,6 +1,6 @@
-"""``corral list``: the installed plugins, or the tuned examples shipped with corral.
+"""``corral list``: the installed plugins, each with the first line of its docstring, or the tuned examples shipped with corral.
 
-Imports neither torch nor any plugin (unless ``--check``).
+Imports neither torch nor any plugin (unless ``--check``): descriptions are read from the plugins' source.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 from corral.cli.experiments import TUNED_EXAMPLES, experiments_from_file
 from corral.cli.stop import BUDGET_KEYS
+from corral.registry.descriptions import static_description
 
 
 def add_parser(sub: Any) -> None:
@@ -40,26 +41,31 @@ def _list(args: argparse.Namespace) -> int:
         "hook plugins": registry.list_hook_plugins(args.check),
         "integrations": registry.list_integrations(args.check),
     }
+    described = {title: [(p, static_description(p.value)) for p in plugins] for title, plugins in sections.items()}
     if args.json:
-        print(json.dumps({k.replace(" ", "_"): [asdict(p) for p in v] for k, v in sections.items()}, indent=2))
+        as_dicts = {k.replace(" ", "_"): [{**asdict(p), "description": d} for p, d in v] for k, v in described.items()}
+        print(json.dumps(as_dicts, indent=2))
         return 0
     from rich.console import Console
     from rich.table import Table
 
     # Piped output (grep, a file) gets room for whole names and entry points instead of rich's 80-column cut.
-    console = Console(width=None if sys.stdout.isatty() else 240)
-    for title, plugins in sections.items():
+    console = Console(width=None if sys.stdout.isatty() else 320)
+    for title, plugins_described in described.items():
         table = Table(title=title, title_justify="left")
-        for column in ("name", "provider", "version", "entry point", "status"):
+        table.add_column("name")
+        table.add_column("description", max_width=110, no_wrap=True, overflow="ellipsis")  # a plugin per line, for grep
+        for column in ("provider", "version", "entry point", "status"):
             table.add_column(column)
-        for p in plugins:
+        for p, description in plugins_described:
             status = p.status if not p.error else f"{p.status}: {p.error.splitlines()[0]}"
             style = {"broken": "red", "incompatible": "red", "conflict": "yellow", "shadowed": "yellow", "blocked": "dim"}.get(
                 p.status, ""
             )
-            table.add_row(p.name, p.dist or "", p.version or "", p.value, f"[{style}]{status}[/{style}]" if style else status)
-        if not plugins:
-            table.add_row("(none)", "", "", "", "")
+            shown = f"[{style}]{status}[/{style}]" if style else status
+            table.add_row(p.name, description or "", p.dist or "", p.version or "", p.value, shown)
+        if not plugins_described:
+            table.add_row("(none)", "", "", "", "", "")
         console.print(table)
     return 0
 

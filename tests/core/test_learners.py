@@ -20,6 +20,7 @@ from corral import ConfigError, LearnerError
 from corral.core import MultiAgentBatch
 from corral.plugins.a2c import A2CConfig
 from corral.plugins.appo import APPOConfig
+from corral.plugins.ddpg import TD3Config
 from corral.plugins.dqn import DQNConfig
 from corral.plugins.impala import IMPALAConfig
 from corral.plugins.marwil import BCConfig, MARWILConfig
@@ -33,11 +34,14 @@ from tests.core.test_learner_api import PPOWithWeightPenalty, SeparateValueOptim
 pytestmark = pytest.mark.usefixtures("ray_on_two_cpus")
 
 
-def _same_update(config: Any, rows: int, tolerance: float = 2e-5, replayed: bool = False) -> dict[str, Any]:
-    """Learn on one batch with 0 and with 2 Learners; assert every policy's weights end alike. Returns stats.
+def _same_update(config: Any, rows: int, tolerance: float = 2e-5, replayed: bool = False, updates: int = 1) -> dict[str, Any]:
+    """Learn on one batch ``updates`` times with 0 and with 2 Learners; assert every policy's weights end alike.
 
     The batch is ``rows`` sampled env steps, or with ``replayed`` a minibatch
     replayed from them (an off-policy algorithm's, with prioritized-replay weights).
+
+    Returns:
+        The last update's stats, alone and together.
     """
     alone, together = config.copy().learners(num_learners=0).build(), config.copy().learners(num_learners=2).build()
     try:
@@ -49,8 +53,9 @@ def _same_update(config: Any, rows: int, tolerance: float = 2e-5, replayed: bool
             batch = MultiAgentBatch({pid: alone._replayed(pid, buffer, 0.4) for pid, buffer in buffers}, rows)
         for policy_id in batch.policy_batches:  # sampling drew from the policy's generators: start from the same state
             together.get_policy(policy_id).set_state(alone.get_policy(policy_id).get_state())
-        stats_alone = alone.learn_on_batch(copy.deepcopy(batch))
-        stats_together = together.learn_on_batch(copy.deepcopy(batch))
+        for _ in range(updates):
+            stats_alone = alone.learn_on_batch(copy.deepcopy(batch))
+            stats_together = together.learn_on_batch(copy.deepcopy(batch))
         for policy_id in stats_alone:
             before, after = alone.get_policy(policy_id).get_weights(), together.get_policy(policy_id).get_weights()
             worst = max(float(np.abs(np.asarray(before[k]) - np.asarray(after[k])).max()) for k in before)
@@ -109,6 +114,14 @@ def test_dqn_sac_cql_and_r2d2_replayed_updates_and_priorities_are_alike_on_two_l
         alone, together = stats["alone"]["default_policy"], stats["together"]["default_policy"]
         # the TD errors set the replayed rows' priorities: the Learners' shares joined in order are the whole batch's
         assert np.allclose(together["td_error"], alone["td_error"], atol=1e-4), type(config).__name__
+
+
+def test_td3_s_delayed_actor_and_smoothed_targets_update_alike_on_two_learners() -> None:
+    # the second update leaves the actor out: on Learners too, neither its weights nor its Adam moments move
+    config = TD3Config().environment("Pendulum-v1").training(train_batch_size=50, actor_hiddens=[32], critic_hiddens=[32])
+    stats = _same_update(config.debugging(seed=0), 200, replayed=True, updates=2)
+    assert "actor_loss" not in stats["together"]["default_policy"]
+    assert np.allclose(stats["together"]["default_policy"]["td_error"], stats["alone"]["default_policy"]["td_error"], atol=1e-4)
 
 
 def _worst_difference(first: dict[str, Any], second: dict[str, Any]) -> float:

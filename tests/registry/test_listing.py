@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import corral.registry as registry
+from corral.registry.descriptions import static_description
 
 from .conftest import REPO_ROOT, ours
 
@@ -101,3 +102,23 @@ def test_import_and_listing_load_no_heavy_library_in_a_fresh_process(plugins):
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert {"Heavy", "HeavyNoise", "heavy_logger"} <= set(result["names"])
     assert result["heavy"] == []
+
+
+def test_a_description_is_read_from_the_source_without_importing_it_re_exports_followed(plugins, tmp_path):
+    marker = tmp_path / "imported"
+    touch = f"open({str(marker)!r}, 'w').close()\n"
+    plugins.add_dist(
+        "describedplugin",
+        entry_points={"corral.algorithms": {"Beta": "fake_described:Beta", "Bare": "fake_described.algo:Bare"}},
+        modules={
+            "fake_described": '"""The package."""\n' + touch + "from .algo import Algo as Beta\n",
+            "fake_described.algo": touch
+            + 'class Algo:\n    """Beta does the thing.\n\n    More words."""\n\n\nclass Bare:\n    pass\n',
+        },
+    )
+    assert static_description("fake_described:Beta") == "Beta does the thing."  # re-exported under another name
+    assert static_description("fake_described") == "The package."  # a module's entry point (hook plugins)
+    assert static_description("fake_described.algo:Bare") is None  # no docstring
+    assert static_description("fake_described:Missing") is None
+    assert static_description("no_such_package.mod:X") is None
+    assert not marker.exists() and "fake_described" not in sys.modules

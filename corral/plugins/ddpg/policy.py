@@ -4,9 +4,9 @@ Both losses are computed on the same minibatch from the same weights and
 stepped together, one optimizer with a param group each (``critic_lr``,
 ``actor_lr``). The actor reads the critics through detached weights, so its
 loss moves only the actor. With ``policy_delay`` above 1 the actor's loss is
-left out of all but every ``policy_delay``-th update, so its weights and its
-optimizer's moments stay as they are in between (RLlib steps the actor's
-optimizer only then).
+left out of all but every ``policy_delay``-th update, and the actor keeps no
+gradient then, so its weights and its optimizer's moments stay as they are in
+between (RLlib steps the actor's optimizer only then), on Learner actors too.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ class DDPGPolicy(OffPolicyPolicy):
 
     config: DDPGConfig
     thread_safe_learning = True
-    # a Learner group averages a missing actor gradient as zero, and Adam would move on it between delayed updates
-    data_parallel_learning = False
+    data_parallel_learning = True
     action_distribution = Deterministic
     model: DDPGModel
     target_model: DDPGModel
@@ -38,6 +37,7 @@ class DDPGPolicy(OffPolicyPolicy):
         super().__init__(*args, **kwargs)
         self.critic_updates = 0
         """updates so far: the actor learns on every ``policy_delay``-th"""
+        self._learns_actor = True
 
     def make_model(self) -> nn.Module:
         """Actor and critics in one module."""
@@ -61,8 +61,14 @@ class DDPGPolicy(OffPolicyPolicy):
             next_obs = t[SampleBatch.NEXT_OBS]
             next_actions = self.target_model.actor(next_obs)
             if cfg.smooth_target_policy:
-                noise = torch.randn(next_actions.shape, generator=self.torch_rng, device=next_actions.device)
-                noise = (noise * cfg.target_noise).clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
+                width, device = next_actions.shape[1:], next_actions.device
+
+                def draw(rows: int) -> torch.Tensor:
+                    return torch.randn((rows, *width), generator=self.torch_rng, device=device)
+
+                # drawn for the whole batch and cut to a Learner's share, so a Learner group draws what one process does
+                noise = self.random_rows(draw, len(next_actions)) * cfg.target_noise
+                noise = noise.clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
                 next_actions = (next_actions + noise).clamp(-1.0, 1.0)
             next_q = self.target_model.q_values(next_obs, next_actions).min(dim=0).values
             target = t[SampleBatch.REWARDS] + t[SampleBatch.DISCOUNTS] * next_q
@@ -74,7 +80,7 @@ class DDPGPolicy(OffPolicyPolicy):
         critic_loss = (t[SampleBatch.WEIGHTS] * errors.sum(dim=0)).mean() + self._l2(self.model.critics)
         terms = {"critic_loss": critic_loss}
         total = critic_loss
-        learns_actor = self.critic_updates % cfg.policy_delay == 0
+        learns_actor = self._learns_actor = self.critic_updates % cfg.policy_delay == 0
         if learns_actor:
             q_of_actor = self.model.q_values(obs, self.model.actor(obs), frozen=True)[0]
             terms["actor_loss"] = -q_of_actor.mean() + self._l2(self.model.actor)
@@ -93,6 +99,18 @@ class DDPGPolicy(OffPolicyPolicy):
         if learns_actor:
             stats.update(actor_loss=float(terms["actor_loss"].detach()), actor_gnorm=float(actor_norm))
         return stats
+
+    def average_gradients(self, weight: float) -> None:
+        """Average the gradients across Learner actors; between delayed actor updates the actor keeps no gradient.
+
+        A Learner group averages a gradient a parameter lacks as zero, and Adam
+        would move the actor on a zero gradient (its moments); every Learner
+        counts updates alike, so all of them leave the actor out together.
+        """
+        super().average_gradients(weight)
+        if not self._learns_actor:
+            for parameter in self.model.actor.parameters():
+                parameter.grad = None
 
     def _l2(self, network: nn.Module) -> torch.Tensor | float:
         """``l2_reg`` times half the sum of squares of the network's weights (biases excluded), as RLlib's DDPG adds it."""

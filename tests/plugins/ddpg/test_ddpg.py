@@ -98,7 +98,6 @@ def test_rllib_s_older_replay_keys_are_read() -> None:
         ("Pendulum-v1", {"normalize_actions": False}, r"TD3's actor produces actions in \[-1, 1\]"),
         ("Pendulum-v1", {"model": {"custom_model": "torch.nn:Linear"}}, r"TD3 builds its own actor and critics"),
         ("Pendulum-v1", {"lr_schedule": [[0, 1e-3], [100, 1e-4]]}, r"TD3 does not use lr_schedule"),
-        ("Pendulum-v1", {"num_learners": 1}, r"DDPGPolicy cannot learn on Learner actors"),
     ],
 )
 def test_what_it_cannot_do_is_refused_before_it_starts(env: str, overrides: dict[str, Any], message: str) -> None:
