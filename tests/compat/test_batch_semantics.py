@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -44,9 +45,10 @@ def steps_in(batch: SampleBatch) -> int:
 
 
 def small_config(name: str, **overrides: Any) -> Any:
+    discrete = issubclass(gym.spaces.Discrete, corral.get_algorithm(name).supported_action_spaces)
     config = corral.get_config(name).update_from_dict(
         {
-            "env": "CartPole-v1",
+            "env": "CartPole-v1" if discrete else "Pendulum-v1",  # DDPG and TD3 act in a Box
             "num_envs_per_env_runner": ENVS,
             "rollout_fragment_length": FRAGMENT,
             "train_batch_size": BATCH,
