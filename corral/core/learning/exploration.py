@@ -239,7 +239,7 @@ class OrnsteinUhlenbeckNoise(GaussianNoise):
         draw_on = self.generator.device if self.generator is not None else None  # the generator's device draws the noise
         drawn = torch.randn(shape, generator=self.generator, device=draw_on).to(self.state.device)
         self.state = self.state + (-self.theta * self.state + self.sigma * drawn)
-        return (self.base_scale * self.state).to(device) * self._width.to(device)
+        return (self.base_scale * self._width * self.state).to(device)
 
     def get_state(self) -> dict[str, Any]:
         """The Ornstein-Uhlenbeck process's state: where the correlated noise stands."""

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.core import Model, ModelConfig, SampleBatch, build_encoder, mlp
+from corral.core import Model, SampleBatch, build_encoder, mlp
 from corral.core.networks.critics import EnsembleCritic
 
 if TYPE_CHECKING:
@@ -34,15 +34,12 @@ class DDPGModel(Model):
         encoder, features = build_encoder(obs_space, in_front)
         layers = mlp([features, *config.actor_hiddens], config.actor_hidden_activation, out_size=action_dim)
         self.actor = nn.Sequential(encoder, layers, nn.Tanh())
-        critic_layers = ModelConfig(fcnet_hiddens=config.critic_hiddens, fcnet_activation=config.critic_hidden_activation)
-        self.critics = EnsembleCritic(
-            obs_space,
-            2 if config.twin_q else 1,
-            action_dim,
-            1,
-            critic_layers.model_copy(update={"conv_filters": model.conv_filters, "conv_activation": model.conv_activation}),
-            encoder_config=model if config.use_state_preprocessor else None,
+        # the critics' own layers, after model's conv settings (an image critic's CNN)
+        critic_layers = model.model_copy(
+            update={"fcnet_hiddens": config.critic_hiddens, "fcnet_activation": config.critic_hidden_activation}
         )
+        encoder_config = model if config.use_state_preprocessor else None
+        self.critics = EnsembleCritic(obs_space, 2 if config.twin_q else 1, action_dim, 1, critic_layers, encoder_config)
 
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         return {SampleBatch.ACTION_DIST_INPUTS: self.actor(obs)}

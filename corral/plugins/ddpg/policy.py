@@ -38,6 +38,11 @@ class DDPGPolicy(OffPolicyPolicy):
         self.critic_updates = 0
         """updates so far: the actor learns on every ``policy_delay``-th"""
         self._learns_actor = True
+        self._l2_weights = {
+            network: [p for name, p in getattr(self.model, network).named_parameters() if "bias" not in name]
+            for network in ("actor", "critics")
+        }
+        """each network's weights the L2 term reads (biases excluded), listed once: the term is on every update"""
 
     def make_model(self) -> nn.Module:
         """Actor and critics in one module."""
@@ -77,13 +82,13 @@ class DDPGPolicy(OffPolicyPolicy):
             errors = F.huber_loss(q, target.expand_as(q), reduction="none", delta=cfg.huber_threshold)
         else:
             errors = 0.5 * (q - target).pow(2)
-        critic_loss = (t[SampleBatch.WEIGHTS] * errors.sum(dim=0)).mean() + self._l2(self.model.critics)
+        critic_loss = (t[SampleBatch.WEIGHTS] * errors.sum(dim=0)).mean() + self._l2("critics")
         terms = {"critic_loss": critic_loss}
         total = critic_loss
         learns_actor = self._learns_actor = self.critic_updates % cfg.policy_delay == 0
         if learns_actor:
             q_of_actor = self.model.q_values(obs, self.model.actor(obs), frozen=True)[0]
-            terms["actor_loss"] = -q_of_actor.mean() + self._l2(self.model.actor)
+            terms["actor_loss"] = -q_of_actor.mean() + self._l2("actor")
             total = total + terms["actor_loss"]
         critic_norm, actor_norm = self.apply_gradients(total, terms, len(target))
         self.critic_updates += 1
@@ -112,12 +117,11 @@ class DDPGPolicy(OffPolicyPolicy):
             for parameter in self.model.actor.parameters():
                 parameter.grad = None
 
-    def _l2(self, network: nn.Module) -> torch.Tensor | float:
+    def _l2(self, network: str) -> torch.Tensor | float:
         """``l2_reg`` times half the sum of squares of the network's weights (biases excluded), as RLlib's DDPG adds it."""
         if not self.config.l2_reg:
             return 0.0
-        weights: list[torch.Tensor] = [p for name, p in network.named_parameters() if "bias" not in name]
-        norms = torch._foreach_norm(weights)  # one kernel for every tensor, where a sum of squares each is two
+        norms = torch._foreach_norm(self._l2_weights[network])  # one kernel for every tensor, where a sum of squares each is two
         return self.config.l2_reg * 0.5 * torch.stack(norms).pow(2).sum()
 
     def get_state(self) -> dict[str, Any]:
