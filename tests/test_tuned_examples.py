@@ -33,6 +33,7 @@ def test_tuned_examples_are_packaged() -> None:
         "ppo_pendulum.yaml",
         "a2c_cartpole.yaml",
         "pg_cartpole.yaml",
+        "a3c_cartpole.yaml",
         "ddpg_pendulum.yaml",
         "td3_pendulum.yaml",
         "dqn_cartpole.yaml",

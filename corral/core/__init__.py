@@ -81,7 +81,12 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         standardize as standardize,
         to_floats as to_floats,
     )
-    from corral.core.learning.postprocessing import add_gae as add_gae, compute_gae as compute_gae, compute_nstep as compute_nstep
+    from corral.core.learning.postprocessing import (
+        add_discounted_returns as add_discounted_returns,
+        add_gae as add_gae,
+        compute_gae as compute_gae,
+        compute_nstep as compute_nstep,
+    )
     from corral.core.learning.random_policy import RandomPolicy as RandomPolicy
     from corral.core.learning.replay.replay_buffers import (
         PrioritizedReplayBuffer as PrioritizedReplayBuffer,
@@ -239,6 +244,7 @@ _EXPORTS = {
     "RandomPolicy": "corral.core.learning.random_policy",
     "PettingZooEnv": "corral.integrations.pettingzoo",
     "ParallelPettingZooEnv": "corral.integrations.pettingzoo",
+    "add_discounted_returns": "corral.core.learning.postprocessing",
     "add_gae": "corral.core.learning.postprocessing",
     "compute_gae": "corral.core.learning.postprocessing",
     "vtrace": "corral.core.learning.vtrace_targets",

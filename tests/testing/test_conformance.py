@@ -20,6 +20,7 @@ QUICK = {
     "PPO": {"train_batch_size": 128, "minibatch_size": 64, "num_epochs": 1, "num_envs_per_env_runner": 2},
     "A2C": {"num_envs_per_env_runner": 2, "rollout_fragment_length": 16},
     "PG": {"num_envs_per_env_runner": 2, "train_batch_size": 32},
+    "A3C": {"num_env_runners": 0, "num_envs_per_env_runner": 2, "min_time_s_per_iteration": 0},
     "DQN": {
         "learning_starts": 32,
         "train_batch_size": 16,

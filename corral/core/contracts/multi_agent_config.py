@@ -120,6 +120,25 @@ def normalize_policies_to_train(value: Any) -> list[str] | Callable[..., Any] | 
     return list(value)
 
 
+def is_policy_to_train(config: AlgorithmConfig, policy_id: str, batch: Any = None) -> bool:
+    """Whether ``policy_id`` learns: it is in ``policies_to_train``, or the predicate there says so (default: all).
+
+    Args:
+        config: the algorithm's config.
+        policy_id: the policy.
+        batch: the samples it would learn on, for a predicate ``fn(policy_id, batch)``.
+
+    Returns:
+        True if the policy learns.
+    """
+    to_train = config.policies_to_train
+    if to_train is None:
+        return True
+    if callable(to_train):
+        return bool(to_train(policy_id, batch))
+    return policy_id in to_train
+
+
 def check_multi_agent(config: AlgorithmConfig) -> None:
     """What no single multi-agent option can check: the ids to train exist, and each policy's own options are valid.
 

@@ -56,7 +56,7 @@ OPTIMIZATION_KEYS = {"actor_learning_rate": "actor_lr", "critic_learning_rate": 
 """RLlib's ``optimization: {...}`` group (SAC and its kin): each key maps to one corral option"""
 
 ABSENT_KEYS = {
-    "sample_async": "IMPALA samples asynchronously on remote env runners; the other algorithms sample in step with learning",
+    "sample_async": "IMPALA, APPO and A3C sample asynchronously on remote env runners; the others sample in step with learning",
     "simple_optimizer": "each policy has one torch optimizer; there is no multi-GPU tower optimizer to opt out of",
     "preprocessor_pref": "observations are flattened or kept as images by their space; wrap Atari envs in gymnasium's "
     "AtariPreprocessing",

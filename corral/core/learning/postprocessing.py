@@ -102,6 +102,35 @@ def add_gae(fragment: SampleBatch, last_values: np.ndarray, gamma: float, lambda
     return SampleBatch({**fragment, SampleBatch.ADVANTAGES: advantages, SampleBatch.VALUE_TARGETS: targets})
 
 
+def add_discounted_returns(fragment: SampleBatch, gamma: float) -> SampleBatch:
+    """The fragment with each row's discounted return to the end of its episode or of the fragment as ``advantages``.
+
+    What a policy gradient without a baseline learns from (PG's, A3C's without
+    a critic); an episode cut at the fragment's end is not bootstrapped.
+
+    Args:
+        fragment: a time-major ``[T, N]`` fragment with ``rewards``, ``terminateds``, ``truncateds`` and ``valid``.
+        gamma: the discount factor.
+
+    Returns:
+        A new batch: ``fragment``'s columns plus ``advantages``.
+    """
+    rewards = fragment[SampleBatch.REWARDS]
+    no_values = np.zeros_like(rewards, dtype=np.float32)
+    # GAE with lambda 1 over zero values is the discounted return; no value bootstraps a cut episode
+    returns, _ = compute_gae(
+        rewards,
+        no_values,
+        fragment[SampleBatch.TERMINATEDS],
+        fragment[SampleBatch.TRUNCATEDS],
+        fragment[SampleBatch.VALID],
+        no_values[0],
+        gamma,
+        1.0,
+    )
+    return SampleBatch({**fragment, SampleBatch.ADVANTAGES: returns})
+
+
 def compute_nstep(fragment: SampleBatch, bootstrap_obs: np.ndarray, n_step: int, gamma: float) -> SampleBatch:
     """n-step transitions from a time-major ``[T, N]`` fragment, as a flat batch of its valid rows.
 

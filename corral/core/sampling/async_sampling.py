@@ -21,6 +21,7 @@ from typing import Any
 from corral.core.common.sample_batch import MultiAgentBatch
 from corral.core.learning.learners.learner_group import ensure_ray
 from corral.core.sampling.env_runner_group import EnvRunnerGroup
+from corral.core.sampling.remote_env_runner import RemoteSample
 from corral.errors import EnvRunnerError
 
 
@@ -32,16 +33,19 @@ class AsyncSampler:
         max_requests_in_flight: sample calls queued per runner at a time.
         queue_size: batches (one per sample call) the learner queue holds
             beyond what the learner is waiting for.
+        method: the runners' call: ``"sample"``, or ``"sample_gradients"`` for the gradients of each
+            policy's update on the call's samples (A3C; see :meth:`next_results`).
     """
 
-    def __init__(self, group: EnvRunnerGroup, max_requests_in_flight: int, queue_size: int) -> None:
+    def __init__(self, group: EnvRunnerGroup, max_requests_in_flight: int, queue_size: int, method: str = "sample") -> None:
         if not group.healthy_remote_ids():
             raise ValueError("asynchronous sampling needs remote env runners (num_env_runners > 0)")
         self._group = group
         self._ray = ensure_ray()
         self.max_requests_in_flight = max_requests_in_flight
         self.queue_size = queue_size
-        self._queue: deque[tuple[MultiAgentBatch, int]] = deque()
+        self._method = method
+        self._queue: deque[tuple[RemoteSample, int]] = deque()
         self._queued_steps = 0
         self._in_flight: dict[Any, tuple[int, Any, int]] = {}  # call -> (runner index, actor, weights version)
         self._delivered: dict[int, tuple[Any, int]] = {}  # runner index -> (actor, weights version it has)
@@ -92,13 +96,37 @@ class AsyncSampler:
             self._collect(min_env_steps, block=True)
         batches, versions, taken = [], [], 0
         while taken < min_env_steps:
-            batch, version = self._queue.popleft()
-            self._queued_steps -= batch.env_steps
-            taken += batch.env_steps
-            batches.append(batch)
+            result, version = self._queue.popleft()
+            self._queued_steps -= result.batch.env_steps
+            taken += result.batch.env_steps
+            batches.append(result.batch)
             versions.append(version)
         self._launch()
         return MultiAgentBatch.concat(batches), versions
+
+    def next_results(self) -> list[tuple[RemoteSample, int]]:
+        """Every call finished since the last time, with the weights version each started with; at least one.
+
+        Free slots get new calls first, with the weights published last: so
+        with one call in flight per runner, each runner whose result was
+        applied samples next with the weights that include it (A3C).
+
+        Raises:
+            EnvRunnerError: no remote runner is left, or a failure was not tolerated.
+        """
+        if self._weights is None:
+            raise RuntimeError("publish_weights() before the first next_results()")
+        self._launch()
+        self._collect(0, block=False)
+        while not self._queue:
+            self._launch()
+            if not self._in_flight:
+                raise EnvRunnerError("every remote env runner failed; nothing is left to sample")
+            self._collect(0, block=True)
+        results = list(self._queue)
+        self._queue.clear()
+        self._queued_steps = 0
+        return results
 
     def _launch(self) -> None:
         """Fill every healthy runner's free slots with sample calls (replacing failed runners first)."""
@@ -111,7 +139,7 @@ class AsyncSampler:
             for _ in range(self.max_requests_in_flight - busy.get(index, 0)):
                 has = self._delivered.get(index)
                 current = has is not None and has[0] is actor and has[1] == self.weights_version
-                call = actor.sample.remote(None if current else self._weights)
+                call = getattr(actor, self._method).remote(None if current else self._weights)
                 self._delivered[index] = (actor, self.weights_version)
                 self._in_flight[call] = (index, actor, self.weights_version)
 
@@ -137,14 +165,15 @@ class AsyncSampler:
                 continue
             index, actor, version = self._in_flight.pop(call)
             try:
-                batch = self._group.accept(self._ray.get(call))
+                result = self._ray.get(call)
             except self._ray.exceptions.RayError as exc:
                 self._drop_calls_of(actor)
                 self._group.handle_failure(index, exc)
                 continue
+            self._group.accept(result)
             self._group.succeeded(index)
-            self._queue.append((batch, version))
-            self._queued_steps += batch.env_steps
+            self._queue.append((result, version))
+            self._queued_steps += result.batch.env_steps
 
     def _drop_calls_of(self, actor: Any) -> None:
         """Forget the other calls of a runner that failed: they fail too, or belong to an actor being replaced."""

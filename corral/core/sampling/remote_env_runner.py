@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from corral.core.common.sample_batch import MultiAgentBatch
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.learning.learners.learner_group import ensure_ray
+from corral.core.learning.policies.updates import Gradients
 from corral.core.learning.policy import Policy, PolicyBuild
 from corral.core.sampling.metrics import EpisodeSummary
 
@@ -26,6 +27,9 @@ class RemoteSample(NamedTuple):
     """by policy id, the observation-filter statistics gathered during the call (``MeanStdFilter.take_delta``)"""
     timesteps: dict[str, int]
     """by policy id, how far the policy's ``global_timestep`` advanced during the call"""
+    gradients: dict[str, tuple[Gradients, dict[str, Any]]] | None = None
+    """from :meth:`EnvRunnerActor.sample_gradients`: by policy to train, the gradients of its update on the
+    call's samples and the update's stats (``batch`` then only counts the steps)"""
 
 
 class EnvRunnerActor:
@@ -145,6 +149,30 @@ class EnvRunnerActor:
             if policy.observation_filter is not None:
                 deltas[pid] = policy.observation_filter.take_delta()
         return RemoteSample(batch, self.runner.get_metrics(), deltas, timesteps)
+
+    def sample_gradients(self, sampling_state: dict[str, dict[str, Any]] | None) -> RemoteSample:
+        """One sample call, then each policy to train computes its update's gradients on its own rows (A3C).
+
+        The samples stay here: the batch returned only counts their steps.
+        Each policy's ``on_learn_on_batch`` callback runs here, before its
+        gradients are computed, as it runs before an update on the learner.
+
+        Args:
+            sampling_state: the learner policies' states to act with, or None (keep the last ones).
+        """
+        from corral.core.contracts.multi_agent_config import is_policy_to_train
+
+        result = self.sample(sampling_state)
+        gradients = {}
+        for policy_id, batch in result.batch.policy_batches.items():
+            if policy_id in self.policies and is_policy_to_train(self.runner.config, policy_id, batch):
+                policy = self.policies[policy_id]
+                stats: dict[str, Any] = {}
+                self.runner.callbacks.learn_on_batch(policy, batch, stats)
+                grads, update_stats = policy.compute_gradients(batch)
+                gradients[policy_id] = (grads, {**stats, **update_stats})
+        steps = MultiAgentBatch({}, result.batch.env_steps, result.batch.agent_steps)
+        return result._replace(batch=steps, gradients=gradients)
 
     def run_episodes(self, sampling_state: dict[str, dict[str, Any]], explore: bool, **span: int) -> list[EpisodeSummary]:
         """Evaluate with the broadcast policy state for ``span`` (``num_episodes=`` or ``num_steps=``).

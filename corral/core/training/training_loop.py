@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import torch
 
 from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
+from corral.core.contracts.multi_agent_config import is_policy_to_train
 from corral.core.environments.envs import env_name
 from corral.core.learning.learners.learner_thread import LearnerThread
 from corral.core.learning.policy import Policy
@@ -104,12 +105,7 @@ class TrainingLoop(AlgorithmPart):
             policy_id: the policy.
             batch: the samples it would learn on, for a predicate ``fn(policy_id, batch)``.
         """
-        to_train = self.config.policies_to_train
-        if to_train is None:
-            return True
-        if callable(to_train):
-            return bool(to_train(policy_id, batch))
-        return policy_id in to_train
+        return is_policy_to_train(self.config, policy_id, batch)
 
     def learn_on_batch(self, samples: MultiAgentBatch) -> dict[str, dict[str, Any]]:
         """Each policy that is to train learns on its own batch; returns their stats by policy id.

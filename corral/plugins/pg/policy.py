@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.core import Policy, SampleBatch, TorchLearner, build_model, compute_gae, joint_norm, to_floats
+from corral.core import Policy, SampleBatch, TorchLearner, add_discounted_returns, build_model, joint_norm, to_floats
 from corral.plugins.pg.config import PGConfig
 
 
@@ -34,20 +34,7 @@ class PGPolicy(Policy):
 
     def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: np.ndarray) -> SampleBatch:
         """Add each row's discounted return within its fragment as ``advantages``, then flatten (or cut into sequences)."""
-        rewards = fragment[SampleBatch.REWARDS]
-        no_values = np.zeros_like(rewards, dtype=np.float32)
-        # GAE with lambda 1 over zero values is the discounted return; no value bootstraps a cut episode
-        returns, _ = compute_gae(
-            rewards,
-            no_values,
-            fragment[SampleBatch.TERMINATEDS],
-            fragment[SampleBatch.TRUNCATEDS],
-            fragment[SampleBatch.VALID],
-            no_values[0],
-            self.config.gamma,
-            1.0,
-        )
-        return self.training_rows(SampleBatch({**fragment, SampleBatch.ADVANTAGES: returns}))
+        return self.training_rows(add_discounted_returns(fragment, self.config.gamma))
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
         """One gradient step on the whole batch."""

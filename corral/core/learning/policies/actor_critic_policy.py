@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.actor_critic import GAEConfig
+from corral.core.learning.policies.updates import joint_norm, standardize, to_floats
 from corral.core.learning.policy import Policy
 from corral.core.learning.postprocessing import add_gae
 from corral.core.learning.recurrent.sequences import inputs_after
@@ -35,8 +38,13 @@ class ActorCriticPolicy(Policy):
             last_values = self.compute_values(bootstrap_obs, **inputs_after(fragment, self.get_initial_state()))
         else:
             last_values = self.compute_values(bootstrap_obs)
-        with_advantages = add_gae(fragment, last_values, self.config.gamma, self.config.lambda_)
+        with_advantages = add_gae(fragment, last_values, self.config.gamma, self.gae_lambda)
         return self.training_rows(with_advantages)
+
+    @property
+    def gae_lambda(self) -> float:
+        """The lambda of the advantages: the config's ``lambda_`` (an algorithm may make it depend on more)."""
+        return self.config.lambda_
 
     def compute_loss(
         self, batch: dict[str, torch.Tensor], fwd_out: dict[str, torch.Tensor]
@@ -50,13 +58,55 @@ class ActorCriticPolicy(Policy):
             The total loss, and it and its terms as tensors by name (``total_loss``,
             ``policy_loss``, ``vf_loss``, ``entropy``), for :func:`to_floats`.
         """
-        cfg = self.config
+        policy_loss, vf_loss, entropy = self.actor_critic_terms(batch, fwd_out, torch.mean)
+        return self.actor_critic_total(policy_loss, vf_loss, entropy)
+
+    def actor_critic_terms(
+        self,
+        batch: dict[str, torch.Tensor],
+        fwd_out: dict[str, torch.Tensor],
+        reduce: Callable[[torch.Tensor], torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The policy-gradient, value and entropy terms of the actor-critic loss, each reduced over the rows.
+
+        Args:
+            batch: the minibatch's :data:`POLICY_GRADIENT_COLUMNS`, a row per step.
+            fwd_out: the model's training outputs for it.
+            reduce: how a term's rows become one value (``torch.mean``; A3C's is ``torch.sum``).
+
+        Returns:
+            ``(policy_loss, vf_loss, entropy)``.
+        """
         dist = self.dist_class(fwd_out[SampleBatch.ACTION_DIST_INPUTS])
-        policy_loss = -(dist.logp(batch[SampleBatch.ACTIONS]) * batch[SampleBatch.ADVANTAGES]).mean()
-        vf_loss = 0.5 * (fwd_out[SampleBatch.VF_PREDS] - batch[SampleBatch.VALUE_TARGETS]).pow(2).mean()
-        entropy = dist.entropy().mean()
-        total = policy_loss + cfg.vf_loss_coeff * vf_loss - self.scheduled("entropy_coeff") * entropy
+        policy_loss = -reduce(dist.logp(batch[SampleBatch.ACTIONS]) * batch[SampleBatch.ADVANTAGES])
+        vf_loss = 0.5 * reduce((fwd_out[SampleBatch.VF_PREDS] - batch[SampleBatch.VALUE_TARGETS]).pow(2))
+        return policy_loss, vf_loss, reduce(dist.entropy())
+
+    def actor_critic_total(
+        self, policy_loss: torch.Tensor, vf_loss: torch.Tensor, entropy: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``policy_loss + vf_loss_coeff * vf_loss - entropy_coeff * entropy`` (the coefficient at its schedule's value).
+
+        Args:
+            policy_loss: the policy-gradient term.
+            vf_loss: the value term.
+            entropy: the entropy.
+
+        Returns:
+            The total loss, and it and its terms by name.
+        """
+        total = policy_loss + self.config.vf_loss_coeff * vf_loss - self.scheduled("entropy_coeff") * entropy
         return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
+        """One gradient step on the whole batch (A2C's and A3C's update; PPO's takes minibatch epochs instead)."""
+        lr = self.update_lr()
+        t = self.to_tensors(batch, POLICY_GRADIENT_COLUMNS)
+        if self.config.normalize_advantages:
+            t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES], self.step_mask(t))
+        total, terms = self.policy_gradient_loss(self.share(t))  # on a Learner, its rows of the batch
+        grad_norm = joint_norm(self.apply_gradients(total, terms))
+        return {**to_floats({**terms, "grad_gnorm": grad_norm}), "cur_lr": lr}
 
     def policy_gradient_loss(self, t: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The loss of a batch of tensors (:meth:`minibatch_loss`): by default the vanilla actor-critic loss of

@@ -26,6 +26,10 @@ from corral.errors import ConfigError
 if TYPE_CHECKING:
     from corral.core.networks.recurrent import RecurrentModel
 
+Gradients = list[np.ndarray | None]
+"""A policy's gradients as :meth:`Updates.compute_gradients` gives them: an array per parameter of its optimizer, in the
+optimizer's order (None where the loss does not reach the parameter)."""
+
 _SEQUENCE_INPUTS = (SampleBatch.SEQ_LENS, SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS)
 """what a batch of sequences brings to a recurrent model beside the columns a loss asks for (and ``state_in_k``)"""
 
@@ -97,9 +101,13 @@ class Updates(PolicyPart):
         return torch.arange(steps, device=seq_lens.device) < seq_lens.unsqueeze(1)
 
     def apply_gradients(
-        self, loss: torch.Tensor, terms: dict[str, torch.Tensor] | None = None, rows: float | None = None
+        self, loss: torch.Tensor | Gradients, terms: dict[str, torch.Tensor] | None = None, rows: float | None = None
     ) -> list[torch.Tensor]:
         """Backpropagate ``loss``, clip if ``grad_clip``, and step ``self.optimizer`` unless something is not finite.
+
+        Given gradients instead of a loss (what :meth:`compute_gradients` returned
+        elsewhere: RLlib's ``apply_gradients(gradients)``), step the optimizer with
+        them as they are, at this policy's learning rate, through the same guard.
 
         A ModelV2 that overrides ``custom_loss()`` turns ``loss`` into the loss
         backpropagated first. A NaN or inf loss or gradient norm, or weights that the step would make
@@ -121,6 +129,15 @@ class Updates(PolicyPart):
         Raises:
             TrainingError: something was not finite and ``on_nonfinite`` is ``"raise"``.
         """
+        if not isinstance(loss, torch.Tensor):
+            return self._apply_computed_gradients(loss)
+        captured: list[Gradients] | None = self.__dict__.get("_captured_gradients")
+        if captured:
+            raise ConfigError(
+                f"{type(self).__name__} takes more than one gradient step per batch, so it has no one gradient to give "
+                "compute_gradients(); an algorithm whose env runners compute gradients needs a policy with one step "
+                "per batch (A2C's, PG's)"
+            )
         if isinstance(self.model, TorchModelV2) and type(self.model).custom_loss is not TorchModelV2.custom_loss:
             loss = self._custom_loss(loss)
         weight = 1.0
@@ -138,11 +155,61 @@ class Updates(PolicyPart):
         if not weight:  # an empty share: the mean over none of its rows is no loss of this update
             loss, terms = torch.zeros((), device=self.device), None
         if self.update_guard.check_gradients(loss, norms, terms):
-            if learner is None:
+            if captured is not None:  # compute_gradients: the gradients are the result, the weights stay
+                grads = [None if p.grad is None else p.grad.detach().to("cpu", copy=True).numpy() for p in self._params()]
+                captured.append(grads)
+            elif learner is None:
                 self.update_guard.step()
             else:
                 learner.apply_gradients(learner.gradients())
         return norms
+
+    def compute_gradients(self, batch: SampleBatch) -> tuple[Gradients, dict[str, Any]]:
+        """The gradients of the update :meth:`learn_on_batch` makes on ``batch``, without making it (RLlib's name).
+
+        An env runner computes them on its own samples for the learner to
+        apply (A3C): computed as the update computes them, clipped by
+        ``grad_clip``, checked by the NaN guard; the weights and the
+        optimizer's state stay as they are.
+
+        Args:
+            batch: the postprocessed samples.
+
+        Returns:
+            ``(gradients, stats)``: the gradients for :meth:`apply_gradients` (empty if the NaN
+            guard skipped the update), and the update's stats.
+
+        Raises:
+            ConfigError: the policy takes more than one gradient step per batch (PPO's epochs).
+        """
+        captured: list[Gradients] = []
+        with overriding(self, "_captured_gradients", captured):
+            stats = self.learn_and_report(batch)
+        return (captured[0] if captured else []), stats
+
+    def _apply_computed_gradients(self, gradients: Gradients) -> list[torch.Tensor]:
+        """Step the optimizer with gradients :meth:`compute_gradients` gave (none: a skipped update, nothing to do)."""
+        params = self._params()
+        if not gradients:
+            return []
+        if len(gradients) != len(params):
+            raise ValueError(f"{len(gradients)} gradients for a policy whose optimizer has {len(params)} parameters")
+        self.update_lr()
+        for param, grad in zip(params, gradients, strict=True):
+            if grad is not None and tuple(grad.shape) != tuple(param.shape):
+                raise ValueError(f"a gradient of shape {tuple(grad.shape)} for a parameter of shape {tuple(param.shape)}")
+            param.grad = None if grad is None else torch.tensor(grad, device=self.device)  # a copy: Ray gives read-only arrays
+        norms = self.clip_gradients(measure_only=True)
+        if self.update_guard.check_gradients(torch.zeros((), device=self.device), norms, None):
+            if self.learner is None:
+                self.update_guard.step()
+            else:
+                self.learner.apply_gradients(self.learner.gradients())
+        return norms
+
+    def _params(self) -> list[torch.Tensor]:
+        """The optimizer's parameters, in its order (the order of :data:`Gradients`)."""
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
 
     def average_gradients(self, weight: float) -> None:
         """On a Learner actor of a group, average the gradients with the other Learners'; alone, do nothing.
@@ -151,7 +218,7 @@ class Updates(PolicyPart):
             weight: the steps this copy's loss is the mean over (its weight in the average).
         """
         if self.gradient_sync is not None:
-            self.gradient_sync.average_gradients((p for g in self.optimizer.param_groups for p in g["params"]), weight)
+            self.gradient_sync.average_gradients(self._params(), weight)
 
     def _custom_loss(self, loss: torch.Tensor) -> torch.Tensor:
         """The model's ``custom_loss()`` of the algorithm's loss and the batch being learned on."""
