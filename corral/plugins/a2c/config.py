@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from corral.core import GAEConfig
+from corral.core import GAEConfig, option
 
 
 class A2CConfig(
@@ -24,4 +24,11 @@ class A2CConfig(
     steps); ``min_sample_timesteps_per_iteration`` groups many updates into
     one reported iteration. It optimises with RMSprop (alpha 0.99, eps 1e-5), as
     the A2C paper does; ``optimizer={"type": "adam"}`` switches to Adam.
+    With ``microbatch_size`` (RLlib's option) the update's gradient is
+    computed microbatch by microbatch, for batches larger than memory holds.
     """
+
+    microbatch_size: int | None = option(None, "training", ge=1, le=2**31 - 1)
+    """env steps per microbatch: each one's gradient is computed and clipped (grad_clip) on its own, and their mean,
+    weighted by steps, makes the one update of the train batch (RLlib's A2C microbatching); None: the whole batch at
+    once"""

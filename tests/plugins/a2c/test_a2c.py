@@ -67,3 +67,43 @@ def test_a2c_trains_and_acts_on_each_supported_space(env) -> None:
     policy = algo.get_policy()
     action = algo.compute_single_action(space.sample(), explore=False)
     assert policy.action_space.contains(np.asarray(action, dtype=policy.action_space.dtype))
+
+
+def _learned_weights(config, batch):
+    algo = config.build()
+    try:
+        algo.get_policy().learn_on_batch(batch)
+        return algo.get_policy().get_weights()
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("model", [{}, {"use_lstm": True, "max_seq_len": 4}], ids=["feed-forward", "lstm"])
+def test_microbatches_without_clipping_make_the_update_of_the_whole_batch(model) -> None:
+    # Adam's first step is lr * sign-like: RMSprop's scales each gradient, so a wrong weighting shows
+    config = tiny("CartPole-v1", train_batch_size=40, model=model, grad_clip=None)
+    algo = config.build()
+    batch = algo.sample(40).policy_batches["default_policy"]
+    algo.stop()
+    whole = _learned_weights(config, batch)
+    micro = _learned_weights(config.copy(copy_frozen=False).training(microbatch_size=12), batch)
+    for key, value in whole.items():
+        np.testing.assert_allclose(micro[key], value, rtol=1e-4, atol=1e-6)
+
+
+def test_each_microbatch_s_gradient_is_clipped_on_its_own() -> None:
+    config = tiny("CartPole-v1", train_batch_size=40, grad_clip=1e-4, microbatch_size=10)
+    algo = config.build()
+    policy = algo.get_policy()
+    batch = algo.sample(40).policy_batches["default_policy"]
+    applied = []
+    apply = policy.apply_gradients
+    # the microbatches' losses pass through it too (compute_gradients); the one list of gradients is the update
+    policy.apply_gradients = lambda given, *args: (isinstance(given, list) and applied.append(given)) or apply(given, *args)
+    stats = policy.learn_on_batch(batch)
+    algo.stop()
+    (gradients,) = applied
+    norm = np.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in gradients if g is not None))
+    # the mean of microbatch gradients each clipped to 1e-4 is at most 1e-4 long (equal only if all point alike)
+    assert stats["num_microbatches"] == -(-batch.count // 10) and stats["grad_gnorm"] > 1e-4
+    assert 0 < norm <= 1e-4 * (1 + 1e-4)
