@@ -21,6 +21,8 @@ QUICK = {
     "A2C": {"num_envs_per_env_runner": 2, "rollout_fragment_length": 16},
     "PG": {"num_envs_per_env_runner": 2, "train_batch_size": 32},
     "A3C": {"num_env_runners": 0, "num_envs_per_env_runner": 2, "min_time_s_per_iteration": 0},
+    "ES": {"num_env_runners": 0, "noise_size": 100_000, "episodes_per_batch": 4, "train_batch_size": 40},
+    "ARS": {"num_env_runners": 0, "noise_size": 100_000, "num_rollouts": 4},
     "DQN": {
         "learning_starts": 32,
         "train_batch_size": 16,
