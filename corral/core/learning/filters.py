@@ -42,7 +42,10 @@ class MeanStdFilter:
         """Fold a batch of observations (rows) into the statistics."""
         if batch.shape[0] == 0:
             return
-        stats = (batch.mean(axis=0), batch.var(axis=0), float(batch.shape[0]))
+        if batch.shape[0] == 1:  # one env's step: the row is its mean, with no spread (numpy's reductions cost more)
+            stats = (batch[0], np.zeros_like(batch[0]), 1.0)
+        else:
+            stats = (batch.mean(axis=0), batch.var(axis=0), float(batch.shape[0]))
         self.mean, self.var, self.count = _combine((self.mean, self.var, self.count), stats)
         if self.keeps_delta:
             self._delta = _combine(self._delta, stats)

@@ -93,3 +93,20 @@ def test_a3c_with_two_remote_runners_reaches_150_on_cartpole_within_100k_steps(m
         assert result["num_healthy_env_runners"] == 2
         best = max(best, result["episode_reward_mean"])
     assert best >= 150, f"A3C with 2 remote runners reached {best:.1f} within 100k env steps"
+
+
+def test_each_policy_to_train_gets_its_own_agents_gradients_and_the_others_stay(make_algo) -> None:
+    config = (
+        A3CConfig()
+        .environment("corral.testing.envs:MultiAgentCartPole", env_config={"num_agents": 2})
+        .update_from_dict({**SMALL, "num_env_runners": 2})
+        .multi_agent(policies=["p0", "p1"], policy_mapping_fn=lambda agent_id, *args, **kwargs: f"p{agent_id}",
+                     policies_to_train=["p0"])
+    )  # fmt: skip
+    algo = make_algo(config)
+    before = algo.get_weights()
+    result = algo.train()
+    after = algo.get_weights()
+    assert set(result["info"]["learner"]) == {"p0"}
+    assert any(not np.array_equal(before["p0"][k], after["p0"][k]) for k in before["p0"])
+    assert all(np.array_equal(before["p1"][k], after["p1"][k]) for k in before["p1"])
