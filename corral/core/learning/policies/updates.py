@@ -118,7 +118,7 @@ class Updates(PolicyPart):
         Learners', weighted by the steps each loss is the mean over.
 
         Args:
-            loss: the total loss.
+            loss: the total loss; or gradients, an array per parameter in the optimizer's order (:data:`Gradients`).
             terms: its terms by name, so an error can say which one was not finite.
             rows: the steps ``loss`` is the mean over, for a Learner's weight in the group's average (0: its share
                 was empty); None: the steps :meth:`train_forward` last gave (1 if it was not called).
@@ -128,6 +128,8 @@ class Updates(PolicyPart):
 
         Raises:
             TrainingError: something was not finite and ``on_nonfinite`` is ``"raise"``.
+            ValueError: gradients of another count or shape than the optimizer's parameters.
+            ConfigError: a second step inside :meth:`compute_gradients`.
         """
         if not isinstance(loss, torch.Tensor):
             return self._apply_computed_gradients(loss)
