@@ -174,7 +174,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         """steps sampled and trained, and whatever else an overridden training_step counts (``self._counters``,
         RLlib's name, is the same): each goes into every result, and checkpoints keep them"""
         self.time_total_s = 0.0
-        self.history = EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)
+        self.history = self.new_episode_history()
         self._learner_pool: ThreadPoolExecutor | None = None
         self.learner_thread: LearnerThread[Any, Any] | None = None
         """the thread the updates run in while the main thread samples, if the algorithm started one
@@ -316,6 +316,15 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
 
     def setup(self) -> None:
         """Build what the algorithm needs beyond policies and env runners. Optional."""
+
+    def new_episode_history(self) -> EpisodeHistory:
+        """The window of finished episodes the smoothed metrics read (made at build and on restore).
+
+        By default the last ``metrics_num_episodes_for_smoothing`` episodes; an
+        algorithm that reports over another window (ES's last ``report_length``
+        iterations) returns its own.
+        """
+        return EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)
 
     def training_step(self) -> dict[str, dict[str, Any]]:
         """One round of sampling and learning; returns learner stats by policy id.

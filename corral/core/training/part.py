@@ -113,6 +113,9 @@ class AlgorithmPart:
         def settle_learning(self) -> None:
             """Defined in training_loop.py."""
 
+        def new_episode_history(self) -> EpisodeHistory:
+            """Defined in algorithm.py."""
+
         def evaluate(self) -> dict[str, Any]:
             """Defined in evaluation.py."""
 

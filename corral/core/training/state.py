@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from corral.core.common.restored import restored_count, restored_float
-from corral.core.sampling.metrics import EpisodeHistory
 from corral.core.seeding import generator_state, set_generator_state
 from corral.core.training.part import COUNTERS, AlgorithmPart
 from corral.errors import CheckpointError
@@ -77,7 +76,7 @@ class AlgorithmState(AlgorithmPart):
             raise ValueError(f"counters must be a dict with at least the keys {sorted(COUNTERS)}")
         counters = {key: restored_count(value, f"counters.{key}") for key, value in counters.items()}
         time_total_s = restored_float(state.get("time_total_s", 0.0), "time_total_s", minimum=0.0)
-        history = EpisodeHistory(self.config.metrics_num_episodes_for_smoothing)
+        history = self.new_episode_history()
         if "episode_history" in state:
             history.set_state(state["episode_history"])
         history.total = restored_count(state.get("episodes_total", history.total), "episodes_total")

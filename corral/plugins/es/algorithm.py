@@ -55,7 +55,10 @@ class ES(Algorithm):
             )
         self.noise, self._noise_handle = shared_noise(self.config.noise_size, on_ray=group.num_healthy_remote_runners > 0)
         self.episodes_so_far = 0
-        self.history = IterationHistory(self.config.report_length)
+
+    def new_episode_history(self) -> EpisodeHistory:
+        """The unperturbed episodes of the last ``report_length`` iterations (RLlib's reported return)."""
+        return IterationHistory(self.config.report_length)
 
     def get_policy(self, policy_id: str = "default_policy") -> ESPolicy:
         """The one policy (ES and ARS perturb one).
@@ -138,11 +141,11 @@ class ES(Algorithm):
             pairs = math.ceil(max(min_episodes - episodes, 0) / 2 / runners)
             if steps < min_steps and episodes:
                 pairs = max(pairs, math.ceil((min_steps - steps) / (steps / episodes) / 2 / runners))
-            state = policy.get_sampling_state()
+            filter_ = policy.observation_filter
             request = RolloutRequest(
                 weights=weights,
                 noise=self._noise_handle,
-                policy_state=put(state),
+                filter_state=None if filter_ is None else put(filter_.get_state()),  # the weights go as theta
                 pairs=max(1, pairs),
                 noise_stdev=cfg.noise_stdev,
                 eval_prob=cfg.eval_prob,

@@ -28,8 +28,8 @@ class RolloutRequest:
     """the unperturbed weights: a vector, or its Ray reference"""
     noise: Any
     """the noise table, or its Ray reference"""
-    policy_state: Any
-    """the learner policy's sampling state (its observation filter), or its Ray reference"""
+    filter_state: Any
+    """the learner policy's observation filter (``MeanStdFilter.get_state``), its Ray reference, or None"""
     pairs: int
     """mirrored pairs of perturbed episodes to play"""
     noise_stdev: float
@@ -63,8 +63,9 @@ def play_perturbations(request: RolloutRequest, runner: Any) -> RolloutResult:
         The returns, lengths and noise indices, and the filter's delta.
     """
     policy: ESPolicy = runner.policies["default_policy"]
-    if runner.worker_index > 0:  # a remote copy: the learner's filter statistics, its weights follow
-        policy.set_sampling_state(resolve(request.policy_state))
+    filter_ = policy.observation_filter
+    if runner.worker_index > 0 and filter_ is not None and request.filter_state is not None:
+        filter_.set_state(resolve(request.filter_state))  # a remote copy: the learner's statistics
     theta = resolve(request.weights)
     noise = resolve(request.noise)
     dim = policy.num_params
@@ -87,7 +88,6 @@ def play_perturbations(request: RolloutRequest, runner: Any) -> RolloutResult:
         result.returns.append((plus[0], minus[0]))
         result.lengths.append((plus[1], minus[1]))
     policy.set_flat_weights(theta)  # the learner's own copy, without remote runners, keeps its weights
-    filter_ = policy.observation_filter
     if filter_ is not None and filter_.keeps_delta:
         result.filter_delta = filter_.take_delta()
     return result

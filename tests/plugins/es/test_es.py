@@ -144,3 +144,11 @@ def test_a_seed_gives_the_same_run_and_a_checkpoint_resumes_it(make_algo, tmp_pa
     again = resumed.train()
     np.testing.assert_array_equal(resumed.get_policy().get_flat_weights(), first.get_policy().get_flat_weights())
     assert again["num_env_steps_sampled"] == third["num_env_steps_sampled"]
+
+
+def test_a_restored_run_reports_over_the_same_window_of_iterations(make_algo) -> None:
+    first = make_algo(ars(report_length=3))
+    first.train()
+    resumed = make_algo(ars(report_length=3))
+    resumed.set_state(first.get_state())
+    assert isinstance(resumed.history, IterationHistory) and resumed.history._iterations == 3
