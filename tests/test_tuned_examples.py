@@ -39,6 +39,7 @@ def test_tuned_examples_are_packaged() -> None:
         "ddpg_pendulum.yaml",
         "td3_pendulum.yaml",
         "dqn_cartpole.yaml",
+        "apex_cartpole.yaml",
         "sac_pendulum.yaml",
         "sac_discrete_cartpole.yaml",
         "bc_cartpole.yaml",

@@ -29,6 +29,17 @@ QUICK = {
         "num_envs_per_env_runner": 2,
         "min_sample_timesteps_per_iteration": 64,
     },
+    "APEX": {
+        "num_env_runners": 0,
+        "num_replay_buffer_shards": 2,
+        "replay_buffer_config": {"capacity": 1000},
+        "learning_starts": 32,
+        "train_batch_size": 16,
+        "min_time_s_per_iteration": 0,
+        "min_sample_timesteps_per_iteration": 64,
+        "model": {"fcnet_hiddens": [16]},
+        "hiddens": [16],
+    },
     "IMPALA": {"train_batch_size": 64, "rollout_fragment_length": 16, "num_envs_per_env_runner": 4},
     "SAC": {
         "learning_starts": 32,

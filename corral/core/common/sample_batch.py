@@ -76,6 +76,8 @@ class SampleBatch(dict[str, Any]):
     """gamma**k, or 0 after a termination, for the n-step target's bootstrap value"""
     WEIGHTS = "weights"
     """importance-sampling weights of prioritized replay (1 for uniform replay)"""
+    PRIORITIES = "priorities"
+    """replay priorities (``|TD error|``) an env runner computed for its rows (``worker_side_prioritization``)"""
     BATCH_INDEXES = "batch_indexes"
     """the replay buffer rows a replayed batch came from, to update their priorities"""
     BOOTSTRAP_OBS = "bootstrap_obs"

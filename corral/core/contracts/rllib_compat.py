@@ -419,23 +419,14 @@ def move_older_replay_keys(canonical: dict[str, Any]) -> None:
     ``replay_buffer_config["learning_starts"]`` and ``["min_size_for_sampling"]``
     (the buffer returns no batch until it holds that many steps) both mean
     the option ``learning_starts``; a ``learning_starts`` given as an option wins.
-    ``worker_side_prioritization`` is taken when False, its default.
 
     Args:
         canonical: the settings being applied, with a ``replay_buffer_config`` dict (copied, not changed).
-
-    Raises:
-        ConfigError: ``worker_side_prioritization=True``, which corral does not do.
     """
     replay = canonical["replay_buffer_config"] = dict(canonical["replay_buffer_config"])
     for older in ("learning_starts", "min_size_for_sampling"):
         if older in replay:
             canonical.setdefault("learning_starts", replay.pop(older))
-    if replay.pop("worker_side_prioritization", False):
-        raise ConfigError(
-            "replay_buffer_config worker_side_prioritization=True computes priorities on the env runners; "
-            "corral computes them where the batch is learned on: leave it False"
-        )
 
 
 def of_another_type(given: dict[str, Any], current: Any) -> bool:

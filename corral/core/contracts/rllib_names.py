@@ -39,6 +39,7 @@ LEGACY_KEYS = {
     "ignore_worker_failures": "ignore_env_runner_failures",
     "num_consecutive_worker_failures_tolerance": "num_consecutive_env_runner_failures_tolerance",
     "timesteps_per_iteration": "min_sample_timesteps_per_iteration",
+    "num_steps_sampled_before_learning_starts": "learning_starts",
     "min_sample_timesteps_per_reporting": "min_sample_timesteps_per_iteration",
     "min_iter_time_s": "min_time_s_per_iteration",
     "min_time_s_per_reporting": "min_time_s_per_iteration",

@@ -46,6 +46,10 @@ class Exploration:
         """``[B, n]`` legal actions of the batch being acted on, set by the policy before each call when the
         env masks actions (None: all legal); the distribution's inputs are masked already, and :meth:`_uniform` draws
         from it"""
+        self.worker_index = 0
+        """the env runner whose policy copy explores (0: the learner's or the local runner's), set when built"""
+        self.num_workers = 0
+        """the algorithm's remote env runners (``num_env_runners``), set when built"""
 
     def get_exploration_action(self, dist: ActionDistribution, timestep: int, explore: bool) -> torch.Tensor:
         """The actions to take; ``explore=False`` asks for the deterministic action.
@@ -147,6 +151,38 @@ class EpsilonGreedy(Exploration):
     def get_info(self, timestep: int) -> dict[str, float]:
         """The current epsilon, reported as ``cur_epsilon``."""
         return {"cur_epsilon": self.current_epsilon(timestep)}
+
+
+class PerWorkerEpsilonGreedy(EpsilonGreedy):
+    """Ape-X's exploration: each remote env runner explores with a constant epsilon of its own.
+
+    Runner ``i`` of ``N`` (1-based) takes ``0.4 ** (1 + (i - 1) / (N - 1) * 7)``,
+    from 0.4 down to 0.4**8 (Horgan et al., 2018, as RLlib has it); the
+    learner's copy and the local runner act greedily when remote runners
+    sample. Without remote runners this is :class:`EpsilonGreedy` with its
+    arguments' schedule.
+    """
+
+    def current_epsilon(self, timestep: int) -> float:
+        """The runner's constant epsilon, or the schedule's without remote runners."""
+        if self.num_workers <= 0:
+            return super().current_epsilon(timestep)
+        if self.worker_index <= 0:
+            return 0.0
+        return per_worker_epsilon(self.worker_index, self.num_workers)
+
+
+def per_worker_epsilon(worker_index: int, num_workers: int) -> float:
+    """Ape-X's epsilon of remote runner ``worker_index`` (1..``num_workers``): 0.4 for the first, 0.4**8 for the last.
+
+    Args:
+        worker_index: the runner's index, from 1.
+        num_workers: the remote runners, at least 1.
+
+    Returns:
+        ``0.4 ** (1 + (worker_index - 1) / max(num_workers - 1, 1) * 7)``.
+    """
+    return float(0.4 ** (1 + (worker_index - 1) / max(num_workers - 1, 1) * 7))
 
 
 class SoftQ(Exploration):
@@ -260,7 +296,9 @@ class Random(Exploration):
         return self._uniform(dist.inputs.shape[0], dist.inputs)
 
 
-def make_exploration(exploration_config: dict[str, Any], action_space: gym.Space[Any]) -> Exploration:
+def make_exploration(
+    exploration_config: dict[str, Any], action_space: gym.Space[Any], worker_index: int = 0, num_workers: int = 0
+) -> Exploration:
     """Build the exploration named by ``exploration_config['type']`` for ``action_space``.
 
     Args:
@@ -268,6 +306,8 @@ def make_exploration(exploration_config: dict[str, Any], action_space: gym.Space
             ``type`` is required.
         action_space: the space the policy acts in (``[-1, 1]`` for Box actions with
             ``normalize_actions``).
+        worker_index: the env runner whose policy copy explores (0: the learner's or the local runner's).
+        num_workers: the algorithm's remote env runners.
 
     Returns:
         The exploration, its ``generator`` still None until the policy sets its own.
@@ -279,4 +319,6 @@ def make_exploration(exploration_config: dict[str, Any], action_space: gym.Space
     validate_exploration_config(exploration_config)
     options = dict(exploration_config)
     cls = cast(type[Exploration], exploration_class(options.pop("type")))
-    return cls(action_space, **options)
+    exploration = cls(action_space, **options)
+    exploration.worker_index, exploration.num_workers = worker_index, num_workers
+    return exploration

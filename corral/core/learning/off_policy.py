@@ -17,9 +17,7 @@ from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import MAX_UPDATES_PER_ENV_STEP, AlgorithmConfig, option
 from corral.core.learning.policies.target_networks import TargetNetworkPolicy
 from corral.core.learning.postprocessing import compute_nstep
-from corral.core.learning.replay.replay_buffers import (
-    check_replay_buffer_config,
-)
+from corral.core.learning.replay.replay_buffers import PrioritizedReplayBuffer, check_replay_buffer_config
 from corral.core.networks.distributions import ActionDistribution
 from corral.errors import ConfigError
 
@@ -31,8 +29,13 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
     """whether the algorithm's buffer rows are sequences (a recurrent DQN's): only then does replay_buffer_config
     take storage_unit='sequences' and a replay_burn_in"""
 
+    worker_side_priorities: ClassVar[bool] = False
+    """whether the algorithm's policy computes its rows' replay priorities where they are sampled: only then does
+    replay_buffer_config take worker_side_prioritization=True"""
+
     replay_buffer_config: dict[str, Any] = option({"type": "ReplayBuffer", "capacity": 100_000}, "training")
-    """the replay buffer: {'type': 'ReplayBuffer' | 'PrioritizedReplayBuffer', 'capacity': N, 'alpha': 0.6}"""
+    """the replay buffer: {'type': 'ReplayBuffer' | 'PrioritizedReplayBuffer', 'capacity': N, 'alpha': 0.6,
+    'worker_side_prioritization': False}"""
     prioritized_replay_beta: float = option(0.4, "training", ge=0, le=1)
     """initial importance-sampling exponent of prioritized replay"""
     final_prioritized_replay_beta: float = option(1.0, "training", ge=0, le=1)
@@ -64,6 +67,18 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
                 f"replay_buffer_config {dict(buffer)} asks for replayed sequences (storage_unit='sequences' or a "
                 f"replay_burn_in), but {type(self).__name__} replays single steps; R2D2 replays sequences"
             )
+        if buffer.get("worker_side_prioritization"):
+            if not self.worker_side_priorities:
+                raise ConfigError(
+                    f"replay_buffer_config worker_side_prioritization=True asks the env runners for replay priorities, "
+                    f"which {type(self).__name__}'s policy computes where it learns; leave it False (DQN and ApexDQN "
+                    "compute them on the runners)"
+                )
+            if check_replay_buffer_config(buffer)[0] is not PrioritizedReplayBuffer:
+                raise ConfigError(
+                    f"replay_buffer_config worker_side_prioritization=True sets initial priorities, which uniform replay "
+                    f"({buffer.get('type', 'ReplayBuffer')!r}) has none of; use type 'PrioritizedReplayBuffer'"
+                )
         batch = self.total_train_batch_size
         if self.training_intensity is not None and self.training_intensity / batch > MAX_UPDATES_PER_ENV_STEP:
             raise ConfigError(

@@ -43,6 +43,7 @@ from corral.core.learning.policies.optimizer_set import Optimizer
 from corral.core.learning.policies.optimizers import adam as adam, build_optimizer as build_optimizer
 from corral.core.learning.policies.policy_build import (
     BUILDING_POLICY_ID,
+    BUILDING_WORKER_INDEX,
     PolicyBuild as PolicyBuild,
     build_policy as build_policy,
 )
@@ -150,7 +151,12 @@ class Policy(Acting, Updates, PolicyState):
             self.dist_class = custom_distribution(custom_dist, self.model)
         self.is_recurrent = is_recurrent(self.model)
         """whether the model has memory: it then acts on each episode's state and learns on sequences"""
-        self.exploration = make_exploration(config.exploration_config, self.action_adapter.distribution_space)
+        self.exploration = make_exploration(
+            config.exploration_config,
+            self.action_adapter.distribution_space,
+            worker_index=BUILDING_WORKER_INDEX.get(),
+            num_workers=config.num_env_runners,
+        )
         filtered_shape = self.preprocessor.shape if self.action_mask is None else self.action_mask.model_input.shape
         self.observation_filter = MeanStdFilter(filtered_shape) if config.observation_filter == "MeanStdFilter" else None
         self.optimizer = self.make_optimizer()

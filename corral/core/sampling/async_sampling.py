@@ -51,6 +51,8 @@ class AsyncSampler:
         self._delivered: dict[int, tuple[Any, int]] = {}  # runner index -> (actor, weights version it has)
         self._weights: Any = None
         self.weights_version = -1
+        self.metrics_runners: set[int] | None = None
+        """the runners whose finished episodes go into the results (Ape-X's lowest-epsilon ones); None: all"""
 
     @property
     def queued_batches(self) -> int:
@@ -170,7 +172,7 @@ class AsyncSampler:
                 self._drop_calls_of(actor)
                 self._group.handle_failure(index, exc)
                 continue
-            self._group.accept(result)
+            self._group.accept(result, keep_episodes=self.metrics_runners is None or index in self.metrics_runners)
             self._group.succeeded(index)
             self._queue.append((result, version))
             self._queued_steps += result.batch.env_steps

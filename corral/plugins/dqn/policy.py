@@ -34,14 +34,7 @@ class DQNPolicy(OffPolicyPolicy):
         t = self.share(self.to_tensors(batch, self.REPLAY_COLUMNS))
         q_all = self.model.forward_train(t[SampleBatch.OBS])[SampleBatch.ACTION_DIST_INPUTS]
         q = q_all.gather(1, t[SampleBatch.ACTIONS].long().unsqueeze(1)).squeeze(1)
-        with torch.no_grad():
-            next_target = self.target_model(t[SampleBatch.NEXT_OBS])[SampleBatch.ACTION_DIST_INPUTS]
-            if cfg.double_q:
-                best = self.model(t[SampleBatch.NEXT_OBS])[SampleBatch.ACTION_DIST_INPUTS].argmax(dim=1, keepdim=True)
-                next_q = next_target.gather(1, best).squeeze(1)
-            else:
-                next_q = next_target.max(dim=1).values
-            target = t[SampleBatch.REWARDS] + t[SampleBatch.DISCOUNTS] * next_q
+        target = self._td_targets(t, self.target_model)
         td_error = q - target
         per_row = F.smooth_l1_loss(q, target, reduction="none") if cfg.td_error_loss_fn == "huber" else 0.5 * td_error.pow(2)
         loss = (t[SampleBatch.WEIGHTS] * per_row).mean()
@@ -54,6 +47,36 @@ class DQNPolicy(OffPolicyPolicy):
         stats.update(cur_lr=lr, **self.exploration.get_info(self.global_timestep))
         stats[self.TD_ERROR] = td_error.detach().cpu().numpy()
         return stats
+
+    @torch.no_grad()
+    def _td_targets(self, t: dict[str, torch.Tensor], target_model: nn.Module) -> torch.Tensor:
+        """n-step TD targets: double Q picks the next action with the online network, ``target_model`` values it."""
+        next_target = target_model(t[SampleBatch.NEXT_OBS])[SampleBatch.ACTION_DIST_INPUTS]
+        if self.config.double_q:
+            best = self.model(t[SampleBatch.NEXT_OBS])[SampleBatch.ACTION_DIST_INPUTS].argmax(dim=1, keepdim=True)
+            next_q = next_target.gather(1, best).squeeze(1)
+        else:
+            next_q = next_target.max(dim=1).values
+        return t[SampleBatch.REWARDS] + t[SampleBatch.DISCOUNTS] * next_q
+
+    def postprocess_trajectory(self, fragment: SampleBatch, bootstrap_obs: Any) -> SampleBatch:
+        """n-step transitions; with ``worker_side_prioritization``, each row's replay priority ``|TD error|`` too.
+
+        The priorities are computed where the rows were sampled (an env runner in
+        Ape-X), with that copy's weights. A runner holds no target network, so its
+        own network values the next step (Horgan et al., 2018: actors prioritize
+        with their local copy).
+        """
+        rows = super().postprocess_trajectory(fragment, bootstrap_obs)
+        if not self.config.replay_buffer_config.get("worker_side_prioritization") or not len(rows):
+            return rows
+        t = self.to_tensors(rows, [c for c in self.REPLAY_COLUMNS if c != SampleBatch.WEIGHTS])
+        with torch.no_grad():
+            q_all = self.model(t[SampleBatch.OBS])[SampleBatch.ACTION_DIST_INPUTS]
+            q = q_all.gather(1, t[SampleBatch.ACTIONS].long().unsqueeze(1)).squeeze(1)
+            td_error = q - self._td_targets(t, self.model)
+        rows[SampleBatch.PRIORITIES] = td_error.abs().cpu().numpy()
+        return rows
 
 
 class DQNTorchLearner(TorchLearner):

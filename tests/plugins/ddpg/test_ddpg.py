@@ -83,12 +83,14 @@ def test_a_partial_exploration_config_keeps_the_rest_and_another_type_replaces_i
 
 
 def test_rllib_s_older_replay_keys_are_read() -> None:
-    config = DDPGConfig().update_from_dict(
-        {"replay_buffer_config": {"min_size_for_sampling": 500, "worker_side_prioritization": False}}
-    )
-    assert config.learning_starts == 500 and set(config.replay_buffer_config) == {"type", "capacity", "alpha"}
-    with pytest.raises(ConfigError, match=r"worker_side_prioritization=True computes priorities on the env runners"):
-        DDPGConfig().update_from_dict({"replay_buffer_config": {"worker_side_prioritization": True}})
+    config = DDPGConfig().environment("Pendulum-v1")
+    config.update_from_dict({"replay_buffer_config": {"min_size_for_sampling": 500, "worker_side_prioritization": False}})
+    assert config.learning_starts == 500
+    assert config.replay_buffer_config["worker_side_prioritization"] is False
+    config.validate()
+    config.update_from_dict({"replay_buffer_config": {"worker_side_prioritization": True}})
+    with pytest.raises(ConfigError, match=r"which DDPGConfig's policy computes where it learns; leave it False"):
+        config.validate()
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,9 @@ if TYPE_CHECKING:  # a type only: the policy module re-exports this one's names
 
 BUILDING_POLICY_ID: contextvars.ContextVar[str] = contextvars.ContextVar("BUILDING_POLICY_ID", default=DEFAULT_POLICY_ID)
 """the id of the policy :func:`build_policy` is building, for its Learner (``learner_class``) to know its module"""
+BUILDING_WORKER_INDEX: contextvars.ContextVar[int] = contextvars.ContextVar("BUILDING_WORKER_INDEX", default=0)
+"""the index of the env runner whose copy :func:`build_policy` is building (0: the learner's), for explorations
+that differ by runner (``PerWorkerEpsilonGreedy``)"""
 
 
 def build_policy(
@@ -46,13 +49,16 @@ def build_policy(
     Returns:
         The policy, with its generators seeded.
     """
-    policy_id = str(path[1]) if len(path) > 1 and path[0] == "policy" else DEFAULT_POLICY_ID
-    token = BUILDING_POLICY_ID.set(policy_id)
+    is_policy_path = len(path) > 1 and path[0] == "policy"
+    policy_id = str(path[1]) if is_policy_path else DEFAULT_POLICY_ID
+    worker_index = path[3] if is_policy_path and len(path) > 3 and isinstance(path[3], int) else 0
+    token, worker_token = BUILDING_POLICY_ID.set(policy_id), BUILDING_WORKER_INDEX.set(worker_index)
     try:
         with isolated_torch_seed(int_seed(config.seed, *path, "init")), policies_on(device):
             policy = policy_class(observation_space, action_space, config)
     finally:
         BUILDING_POLICY_ID.reset(token)
+        BUILDING_WORKER_INDEX.reset(worker_token)
     policy.seed_rngs(config.seed, *path)
     return policy
 

@@ -87,8 +87,14 @@ class ReplayBuffer:
         return self._size
 
     def add(self, batch: Mapping[str, np.ndarray]) -> None:
-        """Append the batch's rows; a batch longer than the capacity keeps its last ``capacity`` rows."""
+        """Append the batch's rows; a batch longer than the capacity keeps its last ``capacity`` rows.
+
+        A ``priorities`` column (:attr:`SampleBatch.PRIORITIES`, computed where the
+        rows were sampled) is not stored: a prioritized buffer starts the rows at
+        those priorities instead of the largest seen so far; uniform replay drops it.
+        """
         columns = {k: np.asarray(v) for k, v in batch.items()}
+        priorities = columns.pop(SampleBatch.PRIORITIES, None)
         if not columns:
             return
         reserved = sorted({SampleBatch.BATCH_INDEXES, SampleBatch.WEIGHTS} & columns.keys())
@@ -97,10 +103,14 @@ class ReplayBuffer:
         lengths = {k: (v.shape[0] if v.ndim else None) for k, v in columns.items()}
         if len(set(lengths.values())) > 1 or None in lengths.values():
             raise ConfigError(f"every column of a batch must have the same number of rows, got {lengths}")
+        rows = cast(int, next(iter(lengths.values()), 0))  # None was refused above
+        if priorities is not None and (
+            priorities.shape != (rows,) or not np.all(np.isfinite(priorities)) or (rows and priorities.min() < 0)
+        ):
+            raise ConfigError(f"the {SampleBatch.PRIORITIES!r} column needs one finite priority >= 0 per row")
         if self._storage is None:
             self._storage = {k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in columns.items()}
         self._check_columns(columns)
-        rows = cast(int, next(iter(lengths.values()), 0))  # None was refused above
         if rows == 0:
             return
         keep = min(rows, self.capacity)
@@ -110,7 +120,8 @@ class ReplayBuffer:
             data = columns[key][rows - keep :]
             store[start : start + first] = data[:first]
             store[: keep - first] = data[first:]
-        self._on_added((start + np.arange(keep, dtype=np.int64)) % self.capacity)
+        given = None if priorities is None else priorities[rows - keep :]
+        self._on_added((start + np.arange(keep, dtype=np.int64)) % self.capacity, given)
         self._next_index = (self._next_index + rows) % self.capacity
         self._size = min(self._size + rows, self.capacity)
 
@@ -127,8 +138,8 @@ class ReplayBuffer:
                     f"the buffer stores shape {store.shape[1:]} and dtype {store.dtype}"
                 )
 
-    def _on_added(self, positions: np.ndarray) -> None:
-        """Hook for subclasses: ``positions`` were just (over)written."""
+    def _on_added(self, positions: np.ndarray, priorities: np.ndarray | None) -> None:
+        """Hook for subclasses: ``positions`` were just (over)written, with these initial priorities if given."""
 
     def sample(self, num_rows: int, beta: float = 0.0) -> SampleBatch:
         """``num_rows`` rows drawn uniformly with replacement (``beta`` is ignored: weights are all 1).
@@ -279,10 +290,16 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._priorities = np.zeros(self.capacity, dtype=np.float64)  # raw p_i, before ** alpha
         self._max_priority = 1.0
 
-    def _on_added(self, positions: np.ndarray) -> None:
+    def _on_added(self, positions: np.ndarray, priorities: np.ndarray | None) -> None:
         # positions are at most `capacity` consecutive ring slots: distinct and in range
-        self._priorities[positions] = self._max_priority
-        self._tree.set_unique(positions, np.full(positions.size, self._max_priority**self.alpha))
+        if priorities is None:
+            self._priorities[positions] = self._max_priority
+            self._tree.set_unique(positions, np.full(positions.size, self._max_priority**self.alpha))
+            return
+        p = priorities.astype(np.float64) + self.epsilon
+        self._priorities[positions] = p
+        self._tree.set_unique(positions, p**self.alpha)
+        self._max_priority = max(self._max_priority, float(p.max()))
 
     def sample(self, num_rows: int, beta: float = 0.0) -> SampleBatch:
         """``num_rows`` rows drawn in proportion to priority, with importance weights for ``beta`` >= 0.
@@ -372,7 +389,7 @@ _OPTION_ALIASES = {"prioritized_replay_alpha": "alpha", "prioritized_replay_eps"
 _SEQUENCE_OPTIONS = ("storage_unit", "replay_burn_in")
 """RLlib's keys for what a buffer's row is and how many of a replayed sequence's first steps only warm up the state:
 the policy's business (a recurrent DQN's), checked here and left out of the buffer's arguments"""
-_OPTIONS = {"type", "capacity", "alpha", "epsilon", "beta", *_OPTION_ALIASES, *_SEQUENCE_OPTIONS}
+_OPTIONS = {"type", "capacity", "alpha", "epsilon", "beta", "worker_side_prioritization", *_OPTION_ALIASES, *_SEQUENCE_OPTIONS}
 
 
 def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[str, Any]]:
@@ -387,7 +404,8 @@ def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[st
     and ignored by the uniform buffer, so switching ``type`` is a one-word edit.
     RLlib's ``storage_unit`` (``"timesteps"`` or ``"sequences"``) and
     ``replay_burn_in`` are checked here and read by the algorithm, which says
-    whether it takes them (its config's ``replays_sequences``).
+    whether it takes them (its config's ``replays_sequences``); so is
+    ``worker_side_prioritization`` (its config's ``worker_side_priorities``).
 
     Returns:
         The buffer class and the keyword arguments to build it with (besides ``seed``).
@@ -425,6 +443,9 @@ def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[st
         raise ConfigError(f"replay_buffer_config storage_unit is 'timesteps' or 'sequences', not {config['storage_unit']!r}")
     if "replay_burn_in" in options:
         _check_int("replay_burn_in", options.pop("replay_burn_in"), 0)
+    if not isinstance(options.pop("worker_side_prioritization", False), bool):
+        given = config["worker_side_prioritization"]
+        raise ConfigError(f"replay_buffer_config worker_side_prioritization is True or False, not {given!r}")
     if cls is PrioritizedReplayBuffer:
         if "alpha" in options:
             _check_float("prioritized replay alpha", options["alpha"], 0.0)

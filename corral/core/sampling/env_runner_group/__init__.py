@@ -303,14 +303,16 @@ class EnvRunnerGroup(RemoteRunners):
     # ------------------------------------------------------------------ #
     # broadcasting to the remote runners, and what comes back
     # ------------------------------------------------------------------ #
-    def accept(self, result: RemoteSample) -> MultiAgentBatch:
+    def accept(self, result: RemoteSample, keep_episodes: bool = True) -> MultiAgentBatch:
         """Take in a remote sample call's result; returns its batch.
 
-        Its episodes are kept for the next :meth:`get_metrics`, its observation
+        Its episodes are kept for the next :meth:`get_metrics` (unless
+        ``keep_episodes`` is False: a runner whose episodes are not reported), its observation
         statistics go into the learner's filters, and each learner policy's
         timestep advances as its remote copy's did, so schedules stay in step.
         """
-        self._episodes.extend(result.episodes)
+        if keep_episodes:
+            self._episodes.extend(result.episodes)
         policies = self.local_env_runner.policies
         for policy_id, delta in result.filter_deltas.items():
             filter_ = policies[policy_id].observation_filter if policy_id in policies else None  # removed meanwhile
