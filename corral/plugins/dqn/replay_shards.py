@@ -78,7 +78,12 @@ class ReplayShard:
         return {pid: buffer.get_state() for pid, buffer in self._buffers.items()}
 
     def set_state(self, state: dict[str, dict[str, np.ndarray]], shapes: dict[str, dict[str, tuple[int, ...]]]) -> None:
-        """Refill the buffers from :meth:`get_state`, each checked against its policy's row shapes first."""
+        """Refill the buffers from :meth:`get_state`, each checked against its policy's row shapes first.
+
+        Args:
+            state: :meth:`get_state`'s arrays, by policy id.
+            shapes: each policy's row shapes by column; a policy without them (not in this algorithm) is skipped.
+        """
         for pid, arrays in state.items():
             if pid in shapes:
                 self._buffer(pid).set_state(arrays, expected_shapes=shapes[pid])
@@ -125,7 +130,13 @@ class ReplayShards:
             self._call(int(self._rng.integers(len(self.shards))), "add", batch)
 
     def request_replays(self, count: int, num_rows: int, beta: float) -> None:
-        """Ask ``count`` shards drawn at random for a replayed batch each; :meth:`replayed` collects them."""
+        """Ask ``count`` shards drawn at random for a replayed batch each; :meth:`replayed` collects them.
+
+        Args:
+            count: replayed batches to ask for.
+            num_rows: rows per policy in each.
+            beta: the importance-sampling exponent (prioritized replay).
+        """
         for _ in range(count):
             index = int(self._rng.integers(len(self.shards)))
             result = self._call(index, "sample", num_rows, beta)
@@ -153,17 +164,39 @@ class ReplayShards:
         return [(index, batch) for index, batch in ready if batch is not None]
 
     def update_priorities(self, index: int, priorities: Priorities) -> None:
-        """Send a replayed batch's new priorities back to its shard (no waiting)."""
+        """Send a replayed batch's new priorities back to its shard (no waiting).
+
+        Args:
+            index: the shard the batch came from.
+            priorities: by policy id, the rows' ``batch_indexes`` and their TD errors.
+        """
         if priorities:
             self._call(index, "update_priorities", priorities)
 
     def each(self, method: str, *args: Any) -> list[Any]:
-        """Call ``method`` on every shard and wait for the answers (checkpoints, removing a policy, sizes)."""
+        """Call ``method`` on every shard and wait for the answers (checkpoints, removing a policy, sizes).
+
+        Args:
+            method: a :class:`ReplayShard` method's name.
+            *args: its arguments.
+
+        Returns:
+            Each shard's answer, in shard order.
+        """
         results = [self._call(i, method, *args) for i in range(len(self.shards))]
         return results if self._ray is None else self._ray.get(results)
 
     def call(self, index: int, method: str, *args: Any) -> Any:
-        """Call ``method`` on one shard and wait for its answer."""
+        """Call ``method`` on one shard and wait for its answer.
+
+        Args:
+            index: the shard.
+            method: a :class:`ReplayShard` method's name.
+            *args: its arguments.
+
+        Returns:
+            The shard's answer.
+        """
         result = self._call(index, method, *args)
         return result if self._ray is None else self._ray.get(result)
 

@@ -310,6 +310,13 @@ class EnvRunnerGroup(RemoteRunners):
         ``keep_episodes`` is False: a runner whose episodes are not reported), its observation
         statistics go into the learner's filters, and each learner policy's
         timestep advances as its remote copy's did, so schedules stay in step.
+
+        Args:
+            result: the call's result.
+            keep_episodes: whether its finished episodes go into the results.
+
+        Returns:
+            The call's batch.
         """
         if keep_episodes:
             self._episodes.extend(result.episodes)
