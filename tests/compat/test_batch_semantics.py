@@ -53,6 +53,8 @@ def small_config(name: str, **overrides: Any) -> Any:
             "rollout_fragment_length": FRAGMENT,
             "train_batch_size": BATCH,
             "min_sample_timesteps_per_iteration": 0,
+            "min_time_s_per_iteration": 0,  # Ape-X's default is RLlib's 30 s
+            "num_env_runners": 0,  # in this process (Ape-X's default is RLlib's 32 remote runners)
             "seed": 0,
             "log_to_tensorboard": False,
             **overrides,

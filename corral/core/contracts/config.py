@@ -343,8 +343,8 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         :data:`MERGED_GROUPS` keep the keys they are not given. A
         ``replay_buffer_config``'s ``learning_starts`` or ``min_size_for_sampling``
         (RLlib's older places for it) becomes the option ``learning_starts``; an ``optimizer`` key
-        that names an option of this config (Ape-X's ``num_replay_buffer_shards``, as RLlib placed
-        it) becomes that option. A number given for a scheduled option
+        that names an option of this algorithm's own (Ape-X's ``num_replay_buffer_shards``, as RLlib
+        placed it) becomes that option. A number given for a scheduled option
         (``lr``) without its schedule replaces the schedule: the user asked for a constant.
         """
         fields = type(self).model_fields
@@ -356,8 +356,10 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         if isinstance(canonical.get("optimizer"), str):  # a type's name alone: that type with its current arguments
             canonical["optimizer"] = {"type": canonical["optimizer"]}
         if isinstance(canonical.get("optimizer"), dict):  # RLlib kept some algorithms' settings there (Ape-X's shards)
-            own = {key: value for key, value in canonical["optimizer"].items() if key in fields and key != "type"}
-            canonical["optimizer"] = {key: value for key, value in canonical["optimizer"].items() if key not in own}
+            given_optimizer = canonical["optimizer"]
+            common = AlgorithmConfig.model_fields
+            own = {key: value for key, value in given_optimizer.items() if key in fields and key not in common}
+            canonical["optimizer"] = {key: value for key, value in given_optimizer.items() if key not in own}
             for key, value in own.items():
                 canonical.setdefault(key, value)
         for name in MERGED_GROUPS:
