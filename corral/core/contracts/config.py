@@ -62,6 +62,7 @@ from corral.core.contracts.rllib_compat import (
     move_older_replay_keys,
     note_flag,
     of_another_type,
+    read_rllib_optimizer,
 )
 from corral.core.contracts.rllib_names import (
     ABSENT_KEYS as ABSENT_KEYS,
@@ -342,9 +343,8 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         ``model`` (a dict), ``replay_buffer_config`` and the other dict options of
         :data:`MERGED_GROUPS` keep the keys they are not given. A
         ``replay_buffer_config``'s ``learning_starts`` or ``min_size_for_sampling``
-        (RLlib's older places for it) becomes the option ``learning_starts``; an ``optimizer`` key
-        that names an option of this algorithm's own (Ape-X's ``num_replay_buffer_shards``, as RLlib
-        placed it) becomes that option. A number given for a scheduled option
+        (RLlib's older places for it) becomes the option ``learning_starts``, an algorithm's own option in
+        ``optimizer`` (Ape-X's shards) that option. A number given for a scheduled option
         (``lr``) without its schedule replaces the schedule: the user asked for a constant.
         """
         fields = type(self).model_fields
@@ -353,15 +353,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         for name, schedule in SCHEDULED_BY.items():  # a constant given alone replaces a schedule (DQN's default one, say)
             if name in canonical and schedule not in canonical and schedule in fields and getattr(self, schedule) is not None:
                 canonical[schedule] = None
-        if isinstance(canonical.get("optimizer"), str):  # a type's name alone: that type with its current arguments
-            canonical["optimizer"] = {"type": canonical["optimizer"]}
-        if isinstance(canonical.get("optimizer"), dict):  # RLlib kept some algorithms' settings there (Ape-X's shards)
-            given_optimizer = canonical["optimizer"]
-            common = AlgorithmConfig.model_fields
-            own = {key: value for key, value in given_optimizer.items() if key in fields and key not in common}
-            canonical["optimizer"] = {key: value for key, value in given_optimizer.items() if key not in own}
-            for key, value in own.items():
-                canonical.setdefault(key, value)
+        read_rllib_optimizer(canonical, set(fields) - set(AlgorithmConfig.model_fields))
         for name in MERGED_GROUPS:
             given = canonical.get(name)
             if isinstance(given, dict) and name in fields and not is_search_space(given):

@@ -429,6 +429,26 @@ def move_older_replay_keys(canonical: dict[str, Any]) -> None:
             canonical.setdefault("learning_starts", replay.pop(older))
 
 
+def read_rllib_optimizer(canonical: dict[str, Any], own_options: set[str]) -> None:
+    """Read an ``optimizer`` given as RLlib takes it, in place: a type's name alone, or a dict holding own options.
+
+    A name alone means that type with its current arguments. An algorithm's own
+    options in the dict (RLlib kept Ape-X's shard settings there) become those options.
+
+    Args:
+        canonical: the settings being applied (an ``optimizer`` dict is copied, not changed).
+        own_options: the options the algorithm has beyond every algorithm's; one given outside the dict wins.
+    """
+    if isinstance(canonical.get("optimizer"), str):
+        canonical["optimizer"] = {"type": canonical["optimizer"]}
+    given = canonical.get("optimizer")
+    if not isinstance(given, dict):
+        return
+    canonical["optimizer"] = {key: value for key, value in given.items() if key not in own_options}
+    for key in given.keys() & own_options:
+        canonical.setdefault(key, given[key])
+
+
 def of_another_type(given: dict[str, Any], current: Any) -> bool:
     """Whether a partial ``optimizer`` or ``exploration_config`` names another type than the current one's.
 
