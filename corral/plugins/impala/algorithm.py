@@ -131,10 +131,12 @@ class IMPALA(Algorithm):
             thread.put(self._next_batch())
         work = self._next_batch()
         thread.wait_idle()
+        done = thread.finished()  # taken while the thread is idle: the update of the batch handed over last
         self._refresh_acting_models()
         thread.put(work)
         self._batch_ahead = True
-        return thread.finished()[-1]
+        # Empty only where the pipeline was started afresh meanwhile (which drops unreported stats): the last ones stand.
+        return done[-1] if done else self._last_stats
 
     def _update(self, work: Work) -> dict[str, dict[str, Any]]:
         """One update on a batch (see :meth:`_next_batch`); in the learner thread if there is one.
