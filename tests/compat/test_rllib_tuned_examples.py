@@ -58,8 +58,13 @@ def test_an_rllib_tuned_example_builds_unchanged(path: Path) -> None:
     assert set(algo.policies) == {"default_policy"}
 
 
+# cartpole-sac-ray2.0 is cartpole-sac-ray2.10 in Ray 2.0's spelling (stop key, framework: tf, no_done_at_end):
+# the build test reads it; one run of the same algorithm, env and settings to the reward is enough.
+RUN_FILES = [path for path in FILES if path.stem != "cartpole-sac-ray2.0"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
+@pytest.mark.parametrize("path", RUN_FILES, ids=[path.stem for path in RUN_FILES])
 def test_an_rllib_tuned_example_runs_unchanged_and_reaches_its_stop_reward(
     run_cli: Any, tmp_path: Path, path: Path, ray_for_the_files: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
