@@ -1,7 +1,8 @@
-"""The reference docs (``docs/config.md``, ``docs/hooks.md``), generated from the live code.
+"""The reference docs (``docs/config.md``, ``docs/hooks.md``, ``docs/rllib.md``), generated from the live code.
 
 The config models and hookspecs are the single source: every field's docstring
-and every hook's docstring and arguments. A test regenerates both files and
+and every hook's docstring and arguments; for ``docs/rllib.md``, the migration
+table in :mod:`corral.rllib.table`. A test regenerates both files and
 compares them with the committed ones, so a field or hook added without docs,
 or docs left behind after a change, fails CI. Regenerate with::
 
@@ -102,7 +103,13 @@ def hooks_reference() -> str:
 
 def reference_files() -> dict[Path, str]:
     """The generated docs by path."""
-    return {DOCS / "config.md": config_reference(), DOCS / "hooks.md": hooks_reference()}
+    from corral.rllib import table
+
+    return {
+        DOCS / "config.md": config_reference(),
+        DOCS / "hooks.md": hooks_reference(),
+        DOCS / "rllib.md": _HEADER + table.render(),
+    }
 
 
 def _config_classes() -> dict[str, type[AlgorithmConfig]]:

@@ -1,0 +1,448 @@
+"""The migration table: each of RLlib's module paths and names, and what it is in corral.
+
+A script moves from RLlib by one prefix: ``ray.rllib`` becomes ``corral.rllib``.
+:mod:`corral.rllib.namespace` makes every module path below (relative to
+``ray.rllib``) importable and resolves its names through this table; the table
+is also the migration's documentation (``python -m corral.rllib --write``
+renders it into ``docs/rllib.md``). An entry is one of:
+
+- ``"module:Name"``: the same object in corral;
+- ``"algo:X"`` / ``"config:X"`` / ``"policy:X"``: the algorithm registered as
+  ``X`` (any installed plugin), its config class or its policy class;
+- ``"tf=<one of those>"``: a TensorFlow name, answered with corral's torch
+  counterpart and a one-line warning (corral runs on torch);
+- ``"!reason"``: corral does not have it; importing it raises an ``ImportError``
+  that says what to use instead.
+"""
+
+from __future__ import annotations
+
+_NETS = "corral.core.networks"
+_ENVS = "corral.core.environments"
+_SUPPORT = "corral.rllib.support"
+_EXAMPLE_ENVS = "corral.testing.example_envs"
+_VECTOR = (
+    "!corral steps a gymnasium.Env per sub-environment and vectorizes them itself (num_envs_per_env_runner); "
+    "write the env as a gymnasium.Env"
+)
+_ENV_RUNNER = "corral.core.sampling.base_env_runner:BaseEnvRunner"  # what callbacks get as `worker`, with its methods
+_TORCH_ONLY = "corral runs on torch only; use the torch name (the same model or policy written with torch)"
+
+# RLlib's algorithm folders: (registered name, RLlib's class-name stem, TensorFlow policy names).
+ALGORITHMS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "a2c": ("A2C", "A2C", ("A2CTF1Policy", "A2CTF2Policy")),
+    "a3c": ("A3C", "A3C", ("A3CTF1Policy", "A3CTF2Policy")),
+    "apex_dqn": ("APEX", "ApexDQN", ()),
+    "appo": ("APPO", "APPO", ("APPOTF1Policy", "APPOTF2Policy")),
+    "ars": ("ARS", "ARS", ("ARSTFPolicy",)),
+    "bc": ("BC", "BC", ("BCTF1Policy", "BCTF2Policy")),
+    "cql": ("CQL", "CQL", ("CQLTFPolicy",)),
+    "ddpg": ("DDPG", "DDPG", ("DDPGTF1Policy", "DDPGTF2Policy")),
+    "ddppo": ("DDPPO", "DDPPO", ()),
+    "dqn": ("DQN", "DQN", ("DQNTFPolicy",)),
+    "es": ("ES", "ES", ("ESTFPolicy",)),
+    "impala": ("IMPALA", "Impala", ("ImpalaTF1Policy", "ImpalaTF2Policy")),
+    "marwil": ("MARWIL", "MARWIL", ("MARWILTF1Policy", "MARWILTF2Policy")),
+    "pg": ("PG", "PG", ("PGTF1Policy", "PGTF2Policy")),
+    "ppo": ("PPO", "PPO", ("PPOTF1Policy", "PPOTF2Policy")),
+    "r2d2": ("R2D2", "R2D2", ("R2D2TFPolicy",)),
+    "sac": ("SAC", "SAC", ("SACTFPolicy",)),
+    "simple_q": ("SimpleQ", "SimpleQ", ("SimpleQTF1Policy", "SimpleQTF2Policy")),
+    "td3": ("TD3", "TD3", ()),
+}
+
+MISSING_MODULES: dict[str, str] = {
+    **dict.fromkeys(
+        [f"algorithms.{name}" for name in ("alpha_star", "alpha_zero", "apex_ddpg", "bandit", "crr", "dreamer", "dreamerv3")]
+        + [f"algorithms.{name}" for name in ("dt", "leela_chess_zero", "maddpg", "maml", "mbmpo", "qmix", "slateq")],
+        "corral has no such algorithm; `corral list` shows the installed ones, and an algorithm is a plugin anyone can add "
+        "(CONTRIBUTING.md, 'Writing an algorithm plugin')",
+    ),
+    "algorithms.random_agent": "use corral.rllib.examples.policy.random_policy.RandomPolicy in a PolicySpec",
+    "env.wrappers.unity3d_env": "corral has no Unity ML-Agents adapter; wrap the Unity env as a MultiAgentEnv",
+    "env.wrappers.open_spiel": "corral has no OpenSpiel adapter; wrap the game as a MultiAgentEnv",
+    "env.wrappers.recsim": "corral has no RecSim adapter; RecSim is unmaintained",
+    "env.wrappers.dm_control_wrapper": "use the dm_control env through shimmy's gymnasium wrapper",
+    "env.wrappers.kaggle_wrapper": "corral has no Kaggle environments adapter",
+    "models.tf": _TORCH_ONLY,
+    "policy.tf_policy": _TORCH_ONLY,
+    "policy.eager_tf_policy": _TORCH_ONLY,
+    "policy.dynamic_tf_policy": _TORCH_ONLY,
+    "utils.tf_utils": "corral runs on torch; the torch helpers are in corral.rllib.utils.torch_utils",
+}
+
+
+def _example_envs(*names: str) -> dict[str, str]:
+    return {name: f"{_EXAMPLE_ENVS}:{name}" for name in names}
+
+
+def _algorithm_modules() -> dict[str, dict[str, str]]:
+    modules: dict[str, dict[str, str]] = {}
+    for folder, (registered, stem, tf_policies) in ALGORITHMS.items():
+        classes = {stem: f"algo:{registered}", f"{stem}Config": f"config:{registered}"}
+        if stem != registered:  # Ray 2.10+ spells IMPALA in capitals
+            classes |= {registered: f"algo:{registered}", f"{registered}Config": f"config:{registered}"}
+        torch_policy = {f"{stem}TorchPolicy": f"policy:{registered}"}
+        tf = {name: f"tf=policy:{registered}" for name in tf_policies}
+        modules[f"algorithms.{folder}"] = classes | torch_policy | tf
+        modules[f"algorithms.{folder}.{folder}"] = dict(classes)
+        modules[f"algorithms.{folder}.{folder}_torch_policy"] = torch_policy
+        if tf:
+            modules[f"algorithms.{folder}.{folder}_tf_policy"] = tf
+    return modules
+
+
+MODULES: dict[str, dict[str, str]] = {
+    "": {
+        "BaseEnv": _VECTOR,
+        "ExternalEnv": f"{_ENVS}.external_env:ExternalEnv",
+        "MultiAgentEnv": f"{_ENVS}.multi_agent_env:MultiAgentEnv",
+        "VectorEnv": _VECTOR,
+        "Policy": "corral.core.learning.policy:Policy",
+        "TorchPolicy": "corral.core.learning.policy:Policy",
+        "TFPolicy": "tf=corral.core.learning.policy:Policy",
+        "SampleBatch": "corral.core.common.sample_batch:SampleBatch",
+        "RolloutWorker": _ENV_RUNNER,
+    },
+    **_algorithm_modules(),
+    "algorithms": {
+        "Algorithm": "corral.core.training.algorithm:Algorithm",
+        "AlgorithmConfig": "corral.core.contracts.config:AlgorithmConfig",
+    },
+    "algorithms.algorithm": {"Algorithm": "corral.core.training.algorithm:Algorithm"},
+    "algorithms.algorithm_config": {
+        "AlgorithmConfig": "corral.core.contracts.config:AlgorithmConfig",
+        "NotProvided": f"{_SUPPORT}.annotations:NotProvided",
+    },
+    "algorithms.callbacks": {
+        "DefaultCallbacks": "corral.core.contracts.callbacks:DefaultCallbacks",
+        "MultiCallbacks": "corral.core.contracts.callbacks:MultiCallbacks",
+    },
+    "algorithms.registry": {"get_algorithm_class": "corral.registry:get_algorithm"},
+    # environments
+    "env": {
+        "BaseEnv": _VECTOR,
+        "VectorEnv": _VECTOR,
+        "EnvContext": f"{_ENVS}.env_creators:EnvContext",
+        "ExternalEnv": f"{_ENVS}.external_env:ExternalEnv",
+        "ExternalMultiAgentEnv": f"{_ENVS}.external_multi_agent_env:ExternalMultiAgentEnv",
+        "MultiAgentEnv": f"{_ENVS}.multi_agent_env:MultiAgentEnv",
+        "PettingZooEnv": "corral.integrations.pettingzoo:PettingZooEnv",
+        "ParallelPettingZooEnv": "corral.integrations.pettingzoo:ParallelPettingZooEnv",
+        "PolicyClient": "corral.integrations.serving.policy_client:PolicyClient",
+        "PolicyServerInput": "corral.integrations.serving.policy_server_input:PolicyServerInput",
+    },
+    "env.apis.task_settable_env": {
+        "TaskSettableEnv": f"{_ENVS}.task_settable_env:TaskSettableEnv",
+        "TaskType": f"{_SUPPORT}.typing:TaskType",
+    },
+    "env.base_env": {"BaseEnv": _VECTOR, "convert_to_base_env": _VECTOR},
+    "env.vector_env": {"VectorEnv": _VECTOR},
+    "env.env_context": {"EnvContext": f"{_ENVS}.env_creators:EnvContext"},
+    "env.external_env": {"ExternalEnv": f"{_ENVS}.external_env:ExternalEnv"},
+    "env.external_multi_agent_env": {"ExternalMultiAgentEnv": f"{_ENVS}.external_multi_agent_env:ExternalMultiAgentEnv"},
+    "env.multi_agent_env": {
+        "MultiAgentEnv": f"{_ENVS}.multi_agent_env:MultiAgentEnv",
+        "make_multi_agent": f"{_ENVS}.multi_agent_env:make_multi_agent",
+        "ENV_STATE": f"{_SUPPORT}.typing:ENV_STATE",
+    },
+    "env.policy_client": {"PolicyClient": "corral.integrations.serving.policy_client:PolicyClient"},
+    "env.policy_server_input": {"PolicyServerInput": "corral.integrations.serving.policy_server_input:PolicyServerInput"},
+    "env.wrappers.pettingzoo_env": {
+        "PettingZooEnv": "corral.integrations.pettingzoo:PettingZooEnv",
+        "ParallelPettingZooEnv": "corral.integrations.pettingzoo:ParallelPettingZooEnv",
+    },
+    "env.utils": {
+        "try_import_pyspiel": "!corral has no OpenSpiel adapter; wrap the game as a MultiAgentEnv",
+        "try_import_open_spiel": "!corral has no OpenSpiel adapter; wrap the game as a MultiAgentEnv",
+    },
+    # evaluation, execution and offline data
+    "evaluation": {
+        "Episode": "corral.core.sampling.env_runner:Episode",
+        "RolloutWorker": _ENV_RUNNER,
+    },
+    "evaluation.rollout_worker": {"RolloutWorker": _ENV_RUNNER},
+    "evaluation.episode": {"Episode": "corral.core.sampling.env_runner:Episode"},
+    "evaluation.metrics": {
+        "collect_episodes": f"{_SUPPORT}.episodes:collect_episodes",
+        "summarize_episodes": f"{_SUPPORT}.episodes:summarize_episodes",
+    },
+    "evaluation.postprocessing": {
+        "Postprocessing": f"{_SUPPORT}.postprocessing:Postprocessing",
+        "compute_advantages": f"{_SUPPORT}.postprocessing:compute_advantages",
+        "discount_cumsum": f"{_SUPPORT}.postprocessing:discount_cumsum",
+    },
+    "evaluation.sample_batch_builder": {"SampleBatchBuilder": f"{_SUPPORT}.sample_batch_builder:SampleBatchBuilder"},
+    "execution.rollout_ops": {
+        "synchronous_parallel_sample": "corral.core.training.training_step_helpers:synchronous_parallel_sample"
+    },
+    "execution.train_ops": {
+        "train_one_step": "corral.core.training.training_step_helpers:train_one_step",
+        "multi_gpu_train_one_step": "corral.core.training.training_step_helpers:multi_gpu_train_one_step",
+    },
+    "offline": {
+        "IOContext": "corral.core.sampling.external.io_context:IOContext",
+        "JsonReader": f"{_SUPPORT}.offline_io:JsonReader",
+        "JsonWriter": f"{_SUPPORT}.offline_io:JsonWriter",
+        "InputReader": f"{_SUPPORT}.offline_io:InputReader",
+        "ShuffledInput": "!corral's offline input shuffles itself (offline_data(shuffle_buffer_size=...))",
+    },
+    "offline.json_writer": {"JsonWriter": f"{_SUPPORT}.offline_io:JsonWriter"},
+    "offline.json_reader": {"JsonReader": f"{_SUPPORT}.offline_io:JsonReader"},
+    "offline.io_context": {"IOContext": "corral.core.sampling.external.io_context:IOContext"},
+    # models
+    "models": {
+        "ModelCatalog": f"{_NETS}.catalog:ModelCatalog",
+        "ModelV2": f"{_NETS}.model_v2:TorchModelV2",
+        "ActionDistribution": f"{_NETS}.custom_distribution:TorchDistributionWrapper",
+    },
+    "models.catalog": {"ModelCatalog": f"{_NETS}.catalog:ModelCatalog", "MODEL_DEFAULTS": f"{_SUPPORT}.typing:MODEL_DEFAULTS"},
+    "models.modelv2": {
+        "ModelV2": f"{_NETS}.model_v2:TorchModelV2",
+        "restore_original_dimensions": f"{_NETS}.model_v2:restore_original_dimensions",
+    },
+    "models.preprocessors": {"get_preprocessor": f"{_SUPPORT}.spaces:get_preprocessor"},
+    "models.torch.torch_modelv2": {"TorchModelV2": f"{_NETS}.model_v2:TorchModelV2"},
+    "models.torch.fcnet": {"FullyConnectedNetwork": f"{_NETS}.catalog:FullyConnectedNetwork"},
+    "models.torch.recurrent_net": {"RecurrentNetwork": f"{_NETS}.model_v2:RecurrentNetwork"},
+    "models.torch.misc": {
+        "SlimFC": f"{_NETS}.torch_layers:SlimFC",
+        "normc_initializer": f"{_NETS}.torch_layers:normc_initializer",
+    },
+    "models.torch.torch_action_dist": {
+        "TorchDistributionWrapper": f"{_NETS}.custom_distribution:TorchDistributionWrapper",
+        "TorchCategorical": f"{_NETS}.custom_distribution:TorchCategorical",
+        "TorchDiagGaussian": f"{_NETS}.custom_distribution:TorchDiagGaussian",
+    },
+    "models.tf.tf_modelv2": {"TFModelV2": f"tf={_NETS}.model_v2:TorchModelV2"},
+    "models.tf.fcnet": {"FullyConnectedNetwork": f"tf={_NETS}.catalog:FullyConnectedNetwork"},
+    "models.tf.recurrent_net": {"RecurrentNetwork": f"tf={_NETS}.model_v2:RecurrentNetwork"},
+    "models.tf.misc": {"normc_initializer": f"tf={_NETS}.torch_layers:normc_initializer"},
+    "models.tf.tf_action_dist": {
+        "ActionDistribution": f"tf={_NETS}.custom_distribution:TorchDistributionWrapper",
+        "Categorical": f"tf={_NETS}.custom_distribution:TorchCategorical",
+        "DiagGaussian": f"tf={_NETS}.custom_distribution:TorchDiagGaussian",
+    },
+    # the new API stack's modules
+    "core.rl_module": {"RLModule": f"{_NETS}.rl_module:RLModule"},
+    "core.rl_module.rl_module": {
+        "RLModule": f"{_NETS}.rl_module:RLModule",
+        "RLModuleConfig": f"{_NETS}.rl_module:RLModuleConfig",
+        "RLModuleSpec": "corral.core.contracts.policy_spec:RLModuleSpec",
+        "SingleAgentRLModuleSpec": "corral.core.contracts.policy_spec:SingleAgentRLModuleSpec",
+    },
+    "core.rl_module.torch": {"TorchRLModule": f"{_NETS}.rl_module:TorchRLModule"},
+    "core.rl_module.torch.torch_rl_module": {"TorchRLModule": f"{_NETS}.rl_module:TorchRLModule"},
+    "core.rl_module.marl_module": {
+        "MultiAgentRLModuleSpec": "corral.core.contracts.policy_spec:MultiAgentRLModuleSpec",
+        "MultiAgentRLModule": "!corral builds one RLModule per policy from a MultiAgentRLModuleSpec; "
+        "there is no container class to subclass",
+    },
+    "core.rl_module.multi_rl_module": {"MultiRLModuleSpec": "corral.core.contracts.policy_spec:MultiRLModuleSpec"},
+    "core.columns": {"Columns": "corral.core.common.sample_batch:Columns"},
+    "core.learner": {"Learner": "corral.core.learning.learners.learner:Learner"},
+    "core.learner.learner": {"Learner": "corral.core.learning.learners.learner:Learner"},
+    "core.learner.learner_group": {"LearnerGroup": "corral.core.learning.learners.learner_group:LearnerGroup"},
+    "core.learner.torch.torch_learner": {"TorchLearner": "corral.core.learning.learners.learner:TorchLearner"},
+    # policies and batches
+    "policy": {"Policy": "corral.core.learning.policy:Policy", "TorchPolicy": "corral.core.learning.policy:Policy"},
+    "policy.policy": {
+        "Policy": "corral.core.learning.policy:Policy",
+        "PolicySpec": "corral.core.contracts.policy_spec:PolicySpec",
+        "ViewRequirement": "!corral's models state what they read (prev_action, prev_reward, state) in model_config; "
+        "there are no view requirements to declare",
+    },
+    "policy.view_requirement": {
+        "ViewRequirement": "!corral's models state what they read (prev_action, prev_reward, state) in model_config; "
+        "there are no view requirements to declare",
+    },
+    "policy.sample_batch": {
+        "SampleBatch": "corral.core.common.sample_batch:SampleBatch",
+        "MultiAgentBatch": "corral.core.common.sample_batch:MultiAgentBatch",
+        "DEFAULT_POLICY_ID": "corral.core.common.sample_batch:DEFAULT_POLICY_ID",
+        "concat_samples": f"{_SUPPORT}.batches:concat_samples",
+        "convert_ma_batch_to_sample_batch": f"{_SUPPORT}.batches:convert_ma_batch_to_sample_batch",
+    },
+    "policy.torch_policy": {"TorchPolicy": "corral.core.learning.policy:Policy"},
+    # utilities
+    "utils": {
+        "override": f"{_SUPPORT}.annotations:override",
+        "try_import_torch": f"{_SUPPORT}.framework:try_import_torch",
+        "try_import_tf": f"{_SUPPORT}.framework:try_import_tf",
+    },
+    "utils.annotations": {
+        name: f"{_SUPPORT}.annotations:{name}"
+        for name in (
+            "override",
+            "PublicAPI",
+            "DeveloperAPI",
+            "ExperimentalAPI",
+            "OldAPIStack",
+            "OverrideToImplementCustomLogic",
+            "OverrideToImplementCustomLogic_CallToSuperRecommended",
+            "is_overridden",
+        )
+    },
+    "utils.deprecation": {
+        name: f"{_SUPPORT}.annotations:{name}" for name in ("Deprecated", "deprecation_warning", "DEPRECATED_VALUE")
+    },
+    "utils.framework": {
+        name: f"{_SUPPORT}.framework:{name}" for name in ("try_import_torch", "try_import_tf", "try_import_tfp", "try_import_jax")
+    },
+    "utils.test_utils": {
+        name: f"{_SUPPORT}.test_utils:{name}"
+        for name in ("check", "check_learning_achieved", "add_rllib_example_script_args", "run_rllib_example_script_experiment")
+    },
+    "utils.error": {"EnvError": "corral.errors:EnvError"},
+    "utils.metrics": {name: f"{_SUPPORT}.metric_names:{name}" for name in ("NUM_ENV_STEPS_SAMPLED", "NUM_AGENT_STEPS_SAMPLED")},
+    "utils.metrics.learner_info": {
+        name: f"{_SUPPORT}.metric_names:{name}" for name in ("LEARNER_INFO", "LEARNER_STATS_KEY", "ALL_MODULES")
+    },
+    "utils.numpy": {name: f"{_SUPPORT}.numeric:{name}" for name in ("convert_to_numpy", "softmax", "one_hot", "LARGE_INTEGER")},
+    "utils.torch_utils": {
+        name: f"{_SUPPORT}.numeric:{name}"
+        for name in ("FLOAT_MIN", "FLOAT_MAX", "convert_to_torch_tensor", "explained_variance", "sequence_mask")
+    }
+    | {"one_hot": f"{_SUPPORT}.numeric:torch_one_hot"},
+    "utils.sgd": {"standardized": f"{_SUPPORT}.numeric:standardized"},
+    "utils.spaces.space_utils": {name: f"{_SUPPORT}.spaces:{name}" for name in ("flatten_space", "get_base_struct_from_space")},
+    "utils.typing": {
+        name: f"{_SUPPORT}.typing:{name}"
+        for name in (
+            "AgentID",
+            "AlgorithmConfigDict",
+            "EnvConfigDict",
+            "EnvType",
+            "ModelConfigDict",
+            "ModelWeights",
+            "MultiAgentDict",
+            "PartialAlgorithmConfigDict",
+            "PolicyID",
+            "ResultDict",
+            "TensorStructType",
+            "TensorType",
+            "TaskType",
+        )
+    },
+    # the example scripts' own envs and policies (RLlib's examples folder)
+    "examples.env.stateless_cartpole": _example_envs("StatelessCartPole"),
+    "examples.env.repeat_after_me_env": _example_envs("RepeatAfterMeEnv"),
+    "examples.env.repeat_initial_obs_env": _example_envs("RepeatInitialObsEnv"),
+    "examples.env.look_and_push": _example_envs("LookAndPush", "OneHot"),
+    "examples.env.nested_space_repeat_after_me_env": _example_envs("NestedSpaceRepeatAfterMeEnv"),
+    "examples.env.parametric_actions_cartpole": _example_envs(
+        "ParametricActionsCartPole", "ParametricActionsCartPoleNoEmbeddings"
+    ),
+    "examples.env.correlated_actions_env": _example_envs("CorrelatedActionsEnv"),
+    "examples.env.random_env": _example_envs(
+        "RandomEnv", "RandomMultiAgentEnv", "RandomLargeObsSpaceEnv", "RandomLargeObsSpaceEnvContActions"
+    ),
+    "examples.env.mock_env": _example_envs("MockEnv", "MockEnv2", "MockEnv3"),
+    "examples.env.simple_corridor": _example_envs("SimpleCorridor"),
+    "examples.env.windy_maze_env": _example_envs("WindyMazeEnv", "HierarchicalWindyMazeEnv"),
+    "examples.env.two_step_game": _example_envs("TwoStepGame")
+    | {"TwoStepGameWithGroupedAgents": "!corral's MultiAgentEnv has no agent groups (with_agent_groups); use TwoStepGame"},
+    "examples.env.rock_paper_scissors": _example_envs("RockPaperScissors"),
+    "examples.env.multi_agent": _example_envs(
+        "BasicMultiAgent",
+        "EarlyDoneMultiAgent",
+        "FlexAgentsMultiAgent",
+        "GuessTheNumberGame",
+        "MultiAgentCartPole",
+        "MultiAgentMountainCar",
+        "MultiAgentPendulum",
+        "MultiAgentStatelessCartPole",
+    ),
+    "examples.env.utils.interfaces": _example_envs("InfoAccumulationInterface"),
+    "examples.env.utils.mixins": _example_envs("TwoPlayersTwoActionsInfoMixin", "NPlayersNDiscreteActionsInfoMixin"),
+    "examples.policy.random_policy": {"RandomPolicy": "corral.core.learning.random_policy:RandomPolicy"},
+}
+
+
+def _packages() -> frozenset[str]:
+    paths = set(MODULES)
+    for path in MODULES:
+        parts = path.split(".")
+        paths.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    paths.discard("")
+    return frozenset(paths)
+
+
+PACKAGES = _packages()
+"""The module paths :mod:`corral.rllib.namespace` generates: the table's, and every folder above them"""
+
+
+def children(path: str) -> list[str]:
+    """The generated module paths one level below ``path``.
+
+    Args:
+        path: a module path below ``ray.rllib`` (``""`` for the top).
+
+    Returns:
+        Their full paths, sorted.
+    """
+    depth = path.count(".") + 1 if path else 0
+    prefix = f"{path}." if path else ""
+    return sorted(p for p in PACKAGES if p.startswith(prefix) and p.count(".") == depth)
+
+
+def missing_module(path: str) -> str | None:
+    """Why corral has no counterpart of ``ray.rllib.<path>``, if the table says (for it or a folder above it).
+
+    Args:
+        path: a module path below ``ray.rllib``.
+
+    Returns:
+        The reason and what to use instead, or None where the table says nothing.
+    """
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        reason = MISSING_MODULES.get(".".join(parts[:i]))
+        if reason is not None:
+            return reason
+    return None
+
+
+def _shown(entry: str) -> str:
+    if entry.startswith("!"):
+        return f"not in corral: {entry[1:]}"
+    tensorflow = entry.startswith("tf=")
+    target = entry.removeprefix("tf=")
+    kind, _, value = target.partition(":")
+    shown = {
+        "algo": f"the algorithm registered as `{value}`",
+        "config": f"`{value}`'s config class",
+        "policy": f"`{value}`'s policy class",
+    }.get(kind, f"`{kind}.{value}`")
+    return f"{shown} (torch, with a warning)" if tensorflow else shown
+
+
+def render() -> str:
+    """The table as Markdown: ``docs/rllib.md``, the migration's reference.
+
+    Returns:
+        The document.
+    """
+    lines = [
+        "# RLlib's names in corral\n\n",
+        "Change `ray.rllib` to `corral.rllib` in a script's imports and nothing else: each name below resolves to ",
+        "corral's own object. A name not listed raises an `ImportError` that says so; a name marked *not in corral* ",
+        "raises one that says what to use instead. TensorFlow names give corral's torch class, with a one-line ",
+        "warning. The table is `corral/rllib/table.py`.\n\n",
+        "## Algorithms\n\n",
+        "Each of RLlib's algorithm folders (`ray.rllib.algorithms.ppo`, with its modules `.ppo`, `.ppo_torch_policy` and ",
+        "`.ppo_tf_policy`) gives the algorithm registered under the name shown, whichever installed plugin provides it: ",
+        "the algorithm class, its config class, and its policy class under the torch and TensorFlow policy names.\n\n",
+        "| RLlib's folder | registered as | names |\n|---|---|---|\n",
+    ]
+    for folder, (registered, stem, tf_policies) in sorted(ALGORITHMS.items()):
+        names = ", ".join(f"`{n}`" for n in (stem, f"{stem}Config", f"{stem}TorchPolicy", *tf_policies))
+        lines.append(f"| `ray.rllib.algorithms.{folder}` | `{registered}` | {names} |\n")
+    lines.append("\n## Everything else\n\n| RLlib | corral |\n|---|---|\n")
+    algorithm_modules = set(_algorithm_modules())
+    for path in sorted(set(MODULES) - algorithm_modules):
+        module = f"ray.rllib.{path}" if path else "ray.rllib"
+        lines += [f"| `{module}.{name}` | {_shown(entry)} |\n" for name, entry in sorted(MODULES[path].items())]
+    lines.append("\n## Modules corral does not have\n\n| RLlib | why, and what to use |\n|---|---|\n")
+    lines += [f"| `ray.rllib.{path}` | {reason} |\n" for path, reason in sorted(MISSING_MODULES.items())]
+    return "".join(lines)
