@@ -1,0 +1,216 @@
+"""RLlib's own example scripts, run on corral with one change: ``ray.rllib`` becomes ``corral.rllib``.
+
+RLlib's code is never committed here: :func:`fetch_examples` downloads Ray's
+published wheel (``pip download ray==2.9.0 --no-deps``), extracts
+``ray/rllib/examples/`` and rewrites ``ray.rllib`` to ``corral.rllib`` and
+nothing else. :data:`SCRIPTS` lists the scripts that need nothing corral
+cannot have, each with its own flags; :data:`CANNOT_RUN` names the others with
+the reason. Run the whole list (a quarter of an hour to an hour) with::
+
+    python -m tests.rllib_examples.harness [--only NAME ...] [--cache DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RAY_VERSION = "2.9.0"
+OVERLAY = Path(__file__).parent / "overlay"
+FAST = ["--stop-iters", "2", "--framework", "torch"]
+
+
+@dataclass(frozen=True)
+class Script:
+    """One example script and how this list runs it."""
+
+    path: str
+    """its path under ``rllib/examples/``"""
+    flags: list[str] = field(default_factory=lambda: list(FAST))
+    """the script's own command-line flags"""
+    ci: bool = False
+    """run in CI (the rest runs with ``-m rllib_full`` or this module's command)"""
+
+
+SCRIPTS = [
+    Script("custom_env.py", ci=True),
+    Script("cartpole_lstm.py", ci=True),
+    Script("custom_metrics_and_callbacks.py", ["--stop-iters", "2"]),
+    Script("custom_eval.py"),
+    Script("curriculum_learning.py"),
+    Script("custom_rnn_model.py"),
+    Script("attention_net.py"),
+    Script("autoregressive_action_dist.py"),
+    Script("centralized_critic.py"),
+    Script("centralized_critic_2.py"),
+    Script("checkpoint_by_custom_criteria.py"),
+    Script("complex_struct_space.py", ["--framework", "torch"]),
+    Script("custom_input_api.py"),
+    Script("custom_model_api.py", ["--framework", "torch"]),
+    Script("custom_model_loss_and_metrics.py"),
+    Script("custom_train_fn.py", ["--framework", "torch"]),
+    Script("custom_experiment.py", ["--train-iterations", "2"]),
+    Script("deterministic_training.py"),
+    Script("env_rendering_and_recording.py"),
+    Script("fractional_gpus.py", ["--stop-iters", "2", "--framework", "torch", "--num-gpus", "0"]),
+    Script("hierarchical_training.py"),
+    Script("lstm_auto_wrapping.py", []),
+    Script("multi_agent_custom_policy.py"),
+    Script("multi_agent_different_spaces_for_agents.py"),
+    Script("multi_agent_independent_learning.py", ["--num-cpus", "2"]),
+    Script("multi_agent_parameter_sharing.py", []),
+    Script("multi_agent_two_trainers.py"),
+    Script("nested_action_spaces.py"),
+    Script("offline_rl.py"),
+    Script("parallel_evaluation_and_training.py"),
+    Script("parametric_actions_cartpole.py"),
+    Script("parametric_actions_cartpole_embeddings_learnt_by_model.py"),
+    Script("remote_base_env_with_custom_api.py"),
+    Script("remote_envs_with_inference_done_on_main_node.py"),
+    Script("replay_buffer_api.py"),
+    Script("restore_1_of_n_agents_from_checkpoint.py"),
+    Script("rock_paper_scissors_multiagent.py"),
+    Script("saving_experiences.py", []),
+    Script("two_step_game.py"),
+    Script("two_trainer_workflow.py"),
+    Script("action_masking.py"),
+    Script("compute_adapted_gae_on_postprocess_trajectory.py", []),
+]
+
+CANNOT_RUN = {
+    "attention_net_supervised.py": "TensorFlow only (trains a Keras model directly)",
+    "custom_keras_model.py": "TensorFlow only (Keras models)",
+    "custom_recurrent_rnn_tokenizer.py": "TensorFlow tokenizer model in its default path",
+    "self_play_league_based_with_open_spiel.py": "OpenSpiel",
+    "self_play_with_open_spiel.py": "OpenSpiel",
+    "unity3d_env_local.py": "Unity ML-Agents",
+    "vizdoom_with_attention_net.py": "VizDoom",
+    "sb2rllib_rllib_example.py": "trains 1M steps with no flag to shorten it",
+    "sb2rllib_sb_example.py": "Stable-Baselines3 itself, no RLlib",
+    "multi_agent_cartpole.py": "its shared-weights model (RLlib's examples/models) calls np.product, which NumPy 2 removed",
+    "custom_logger.py": "subclasses ray.tune.logger.Logger, which the Ray installed beside corral (2.10 on) no longer has",
+}
+
+
+def fetch_examples(cache: Path) -> Path:
+    """RLlib's examples folder from Ray's wheel, rewritten to ``corral.rllib``, extracted under ``cache`` (once).
+
+    Args:
+        cache: a folder for the wheel and the extracted scripts.
+
+    Returns:
+        The folder holding ``examples/``.
+    """
+    cache.mkdir(parents=True, exist_ok=True)
+    root = cache / f"rllib-{RAY_VERSION}"
+    if root.exists():
+        return root
+    wheels = sorted(cache.glob(f"ray-{RAY_VERSION}-*.whl"))
+    if not wheels:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                f"ray=={RAY_VERSION}",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                "-d",
+                str(cache),
+            ],
+            check=True,
+        )
+        wheels = sorted(cache.glob(f"ray-{RAY_VERSION}-*.whl"))
+    staging = Path(tempfile.mkdtemp(dir=cache, prefix=".extract-"))
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        for name in wheel.namelist():
+            if name.startswith("ray/rllib/examples/") and not name.endswith("/"):
+                target = staging / name.removeprefix("ray/rllib/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                data = wheel.read(name)
+                if name.endswith(".py"):
+                    data = re.sub(rb"\bray\.rllib\b", b"corral.rllib", data)
+                target.write_bytes(data)
+    staging.rename(root)  # whole or absent: a second run never sees half a tree
+    return root
+
+
+def run_script(root: Path, script: Script, workdir: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run one script in a fresh process, its HOME, results and Ray's files in ``workdir``.
+
+    Args:
+        root: what :func:`fetch_examples` returned.
+        script: the script and its flags.
+        workdir: an empty folder for everything the run writes.
+        timeout: seconds before the run is stopped.
+
+    Returns:
+        The finished process (output captured).
+    """
+    home = workdir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "CORRAL_RESULTS_DIR": str(workdir / "corral_results"),
+        "CORRAL_RLLIB_EXAMPLES_ROOT": str(root),
+        "PYTHONPATH": os.pathsep.join([str(OVERLAY), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "RAY_ADDRESS": "local",
+        "RAY_DEDUP_LOGS": "0",
+    }
+    command = [sys.executable, str(root / "examples" / script.path), *script.flags]
+    return subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=env, timeout=timeout, check=False)
+
+
+def failure(proc: subprocess.CompletedProcess[str]) -> str | None:
+    """Why a finished run counts as failed, or None: a non-zero exit, or Tune trials that errored.
+
+    Args:
+        proc: the finished run.
+    """
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        errors = [line for line in lines if re.match(r"^\w*(Error|Exception)\b", line)]
+        return (errors or lines or [f"exit {proc.returncode}"])[-1][:400]
+    if re.search(r"Trial status:.*\bERROR\b|Number of errored trials: [1-9]|TuneError", proc.stdout + proc.stderr):
+        return "a Tune trial errored"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the listed scripts (or ``--only`` some) and print one line per script; exit 1 if any failed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="script file names to run")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "corral-rllib-examples")
+    args = parser.parse_args(argv)
+    root = fetch_examples(args.cache)
+    chosen = [s for s in SCRIPTS if not args.only or s.path in args.only]
+    failed = 0
+    for script in chosen:
+        workdir = Path(tempfile.mkdtemp(prefix="rllib-example-"))
+        start = time.monotonic()
+        try:
+            reason = failure(run_script(root, script, workdir))
+        except subprocess.TimeoutExpired:
+            reason = "timed out"
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        failed += reason is not None
+        print(f"{'FAIL' if reason else 'ok  '} {script.path:60} {time.monotonic() - start:6.0f}s  {reason or ''}", flush=True)
+    print(f"{len(chosen) - failed} of {len(chosen)} ran to exit 0 with no errored trial")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
