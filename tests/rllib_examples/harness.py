@@ -193,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="script file names to run")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "corral-rllib-examples")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds each script may run")
     args = parser.parse_args(argv)
     root = fetch_examples(args.cache)
     chosen = [s for s in SCRIPTS if not args.only or s.path in args.only]
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tempfile.mkdtemp(prefix="rllib-example-"))
         start = time.monotonic()
         try:
-            reason = failure(run_script(root, script, workdir))
+            reason = failure(run_script(root, script, workdir, args.timeout))
         except subprocess.TimeoutExpired:
             reason = "timed out"
         finally:
