@@ -24,7 +24,7 @@ from typing import Any
 from corral.rllib import table
 
 PREFIX = "corral.rllib"
-_OWN_MODULES = ("namespace", "support", "table")
+_OWN_MODULES = ("namespace", "support", "table", "__main__")
 """corral.rllib's real modules: names RLlib's paths never start with"""
 DOCS = "docs/rllib.md"
 
@@ -88,7 +88,8 @@ def resolve(path: str, name: str) -> Any:
 
 def _module_getattr(module: types.ModuleType, path: str) -> Callable[[str], Any]:
     def __getattr__(name: str) -> Any:
-        if name.startswith("__") and name.endswith("__"):
+        if (name.startswith("__") and name.endswith("__")) or (not path and name in _OWN_MODULES):
+            # AttributeError: for corral.rllib's own modules, `from corral.rllib import support` then imports them
             raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
         child = f"{path}.{name}" if path else name
         if child in table.PACKAGES:

@@ -65,6 +65,12 @@ def test_a_module_corral_does_not_have_says_why_below_any_depth() -> None:
         importlib.import_module("corral.rllib.models.tf.visionnet")
 
 
+def test_corral_s_own_modules_beside_the_namespace_import_as_modules_do() -> None:
+    code = "from corral.rllib import support, table\nfrom corral.rllib.support import framework\nprint(framework.__name__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "corral.rllib.support.framework"
+
+
 def test_folders_import_as_packages_and_submodules_as_their_attributes() -> None:
     import corral.rllib.models.torch.misc as misc
     from corral.rllib.algorithms import ppo
