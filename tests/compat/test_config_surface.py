@@ -508,3 +508,13 @@ def test_horizon_cuts_every_episode_as_a_truncation(make_algo) -> None:
     assert result["episode_len_mean"] <= 20 and max(result["hist_stats"]["episode_lengths"]) == 20
     with pytest.raises(ConfigError, match="horizon change each sub-environment"):
         config.copy().env_runners(vectorize_mode="native").validate()
+
+
+def test_ray_2_9_s_resources_sets_the_env_runners_resources_and_other_groups_stay_refused() -> None:
+    config = corral.get_config("PPO").resources(
+        num_gpus=0, num_cpus_per_worker=2, num_gpus_per_worker=0, custom_resources_per_worker={"x": 1}
+    )
+    assert (config.num_cpus_per_env_runner, config.num_gpus_per_env_runner) == (2, 0)
+    assert config.custom_resources_per_env_runner == {"x": 1}
+    with pytest.raises(ConfigError, match=r"'lr' is set with \.training\(\), not \.resources\(\)"):
+        corral.get_config("PPO").resources(lr=0.1)

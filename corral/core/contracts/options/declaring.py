@@ -39,9 +39,16 @@ GROUPS = (
     "offline_data",
 )
 
-ALSO_SET_IN = {("training", "learner_class"), ("training", "learner_config_dict")}
+ALSO_SET_IN = {
+    ("training", "learner_class"),
+    ("training", "learner_config_dict"),
+    # Ray 2.x until 2.10 set the env runners' resources in resources(num_cpus_per_worker=..., num_gpus_per_worker=...)
+    ("resources", "num_cpus_per_env_runner"),
+    ("resources", "num_gpus_per_env_runner"),
+    ("resources", "custom_resources_per_env_runner"),
+}
 """(builder method, option) pairs where a method other than the option's group sets it, as Ray 2.10-2.30 had
-them (Ray 2.5-2.9 also set every Learner option in resources())"""
+them, and Ray 2.9's resources() its env runners' (Ray 2.5-2.9 also set every Learner option in resources())"""
 
 MERGED_GROUPS = ("model", "replay_buffer_config", "q_model_config", "policy_model_config", "optimizer", "exploration_config")
 """options holding a group of settings: a partial dict given for one keeps the current value's other keys
