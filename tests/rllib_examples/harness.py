@@ -70,7 +70,7 @@ SCRIPTS = [
     Script("multi_agent_parameter_sharing.py", []),
     Script("multi_agent_two_trainers.py"),
     Script("nested_action_spaces.py"),
-    Script("offline_rl.py"),
+    Script("offline_rl.py", ["--stop-iters", "2"]),
     Script("parallel_evaluation_and_training.py"),
     Script("parametric_actions_cartpole.py"),
     Script("parametric_actions_cartpole_embeddings_learnt_by_model.py"),
