@@ -140,10 +140,9 @@ INCOMPATIBLE_WITH_CHECK_ENV = {
 ALLOWED_WARNINGS = {"OneHot(LookAndPush)": "is different from the unwrapped version"}  # a wrapper, by definition
 
 
-@pytest.mark.parametrize("name", list(SINGLE_AGENT))
+# the two left out are checked by their own tests (valid actions play CartPole, others raise)
+@pytest.mark.parametrize("name", [name for name in SINGLE_AGENT if name not in INCOMPATIBLE_WITH_CHECK_ENV])
 def test_gymnasium_check_env_passes_without_warnings(name: str) -> None:
-    if name in INCOMPATIBLE_WITH_CHECK_ENV:
-        pytest.skip(INCOMPATIBLE_WITH_CHECK_ENV[name])
     env = SINGLE_AGENT[name][0]()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -94,7 +94,62 @@ class NestedSpaceRepeatAfterMeEnv(gym.Env[Any, Any]):
         return copy.deepcopy(self.current_obs)
 
 
-class ParametricActionsCartPole(gym.Env[Any, Any]):
+class _HiddenMovesCartPole(gym.Env[Any, Any]):
+    """CartPole-v1 whose left and right moves are two of ``max_avail_actions`` actions, at ``left_idx`` and ``right_idx``.
+
+    A subclass draws what a seeded reset draws anew (:meth:`_redraw`) and says
+    what an observation holds besides ``cart`` (:meth:`_observe`).
+    """
+
+    def __init__(self, max_avail_actions: int) -> None:
+        self.max_avail_actions = max_avail_actions
+        self.action_space = gym.spaces.Discrete(max_avail_actions)
+        self.wrapped = gym.make("CartPole-v1")
+        self.left_idx, self.right_idx = 0, 1
+
+    def _redraw(self) -> None:
+        """What a seeded reset draws again from ``np_random``."""
+
+    def _on_reset(self) -> None:
+        """What every reset does before CartPole's."""
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Start a CartPole episode.
+
+        Args:
+            seed: seeds ``np_random`` and, through it, what the env draws and CartPole (None: keep drawing from it).
+            options: passed to CartPole.
+        """
+        super().reset(seed=seed)
+        if seed is not None:
+            self._redraw()
+        self._on_reset()
+        obs, info = self.wrapped.reset(seed=draw_seed(self.np_random), options=options)
+        return self._observe(obs), info
+
+    def _move(self, action: Any, detail: str = "") -> int:
+        """CartPole's move for ``action``: 0 at ``left_idx``, 1 at ``right_idx``.
+
+        Raises:
+            ValueError: ``action`` is neither.
+        """
+        if action == self.left_idx:
+            return 0
+        if action == self.right_idx:
+            return 1
+        raise ValueError(f"action {action!r} is not one of the two valid actions {self.left_idx} and {self.right_idx}{detail}")
+
+    def _observe(self, cart: np.ndarray) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the inner CartPole."""
+        self.wrapped.close()
+
+
+class ParametricActionsCartPole(_HiddenMovesCartPole):
     """CartPole whose left and right moves hide at two random places among ``max_avail_actions`` actions.
 
     The observation is a dict: ``cart`` (CartPole-v1's observation),
@@ -110,9 +165,7 @@ class ParametricActionsCartPole(gym.Env[Any, Any]):
     """
 
     def __init__(self, max_avail_actions: int) -> None:
-        self.max_avail_actions = max_avail_actions
-        self.action_space = gym.spaces.Discrete(max_avail_actions)
-        self.wrapped = gym.make("CartPole-v1")
+        super().__init__(max_avail_actions)
         self.observation_space = gym.spaces.Dict(
             {
                 "action_mask": gym.spaces.Box(0, 1, shape=(max_avail_actions,), dtype=np.int8),
@@ -120,12 +173,15 @@ class ParametricActionsCartPole(gym.Env[Any, Any]):
                 "cart": self.wrapped.observation_space,
             }
         )
-        self._draw_embeddings()
+        self._redraw()
         self.update_avail_actions()
 
-    def _draw_embeddings(self) -> None:
+    def _redraw(self) -> None:
         self.left_action_embed = self.np_random.standard_normal(2).astype(np.float32)
         self.right_action_embed = self.np_random.standard_normal(2).astype(np.float32)
+
+    def _on_reset(self) -> None:
+        self.update_avail_actions()
 
     def update_avail_actions(self) -> None:
         """Hide the left and right moves at two new random actions; the rest are masked out."""
@@ -137,37 +193,13 @@ class ParametricActionsCartPole(gym.Env[Any, Any]):
         self.action_assignments[self.right_idx] = self.right_action_embed
         self.action_mask[[self.left_idx, self.right_idx]] = 1
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Start a CartPole episode with the two moves at new places.
-
-        Args:
-            seed: seeds ``np_random`` and, through it, the embeddings and CartPole (None: keep drawing from it).
-            options: passed to CartPole.
-        """
-        super().reset(seed=seed)
-        if seed is not None:
-            self._draw_embeddings()
-        self.update_avail_actions()
-        obs, info = self.wrapped.reset(seed=draw_seed(self.np_random), options=options)
-        return self._observe(obs), info
-
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Play the move hidden at ``action`` in CartPole, then hide the moves anew.
 
         Raises:
             ValueError: ``action`` is not one of the two valid actions.
         """
-        if action == self.left_idx:
-            move = 0
-        elif action == self.right_idx:
-            move = 1
-        else:
-            raise ValueError(
-                f"action {action!r} is not one of the two valid actions {self.left_idx} and {self.right_idx} "
-                f"(action_mask {self.action_mask.tolist()})"
-            )
+        move = self._move(action, f" (action_mask {self.action_mask.tolist()})")
         obs, reward, terminated, truncated, info = self.wrapped.step(move)
         self.update_avail_actions()
         return self._observe(obs), float(reward), terminated, truncated, info
@@ -175,12 +207,8 @@ class ParametricActionsCartPole(gym.Env[Any, Any]):
     def _observe(self, cart: np.ndarray) -> dict[str, np.ndarray]:
         return {"action_mask": self.action_mask.copy(), "avail_actions": self.action_assignments.copy(), "cart": cart}
 
-    def close(self) -> None:
-        """Close the inner CartPole."""
-        self.wrapped.close()
 
-
-class ParametricActionsCartPoleNoEmbeddings(gym.Env[Any, Any]):
+class ParametricActionsCartPoleNoEmbeddings(_HiddenMovesCartPole):
     """:class:`ParametricActionsCartPole` without the embeddings: the model learns them; the two places stay put.
 
     The observation is ``cart`` (CartPole-v1's) and ``valid_avail_actions_mask``
@@ -194,36 +222,19 @@ class ParametricActionsCartPoleNoEmbeddings(gym.Env[Any, Any]):
     """
 
     def __init__(self, max_avail_actions: int) -> None:
-        self.max_avail_actions = max_avail_actions
-        self.action_space = gym.spaces.Discrete(max_avail_actions)
-        self.wrapped = gym.make("CartPole-v1")
+        super().__init__(max_avail_actions)
         self.observation_space = gym.spaces.Dict(
             {
                 "valid_avail_actions_mask": gym.spaces.Box(0, 1, shape=(max_avail_actions,), dtype=np.float32),
                 "cart": self.wrapped.observation_space,
             }
         )
-        self._draw_valid_actions()
+        self._redraw()
 
-    def _draw_valid_actions(self) -> None:
+    def _redraw(self) -> None:
         self.left_idx, self.right_idx = (int(i) for i in self.np_random.choice(self.max_avail_actions, 2, replace=False))
         self.valid_avail_actions_mask = np.zeros(self.max_avail_actions, np.float32)
         self.valid_avail_actions_mask[[self.left_idx, self.right_idx]] = 1.0
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Start a CartPole episode.
-
-        Args:
-            seed: seeds ``np_random`` and, through it, the valid actions and CartPole (None: keep drawing from it).
-            options: passed to CartPole.
-        """
-        super().reset(seed=seed)
-        if seed is not None:
-            self._draw_valid_actions()
-        obs, info = self.wrapped.reset(seed=draw_seed(self.np_random), options=options)
-        return self._observe(obs), info
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Play the move at ``action`` in CartPole.
@@ -231,21 +242,11 @@ class ParametricActionsCartPoleNoEmbeddings(gym.Env[Any, Any]):
         Raises:
             ValueError: ``action`` is not one of the two valid actions.
         """
-        if action == self.left_idx:
-            move = 0
-        elif action == self.right_idx:
-            move = 1
-        else:
-            raise ValueError(f"action {action!r} is not one of the two valid actions {self.left_idx} and {self.right_idx}")
-        obs, reward, terminated, truncated, info = self.wrapped.step(move)
+        obs, reward, terminated, truncated, info = self.wrapped.step(self._move(action))
         return self._observe(obs), float(reward), terminated, truncated, info
 
     def _observe(self, cart: np.ndarray) -> dict[str, np.ndarray]:
         return {"valid_avail_actions_mask": self.valid_avail_actions_mask.copy(), "cart": cart}
-
-    def close(self) -> None:
-        """Close the inner CartPole."""
-        self.wrapped.close()
 
 
 class CorrelatedActionsEnv(gym.Env[Any, Any]):
