@@ -26,6 +26,11 @@ _VECTOR = (
     "write the env as a gymnasium.Env"
 )
 _ENV_RUNNER = "corral.core.sampling.base_env_runner:BaseEnvRunner"  # what callbacks get as `worker`, with its methods
+_NO_OPEN_SPIEL = "corral has no OpenSpiel adapter; wrap the game as a MultiAgentEnv"
+_NO_VIEW_REQUIREMENTS = (
+    "!corral's models state what they read (prev_action, prev_reward, state) in model_config; "
+    "there are no view requirements to declare"
+)
 _TORCH_ONLY = "corral runs on torch only; use the torch name (the same model or policy written with torch)"
 
 # RLlib's algorithm folders: (registered name, RLlib's class-name stem, TensorFlow policy names).
@@ -60,7 +65,7 @@ MISSING_MODULES: dict[str, str] = {
     ),
     "algorithms.random_agent": "use corral.rllib.examples.policy.random_policy.RandomPolicy in a PolicySpec",
     "env.wrappers.unity3d_env": "corral has no Unity ML-Agents adapter; wrap the Unity env as a MultiAgentEnv",
-    "env.wrappers.open_spiel": "corral has no OpenSpiel adapter; wrap the game as a MultiAgentEnv",
+    "env.wrappers.open_spiel": _NO_OPEN_SPIEL,
     "env.wrappers.recsim": "corral has no RecSim adapter; RecSim is unmaintained",
     "env.wrappers.dm_control_wrapper": "use the dm_control env through shimmy's gymnasium wrapper",
     "env.wrappers.kaggle_wrapper": "corral has no Kaggle environments adapter",
@@ -153,8 +158,8 @@ MODULES: dict[str, dict[str, str]] = {
         "ParallelPettingZooEnv": "corral.integrations.pettingzoo:ParallelPettingZooEnv",
     },
     "env.utils": {
-        "try_import_pyspiel": "!corral has no OpenSpiel adapter; wrap the game as a MultiAgentEnv",
-        "try_import_open_spiel": "!corral has no OpenSpiel adapter; wrap the game as a MultiAgentEnv",
+        "try_import_pyspiel": f"!{_NO_OPEN_SPIEL}",
+        "try_import_open_spiel": f"!{_NO_OPEN_SPIEL}",
     },
     # evaluation, execution and offline data
     "evaluation": {
@@ -249,12 +254,10 @@ MODULES: dict[str, dict[str, str]] = {
     "policy.policy": {
         "Policy": "corral.core.learning.policy:Policy",
         "PolicySpec": "corral.core.contracts.policy_spec:PolicySpec",
-        "ViewRequirement": "!corral's models state what they read (prev_action, prev_reward, state) in model_config; "
-        "there are no view requirements to declare",
+        "ViewRequirement": _NO_VIEW_REQUIREMENTS,
     },
     "policy.view_requirement": {
-        "ViewRequirement": "!corral's models state what they read (prev_action, prev_reward, state) in model_config; "
-        "there are no view requirements to declare",
+        "ViewRequirement": _NO_VIEW_REQUIREMENTS,
     },
     "policy.sample_batch": {
         "SampleBatch": "corral.core.common.sample_batch:SampleBatch",
