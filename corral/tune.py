@@ -41,29 +41,12 @@ from corral import registry
 from corral.core.common import by_value
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.options.model_names import share_models_with_tune
-from corral.core.devices import ray_gpus
 from corral.core.environments.envs import share_with_tune
 from corral.core.results import RESULT_KEYS
 from corral.core.training.algorithm import Algorithm
 from corral.errors import ConfigError, did_you_mean
 
 __all__ = ["CorralTrainable", "TrialsFailedError", "Tuner", "check_stop", "register_trainables", "trainable"]
-
-RESOURCE_OPTIONS = (
-    "num_env_runners",
-    "evaluation_num_env_runners",
-    "num_cpus_per_env_runner",
-    "num_gpus_per_env_runner",
-    "custom_resources_per_env_runner",
-    "num_gpus",
-    "fake_gpus",
-    "num_cpus_for_main_process",
-    "placement_strategy",
-    "num_learners",
-    "num_cpus_per_learner",
-    "num_gpus_per_learner",
-)
-"""the options a trial's resource request reads"""
 
 
 class CorralTrainable(tune.Trainable):
@@ -120,24 +103,8 @@ class CorralTrainable(tune.Trainable):
 
     @classmethod
     def default_resource_request(cls, config: dict[str, Any]) -> PlacementGroupFactory:
-        """One bundle for the main process, one per remote env runner (sampling and evaluation) and one per Learner
-        actor, placed by ``placement_strategy``.
-
-        Only the resource options are read here, in the driver: the trial checks
-        the rest of its config when it starts, so a bad sampled value fails that
-        trial alone.
-        """
-        defaults = cls.get_default_config()
-        with by_value.trusted():  # the param space of this run (or of the run Tuner.restore resumes)
-            given = defaults._canonical_keys(dict(config))
-        cfg = defaults.update_from_dict({key: given[key] for key in RESOURCE_OPTIONS if key in given})
-        runner_gpus = ray_gpus(cfg.num_gpus_per_env_runner, cfg)
-        runner = {"CPU": cfg.num_cpus_per_env_runner, "GPU": runner_gpus, **cfg.custom_resources_per_env_runner}
-        runners = [dict(runner) for _ in range(cfg.num_env_runners + cfg.evaluation_num_env_runners)]
-        main = {"CPU": cfg.num_cpus_for_main_process, "GPU": ray_gpus(cfg.num_gpus, cfg)}
-        learner = {"CPU": cfg.num_cpus_per_learner, "GPU": ray_gpus(cfg.num_gpus_per_learner, cfg)}
-        learners = [dict(learner) for _ in range(cfg.num_learners)]
-        return PlacementGroupFactory([main, *runners, *learners], strategy=cfg.placement_strategy)
+        """What a trial reserves: the algorithm's :meth:`~corral.core.training.algorithm.Algorithm.default_resource_request`."""
+        return cls.algorithm_class().default_resource_request(config)
 
 
 def trainable(algorithm: str | type[Algorithm]) -> type[CorralTrainable]:

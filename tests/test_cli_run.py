@@ -72,7 +72,10 @@ def test_a_budget_that_runs_out_says_so_with_the_best_reward_and_fail_below_exit
 
 @pytest.mark.parametrize(
     ("key", "listed"),
-    [("info/learner/default_policy/klx", "Did you mean 'kl'"), ("custom_metrics/nothing", "Under custom_metrics: nothing")],
+    [
+        ("info/learner/default_policy/learner_stats/klx", "Did you mean 'kl'"),
+        ("custom_metrics/nothing", "Under custom_metrics: nothing"),
+    ],
 )
 def test_a_stop_key_missing_under_its_group_is_an_error_after_the_first_result(run_cli, key: str, listed: str) -> None:
     proc = run_cli(*TRAIN, "--stop", json.dumps({key: 1}))
@@ -274,7 +277,7 @@ def test_vv_prints_each_result_as_valid_json(run_cli) -> None:
     results = strict_json_documents(proc.stdout)
     assert [r["training_iteration"] for r in results] == [1, 2]
     assert results[0]["episode_reward_mean"] is None  # no episode is played learning from data: null, not NaN
-    assert results[0]["info"]["learner"]["default_policy"]["total_loss"] > 0
+    assert results[0]["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"] > 0
 
 
 def test_v_adds_each_policys_learner_stats_and_corrals_info_messages(run_cli) -> None:

@@ -42,7 +42,7 @@ def test_mlflow_records_the_config_and_each_iterations_results_at_its_env_steps(
     assert run.data.tags["who"] == "test" and run.data.tags["corral.algorithm"] == "PPO"
     history = [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "episode_reward_mean")]
     assert history == [(r["num_env_steps_sampled"], pytest.approx(r["episode_reward_mean"])) for r in results]
-    assert client.get_metric_history(run.info.run_id, "info/learner/default_policy/kl")
+    assert client.get_metric_history(run.info.run_id, "info/learner/default_policy/learner_stats/kl")
 
 
 def test_mlflow_takes_a_tracking_uri(make_algo, ppo_config, tmp_path) -> None:

@@ -150,6 +150,17 @@ def test_a_trial_reserves_a_bundle_per_remote_env_runner() -> None:
     assert request.strategy == "PACK"
 
 
+def test_the_algorithm_class_gives_the_same_request_for_a_tune_function_of_the_script_s_own() -> None:
+    from corral.plugins.ppo import PPO
+
+    asked = {"num_workers": 2, "train-iterations": 2}  # RLlib's older name, and a key of the script's own function
+    request = PPO.default_resource_request(asked)
+    assert request.bundles == corral.tune.trainable("PPO").default_resource_request(asked).bundles
+    assert request.bundles == [{"CPU": 1.0}, {"CPU": 1.0}, {"CPU": 1.0}]
+    from_config = PPO.default_resource_request(corral.get_config("PPO").env_runners(num_env_runners=1))
+    assert from_config.bundles == [{"CPU": 1.0}, {"CPU": 1.0}]
+
+
 def test_a_trial_reserves_a_bundle_per_learner_actor() -> None:
     request = corral.tune.trainable("PPO").default_resource_request(
         {"num_env_runners": 1, "num_learner_workers": 2, "num_cpus_per_learner_worker": 2}
@@ -201,7 +212,7 @@ def test_a_multi_agent_config_searches_per_policy_options_through_tune(tmp_path)
     for r in results:
         assert set(r.metrics["policy_reward_mean"]) == {"p0", "p1"}
         assert set(r.metrics["info"]["learner"]) == {"p0"}  # only p0 learns, in every trial
-        assert r.metrics["info"]["learner"]["p0"]["cur_lr"] == r.config["policies"]["p0"]["config"]["lr"]
+        assert r.metrics["info"]["learner"]["p0"]["learner_stats"]["cur_lr"] == r.config["policies"]["p0"]["config"]["lr"]
 
 
 def test_the_trainable_of_an_algorithm_gives_its_default_config() -> None:

@@ -11,7 +11,7 @@ import logging
 import sys
 from typing import Any
 
-from corral.core.results import EVALUATION_KEY, finite_number, result_value
+from corral.core.results import EVALUATION_KEY, LEARNER_STATS_KEY, finite_number, result_value
 
 
 def learns_from_data_only(config: Any) -> bool:
@@ -93,8 +93,15 @@ def show_log_messages(verbose: int) -> None:
 
 
 def _learner_stats(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each policy's ``info/learner/<policy id>/learner_stats`` (with its model's metrics)."""
     learner = result_value(result, "info/learner")
-    return {str(pid): stats for pid, stats in learner.items() if isinstance(stats, dict)} if isinstance(learner, dict) else {}
+    if not isinstance(learner, dict):
+        return {}
+    return {
+        str(pid): {**info.get(LEARNER_STATS_KEY, {}), **info.get("model", {})}
+        for pid, info in learner.items()
+        if isinstance(info, dict)
+    }
 
 
 def _shown(value: Any, spec: str) -> str:

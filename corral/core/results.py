@@ -52,6 +52,47 @@ RLLIB_RESULT_GROUPS = ("sampler_results", "env_runners")
 """the sub-dicts RLlib 2.x puts episode stats under (2.5-2.9: ``sampler_results``; 2.10 on: ``env_runners``)"""
 
 
+LEARNER_STATS_KEY = "learner_stats"
+"""The key of a policy's training statistics in ``result["info"]["learner"][policy_id]``, as RLlib's old API stack has it."""
+
+BESIDE_LEARNER_STATS = (
+    "model",
+    "custom_metrics",
+    "num_agent_steps_trained",
+    "num_grad_updates_lifetime",
+    "diff_num_grad_updates_vs_sampler_policy",
+    "td_error",
+)
+"""What RLlib puts beside a policy's ``learner_stats``: the model's ``metrics()``, what ``on_learn_on_batch``
+callbacks added, its update counts and per-row TD errors"""
+
+
+def learner_info(stats: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Policies' update stats in RLlib's layout, the ``info/learner`` of a result.
+
+    Each policy's entry holds its loss terms and schedules under
+    ``learner_stats``, and beside them the model's metrics (``model``), what
+    ``on_learn_on_batch`` callbacks added (``custom_metrics``) and its counts.
+    An entry that has ``learner_stats`` already (a ``training_step`` that
+    wrote RLlib's layout, or :func:`train_one_step`'s) is kept as it is.
+
+    Args:
+        stats: by policy id, its update's stats as corral's updates return them (one flat dict each).
+
+    Returns:
+        By policy id, ``{"learner_stats": {...}, "model": {...}, "custom_metrics": {...}, ...}``.
+    """
+    info: dict[str, dict[str, Any]] = {}
+    for policy_id, policy_stats in stats.items():
+        if LEARNER_STATS_KEY in policy_stats:
+            info[policy_id] = policy_stats
+            continue
+        learner = {key: value for key, value in policy_stats.items() if key not in BESIDE_LEARNER_STATS}
+        beside = {key: policy_stats[key] for key in BESIDE_LEARNER_STATS if key in policy_stats}
+        info[policy_id] = {LEARNER_STATS_KEY: learner, "model": {}, "custom_metrics": {}, **beside}
+    return info
+
+
 def corral_result_key(key: str) -> str:
     """The corral result key that an RLlib 2.x stop or result key names (corral's own keys are returned as they are).
 

@@ -31,6 +31,11 @@ _NO_VIEW_REQUIREMENTS = (
     "!corral's models state what they read (prev_action, prev_reward, state) in model_config; "
     "there are no view requirements to declare"
 )
+_REPLAY_NAMES = ("MultiAgentReplayBuffer", "StorageUnit")
+_OWN_REPLAY = (
+    "!corral's algorithms keep their replay buffers themselves (replay_buffer_config={'type': ...}); a training_step of "
+    "your own stores and draws rows with corral.rllib.utils.replay_buffers.MultiAgentReplayBuffer"
+)
 _TORCH_ONLY = "corral runs on torch only; use the torch name (the same model or policy written with torch)"
 
 # RLlib's algorithm folders: (registered name, RLlib's class-name stem, TensorFlow policy names).
@@ -73,7 +78,6 @@ MISSING_MODULES: dict[str, str] = {
     "policy.tf_policy": _TORCH_ONLY,
     "policy.eager_tf_policy": _TORCH_ONLY,
     "policy.dynamic_tf_policy": _TORCH_ONLY,
-    "utils.tf_utils": "corral runs on torch; the torch helpers are in corral.rllib.utils.torch_utils",
 }
 
 
@@ -206,7 +210,7 @@ MODULES: dict[str, dict[str, str]] = {
         "ModelV2": f"{_NETS}.model_v2:TorchModelV2",
         "restore_original_dimensions": f"{_NETS}.model_v2:restore_original_dimensions",
     },
-    "models.preprocessors": {"get_preprocessor": f"{_SUPPORT}.spaces:get_preprocessor"},
+    "models.preprocessors": {name: f"corral.core.common.preprocessors:{name}" for name in ("get_preprocessor", "NoPreprocessor")},
     "models.torch.torch_modelv2": {"TorchModelV2": f"{_NETS}.model_v2:TorchModelV2"},
     "models.torch.fcnet": {"FullyConnectedNetwork": f"{_NETS}.catalog:FullyConnectedNetwork"},
     "models.torch.recurrent_net": {"RecurrentNetwork": f"{_NETS}.model_v2:RecurrentNetwork"},
@@ -297,7 +301,17 @@ MODULES: dict[str, dict[str, str]] = {
         for name in ("check", "check_learning_achieved", "add_rllib_example_script_args", "run_rllib_example_script_experiment")
     },
     "utils.error": {"EnvError": "corral.errors:EnvError"},
-    "utils.metrics": {name: f"{_SUPPORT}.metric_names:{name}" for name in ("NUM_ENV_STEPS_SAMPLED", "NUM_AGENT_STEPS_SAMPLED")},
+    "utils.metrics": {
+        name: f"{_SUPPORT}.metric_names:{name}"
+        for name in (
+            "NUM_ENV_STEPS_SAMPLED",
+            "NUM_AGENT_STEPS_SAMPLED",
+            "NUM_ENV_STEPS_TRAINED",
+            "NUM_AGENT_STEPS_TRAINED",
+            "NUM_TARGET_UPDATES",
+            "LAST_TARGET_UPDATE_TS",
+        )
+    },
     "utils.metrics.learner_info": {
         name: f"{_SUPPORT}.metric_names:{name}" for name in ("LEARNER_INFO", "LEARNER_STATS_KEY", "ALL_MODULES")
     },
@@ -307,6 +321,19 @@ MODULES: dict[str, dict[str, str]] = {
         for name in ("FLOAT_MIN", "FLOAT_MAX", "convert_to_torch_tensor", "explained_variance", "sequence_mask")
     }
     | {"one_hot": f"{_SUPPORT}.numeric:torch_one_hot"},
+    "utils.tf_utils": {  # the torch helpers of the same names; make_tf_callable says, when called, that it is TF
+        "explained_variance": f"tf={_SUPPORT}.numeric:explained_variance",
+        "make_tf_callable": f"{_SUPPORT}.framework:make_tf_callable",
+    },
+    "utils.replay_buffers": {name: f"{_SUPPORT}.replay_buffers:{name}" for name in _REPLAY_NAMES}
+    | {name: _OWN_REPLAY for name in ("ReplayBuffer", "PrioritizedReplayBuffer", "MultiAgentPrioritizedReplayBuffer")},
+    "utils.replay_buffers.replay_buffer": {
+        "StorageUnit": f"{_SUPPORT}.replay_buffers:StorageUnit",
+        "ReplayBuffer": _OWN_REPLAY,
+    },
+    "utils.replay_buffers.multi_agent_replay_buffer": {
+        "MultiAgentReplayBuffer": f"{_SUPPORT}.replay_buffers:MultiAgentReplayBuffer"
+    },
     "utils.sgd": {"standardized": f"{_SUPPORT}.numeric:standardized"},
     "utils.spaces.space_utils": {name: f"{_SUPPORT}.spaces:{name}" for name in ("flatten_space", "get_base_struct_from_space")},
     "utils.typing": {

@@ -156,6 +156,10 @@ def check_train_result(subject: Subject) -> None:
     assert result["timesteps_total"] > 0, f"{subject.name}'s first train() sampled no env steps"
     learner = result["info"].get("learner")
     assert isinstance(learner, dict), "result['info']['learner'] must hold the learner stats by policy id"
+    for policy_id, info in learner.items():
+        assert isinstance(info.get("learner_stats"), dict), (
+            f"result['info']['learner'][{policy_id!r}] must hold the policy's stats under 'learner_stats', as RLlib's do"
+        )
 
 
 def check_checkpoint_round_trip(subject: Subject) -> None:

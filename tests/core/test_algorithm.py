@@ -77,7 +77,7 @@ def test_train_result_has_every_design_key_with_sane_values(make_algo) -> None:
         assert result["episode_reward_mean"] == pytest.approx(result["episode_len_mean"])
         assert result["time_this_iter_s"] > 0 and result["time_total_s"] >= result["time_this_iter_s"]
         assert result["custom_metrics"] == {}
-        stats = result["info"]["learner"]["default_policy"]
+        stats = result["info"]["learner"]["default_policy"]["learner_stats"]
         for key in LOSS_STATS:
             assert isinstance(stats[key], float) and math.isfinite(stats[key]), key
         assert stats["entropy"] > 0
@@ -114,8 +114,8 @@ def test_experiment_folder_holds_params_results_progress_and_tensorboard(make_al
         rows = list(csv.DictReader(f))
     assert [int(r["training_iteration"]) for r in rows] == [1, 2]
     assert int(rows[1]["timesteps_total"]) == results[1]["timesteps_total"]
-    assert float(rows[0]["info/learner/default_policy/total_loss"]) == pytest.approx(
-        results[0]["info"]["learner"]["default_policy"]["total_loss"]
+    assert float(rows[0]["info/learner/default_policy/learner_stats/total_loss"]) == pytest.approx(
+        results[0]["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"]
     )
 
     events = list(logdir.glob("events.out.tfevents.*"))

@@ -136,7 +136,7 @@ def test_every_hook_is_called_with_its_arguments(tmp_path):
         assert rec.sampled_env_steps == results[-1]["num_env_steps_sampled"]
         assert rec.train_batch_count == results[-1]["num_env_steps_sampled"] - results[0]["num_env_steps_sampled"]
         assert [r["callback_saw_iteration"] for r in results] == [1, 2]
-        assert results[-1]["info"]["learner"]["default_policy"]["callback_batch_rows"] == rec.train_batch_count
+        assert results[-1]["info"]["learner"]["default_policy"]["custom_metrics"]["callback_batch_rows"] == rec.train_batch_count
 
         # episodes: every step hook belongs to a started episode, starts precede ends
         assert rec.calls["on_episode_end"] == sum(r["episodes_this_iter"] for r in results) > 0

@@ -411,11 +411,13 @@ def test_validate_ppo_minibatch_larger_than_train_batch():
 def test_ppo_s_auto_minibatch_is_512_rows_or_the_whole_smaller_train_batch(make_algo):
     small = make_algo(PPOConfig().environment("CartPole-v1").training(train_batch_size=256, num_epochs=2))
     assert small.config.minibatch_size == "auto"
-    stats = small.train()["info"]["learner"]["default_policy"]
+    stats = small.train()["info"]["learner"]["default_policy"]["learner_stats"]
     assert stats["num_sgd_updates"] == 2  # one minibatch of the whole batch per epoch, no error about a default
     large = make_algo(PPOConfig().environment("CartPole-v1").training(train_batch_size=1100, num_epochs=1))
     result = large.train()
-    assert result["info"]["learner"]["default_policy"]["num_sgd_updates"] == -(-result["num_env_steps_trained"] // 512)
+    assert result["info"]["learner"]["default_policy"]["learner_stats"]["num_sgd_updates"] == -(
+        -result["num_env_steps_trained"] // 512
+    )
 
 
 def test_validate_accepts_a_good_config():

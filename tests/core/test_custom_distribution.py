@@ -68,7 +68,7 @@ def test_the_distribution_sizes_the_model_and_is_built_from_its_outputs_and_the_
         inputs = torch.as_tensor(extras["action_dist_inputs"])[None]
         expected = LearnedTemperature(inputs).logp(torch.tensor([action]))
         assert np.isclose(extras["action_logp"], float(expected)), "the logp the policy records is the distribution's"
-        assert algo.train()["info"]["learner"]["default_policy"]["entropy"] > 0
+        assert algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["entropy"] > 0
     finally:
         algo.stop()
 

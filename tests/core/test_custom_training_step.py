@@ -24,16 +24,21 @@ from corral.core import (
     synchronous_parallel_sample,
     train_one_step,
 )
-from corral.core.learning.replay.replay_buffers import ReplayBuffer
 from corral.plugins.dqn import DQNConfig, DQNPolicy
 from corral.plugins.ppo import PPOConfig, PPOPolicy
+from corral.rllib.support.replay_buffers import MultiAgentReplayBuffer
 
 
 class TwoTrainers(Algorithm):
-    """PPO's policy learns on each round's samples; DQN's on minibatches replayed from all of them."""
+    """PPO's policy learns on each round's samples; DQN's on minibatches replayed from all of them.
 
-    def setup(self) -> None:
-        self.replay = ReplayBuffer(capacity=50_000, seed=0)
+    Written as RLlib's two_trainer_workflow example writes it: ``setup(self, config)`` and RLlib's buffer.
+    """
+
+    def setup(self, config: Any) -> None:
+        assert config is self.config
+        super().setup(config)
+        self.replay = MultiAgentReplayBuffer(num_shards=1, capacity=50_000, seed=0)
 
     def training_step(self) -> dict[str, dict[str, Any]]:
         ppo_batches, ppo_steps = [], 0
@@ -42,16 +47,17 @@ class TwoTrainers(Algorithm):
                 self._counters["num_env_steps_sampled"] += batch.env_steps
                 self._counters["num_agent_steps_sampled"] += batch.agent_steps
                 ppo_batch = batch.policy_batches.pop("ppo_policy")
-                self.replay.add(batch.policy_batches["dqn_policy"])
+                self.replay.add(batch)
                 ppo_batches.append(ppo_batch)
                 ppo_steps += ppo_batch.count
         results: dict[str, dict[str, Any]] = {}
         dqn = self.get_policy("dqn_policy")
         if self._counters["num_env_steps_sampled"] > 400:
             for _ in range(10):
-                replayed = self.replay.sample(64)
-                results.update(train_one_step(self, MultiAgentBatch({"dqn_policy": replayed}, 64), ["dqn_policy"]))
-                self._counters["agent_steps_trained_DQN"] += replayed.count
+                replayed = self.replay.sample(num_items=64)
+                assert set(replayed.policy_batches) == {"dqn_policy"}, "PPO's rows were taken out before they were added"
+                results.update(train_one_step(self, replayed, ["dqn_policy"]))
+                self._counters["agent_steps_trained_DQN"] += replayed.agent_steps
         if (
             self._counters["agent_steps_trained_DQN"] - self._counters["last_target_update_ts"]
             >= dqn.config["target_network_update_freq"]
@@ -99,8 +105,10 @@ def test_each_policy_trains_with_its_own_algorithm_s_config_and_update() -> None
         algo.stop()
     last = results[-1]
     assert set(last["info"]["learner"]) == {"ppo_policy", "dqn_policy"}
-    assert last["info"]["learner"]["ppo_policy"]["num_sgd_updates"] > 10, "PPO's minibatch epochs, from its own config"
-    assert "mean_q" in last["info"]["learner"]["dqn_policy"]
+    assert last["info"]["learner"]["ppo_policy"]["learner_stats"]["num_sgd_updates"] > 10, (
+        "PPO's minibatch epochs, from its own config"
+    )
+    assert "mean_q" in last["info"]["learner"]["dqn_policy"]["learner_stats"]
     assert last["agent_steps_trained_DQN"] == 640 * (len(results) - 1), "counted by the training step, reported"
     assert last["num_target_updates"] >= 1
     assert last["num_env_steps_trained"] > 0 and last["num_env_steps_sampled"] >= 4 * 100
@@ -142,7 +150,7 @@ def test_synchronous_parallel_sample_gives_each_round_s_batches_or_one_and_leave
         assert algo.counters["num_env_steps_sampled"] == 0, "the caller counts what it samples"
         before = algo.get_policy().get_weights()
         stats = train_one_step(algo, one)
-        assert stats["default_policy"]["num_sgd_updates"] > 0
+        assert stats["default_policy"]["learner_stats"]["num_sgd_updates"] > 0, "RLlib's layout, as train_one_step gives it"
         assert algo.counters["num_env_steps_trained"] == one.count, "a SampleBatch's rows are its steps"
         assert any(not np.array_equal(before[k], algo.get_policy().get_weights()[k]) for k in before)
         with pytest.raises(ValueError, match="not both"):

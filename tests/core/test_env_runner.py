@@ -290,6 +290,10 @@ def test_foreach_env_runner(algo_factory):
     algo = algo_factory(CountingEnv, num_envs=2)
     assert algo.env_runner_group.foreach_env_runner(lambda r: r.num_envs) == [2]
     assert algo.workers.foreach_worker(lambda r: r.worker_index) == [0]
+    # RLlib 2.9's keywords, and the later name of its flag
+    assert algo.workers.foreach_worker(func=lambda r: r.worker_index, local_worker=True, timeout_seconds=5) == [0]
+    assert algo.workers.foreach_worker(func=lambda r: r.worker_index, local_env_runner=False) == []
+    assert algo.workers.foreach_worker_with_id(func=lambda i, r: (i, r.num_envs), local_worker=True) == [(0, 2)]
 
 
 # ---------------------------------------------------------------------- #

@@ -89,7 +89,7 @@ class PPOWithWeightPenalty(PPOTorchLearner):
 def test_a_learner_s_own_loss_changes_the_update_and_its_logged_values_are_reported() -> None:
     _, plain, _ = _trained(_small_ppo())
     result, penalised, algo = _trained(_small_ppo(learner_class=PPOWithWeightPenalty, learner_config_dict={"penalty": 5.0}))
-    stats = result["info"]["learner"]["default_policy"]
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert _largest_difference(plain, penalised) > 1e-4
     # window=1: the last minibatch's value, taken before its step
     assert stats["mean_weight"] == pytest.approx(float(stats["mean_weight"]))
@@ -175,7 +175,7 @@ def test_postprocess_and_apply_gradients_of_a_learner_take_part_in_every_gradien
         after = algo.get_policy().get_weights()
     finally:
         algo.stop()
-    assert NoGradients.steps == result["info"]["learner"]["default_policy"]["num_sgd_updates"] > 0
+    assert NoGradients.steps == result["info"]["learner"]["default_policy"]["learner_stats"]["num_sgd_updates"] > 0
     assert _largest_difference(before, after) == 0.0, "plain SGD with zero gradients leaves the weights"
 
 
@@ -199,7 +199,7 @@ def test_after_gradient_based_update_runs_after_each_update_and_register_metrics
         result = algo.train()
     finally:
         algo.stop()
-    stats = result["info"]["learner"]["default_policy"]
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert stats["updates_seen"] == 2
     assert stats["at"] == result["num_env_steps_sampled"]
 

@@ -253,7 +253,7 @@ def test_a_checkpoint_of_a_run_with_learners_reopens_with_or_without_them(tmp_pa
         algo.train()
         path = algo.save(str(tmp_path / "checkpoint"))
         weights = algo.get_policy().get_weights()
-        first = algo.train()["info"]["learner"]["default_policy"]["total_loss"]
+        first = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"]
     finally:
         algo.stop()
     for learners in (0, 2):
@@ -261,7 +261,7 @@ def test_a_checkpoint_of_a_run_with_learners_reopens_with_or_without_them(tmp_pa
         try:
             restored.restore(path)
             assert all(np.array_equal(weights[k], v) for k, v in restored.get_policy().get_weights().items())
-            again = restored.train()["info"]["learner"]["default_policy"]["total_loss"]
+            again = restored.train()["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"]
             assert np.isclose(again, first, rtol=1e-4), f"{learners} Learners continue as the run did"
         finally:
             restored.stop()
@@ -295,7 +295,7 @@ def test_train_batch_size_per_learner_counts_one_learner_s_rows_of_the_batch_and
             result = algo.train()
             trained = result["num_env_steps_trained"]
             assert rows <= trained < rows + 4, "less than a step per sub-environment more"
-            minibatches = result["info"]["learner"]["default_policy"]["num_sgd_updates"]
+            minibatches = result["info"]["learner"]["default_policy"]["learner_stats"]["num_sgd_updates"]
             assert minibatches == math.ceil(trained / (100 * max(1, learners))), "minibatches of 100 rows a Learner"
         finally:
             algo.stop()
@@ -330,8 +330,8 @@ def test_a_learner_that_dies_is_started_again_and_the_run_learns_what_it_would_h
         assert len(group) == 2 and not set(group) & set(first), "a new group of as many Learners"
         same, restarted = (algo.get_policy().get_weights() for algo in runs)
         assert all(np.array_equal(same[k], restarted[k]) for k in same), "the repeated update is the one it would have made"
-        assert results[1]["info"]["learner"]["default_policy"]["total_loss"] == pytest.approx(
-            results[0]["info"]["learner"]["default_policy"]["total_loss"]
+        assert results[1]["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"] == pytest.approx(
+            results[0]["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"]
         )
     finally:
         for algo in runs:

@@ -248,19 +248,19 @@ class WithCustomLoss(RLlibStyleModel):
     def custom_loss(self, policy_loss, loss_inputs):
         self.seen_columns = sorted(loss_inputs)
         self._term = self.anchor.pow(2).sum()
-        return [policy_loss + self._term]  # RLlib's models may return one loss per optimizer
+        return [loss + self._term for loss in policy_loss]  # RLlib's: a loss per optimizer, in a list
 
     def metrics(self):
         return {"anchor_term": self._term}
 
 
-def test_custom_loss_is_backpropagated_and_metrics_reach_the_learner_stats() -> None:
+def test_custom_loss_is_backpropagated_and_metrics_reach_the_result_under_model() -> None:
     algo = ppo().training(model={"custom_model": WithCustomLoss}).build()
     model = algo.get_policy().model
     result = algo.train()
     assert model.anchor.detach().abs().max() < 1.0  # its only gradient is the custom term's
     assert SampleBatch.OBS in model.seen_columns and SampleBatch.ADVANTAGES in model.seen_columns
-    assert 0.0 < result["info"]["learner"]["default_policy"]["anchor_term"] < 3.0
+    assert 0.0 < result["info"]["learner"]["default_policy"]["model"]["anchor_term"] < 3.0
     algo.stop()
 
 
@@ -304,6 +304,8 @@ def test_the_default_network_gives_features_without_num_outputs_and_shares_layer
     gaussian = ModelCatalog.get_model_v2(box, gym.spaces.Box(-1, 1, (2,)), 4, {})
     logits, _ = gaussian({"obs": torch.zeros(1, 3)})
     assert torch.equal(logits[0, 2:], torch.zeros(2)), "free_log_std: a learned log standard deviation, zero at first"
+    value_net = FullyConnectedNetwork(box, gym.spaces.Discrete(2), 1, {}, "vf")  # RLlib's centralized-critic models
+    assert value_net({"obs": torch.zeros(5, 3)})[0].shape == (5, 1), "free_log_std is for Box actions only"
     registered = ModelCatalog.get_model_v2(box, gym.spaces.Discrete(2), 2, {"custom_model": NAME}, hidden=16)
     assert isinstance(registered, RLlibStyleModel) and SEEN[0]["hidden"] == 16
 

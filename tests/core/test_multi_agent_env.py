@@ -305,3 +305,22 @@ def test_an_episode_that_cannot_be_replayed_says_so() -> None:
     assert env.episode_record() is None  # an agent id JSON cannot give back
     with pytest.raises(ValueError, match="seed, options, rng and actions"):
         env.replay({"seed": 0})
+
+
+class OlderIds(MultiAgentEnv):
+    """An env written for RLlib 2.9: its ids only in ``_agent_ids`` (a set), its spaces a Dict by agent id."""
+
+    def __init__(self, ids: set[str], via: str) -> None:
+        setattr(self, via, set(ids))
+        self.observation_space = gym.spaces.Dict({i: gym.spaces.Box(-1, 1, (len(i),)) for i in ids})
+        self.action_space = gym.spaces.Dict({i: gym.spaces.Discrete(2) for i in ids})
+        super().__init__()
+
+
+@pytest.mark.parametrize("via", ["_agent_ids", "agents"])
+def test_an_env_that_names_its_agents_the_older_way_has_them_as_possible_agents_in_a_fixed_order(via: str) -> None:
+    env = OlderIds({"b1", "a22", "c"}, via)
+    assert env.possible_agents == ["a22", "b1", "c"], "sorted by repr: the same order in every process"
+    assert env.get_observation_space("a22").shape == (3,)
+    env.possible_agents = ["c", "a22"]
+    assert env.possible_agents == ["c", "a22"], "what the env sets wins"

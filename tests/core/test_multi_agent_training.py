@@ -164,7 +164,7 @@ def test_a_crashed_sub_environment_is_restarted_and_training_goes_on() -> None:
     assert not runner.env[1].crashes  # the runner steps the new copy
     # the crashed game ended there, 3 steps in (a full one lasts 5), and sampling went on
     assert result["timesteps_total"] == 3 * 20 and 22.0 == result["episode_reward_min"] < 145.0 == result["episode_reward_max"]
-    assert np.isfinite(result["info"]["learner"]["pa"]["total_loss"])
+    assert np.isfinite(result["info"]["learner"]["pa"]["learner_stats"]["total_loss"])
     algo.stop()
 
 
@@ -327,7 +327,7 @@ def test_a_policy_s_own_options_apply_to_it_alone() -> None:
     p0, p1 = algo.get_policy("p0"), algo.get_policy("p1")
     assert (p0.config.lr, p0.config.gamma, p1.config.lr, p1.config.gamma) == (1e-5, 0.5, 1e-3, config.gamma)
     learner = algo.train()["info"]["learner"]
-    assert (learner["p0"]["cur_lr"], learner["p1"]["cur_lr"]) == (1e-5, 1e-3)
+    assert (learner["p0"]["learner_stats"]["cur_lr"], learner["p1"]["learner_stats"]["cur_lr"]) == (1e-5, 1e-3)
     assert [g["lr"] for g in p0.optimizer.param_groups] == [1e-5]
     # gamma 0.5: p0's value targets hardly reach past the next reward; p1's (gamma 0.99) grow with the episode
     samples = algo.env_runner_group.local_env_runner.sample()

@@ -136,7 +136,7 @@ def test_skip_mode_drops_the_bad_updates_and_counts_them(make_algo) -> None:
     algo = make_algo(config)
     for _ in range(2):
         result = algo.train()
-    stats = result["info"]["learner"]["default_policy"]
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert stats["num_nonfinite_updates_skipped"] > 0
     for value in algo.get_policy().get_weights().values():
         assert np.isfinite(value).all()
@@ -160,7 +160,7 @@ def test_ppo_with_one_step_fragments_trains_finite(make_algo) -> None:
     algo = make_algo(small_ppo_config().env_runners(rollout_fragment_length=1))
     for _ in range(3):
         result = algo.train()
-    stats = result["info"]["learner"]["default_policy"]
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert all(math.isfinite(stats[k]) for k in ("total_loss", "policy_loss", "vf_loss", "grad_gnorm"))
 
 

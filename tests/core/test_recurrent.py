@@ -107,7 +107,7 @@ def test_a_recurrent_ppo_and_a2c_train_on_sequences_and_report_their_steps() -> 
         algo = config.debugging(seed=0).build()
         result = algo.train()
         assert result["num_env_steps_trained"] == result["num_env_steps_sampled"] >= 200  # steps, not sequences
-        assert np.isfinite(result["info"]["learner"]["default_policy"]["total_loss"])
+        assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
         algo.stop()
 
 
@@ -230,7 +230,7 @@ def test_impala_learns_on_whole_fragments_from_their_first_state_starting_over_w
     torch.testing.assert_close(logp, t[SampleBatch.ACTION_LOGP], rtol=0, atol=1e-5)
     before = policy.get_weights()
     result = algo.train()
-    assert np.isfinite(result["info"]["learner"]["default_policy"]["total_loss"])
+    assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
     assert any(not np.allclose(before[k], v) for k, v in policy.get_weights().items() if k.startswith("lstm."))
     algo.stop()
 

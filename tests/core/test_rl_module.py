@@ -136,7 +136,7 @@ def test_the_spec_s_module_is_the_policy_s_model_and_takes_rllib_s_batches() -> 
         result = algo.train()
         assert result["timesteps_total"] >= 256
         assert all(not torch.equal(a, b) for a, b in zip(before, module.parameters(), strict=True)), "pi and vf learn"
-        values = result["info"]["learner"]["default_policy"]
+        values = result["info"]["learner"]["default_policy"]["learner_stats"]
         assert np.isfinite(values["vf_loss"])
     finally:
         algo.stop()
@@ -223,7 +223,7 @@ def test_dqn_reads_an_rl_module_s_outputs_as_its_q_values() -> None:
         assert torch.equal(model.forward_inference(obs)[Columns.ACTION_DIST_INPUTS], model.q(obs))
         while algo.get_policy().global_timestep < 300:
             result = algo.train()
-        assert np.isfinite(result["info"]["learner"]["default_policy"]["mean_td_error"])
+        assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["mean_td_error"])
     finally:
         algo.stop()
 

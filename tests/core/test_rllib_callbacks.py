@@ -207,6 +207,17 @@ def test_a_multi_agent_trajectory_comes_with_every_agent_s_batch_of_its_sub_envi
     assert MultiAgentTrajectories.created[-1] == "p2"
 
 
+def test_without_connectors_each_original_batch_is_rllib_s_older_policy_and_batch_pair(make_algo) -> None:
+    MultiAgentTrajectories.calls = []
+    config = ppo(MultiAgentTrajectories, "corral.testing.envs:MultiAgentCartPole", env_config={"num_agents": 2})
+    config.multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda agent_id, episode, **kw: f"p{agent_id}")
+    make_algo(config.env_runners(enable_connectors=False)).train()
+    assert MultiAgentTrajectories.calls
+    for _, _, _, policies, _, originals in MultiAgentTrajectories.calls:
+        for agent, (original_policy, original) in originals.items():  # centralized_critic_2's `_, batch = ...`
+            assert original_policy is policies[f"p{agent}"] and isinstance(original, SampleBatch)
+
+
 class Restarts(DefaultCallbacks):
     made: ClassVar[list[tuple[int, Any]]] = []
 

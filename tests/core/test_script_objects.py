@@ -140,4 +140,4 @@ def test_overrides_checks_options_at_once_and_fits_where_rllib_uses_it(make_algo
         .training(train_batch_size=128, minibatch_size=64, num_epochs=1)
     )
     result = make_algo(config).train()
-    assert result["info"]["learner"]["p0"]["cur_lr"] == 1e-4 and "evaluation" in result
+    assert result["info"]["learner"]["p0"]["learner_stats"]["cur_lr"] == 1e-4 and "evaluation" in result

@@ -257,7 +257,7 @@ def test_an_autoregressive_distribution_s_tuple_sample_is_stored_flat_and_its_lo
     algo = pair.training(**SMALL_PPO).build()
     try:
         result = algo.train()
-        assert np.isfinite(result["info"]["learner"]["default_policy"]["total_loss"])
+        assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
         action, _, extras = algo.compute_single_action(1, full_fetch=True)
         assert isinstance(action, tuple) and all(type(a) is int for a in action)
         agents = algo.compute_actions({"x": 0, "y": 1})
@@ -330,7 +330,7 @@ def test_offline_output_stores_the_flat_actions_and_behaviour_cloning_trains_on_
     bc = BCConfig().environment(MatchPair).offline_data(input_=str(out)).training(train_batch_size=128).debugging(seed=0).build()
     try:
         result = bc.train()
-        assert np.isfinite(result["info"]["learner"]["default_policy"]["policy_loss"])
+        assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["policy_loss"])
         action = bc.compute_single_action(1, explore=False)
         assert isinstance(action, tuple) and MatchPair.action_space.contains(action)
     finally:

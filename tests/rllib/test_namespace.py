@@ -111,6 +111,17 @@ def test_a_tensorflow_name_gives_the_torch_class_with_one_warning_per_process() 
     )
 
 
+def test_tf_utils_imports_and_its_session_helper_says_on_use_that_corral_runs_on_torch() -> None:
+    from corral.rllib.utils import torch_utils
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TF name's one warning per process (tested above)
+        from corral.rllib.utils.tf_utils import explained_variance, make_tf_callable
+    assert explained_variance is torch_utils.explained_variance
+    with pytest.raises(ImportError, match=r"make_tf_callable .*TensorFlow session.*corral runs on torch"):
+        make_tf_callable(None)(len)
+
+
 def test_importing_the_namespace_registers_every_algorithm_with_tune_as_importing_rllib_does() -> None:
     code = (
         "import corral.rllib\n"

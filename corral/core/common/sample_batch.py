@@ -52,6 +52,7 @@ class SampleBatch(dict[str, Any]):
     """
 
     OBS = "obs"
+    CUR_OBS = OBS  # RLlib's older name of the column
     ACTIONS = "actions"
     REWARDS = "rewards"
     TERMINATEDS = "terminateds"
@@ -144,6 +145,15 @@ class SampleBatch(dict[str, Any]):
         return MultiAgentBatch({DEFAULT_POLICY_ID: self}, self.count)
 
 
+class StepCount(int):
+    """A count of steps that may also be called: corral reads ``batch.env_steps``; RLlib's scripts call
+    ``batch.env_steps()`` and ``batch.agent_steps()``, and both read the same number."""
+
+    def __call__(self) -> int:
+        """The count, for RLlib's method call."""
+        return int(self)
+
+
 class MultiAgentBatch:
     """Samples of one or more policies, and the env steps that produced them.
 
@@ -155,8 +165,13 @@ class MultiAgentBatch:
 
     def __init__(self, policy_batches: Mapping[str, SampleBatch], env_steps: int, agent_steps: int | None = None) -> None:
         self.policy_batches: dict[str, SampleBatch] = dict(policy_batches)
-        self.env_steps = int(env_steps)
-        self.agent_steps = int(sum(b.count for b in self.policy_batches.values()) if agent_steps is None else agent_steps)
+        self.env_steps = StepCount(env_steps)
+        self.agent_steps = StepCount(sum(b.count for b in self.policy_batches.values()) if agent_steps is None else agent_steps)
+
+    @property
+    def count(self) -> int:
+        """RLlib's name for the env steps."""
+        return int(self.env_steps)
 
     def count_in(self, unit: str) -> int:
         """``env_steps`` or ``agent_steps``, as ``count_steps_by`` names the unit."""

@@ -99,7 +99,7 @@ class Callbacks:
         policy_id: str,
         policies: Mapping[str, Policy],
         postprocessed_batch: SampleBatch,
-        original_batches: dict[Any, tuple[str, Policy, SampleBatch]],
+        original_batches: dict[Any, tuple[Any, ...]],
         **kwargs: Any,
     ) -> None:
         """See :func:`corral.core.contracts.hookspecs.on_postprocess_trajectory`."""
@@ -281,7 +281,7 @@ class CallbackRunner:
         *,
         agent_id: Any,
         episode: Episode | MultiAgentEpisode,
-        original_batches: dict[Any, tuple[str, Policy, SampleBatch]],
+        original_batches: dict[Any, tuple[Any, ...]],
     ) -> None:
         """Call every ``on_postprocess_trajectory`` implementation, with the arguments its hookspec names.
 

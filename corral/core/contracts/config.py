@@ -60,7 +60,6 @@ from corral.core.contracts.rllib_compat import (
     EXPERIMENTAL_FLAGS,
     RLlibConfigMethods,
     move_older_replay_keys,
-    note_flag,
     of_another_type,
     read_rllib_optimizer,
 )
@@ -98,6 +97,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
     _algo_class_override: type[Algorithm] | None = PrivateAttr(default=None)
     _search_space: dict[str, Any] = PrivateAttr(default_factory=dict)
     """options given a Tune search space: to_dict() carries it, and each trial validates its own value"""
+    _flags: dict[str, Any] = PrivateAttr(default_factory=dict)  # RLlib's experimental flags as set (read back as set)
 
     # ------------------------------------------------------------------ #
     # subclassing
@@ -139,7 +139,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in EXPERIMENTAL_FLAGS:  # RLlib's `config._enable_new_api_stack = True`
-            note_flag(name, value)
+            self._set_flags({name: value})
             return
         if not name.startswith("_"):
             if self._frozen:

@@ -128,7 +128,7 @@ def on_postprocess_trajectory(
     policy: Policy,
     policies: Mapping[str, Policy],
     postprocessed_batch: SampleBatch,
-    original_batches: dict[Any, tuple[str, Policy, SampleBatch]],
+    original_batches: dict[Any, tuple[Any, ...]],
 ) -> None:
     """A policy postprocessed one trajectory (advantages computed); the batch may be edited.
 
@@ -205,7 +205,8 @@ HOOK_ARGUMENTS: dict[str, str] = {
     "policy": "the Policy",
     "postprocessed_batch": "the SampleBatch after postprocessing, editable in place",
     "original_batches": "the trajectories of the sample call before postprocessing, of every agent in the same "
-    "sub-environment: agent_id -> (policy_id, policy, SampleBatch of its transitions)",
+    "sub-environment: agent_id -> (policy_id, policy, SampleBatch of its transitions); (policy, SampleBatch) with "
+    "enable_connectors=False, as RLlib's older sampler gave them",
     "train_batch": "the SampleBatch the policy is about to learn on",
     "result": "the dict of results, extendable in place",
     "evaluation_metrics": "the evaluation results, stored under result['evaluation']",

@@ -206,7 +206,31 @@ def evaluation_overrides(config: AlgorithmConfig) -> dict[str, Any]:
 
 
 class RLlibConfigMethods:
-    """RLlib's builder methods for its API stack and experimental flags, and ``is_multi_agent``, on AlgorithmConfig."""
+    """RLlib's builder methods for its API stack and experimental flags, and ``is_multi_agent``, on AlgorithmConfig.
+
+    A flag reads back as the script set it, or as RLlib's default
+    (``config._enable_new_api_stack`` is False): scripts branch on them, and
+    corral's results have the layout of RLlib's old stack whatever they say.
+    """
+
+    if not TYPE_CHECKING:  # a type checker would take every misspelt attribute of a config for a flag
+
+        def __getattr__(self, name: str) -> Any:
+            flag = EXPERIMENTAL_FLAGS.get(name)
+            if flag is None:
+                return super().__getattr__(name)  # pydantic's: its private attributes, else AttributeError
+            return self._flags.get(name, flag.default)
+
+    def _set_flags(self: Any, flags: dict[str, Any]) -> None:
+        """Answer RLlib's experimental flags (:func:`note_flag`) and keep their values to read back."""
+        for key, value in flags.items():
+            note_flag(key, value)
+        self._flags = {**self._flags, **flags}  # a new dict: a copy of the config shares the old one
+
+    @property
+    def framework_str(self: Any) -> str:
+        """RLlib's attribute for the framework: always ``"torch"``, which corral runs on."""
+        return "torch"
 
     @property
     def total_train_batch_size(self: Any) -> int:
@@ -245,7 +269,8 @@ class RLlibConfigMethods:
             if key not in EXPERIMENTAL_KEYWORDS:
                 takes = ", ".join(sorted(EXPERIMENTAL_KEYWORDS))
                 raise ConfigError(f"experimental() takes no option {key!r}; RLlib's takes {takes}")
-        self._canonical_keys(flags)
+        self._canonical_keys({key: value for key, value in flags.items() if key not in EXPERIMENTAL_FLAGS})
+        self._set_flags({key: value for key, value in flags.items() if key in EXPERIMENTAL_FLAGS})
         return cast("AlgorithmConfig", self)  # the methods are only ever AlgorithmConfig's (see the class docstring)
 
     def framework(self: Any, framework: str | None = "torch", **options: Any) -> AlgorithmConfig:
@@ -283,7 +308,7 @@ class RLlibConfigMethods:
         """
         given = {"enable_rl_module_and_learner": enable_rl_module_and_learner}
         given["enable_env_runner_and_connector_v2"] = enable_env_runner_and_connector_v2
-        self._canonical_keys({key: value for key, value in given.items() if value is not None})
+        self._set_flags({key: value for key, value in given.items() if value is not None})
         return cast("AlgorithmConfig", self)
 
     def rl_module(
@@ -378,7 +403,7 @@ def answer_rllib_key(key: str, value: Any) -> bool:
     Raises:
         ConfigError: a value corral does not take for it.
     """
-    if key == "framework":
+    if key in ("framework", "framework_str"):  # framework_str: the attribute .framework() sets, as a key
         check_framework(value)
     elif key in EXPERIMENTAL_FLAGS:
         note_flag(key, value)

@@ -54,7 +54,8 @@ LEGACY_KEYS = {
 }
 
 OPTIMIZATION_KEYS = {"actor_learning_rate": "actor_lr", "critic_learning_rate": "critic_lr", "entropy_learning_rate": "alpha_lr"}
-"""RLlib's ``optimization: {...}`` group (SAC and its kin): each key maps to one corral option"""
+"""RLlib's ``optimization`` (Ray 1.x) or ``optimization_config`` (2.x) group of SAC and its kin: each key maps to one
+corral option"""
 
 ABSENT_KEYS = {
     "sample_async": "IMPALA, APPO and A3C sample asynchronously on remote env runners; the others sample in step with learning",
@@ -70,7 +71,6 @@ ABSENT_KEYS = {
 BEHAVIOUR_KEYS: dict[str, tuple[tuple[bool, ...], str]] = {
     "soft_horizon": ((False,), "episodes end when the env (or horizon) ends them; none goes on after a reset"),
     "vtrace_drop_last_ts": ((False,), "V-trace uses every step of a sequence and bootstraps from the value after it"),
-    "enable_connectors": ((True, False), "env runners always preprocess observations and actions in one place"),
 }
 """RLlib options whose value corral's behaviour always has: accepted with such a value (said at INFO); any other
 value is an error that says why"""
@@ -99,6 +99,7 @@ class Flag:
         refuse: whether another value is refused (a ConfigError saying ``otherwise``) rather than warned
             about: where going on would change what is learned.
         kind: the type of value RLlib takes (``bool``, ``int`` for a count >= 0, ``object`` for anything).
+        default: RLlib's value when a script sets none (what reading the attribute gives).
     """
 
     does: str
@@ -106,6 +107,7 @@ class Flag:
     otherwise: str = ""
     refuse: bool = False
     kind: type = bool
+    default: Any = False
 
 
 EXPERIMENTAL_FLAGS: dict[str, Flag] = {
@@ -124,6 +126,7 @@ EXPERIMENTAL_FLAGS: dict[str, Flag] = {
         "corral's algorithms always run training_step(), which this asks for",
         (True,),
         "RLlib's execution-plan API is not in corral; its algorithms always run training_step() (the same algorithm)",
+        default=True,
     ),
     "_disable_preprocessor_api": Flag(
         "corral preprocesses observations by their space (Discrete one-hot, Dict and Tuple flattened into one vector), "
@@ -147,6 +150,7 @@ EXPERIMENTAL_FLAGS: dict[str, Flag] = {
         "corral validates every config before it builds, which this asks for",
         (True,),
         "corral validates every config before it builds, whatever this says",
+        default=True,
     ),
     "_use_msgpack_checkpoints": Flag(
         "corral's checkpoints hold JSON and tensors; what a script defined is kept pickled in config.json and "
@@ -157,6 +161,7 @@ EXPERIMENTAL_FLAGS: dict[str, Flag] = {
         (None,),
         "corral trains in float32 and scales no losses; the class is not used",
         kind=object,
+        default=None,
     ),
     "_torch_lr_scheduler_classes": Flag(
         "corral schedules the learning rate with lr_schedule",
@@ -165,6 +170,7 @@ EXPERIMENTAL_FLAGS: dict[str, Flag] = {
         "([[timestep, lr], ...]) and remove this",
         refuse=True,
         kind=object,
+        default=None,
     ),
 }
 """RLlib's experimental and API-stack settings, each with what corral does about it"""

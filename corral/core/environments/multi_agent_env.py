@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -51,15 +51,32 @@ class MultiAgentEnv(gym.Env):
 
     observation_spaces: dict[Any, gym.Space[Any]]
     action_spaces: dict[Any, gym.Space[Any]]
-    possible_agents: list[Any]
     agents: list[Any]
 
     def __init__(self) -> None:
         super().__init__()
         # A subclass may have set these before calling this __init__; keep what it set.
-        for name, default in (("observation_spaces", dict), ("action_spaces", dict), ("possible_agents", list), ("agents", list)):
+        for name, default in (("observation_spaces", dict), ("action_spaces", dict), ("agents", list)):
             if not hasattr(self, name):
                 setattr(self, name, default())
+
+    @property
+    def possible_agents(self) -> list[Any]:
+        """Every agent id that may ever act, as the subclass set it.
+
+        An env written for RLlib 2.9 or before may set only ``_agent_ids`` (or
+        only ``agents``), often as a set: those ids then, in one order every
+        process agrees on.
+        """
+        given = self.__dict__.get("_possible_agents")
+        if given:
+            return cast(list[Any], given)
+        ids = self.__dict__.get("_agent_ids") or self.__dict__.get("agents") or []
+        return sorted(ids, key=repr) if isinstance(ids, (set, frozenset)) else list(ids)
+
+    @possible_agents.setter
+    def possible_agents(self, value: list[Any]) -> None:
+        self.__dict__["_possible_agents"] = value
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[MultiAgentDict, MultiAgentDict]:
         """Start an episode; a subclass's ``reset`` calls ``super().reset(seed=seed)`` to seed ``np_random``, as in gymnasium.

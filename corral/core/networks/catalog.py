@@ -21,6 +21,7 @@ import torch
 from pydantic import ValidationError
 from torch import nn
 
+from corral.core.common.preprocessors import NoPreprocessor, get_preprocessor
 from corral.core.common.spaces import is_image_space
 from corral.core.contracts.options.model_config import ModelConfig, model_options_problem
 from corral.core.contracts.options.model_names import register_model_class
@@ -36,7 +37,10 @@ class FullyConnectedNetwork(TorchModelV2, nn.Module):
     logits); with ``num_outputs`` 0 or None the model's outputs are the last
     hidden layer's and ``num_outputs`` becomes its width, as in RLlib. The value
     branch reads the same hidden layers with ``vf_share_layers``, else a copy of
-    them; with ``free_log_std`` half the outputs are a learned log standard deviation.
+    them; with ``free_log_std`` (corral's default) and a Box action space, half
+    the outputs are a learned log standard deviation. For any other action space
+    the option is not read: a network of one output (a custom model's value
+    network, say) keeps its one output.
 
     Args:
         obs_space: the observations' space (flattened as the policy preprocesses them).
@@ -60,7 +64,7 @@ class FullyConnectedNetwork(TorchModelV2, nn.Module):
         options = _options(model_config)
         inputs = int(np.prod(model_v2_obs_space(obs_space).shape or ()))
         hidden = [*options.fcnet_hiddens, *options.post_fcnet_hiddens]
-        self.free_log_std = bool(num_outputs) and options.free_log_std
+        self.free_log_std = bool(num_outputs) and options.free_log_std and isinstance(action_space, gym.spaces.Box)
         head = (num_outputs // 2 if self.free_log_std else num_outputs) if num_outputs else None
         features = hidden[-1] if hidden else inputs
         TorchModelV2.__init__(self, obs_space, action_space, num_outputs or features, dict(model_config), name)
@@ -154,6 +158,19 @@ class ModelCatalog:
             ConfigError: the name is not a non-empty string or names a custom model, or the class is no distribution.
         """
         register_model_class(action_dist_name, action_dist_class, action_dist=True)
+
+    @staticmethod
+    def get_preprocessor_for_space(observation_space: gym.Space[Any], options: dict[str, Any] | None = None) -> NoPreprocessor:
+        """RLlib's preprocessor for ``observation_space``: ``transform(obs)`` gives what a network reads (one-hot, flat).
+
+        Args:
+            observation_space: the space of what is to be transformed (an observation, or an action to encode).
+            options: RLlib's model options (nothing here depends on them).
+
+        Returns:
+            The preprocessor (:func:`~corral.core.common.preprocessors.get_preprocessor`'s, built).
+        """
+        return get_preprocessor(observation_space)(observation_space, options)
 
     @staticmethod
     def get_model_v2(

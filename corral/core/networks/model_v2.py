@@ -116,12 +116,12 @@ class TorchModelV2(nn.Module):
         Called at every gradient step, before backpropagation.
 
         Args:
-            policy_loss: the algorithm's total loss (a tensor).
+            policy_loss: the algorithm's total loss, in a list of one (RLlib passes one loss per optimizer).
             loss_inputs: the batch the policy is learning on, its columns as tensors (``obs``,
                 ``actions``, ...; the whole train batch, of which PPO's minibatches are slices).
 
         Returns:
-            The loss to backpropagate: ``policy_loss`` unchanged by default (a one-item list is taken too).
+            The losses to backpropagate, as given (``policy_loss`` unchanged by default); a scalar tensor is taken too.
         """
         return policy_loss
 

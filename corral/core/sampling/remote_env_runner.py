@@ -167,10 +167,10 @@ class EnvRunnerActor:
         for policy_id, batch in result.batch.policy_batches.items():
             if policy_id in self.policies and is_policy_to_train(self.runner.config, policy_id, batch):
                 policy = self.policies[policy_id]
-                stats: dict[str, Any] = {}
-                self.runner.callbacks.learn_on_batch(policy, batch, stats)
+                custom_metrics: dict[str, Any] = {}
+                self.runner.callbacks.learn_on_batch(policy, batch, custom_metrics)
                 grads, update_stats = policy.compute_gradients(batch)
-                gradients[policy_id] = (grads, {**stats, **update_stats})
+                gradients[policy_id] = (grads, {**update_stats, "custom_metrics": custom_metrics})
         steps = MultiAgentBatch({}, result.batch.env_steps, result.batch.agent_steps)
         return result._replace(batch=steps, gradients=gradients)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -65,7 +65,8 @@ def postprocess_for_hook(runner: AnyEnvRunner, parts: Mapping[str, PolicyFragmen
 
     As in RLlib, each call also gets every trajectory of the same sub-environment
     before postprocessing (``original_batches``, by agent id: None in a
-    single-agent run), whatever policy acts for it. A column without a
+    single-agent run), whatever policy acts for it: ``(policy_id, policy,
+    batch)``, or ``(policy, batch)`` with ``enable_connectors=False``. A column without a
     transition, or without an episode, is not shown to the hook.
 
     Args:
@@ -77,10 +78,12 @@ def postprocess_for_hook(runner: AnyEnvRunner, parts: Mapping[str, PolicyFragmen
     """
     policies = runner.policies
     trajectories = {pid: postprocess_columns(policies[pid], part.fragment, part.bootstrap_obs) for pid, part in parts.items()}
-    originals: dict[int, dict[Hashable, tuple[str, Policy, SampleBatch]]] = {}
+    originals: dict[int, dict[Hashable, tuple[Any, ...]]] = {}
+    with_ids = runner.config.enable_connectors  # RLlib's older sampler (False) gave (policy, batch)
     for pid, part in parts.items():
         for (env_index, agent_id), trajectory in zip(part.agents, trajectories[pid], strict=True):
-            originals.setdefault(env_index, {})[agent_id] = (pid, policies[pid], trajectory.original)
+            entry = (pid, policies[pid], trajectory.original) if with_ids else (policies[pid], trajectory.original)
+            originals.setdefault(env_index, {})[agent_id] = entry
     for pid, part in parts.items():
         for (env_index, agent_id), episode, trajectory in zip(part.agents, part.episodes, trajectories[pid], strict=True):
             if trajectory.has_transitions and episode is not None:

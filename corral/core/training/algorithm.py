@@ -19,6 +19,7 @@ The rest comes from its parts, a module each, which a reader opens by concern:
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 import time
@@ -48,6 +49,7 @@ from corral.core.persistence.loggers import (
     ResultWriter,
     default_storage_path,
 )
+from corral.core.results import learner_info
 from corral.core.sampling.env_runner_group import EnvRunnerGroup
 from corral.core.sampling.external.external_env_runner import ExternalEnvRunner
 from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes
@@ -61,6 +63,7 @@ from corral.core.training.evaluation import Evaluation
 from corral.core.training.off_policy_evaluation import check_estimation_integration, off_policy_evaluation_for
 from corral.core.training.offline_input import check_offline_integrations, experience_input_for
 from corral.core.training.part import COUNTERS
+from corral.core.training.resource_request import resource_bundles
 from corral.core.training.training_loop import TrainingLoop
 from corral.errors import ConfigError, CorralError, EnvError
 
@@ -109,6 +112,29 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
     def get_default_config(cls) -> AlgorithmConfig:
         """A fresh config with this algorithm's defaults."""
         return cls.config_class(algo_class=cls)
+
+    @classmethod
+    def default_resource_request(cls, config: AlgorithmConfig | dict[str, Any]) -> Any:
+        """What a run of this algorithm with ``config`` reserves on Ray, as RLlib's classmethod gives it.
+
+        Tune reserves it for every trial; a script that builds the algorithm in a
+        Tune function of its own passes it on:
+        ``tune.with_resources(train_fn, PPO.default_resource_request(config))``.
+
+        Args:
+            config: the run's config or its dict; only the resource options are read.
+
+        Returns:
+            A ``ray.tune.PlacementGroupFactory``: one bundle for this process, one per remote env
+            runner and per Learner actor (:func:`~corral.core.training.resource_request.resource_bundles`).
+
+        Raises:
+            ModuleNotFoundError: Ray is not installed (``pip install 'corral[ray]'``).
+        """
+        from ray.tune.execution.placement_groups import PlacementGroupFactory  # Ray is an extra
+
+        bundles, strategy = resource_bundles(cls.get_default_config(), config)
+        return PlacementGroupFactory(bundles, strategy=strategy)
 
     def __init__(
         self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None, logger_creator: Any = None
@@ -182,7 +208,8 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self._num_learner_threads = self.config.num_learner_threads or max(1, cores // torch.get_num_threads())
         self._writer: ResultWriter | CustomResultLogger | None = None
-        self.setup()
+        takes_config = bool(inspect.signature(self.setup).parameters)  # RLlib's setup(self, config) or setup(self)
+        self.setup(self.config) if takes_config else self.setup()
         self.callbacks.algorithm_init(self)
 
     def _start_learners(self) -> LearnerGroup | None:
@@ -314,8 +341,15 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         advice = f"; installed algorithms that support it: {', '.join(others)}" if others else ""
         raise ConfigError(f"{cls.name} needs a {kinds} action space, but the env has {action_space}{advice}")
 
-    def setup(self) -> None:
-        """Build what the algorithm needs beyond policies and env runners. Optional."""
+    def setup(self, config: Any = None) -> None:
+        """Build what the algorithm needs beyond policies and env runners. Optional.
+
+        Write it as ``setup(self)`` or, as RLlib's subclasses do, ``setup(self, config)``
+        calling ``super().setup(config)``: it is called as it is written.
+
+        Args:
+            config: the algorithm's config (:attr:`config`), for a ``setup`` that takes it.
+        """
 
     def new_episode_history(self) -> EpisodeHistory:
         """The window of finished episodes the smoothed metrics read (made at build and on restore).
@@ -390,7 +424,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
             "timestamp": int(time.time()),
             "num_healthy_env_runners": self.env_runner_group.num_healthy_remote_runners,
             "num_env_runner_restarts": self.env_runner_group.num_restarts,
-            "info": {"learner": learner, **self.counters},
+            "info": {"learner": learner_info(learner), **self.counters},
         }
         if self._system_usage is not None:
             result["perf"] = self._system_usage.perf()

@@ -39,7 +39,7 @@ class OffPolicyAlgorithm(Algorithm):
     config_class = OffPolicyConfig
     config: OffPolicyConfig
 
-    def setup(self) -> None:
+    def setup(self, config: Any = None) -> None:
         """One replay buffer per policy id."""
         if not isinstance(self.config, OffPolicyConfig):
             raise ConfigError(f"{type(self).__name__} needs a config derived from OffPolicyConfig")

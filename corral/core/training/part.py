@@ -88,7 +88,7 @@ class AlgorithmPart:
     # is defined in the module named beside it); at run time the methods come from the parts.
     if TYPE_CHECKING:
 
-        def setup(self) -> None:
+        def setup(self, config: Any = None) -> None:
             """Defined in algorithm.py."""
 
         def training_step(self) -> dict[str, dict[str, Any]]:

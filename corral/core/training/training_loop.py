@@ -122,17 +122,18 @@ class TrainingLoop(AlgorithmPart):
             for pid, batch in samples.policy_batches.items()
             if pid in self.policies and self.is_policy_to_train(pid, batch)
         ]
-        stats: dict[str, dict[str, Any]] = {pid: {} for pid, _ in jobs}
+        # what on_learn_on_batch callbacks add goes under custom_metrics, as in RLlib
+        stats: dict[str, dict[str, Any]] = {pid: {"custom_metrics": {}} for pid, _ in jobs}
         pool = self._learner_threads(jobs)
         if pool is None:
             for policy_id, batch in jobs:
                 policy = self.policies[policy_id]  # looked up one at a time: the next lookup may move it to disk
-                self.callbacks.learn_on_batch(policy, batch, stats[policy_id])
+                self.callbacks.learn_on_batch(policy, batch, stats[policy_id]["custom_metrics"])
                 self._learn(policy_id, policy, batch, stats[policy_id])
         else:
             policies = {pid: self.policies[pid] for pid, _ in jobs}
             for policy_id, batch in jobs:
-                self.callbacks.learn_on_batch(policies[policy_id], batch, stats[policy_id])
+                self.callbacks.learn_on_batch(policies[policy_id], batch, stats[policy_id]["custom_metrics"])
             threads = torch.get_num_threads()
             futures = [pool.submit(self._learn_in_thread, threads, pid, policies[pid], batch, stats[pid]) for pid, batch in jobs]
             wait(futures)  # every update ends before one's error is raised
@@ -154,6 +155,7 @@ class TrainingLoop(AlgorithmPart):
 
     def _learn(self, policy_id: str, policy: Policy, batch: SampleBatch, result: dict[str, Any]) -> None:
         """One policy's update, its stats added to ``result``; an error names the policy and the iteration."""
+        result["num_agent_steps_trained"] = batch.count
         try:
             if self.learner_actors is not None:  # the Learner actors update it; the stats come back with its state
                 result.update(self.learner_actors.update(policy_id, self.policy_builds[policy_id], policy, batch))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.core.results import learner_info
 
 if TYPE_CHECKING:
     from corral.core.sampling.env_runner_group import EnvRunnerGroup
@@ -100,13 +101,14 @@ def train_one_step(
             (``policies_to_train``) among the batch's.
 
     Returns:
-        Each updated policy's stats (its ``info/learner`` entry).
+        Each updated policy's stats, by policy id in RLlib's layout (a result's ``info/learner``:
+        :func:`~corral.core.results.learner_info`).
     """
     samples = train_batch if isinstance(train_batch, MultiAgentBatch) else train_batch.as_multi_agent()
     if policies_to_train is not None:
         chosen = {pid: batch for pid, batch in samples.policy_batches.items() if pid in policies_to_train}
         samples = MultiAgentBatch(chosen, samples.env_steps, sum(batch.count for batch in chosen.values()))
-    return algorithm.learn_on_batch(samples)
+    return learner_info(algorithm.learn_on_batch(samples))
 
 
 def multi_gpu_train_one_step(algorithm: Algorithm, train_batch: SampleBatch | MultiAgentBatch) -> dict[str, dict[str, Any]]:

@@ -29,7 +29,7 @@ class A3C(Algorithm):
     policy_class = A3CPolicy
     corral_api = PLUGIN_API_VERSION
 
-    def setup(self) -> None:
+    def setup(self, config: Any = None) -> None:
         """With remote runners, start their calls' weights at version 0 (the learner's update count)."""
         self.num_updates = 0
         self.sampler: AsyncSampler | None = None

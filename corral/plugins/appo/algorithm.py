@@ -18,7 +18,7 @@ class APPO(IMPALA):
     policy_class = APPOPolicy
     corral_api = PLUGIN_API_VERSION
 
-    def setup(self) -> None:
+    def setup(self, config: Any = None) -> None:
         """The trained-steps mark of the last target update, and IMPALA's setup."""
         self._last_target_update = 0
         super().setup()

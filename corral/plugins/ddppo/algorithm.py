@@ -34,7 +34,7 @@ class DDPPO(PPO):
     config: DDPPOConfig
     corral_api = PLUGIN_API_VERSION
 
-    def setup(self) -> None:
+    def setup(self, config: Any = None) -> None:
         """Join the remote runners into one process group and give them the main process's policy state.
 
         Raises:

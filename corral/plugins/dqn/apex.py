@@ -66,7 +66,7 @@ class ApexDQN(DQN):
     config_class = ApexDQNConfig
     config: ApexDQNConfig
 
-    def setup(self) -> None:
+    def setup(self, config: Any = None) -> None:
         """The replay shards; with remote runners, asynchronous sampling and the learner thread."""
         cfg = self.config
         for policy in self.policies.values():

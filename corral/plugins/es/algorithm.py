@@ -38,7 +38,7 @@ class ES(Algorithm):
     policy_class = ESPolicy
     corral_api = PLUGIN_API_VERSION
 
-    def setup(self) -> None:
+    def setup(self, config: Any = None) -> None:
         """Check the policy fits the noise table, then make the table (once, in the object store with remote runners).
 
         Raises:

@@ -46,7 +46,7 @@ class IMPALA(Algorithm):
     corral_api = PLUGIN_API_VERSION
     sample_whole_fragments = True  # V-trace learns on sequences of one length
 
-    def setup(self) -> None:
+    def setup(self, config: Any = None) -> None:
         """Start asynchronous sampling when there are remote runners, and the learner thread."""
         cfg = self.config
         self.num_updates = 0  # the learner's weights version: how many updates it has made

@@ -11,7 +11,7 @@ the observations alone (Discrete actions; a Q-value per action), once per critic
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -146,6 +146,37 @@ class SACModel(Model):
         if self.discrete:
             return self.critics(obs, frozen=frozen)
         return self.critics(obs, actions, frozen).squeeze(-1)
+
+    def get_q_values(self, model_out: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, list[Any]]:
+        """RLlib's ``SACTorchModel.get_q_values``: the first critic's Q(s, a) (Q(s, .) for Discrete actions).
+
+        Args:
+            model_out: ``[B, ...]`` observations, as RLlib's SAC model passes them on (cast to float32, as its
+                networks do).
+            actions: ``[B, action_dim]`` actions, for Box action spaces.
+
+        Returns:
+            ``[B, 1]`` values (``[B, n]`` for Discrete actions), and the empty state list RLlib returns beside.
+        """
+        return self._critic_values(model_out, actions, 0), []
+
+    def get_twin_q_values(self, model_out: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, list[Any]]:
+        """RLlib's ``SACTorchModel.get_twin_q_values``: the second critic's values, as :meth:`get_q_values`.
+
+        Args:
+            model_out: ``[B, ...]`` observations.
+            actions: ``[B, action_dim]`` actions, for Box action spaces.
+
+        Raises:
+            ValueError: the model has one critic (``twin_q=False``).
+        """
+        return self._critic_values(model_out, actions, 1), []
+
+    def _critic_values(self, model_out: torch.Tensor, actions: torch.Tensor | None, index: int) -> torch.Tensor:
+        q = self.q_values(model_out.float(), None if actions is None else actions.float())
+        if index >= q.shape[0]:
+            raise ValueError("this SAC model has one Q network (twin_q=False): there are no twin Q values")
+        return q[index] if self.discrete else q[index].unsqueeze(-1)
 
     def critic_parameters(self) -> list[nn.Parameter]:
         """Parameters of the critics."""

@@ -82,3 +82,22 @@ def try_import_jax(error: bool = False) -> tuple[None, None]:
     """
     _note("JAX", error)
     return None, None
+
+
+def make_tf_callable(session_or_none: Any = None, dynamic_shape: bool = False) -> Any:
+    """RLlib's decorator that runs a function in a TensorFlow session; importable, as scripts import it at the top.
+
+    RLlib's scripts call it only on their TensorFlow path (``framework != "torch"``),
+    which corral never takes; a script that calls it anyway is told so.
+
+    Args:
+        session_or_none: RLlib's TensorFlow session.
+        dynamic_shape: RLlib's flag for the inputs' batch axis.
+
+    Raises:
+        ImportError: always: there is no TensorFlow session in corral; call the torch function itself.
+    """
+    raise ImportError(
+        "make_tf_callable runs a function in a TensorFlow session, and corral runs on torch: call the function itself "
+        "(a torch model's method takes torch tensors: corral.rllib.utils.torch_utils.convert_to_torch_tensor)"
+    )

@@ -100,7 +100,7 @@ def test_json_lines_without_compressed_columns_train_bc_and_marwil(tmp_path: Pat
     assert from_json["terminateds"].dtype == bool
     for algo in ("BC", "MARWIL"):
         result = make_algo(reading(str(jsonl), algo)).train()
-        assert np.isfinite(result["info"]["learner"]["default_policy"]["policy_loss"]), algo
+        assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["policy_loss"]), algo
 
 
 def test_rllib_s_json_layout_trains_and_its_dones_end_episodes(tmp_path: Path, make_algo: Callable[..., Any]) -> None:
@@ -113,7 +113,7 @@ def test_rllib_s_json_layout_trains_and_its_dones_end_episodes(tmp_path: Path, m
         assert rows["terminateds"].sum() >= 2 and not rows["truncateds"].any()
         # one-step targets: the discount is gamma, and 0 where the episode terminated
         np.testing.assert_array_equal(rows["discounts"], np.where(rows["terminateds"], 0.0, 0.9).astype(np.float32))
-        assert np.isfinite(dqn.train()["info"]["learner"]["default_policy"]["mean_q"])
+        assert np.isfinite(dqn.train()["info"]["learner"]["default_policy"]["learner_stats"]["mean_q"])
     # MARWIL's returns stop at each episode's end, which `dones` marks
     marwil = make_algo(reading(str(old), "MARWIL").training(gamma=1.0, train_batch_size=4000))
     rows = rows_of(marwil)
@@ -183,7 +183,7 @@ def test_replay_algorithms_learn_from_one_step_transitions_as_they_are(algo: str
     np.testing.assert_array_equal(rows["terminateds"], file["terminateds"][:count])
     assert rows["terminateds"].any()
     np.testing.assert_array_equal(rows["discounts"], np.where(rows["terminateds"], 0.0, 0.95).astype(np.float32))
-    assert np.isfinite(learner.train()["info"]["learner"]["default_policy"]["mean_q"])
+    assert np.isfinite(learner.train()["info"]["learner"]["default_policy"]["learner_stats"]["mean_q"])
 
 
 def test_sac_and_cql_learn_from_one_step_transitions_as_they_are(make_algo: Callable[..., Any]) -> None:
@@ -191,7 +191,7 @@ def test_sac_and_cql_learn_from_one_step_transitions_as_they_are(make_algo: Call
     for algo in ("SAC", "CQL"):
         config = reading(pendulum, algo, env="Pendulum-v1", actions_in_input_normalized=True, postprocess_inputs=False)
         result = make_algo(config.training(model={"fcnet_hiddens": [16]})).train()
-        assert np.isfinite(result["info"]["learner"]["default_policy"]["critic_loss"]), algo
+        assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["critic_loss"]), algo
 
 
 @pytest.mark.parametrize("algo", ["DQN", "SAC", "CQL"])
@@ -220,7 +220,7 @@ def test_a_file_that_holds_its_advantages_trains_ppo_as_it_is(tmp_path: Path, ma
     line = {"type": "SampleBatch", **{k: np.asarray(v).tolist() for k, v in sampled.items()}}
     path = write_lines(tmp_path / "postprocessed.json", [line])
     result = make_algo(reading(str(path), "PPO").training(minibatch_size=32, num_epochs=1)).train()
-    assert np.isfinite(result["info"]["learner"]["default_policy"]["policy_loss"])
+    assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["policy_loss"])
 
 
 @pytest.mark.parametrize(("algo", "column"), [("PPO", "action_logp"), ("A2C", "vf_preds"), ("IMPALA", "action_logp")])

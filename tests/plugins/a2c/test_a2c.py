@@ -31,7 +31,7 @@ def test_one_update_per_fragment_of_every_sub_environment() -> None:
     result = algo.train()
     # 4 envs x 5 steps, less the reset rows of episodes that ended in the fragment
     assert 0 < result["num_env_steps_sampled"] <= 20
-    stats = result["info"]["learner"]["default_policy"]
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     for key in ("total_loss", "policy_loss", "vf_loss", "entropy", "grad_gnorm", "cur_lr"):
         assert np.isfinite(stats[key]), key
     after = algo.get_weights()["default_policy"]
@@ -62,7 +62,7 @@ def test_rmsprop_by_name_keeps_the_papers_arguments() -> None:
 def test_a2c_trains_and_acts_on_each_supported_space(env) -> None:
     algo = tiny(env).build()
     result = algo.train()
-    assert np.isfinite(result["info"]["learner"]["default_policy"]["total_loss"])
+    assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
     space = algo.env_runner_group.local_env_runner.env.single_observation_space
     policy = algo.get_policy()
     action = algo.compute_single_action(space.sample(), explore=False)

@@ -98,7 +98,7 @@ def test_without_a_critic_the_advantage_is_the_discounted_return_and_there_is_no
     policy = algo.get_policy()
     rows = policy.postprocess_trajectory(fragment(), np.zeros((1, 4), np.float32))
     np.testing.assert_allclose(rows[SampleBatch.ADVANTAGES], [1.75, 1.5, 1.0])  # nothing bootstraps
-    stats = algo.train()["info"]["learner"]["default_policy"]
+    stats = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]
     assert stats["vf_loss"] == 0.0 and np.isfinite(stats["policy_loss"])
 
 
@@ -107,7 +107,7 @@ def test_without_remote_runners_each_step_updates_once_on_one_sample_call(make_a
     before = {k: v.copy() for k, v in algo.get_weights()["default_policy"].items()}
     result = algo.train()
     assert result["num_env_steps_sampled"] == result["num_env_steps_trained"] == 2 * 10
-    stats = result["info"]["learner"]["default_policy"]
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert stats["cur_lr"] == pytest.approx(1e-4) and np.isfinite(stats["total_loss"])
     after = algo.get_weights()["default_policy"]
     assert any(not np.array_equal(before[k], after[k]) for k in before)

@@ -37,14 +37,15 @@ def test_the_runners_compute_the_gradients_on_their_samples_and_the_learner_appl
     before = {k: v.copy() for k, v in algo.get_weights()["default_policy"].items()}
     for _ in range(2):
         result = algo.train()
-    stats = result["info"]["learner"]["default_policy"]
     (runner_pid,) = algo.env_runner_group.foreach_env_runner(lambda r: os.getpid(), local_env_runner=False)
-    assert stats["learned_in_pid"] == runner_pid != os.getpid()  # the batch never left the runner
-    assert stats["learned_rows"] == 2 * 10  # one sample call per update: 2 envs x fragments of 10
+    custom = result["info"]["learner"]["default_policy"]["custom_metrics"]  # what on_learn_on_batch added
+    assert custom["learned_in_pid"] == runner_pid != os.getpid()  # the batch never left the runner
+    assert custom["learned_rows"] == 2 * 10  # one sample call per update: 2 envs x fragments of 10
     assert result["num_env_steps_trained"] == result["num_env_steps_sampled"] >= 80
     updates = algo.num_updates  # one per sample call: 20 rows, less a row per reset between two episodes
     assert 15 * updates <= result["num_env_steps_trained"] <= 20 * updates
     # one runner, one call in flight: each call starts with the weights the last applied update made
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert stats["policy_lag"] == 0 and np.isfinite(stats["total_loss"])
     after = algo.get_weights()["default_policy"]
     assert any(not np.array_equal(before[k], after[k]) for k in before)
@@ -55,7 +56,9 @@ def test_with_two_runners_the_learner_applies_whichever_gradients_arrived(make_a
     result = algo.train()
     assert result["num_healthy_env_runners"] == 2
     assert algo.num_updates >= 2 and 15 * algo.num_updates <= result["num_env_steps_trained"] <= 20 * algo.num_updates
-    assert 0 <= result["info"]["learner"]["default_policy"]["policy_lag"] <= 1  # the other runner's update, at most
+    assert (
+        0 <= result["info"]["learner"]["default_policy"]["learner_stats"]["policy_lag"] <= 1
+    )  # the other runner's update, at most
 
 
 class Recreated(DefaultCallbacks):

@@ -54,7 +54,7 @@ def test_the_ratio_is_the_learner_s_over_the_target_s_unless_the_sampler_took_th
 def test_num_epochs_steps_on_each_batch() -> None:
     algo = tiny(num_epochs=3).build()
     try:
-        learner = algo.train()["info"]["learner"]["default_policy"]
+        learner = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]
         steps = {int(state["step"]) for state in algo.get_policy().optimizer.state.values()}
         assert steps == {3}
         assert {"policy_loss", "vf_loss", "entropy", "kl", "cur_kl_coeff", "grad_gnorm"} <= learner.keys()
@@ -68,7 +68,7 @@ def test_the_kl_weight_adapts_at_each_target_update_with_use_kl_loss() -> None:
     try:
         algo.train()
         assert algo.get_policy().kl_coeff == 1.5, "a divergence above twice the target raises the weight by half"
-        assert algo.train()["info"]["learner"]["default_policy"]["cur_kl_coeff"] == 1.5
+        assert algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["cur_kl_coeff"] == 1.5
     finally:
         algo.stop()
 
@@ -82,7 +82,7 @@ def test_a_checkpoint_holds_the_target_network_and_the_kl_weight(tmp_path) -> No
         policy = algo.get_policy()
         target = {k: v.clone() for k, v in policy.target_model.state_dict().items()}
         kl_coeff = policy.kl_coeff
-        after = algo.train()["info"]["learner"]["default_policy"]["total_loss"]
+        after = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"]
     finally:
         algo.stop()
     restored = config.build()
@@ -91,7 +91,7 @@ def test_a_checkpoint_holds_the_target_network_and_the_kl_weight(tmp_path) -> No
         policy = restored.get_policy()
         assert all(torch.equal(target[k], v) for k, v in policy.target_model.state_dict().items())
         assert policy.kl_coeff == kl_coeff
-        assert np.isclose(restored.train()["info"]["learner"]["default_policy"]["total_loss"], after, rtol=1e-5)
+        assert np.isclose(restored.train()["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"], after, rtol=1e-5)
     finally:
         restored.stop()
 
@@ -105,7 +105,7 @@ def test_a_recurrent_appo_learns_on_sequences_from_their_start_states() -> None:
     lstm = {"use_lstm": True, "lstm_cell_size": 16, "fcnet_hiddens": [16]}
     algo = tiny(model=lstm, num_epochs=2).build()
     try:
-        learner = algo.train()["info"]["learner"]["default_policy"]
+        learner = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]
         assert np.isfinite(learner["total_loss"]) and learner["kl"] > 0
     finally:
         algo.stop()

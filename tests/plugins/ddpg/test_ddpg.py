@@ -179,7 +179,7 @@ def test_trains_targets_follow_and_a_checkpoint_restores(name: str, make_algo: A
     policy = algo.get_policy()
     target_before = {k: v.clone() for k, v in policy.target_model.state_dict().items()}
     result = algo.train()
-    stats = result["info"]["learner"]["default_policy"]
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert {"critic_loss", "mean_q", "max_q", "min_q"} <= set(stats)
     target_after = policy.target_model.state_dict()
     for part in ("actor.", "critics."):  # Polyak-averaged targets of both networks

@@ -63,7 +63,7 @@ def test_each_round_every_runner_learns_and_all_end_with_the_same_weights_which_
         # 2 runners x 2 sub-environments x 40 steps, less a step per episode that ended (its reset row is no step)
         sampled = result["num_env_steps_sampled"]
         assert 140 <= sampled <= 160 and result["num_env_steps_trained"] == sampled
-        learner = result["info"]["learner"]["default_policy"]
+        learner = result["info"]["learner"]["default_policy"]["learner_stats"]
         assert learner["num_sgd_updates"] == 2 * 3, "2 epochs of 3 minibatches: 80 rows cut in 32s"
         assert result["episodes_this_iter"] > 0, "the runners' episodes are reported"
     finally:

@@ -153,7 +153,7 @@ def test_in_one_process_ape_x_samples_stores_in_shards_replays_and_learns(make_a
     assert (sampled - 200) // 8 - 1 <= algo.num_updates <= (sampled - 200) // 8 + 1
     after = algo.get_weights()["default_policy"]
     assert any(not np.array_equal(before[k], after[k]) for k in before)
-    stats = result["info"]["learner"]["default_policy"]
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert np.isfinite(stats["loss"]) and stats["learner_queue_size"] == 0
     # the learner copy's target network is copied every 256 trained steps: it holds the weights of at most 8 updates ago
     assert algo._last_target_update > result["num_env_steps_trained"] - 256

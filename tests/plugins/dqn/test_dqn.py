@@ -57,7 +57,7 @@ def test_replay_ratio_follows_training_intensity() -> None:
         result = algo.train()
     ratio = result["num_env_steps_trained"] / result["num_env_steps_sampled"]
     assert ratio == pytest.approx(8.0, rel=0.1)
-    stats = result["info"]["learner"]["default_policy"]
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     for key in ("loss", "mean_q", "mean_td_error", "grad_gnorm", "cur_epsilon", "cur_lr"):
         assert np.isfinite(stats[key]), key
     assert "td_error" not in stats  # consumed by the replay buffer, not reported

@@ -110,7 +110,7 @@ def test_an_iteration_counts_the_perturbed_episodes_and_reports_the_unperturbed_
     algo = make_algo(es(eval_prob=0.3))
     before = algo.get_policy().get_flat_weights()
     result = algo.train()
-    info = result["info"]["learner"]["default_policy"]
+    info = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert info["episodes_this_iter"] >= 4 and info["episodes_this_iter"] % 2 == 0
     assert result["num_env_steps_sampled"] == result["num_env_steps_trained"] >= 50
     assert result["episodes_this_iter"] == len(algo.history.episodes)  # the unperturbed ones: the first iteration's
@@ -139,7 +139,8 @@ def test_a_seed_gives_the_same_run_and_a_checkpoint_resumes_it(make_algo, tmp_pa
     resumed.restore(path)
     assert (
         resumed.episodes_so_far
-        == first.get_state()["episodes_so_far"] - third["info"]["learner"]["default_policy"]["episodes_this_iter"]
+        == first.get_state()["episodes_so_far"]
+        - third["info"]["learner"]["default_policy"]["learner_stats"]["episodes_this_iter"]
     )
     again = resumed.train()
     np.testing.assert_array_equal(resumed.get_policy().get_flat_weights(), first.get_policy().get_flat_weights())

@@ -42,7 +42,7 @@ def test_every_runner_plays_its_share_and_the_learner_s_filter_gathers_every_ste
     algo = make_algo(config().environment("CartPole-v1").update_from_dict({**SMALL, **overrides}))
     before = algo.get_policy().get_flat_weights()
     result = algo.train()
-    info = result["info"]["learner"]["default_policy"]
+    info = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert result["num_healthy_env_runners"] == 2 and info["episodes_this_iter"] >= 8
     # every step of every episode (perturbed or not) went through a runner's filter, and back into the learner's
     filter_count = algo.get_policy().observation_filter.count

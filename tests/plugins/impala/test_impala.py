@@ -35,7 +35,7 @@ def test_one_gradient_step_per_train_batch() -> None:
         result = algo.train()
     steps = {int(state["step"]) for state in algo.get_policy().optimizer.state.values()}
     assert steps == {algo.num_updates} and algo.counters["num_env_steps_trained"] == algo.counters["num_env_steps_sampled"]
-    learner = result["info"]["learner"]["default_policy"]
+    learner = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert {"policy_loss", "vf_loss", "entropy", "grad_gnorm", "cur_lr"} <= learner.keys()
     assert np.isfinite(learner["total_loss"])
     algo.stop()

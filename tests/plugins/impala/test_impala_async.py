@@ -36,7 +36,7 @@ def slow_learner(algo, seconds: float) -> None:
 def test_runners_keep_their_calls_in_flight_while_the_learner_learns(make_algo) -> None:
     algo = make_algo(remote(max_requests_in_flight_per_env_runner=3))
     result = algo.train()
-    learner = result["info"]["learner"]["default_policy"]
+    learner = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert learner["requests_in_flight"] == 6  # every slot of both runners refilled before learning
     assert {"policy_lag_mean", "policy_lag_max", "learner_queue_size"} <= learner.keys()
     assert result["num_healthy_env_runners"] == 2 and result["num_env_steps_trained"] >= 64
@@ -47,12 +47,12 @@ def test_a_slow_learner_fills_the_bounded_queue_and_learns_on_older_samples(make
     slow_learner(algo, 0.3)
     queue_sizes = []
     for _ in range(6):
-        learner = algo.train()["info"]["learner"]["default_policy"]
+        learner = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]
         queue_sizes.append(learner["learner_queue_size"])
         assert learner["requests_in_flight"] <= 6
     assert max(queue_sizes) >= 1 and all(size <= 4 for size in queue_sizes)  # batches waited, never more than 4
     algo.settle_learning()  # the queued batches' updates end; the next result reports the newest
-    assert algo.train()["info"]["learner"]["default_policy"]["policy_lag_max"] >= 1  # sampled with older weights
+    assert algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["policy_lag_max"] >= 1  # sampled with older weights
 
 
 def test_weights_go_out_every_broadcast_interval_updates_with_their_version(make_algo, monkeypatch) -> None:
@@ -87,7 +87,7 @@ def test_a_runner_killed_mid_flight_is_recreated_and_sampling_goes_on(make_algo)
     assert result["num_healthy_env_runners"] == 2 and result["num_env_runner_restarts"] == 1
     after = group.foreach_env_runner(lambda r: os.getpid(), local_env_runner=False)
     assert after[0] != before[0] and after[1] == before[1]
-    assert result["info"]["learner"]["default_policy"]["requests_in_flight"] == 4
+    assert result["info"]["learner"]["default_policy"]["learner_stats"]["requests_in_flight"] == 4
 
 
 def test_with_ignore_failures_sampling_goes_on_with_one_runner(make_algo) -> None:
@@ -98,7 +98,7 @@ def test_with_ignore_failures_sampling_goes_on_with_one_runner(make_algo) -> Non
         result = algo.train()
     assert result["num_healthy_env_runners"] == 1
     assert result["num_env_steps_trained"] > first["num_env_steps_trained"]
-    assert result["info"]["learner"]["default_policy"]["requests_in_flight"] == 2
+    assert result["info"]["learner"]["default_policy"]["learner_stats"]["requests_in_flight"] == 2
 
 
 def test_a_restored_checkpoint_sends_its_weights_and_version_to_the_runners(make_algo, tmp_path) -> None:
@@ -119,7 +119,7 @@ def test_a_restored_checkpoint_sends_its_weights_and_version_to_the_runners(make
 def test_without_remote_runners_and_learner_thread_impala_takes_turns_and_the_sampler_refuses(make_algo) -> None:
     algo = make_algo(remote(num_env_runners=0, learner_thread=False))
     assert algo.sampler is None and algo.learner_thread is None
-    assert algo.train()["info"]["learner"]["default_policy"]["policy_lag_max"] == 0
+    assert algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["policy_lag_max"] == 0
     assert algo.num_updates == 1
     with pytest.raises(ValueError, match="needs remote env runners"):
         AsyncSampler(algo.env_runner_group, 2, 16)

@@ -28,7 +28,7 @@ def test_each_iteration_reports_its_own_update_while_the_next_batch_is_already_l
         result = algo.train()
         assert algo.num_updates >= iteration  # this iteration's update ended; the next batch's may be running
         assert result["num_env_steps_trained"] < result["num_env_steps_sampled"]  # one batch ahead
-    learner = result["info"]["learner"]["default_policy"]
+    learner = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert learner["policy_lag_max"] == 1  # sampled while the update before it ran
     assert np.isfinite(learner["total_loss"]) and learner["learner_queue_size"] <= 1
     algo.get_policy()  # waits for the update of the batch sampled ahead
@@ -40,7 +40,7 @@ def test_a_seed_gives_the_same_run_with_the_thread(make_algo) -> None:
     for _ in range(2):
         # the schedule is read at the timestep each batch was handed over at, however far sampling got meanwhile
         algo = make_algo(tiny(lr_schedule=[[0, 1e-3], [400, 1e-5]]))
-        learner = [algo.train()["info"]["learner"]["default_policy"] for _ in range(4)]
+        learner = [algo.train()["info"]["learner"]["default_policy"]["learner_stats"] for _ in range(4)]
         runs.append(([(stats["total_loss"], stats["cur_lr"]) for stats in learner], algo.get_weights()["default_policy"]))
     assert runs[0][0] == runs[1][0] and runs[0][0][0][1] > runs[0][0][-1][1]
     assert all(np.array_equal(runs[0][1][k], runs[1][1][k]) for k in runs[0][1])

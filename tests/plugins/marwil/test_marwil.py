@@ -31,9 +31,9 @@ def test_marwil_weighs_better_actions_more_and_learns_a_value(make_algo: Callabl
         .debugging(seed=0)
     )
     algo = make_algo(config)
-    first = algo.train()["info"]["learner"]["default_policy"]
+    first = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]
     for _ in range(4):
-        last = algo.train()["info"]["learner"]["default_policy"]
+        last = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]
     for key in ("policy_loss", "vf_loss", "total_loss", "grad_gnorm", "moving_average_sqd_adv_norm"):
         assert np.isfinite(last[key]), key
     assert last["vf_loss"] < first["vf_loss"]  # the value function learns the returns
@@ -61,14 +61,16 @@ def test_marwil_learns_box_actions_from_sac_s_pendulum_data(make_algo: Callable[
         .offline_data(input_=str(PENDULUM), actions_in_input_normalized=True)
         .debugging(seed=0)
     )
-    stats = make_algo(config).train()["info"]["learner"]["default_policy"]
+    stats = make_algo(config).train()["info"]["learner"]["default_policy"]["learner_stats"]
     assert np.isfinite(stats["total_loss"]) and np.isfinite(stats["vf_loss"])
 
 
 def test_marwil_also_learns_from_the_sampler(make_algo: Callable[..., Any]) -> None:
     config = corral.get_config("MARWIL").environment("CartPole-v1").training(train_batch_size=256).debugging(seed=0)
     result = make_algo(config).train()
-    assert result["episodes_this_iter"] > 0 and np.isfinite(result["info"]["learner"]["default_policy"]["total_loss"])
+    assert result["episodes_this_iter"] > 0 and np.isfinite(
+        result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"]
+    )
 
 
 def test_a_restored_marwil_keeps_its_advantage_scale(tmp_path: Path, make_algo: Callable[..., Any]) -> None:

@@ -62,7 +62,7 @@ def test_one_update_per_batch_on_rllib_s_loss(make_algo) -> None:
     before = {k: v.copy() for k, v in algo.get_weights()["default_policy"].items()}
     result = algo.train()
     assert 0 < result["num_env_steps_sampled"] <= 40 + 4
-    stats = result["info"]["learner"]["default_policy"]
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert set(stats) >= {"policy_loss", "total_loss", "grad_gnorm", "cur_lr"} and "vf_loss" not in stats
     assert stats["policy_loss"] == stats["total_loss"] and stats["cur_lr"] == pytest.approx(4e-4)
     after = algo.get_weights()["default_policy"]
@@ -88,7 +88,7 @@ def test_one_update_per_batch_on_rllib_s_loss(make_algo) -> None:
 def test_pg_trains_and_acts_on_each_supported_space_and_with_memory(make_algo, env, model) -> None:
     algo = make_algo(tiny(env, model=model))
     result = algo.train()
-    assert np.isfinite(result["info"]["learner"]["default_policy"]["total_loss"])
+    assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
     space = algo.env_runner_group.local_env_runner.env.single_observation_space
     policy = algo.get_policy()
     state = policy.get_initial_state()
@@ -103,4 +103,4 @@ def test_each_policy_of_a_multi_agent_run_learns_on_its_own_agent_s_returns(make
     )
     result = make_algo(config).train()
     assert set(result["info"]["learner"]) == {"p0", "p1"}
-    assert all(np.isfinite(stats["policy_loss"]) for stats in result["info"]["learner"].values())
+    assert all(np.isfinite(info["learner_stats"]["policy_loss"]) for info in result["info"]["learner"].values())

@@ -27,7 +27,7 @@ def test_ppo_is_found_through_corrals_own_entry_point() -> None:
 
 def test_learner_stats_cover_the_loss_terms() -> None:
     algo = tiny("CartPole-v1").build()
-    stats = algo.train()["info"]["learner"]["default_policy"]
+    stats = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]
     for key in (
         "total_loss",
         "policy_loss",
@@ -48,29 +48,29 @@ def test_learner_stats_cover_the_loss_terms() -> None:
 def test_kl_coefficient_adapts_towards_the_target() -> None:
     # A tiny target makes every update's KL "too large": the coefficient must grow by 1.5x.
     algo = tiny("CartPole-v1", kl_coeff=0.2, kl_target=1e-9, lr=1e-2).build()
-    stats = algo.train()["info"]["learner"]["default_policy"]
+    stats = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]
     assert stats["cur_kl_coeff"] == pytest.approx(0.3)
     # A huge target: KL is "too small", the coefficient halves.
     algo = tiny("CartPole-v1", kl_coeff=0.2, kl_target=10.0).build()
-    assert algo.train()["info"]["learner"]["default_policy"]["cur_kl_coeff"] == pytest.approx(0.1)
+    assert algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["cur_kl_coeff"] == pytest.approx(0.1)
     # kl_coeff=0 disables the penalty and its adaptation.
     algo = tiny("CartPole-v1", kl_coeff=0.0).build()
-    assert algo.train()["info"]["learner"]["default_policy"]["cur_kl_coeff"] == 0.0
+    assert algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["cur_kl_coeff"] == 0.0
 
 
 def test_learning_rate_schedule_is_applied_by_env_steps() -> None:
     algo = tiny("CartPole-v1", lr_schedule=[[0, 1e-3], [10_000, 1e-4]]).build()
-    first = algo.train()["info"]["learner"]["default_policy"]["cur_lr"]
+    first = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["cur_lr"]
     assert first == pytest.approx(1e-3 + (1e-4 - 1e-3) * algo.get_policy().global_timestep / 10_000, rel=0.05)
-    second = algo.train()["info"]["learner"]["default_policy"]["cur_lr"]
+    second = algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["cur_lr"]
     assert second < first
 
 
 def test_value_clipping_changes_the_value_loss() -> None:
     clipped = tiny("CartPole-v1", vf_clip_param=1e-6).build()
     free = tiny("CartPole-v1").build()
-    a = clipped.train()["info"]["learner"]["default_policy"]["vf_loss"]
-    b = free.train()["info"]["learner"]["default_policy"]["vf_loss"]
+    a = clipped.train()["info"]["learner"]["default_policy"]["learner_stats"]["vf_loss"]
+    b = free.train()["info"]["learner"]["default_policy"]["learner_stats"]["vf_loss"]
     assert a != pytest.approx(b)
 
 
@@ -86,7 +86,7 @@ def test_ppo_trains_and_acts_on_each_supported_space(env) -> None:
     algo = tiny(env).build()
     result = algo.train()
     assert result["num_env_steps_trained"] > 0
-    assert np.isfinite(result["info"]["learner"]["default_policy"]["total_loss"])
+    assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
     space = algo.env_runner_group.local_env_runner.env.single_observation_space
     action = algo.compute_single_action(space.sample(), explore=False)
     assert algo.get_policy().action_space.contains(np.asarray(action, dtype=algo.get_policy().action_space.dtype))

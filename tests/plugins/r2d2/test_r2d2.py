@@ -64,7 +64,7 @@ def test_r2d2_replays_sequences_learns_and_gives_each_sequence_a_priority() -> N
         assert policy.is_recurrent and policy.replay_row_steps == 7
         before = {k: v.copy() for k, v in policy.get_weights().items()}
         result = algo.train()
-        learner = result["info"]["learner"]["default_policy"]
+        learner = result["info"]["learner"]["default_policy"]["learner_stats"]
         assert np.isfinite(learner["loss"]) and learner["mean_td_error"] > 0
         buffer = algo.replay_buffers["default_policy"]
         stored = buffer.sample(4)
@@ -146,7 +146,7 @@ def test_r2d2_trains_an_attention_model_as_its_memory_too() -> None:
     try:
         policy = algo.get_policy()
         before = {k: v.copy() for k, v in policy.get_weights().items() if k.startswith("units.")}
-        assert np.isfinite(algo.train()["info"]["learner"]["default_policy"]["loss"])
+        assert np.isfinite(algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["loss"])
         after = policy.get_weights()
         assert any(not np.allclose(before[k], after[k]) for k in before), "the transformer learns"
     finally:

@@ -46,8 +46,8 @@ def test_the_discrete_penalty_is_the_soft_maximum_of_q_less_the_data_s_q(make_al
 
 
 def test_the_penalty_keeps_q_below_sac_s_on_the_same_data(make_algo: Callable[..., Any]) -> None:
-    cql = make_algo(pendulum(bc_iters=0)).train()["info"]["learner"]["default_policy"]
-    sac = make_algo(pendulum("SAC")).train()["info"]["learner"]["default_policy"]
+    cql = make_algo(pendulum(bc_iters=0)).train()["info"]["learner"]["default_policy"]["learner_stats"]
+    sac = make_algo(pendulum("SAC")).train()["info"]["learner"]["default_policy"]["learner_stats"]
     assert "critic_regularizer" in cql and "critic_regularizer" not in sac
     assert cql["mean_q"] < sac["mean_q"]
 
@@ -113,4 +113,4 @@ def test_discrete_cql_learns_cartpole_from_mixed_expert_and_random_data(make_alg
     result = make_algo(config).train()
     # measured: 500 after these 1,000 updates; Q stays near the discounted return (about 7 after 1,000)
     assert result["evaluation"]["episode_reward_mean"] >= 475
-    assert 0 < result["info"]["learner"]["default_policy"]["mean_q"] < 100
+    assert 0 < result["info"]["learner"]["default_policy"]["learner_stats"]["mean_q"] < 100

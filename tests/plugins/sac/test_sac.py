@@ -45,7 +45,7 @@ def test_one_update_per_replayed_batch_moves_every_part(env) -> None:
     before = {k: v.clone() for k, v in policy.model.state_dict().items()}
     target_before = {k: v.clone() for k, v in policy.target_model.state_dict().items()}
     result = algo.train()
-    stats = result["info"]["learner"]["default_policy"]
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     for key in ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "mean_q"):
         assert np.isfinite(stats[key]), key
     after = policy.model.state_dict()
@@ -127,4 +127,20 @@ def test_invalid_settings_are_refused(overrides, message) -> None:
 def test_a_single_critic_works_when_twin_q_is_off(env) -> None:
     algo = tiny(env, twin_q=False).build()
     assert algo.get_policy().model.critics.k == 1
-    assert np.isfinite(algo.train()["info"]["learner"]["default_policy"]["critic_loss"])
+    assert np.isfinite(algo.train()["info"]["learner"]["default_policy"]["learner_stats"]["critic_loss"])
+
+
+def test_rllib_s_q_value_calls_give_each_critic_s_values() -> None:
+    model = tiny("Pendulum-v1").build().get_policy().model
+    obs = torch.from_numpy(np.random.default_rng(0).random((5, 3)))  # float64, as RLlib's offline_rl example passes it
+    actions = torch.from_numpy(np.random.default_rng(1).random((5, 1)))
+    q, state = model.get_q_values(obs, actions)
+    twin, _ = model.get_twin_q_values(obs, actions)
+    both = model.q_values(obs.float(), actions.float())
+    assert q.shape == (5, 1) and state == []
+    torch.testing.assert_close(torch.cat([q, twin], dim=1), both.T)
+    discrete = tiny("CartPole-v1").build().get_policy().model
+    assert discrete.get_q_values(obs[:, :2].repeat(1, 2))[0].shape == (5, 2), "every action's value"
+    single = tiny("Pendulum-v1", twin_q=False).build().get_policy().model
+    with pytest.raises(ValueError, match=r"one Q network \(twin_q=False\)"):
+        single.get_twin_q_values(obs, actions)

@@ -9,6 +9,7 @@ names it reads are :mod:`corral.core.contracts.rllib_names`.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -23,6 +24,9 @@ from corral.errors import ConfigError, did_you_mean, short_repr
 
 if TYPE_CHECKING:  # the config module imports this one
     from corral.core.contracts.config import AlgorithmConfig
+
+
+logger = logging.getLogger("corral")
 
 
 def canonical_keys(config_class: type[AlgorithmConfig], values: dict[str, Any]) -> dict[str, Any]:
@@ -54,11 +58,11 @@ def canonical_keys(config_class: type[AlgorithmConfig], values: dict[str, Any]) 
                 raise ConfigError(f"prioritized_replay takes True or False, not {short_repr(value)}")
             buffer_type = "PrioritizedReplayBuffer" if value else "ReplayBuffer"
             continue
-        if key == "optimization" and isinstance(value, dict):
+        if key in ("optimization", "optimization_config") and isinstance(value, dict):  # Ray 1.x's name, then 2.x's
             for inner, inner_value in value.items():
                 name = OPTIMIZATION_KEYS.get(inner)
                 if name is None or name not in config_class.model_fields:
-                    raise unknown_key(config_class, f"optimization.{inner}")
+                    raise unknown_key(config_class, f"{key}.{inner}")
                 out[name] = inner_value
             continue
         name = LEGACY_KEYS.get(key, key)
@@ -75,7 +79,35 @@ def canonical_keys(config_class: type[AlgorithmConfig], values: dict[str, Any]) 
     if buffer_type is not None:  # a replay_buffer_config's own type wins
         replay = out.get("replay_buffer_config")
         out["replay_buffer_config"] = {"type": buffer_type, **(replay if isinstance(replay, dict) else {})}
+    if isinstance(out.get("input_config"), dict) and "paths" in out["input_config"]:
+        _read_dataset_paths(out)
     return out
+
+
+def _read_dataset_paths(out: dict[str, Any]) -> None:
+    """RLlib 2.x's ``input_="dataset"`` with ``input_config={"paths": [...]}``: corral's ``input_`` names the files.
+
+    As in RLlib, the paths are read only with ``input_="dataset"``; another
+    input leaves them unread, which is said in a warning.
+
+    Raises:
+        ConfigError: ``input_="dataset"`` without the paths in the same call, or paths that are not strings.
+    """
+    input_config = dict(out["input_config"])
+    paths = input_config.pop("paths")
+    out["input_config"] = input_config
+    if isinstance(paths, str):
+        paths = [paths]
+    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
+        raise ConfigError(f"input_config paths is a file path or a list of them, not {short_repr(paths)}")
+    if out.get("input_") == "dataset":
+        out["input_"] = paths
+        return
+    logger.warning(
+        "input_config paths %s are read only with input_='dataset', as in RLlib; this run's input is %s",
+        short_repr(paths),
+        short_repr(out.get("input_", "the env runners' sampling")),
+    )
 
 
 def unknown_key(config_class: type[AlgorithmConfig], key: str) -> ConfigError:

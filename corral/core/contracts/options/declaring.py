@@ -42,6 +42,7 @@ GROUPS = (
 ALSO_SET_IN = {
     ("training", "learner_class"),
     ("training", "learner_config_dict"),
+    ("training", "clip_actions"),  # RLlib's SAC and CQL take it in training() too
     # Ray 2.x until 2.10 set the env runners' resources in resources(num_cpus_per_worker=..., num_gpus_per_worker=...)
     ("resources", "num_cpus_per_env_runner"),
     ("resources", "num_gpus_per_env_runner"),

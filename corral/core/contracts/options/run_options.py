@@ -256,6 +256,11 @@ class RunOptions(BaseModel):
 
         if callable(value):  # RLlib's reader factory, input_=lambda ioctx: PolicyServerInput(ioctx, address, port)
             return value
+        if value == "dataset":  # what config_keys turns into the paths, when they come in the same call
+            raise ValueError(
+                "input_='dataset' reads the files input_config={'paths': [...]} names: give both in one offline_data() "
+                "call, or name the files in input_ itself"
+            )
         if is_path(value) or (isinstance(value, (list, tuple)) and value and all(map(is_path, value))):
             return value if is_path(value) else [os.fspath(v) for v in value]
         if isinstance(value, dict) and value and all(map(is_path, value)):

@@ -79,6 +79,10 @@ class SamplingOptions(BaseModel):
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = option("truncate_episodes", "env_runners")
     """'truncate_episodes': a sample call steps each sub-environment rollout_fragment_length times, cutting episodes
     (the cut is bootstrapped); 'complete_episodes': it steps on until each fragment holds whole episodes only"""
+    enable_connectors: bool = option(True, "env_runners")
+    """RLlib's switch between its two samplers, which callbacks see differently in one place: True (RLlib 2.x's
+    default) gives on_postprocess_trajectory's original_batches as (policy_id, policy, batch) per agent; False as
+    (policy, batch), as RLlib's older sampler did. Sampling is the same either way"""
     vectorize_mode: Literal["auto", "native", "sync"] = option("auto", "env_runners")
     """'native': the env's own vectorised implementation (gymnasium make_vec); 'sync': copies in a loop; 'auto': native if any"""
     observation_filter: Literal["NoFilter", "MeanStdFilter"] = option("NoFilter", "env_runners")

@@ -377,7 +377,8 @@ def mean_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
 
     A statistic of the whole batch is the same on every Learner; a loss term of
     a share is each Learner's own (and each DD-PPO runner's, of its own rows).
-    What is neither a number nor an array on every member is the first one's.
+    Dicts are averaged the same way, key by key; what is neither a number, an
+    array nor a dict on every member is the first one's.
 
     Args:
         stats: each member's stats, in rank order.
@@ -395,4 +396,6 @@ def mean_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
         numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if len(numbers) == len(values):
             out[key] = sum(numbers) / len(numbers)
+        elif all(isinstance(v, dict) for v in values):  # the model's metrics, a callback's custom metrics
+            out[key] = mean_stats([v for v in values if isinstance(v, dict)])
     return out

@@ -223,13 +223,14 @@ class Updates(PolicyPart):
             self.gradient_sync.average_gradients(self._params(), weight)
 
     def _custom_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        """The model's ``custom_loss()`` of the algorithm's loss and the batch being learned on."""
-        custom = cast(TorchModelV2, self.model).custom_loss(loss, self.__dict__.get("_loss_inputs", {}))
-        if isinstance(custom, (list, tuple)) and len(custom) == 1:  # RLlib's models may return one loss per optimizer
+        """The model's ``custom_loss()`` of the algorithm's loss (a list of one, as RLlib passes it) and the batch."""
+        custom = cast(TorchModelV2, self.model).custom_loss([loss], self.__dict__.get("_loss_inputs", {}))
+        if isinstance(custom, (list, tuple)) and len(custom) == 1:  # one loss per optimizer; the policy has one
             custom = custom[0]
         if not isinstance(custom, torch.Tensor) or custom.dim() != 0:
             raise ConfigError(
-                f"{type(self.model).__qualname__}.custom_loss() returned {type(custom).__name__}; it must return a scalar tensor"
+                f"{type(self.model).__qualname__}.custom_loss() returned {type(custom).__name__}; it must return a list "
+                "of one scalar tensor (the policy has one optimizer: add the model's terms to the loss it was given)"
             )
         return custom
 
@@ -273,8 +274,8 @@ class Updates(PolicyPart):
     def learn_and_report(self, batch: SampleBatch) -> dict[str, Any]:
         """:meth:`learn_on_batch` and everything the update's stats hold beside what it returns.
 
-        That is the model's own ``metrics()`` (a ModelV2's), what a Learner
-        logged, and the updates the NaN guard skipped; the Learner's
+        That is the model's own ``metrics()`` (a ModelV2's, under ``model``), what
+        a Learner logged, and the updates the NaN guard skipped; the Learner's
         ``after_gradient_based_update`` runs after the update.
 
         Args:
@@ -285,7 +286,7 @@ class Updates(PolicyPart):
         """
         stats = dict(self.learn_on_batch(batch))
         metrics: dict[str, Any] = self.model.metrics() if isinstance(self.model, TorchModelV2) else {}
-        stats.update({str(k): float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for k, v in metrics.items()})
+        stats["model"] = {str(k): float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for k, v in metrics.items()}
         if self.learner is not None:
             self.learner.after_gradient_based_update(timesteps={"num_env_steps_sampled_lifetime": self.schedule_timestep})
             stats.update(self.learner.metrics.reduce())

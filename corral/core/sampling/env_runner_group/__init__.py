@@ -165,80 +165,148 @@ class EnvRunnerGroup(RemoteRunners):
 
     def foreach_env_runner(
         self,
-        fn: Callable[[AnyEnvRunner], Any],
+        func: Callable[[AnyEnvRunner], Any],
         *,
         local_env_runner: bool = True,
+        healthy_only: bool = True,
         remote_worker_ids: Sequence[int] | None = None,
+        timeout_seconds: float | None = None,
     ) -> list[Any]:
-        """``fn(runner)`` on every runner: the local one first, then the healthy remote ones by index.
+        """``func(runner)`` on every runner: the local one first, then the healthy remote ones by index.
 
         A remote runner that fails is handled as in sampling (replaced,
         dropped or reported); its result is left out.
 
         Args:
+            func: called with each runner.
             local_env_runner: include the local runner.
+            healthy_only: RLlib's choice to leave out runners marked unhealthy. corral keeps none: a failed
+                runner is replaced or dropped as soon as its failure is seen, so both values call the same runners.
             remote_worker_ids: only these remote runners (1..num_env_runners).
+            timeout_seconds: wait this long at most for the remote runners; a runner not done by then is left
+                out of the results (its call goes on), as in RLlib. None: wait for all of them.
         """
-        results = [self.local_env_runner.apply(fn)] if local_env_runner else []
+        del healthy_only  # every runner corral holds is healthy (see above)
+        results = [self.local_env_runner.apply(func)] if local_env_runner else []
         if self._remote:
             healthy = self.healthy_remote_ids()
             wanted = healthy if remote_worker_ids is None else [i for i in remote_worker_ids if i in healthy]
-            results += list(self.gather({i: self._remote[i].apply.remote(fn) for i in wanted}).values())
+            calls = {i: self._remote[i].apply.remote(func) for i in wanted}
+            results += list(self.gather(calls, timeout_s=timeout_seconds).values())
         return results
 
-    foreach_worker = foreach_env_runner
-    """RLlib's older name."""
+    def foreach_worker(
+        self,
+        func: Callable[[AnyEnvRunner], Any],
+        *,
+        local_worker: bool = True,
+        local_env_runner: bool | None = None,
+        healthy_only: bool = True,
+        remote_worker_ids: Sequence[int] | None = None,
+        timeout_seconds: float | None = None,
+    ) -> list[Any]:
+        """RLlib's older name of :meth:`foreach_env_runner`, with the older name of its flag (``local_worker``).
+
+        Args:
+            func: called with each runner.
+            local_worker: include the local runner (Ray 2.9 and before).
+            local_env_runner: the same, as later Ray versions name it; wins when given.
+            healthy_only: see :meth:`foreach_env_runner`.
+            remote_worker_ids: only these remote runners (1..num_env_runners).
+            timeout_seconds: see :meth:`foreach_env_runner`.
+        """
+        return self.foreach_env_runner(
+            func,
+            local_env_runner=local_worker if local_env_runner is None else local_env_runner,
+            healthy_only=healthy_only,
+            remote_worker_ids=remote_worker_ids,
+            timeout_seconds=timeout_seconds,
+        )
 
     def foreach_env_runner_with_id(
         self,
-        fn: Callable[[int, AnyEnvRunner], Any],
+        func: Callable[[int, AnyEnvRunner], Any],
         *,
         local_env_runner: bool = True,
+        healthy_only: bool = True,
         remote_worker_ids: Sequence[int] | None = None,
+        timeout_seconds: float | None = None,
     ) -> list[Any]:
-        """``fn(index, runner)`` on every runner, as :meth:`foreach_env_runner` (RLlib's order, the id first; the local one is 0).
+        """``func(index, runner)`` on every runner, as :meth:`foreach_env_runner` (RLlib's order: the id first, 0 local).
 
         Args:
-            fn: called with each runner's worker index and the runner.
+            func: called with each runner's worker index and the runner.
             local_env_runner: include the local runner.
+            healthy_only: see :meth:`foreach_env_runner`.
             remote_worker_ids: only these remote runners (1..num_env_runners).
+            timeout_seconds: see :meth:`foreach_env_runner`.
 
         Raises:
-            ConfigError: ``fn`` takes ``(runner, index)``: it looked up a runner's attribute on the index.
+            ConfigError: ``func`` takes ``(runner, index)``: it looked up a runner's attribute on the index.
         """
-        call = functools.partial(_call_with_index, fn, True)
-        return self.foreach_env_runner(call, local_env_runner=local_env_runner, remote_worker_ids=remote_worker_ids)
+        return self.foreach_env_runner(
+            functools.partial(_call_with_index, func, True),
+            local_env_runner=local_env_runner,
+            healthy_only=healthy_only,
+            remote_worker_ids=remote_worker_ids,
+            timeout_seconds=timeout_seconds,
+        )
 
-    foreach_worker_with_id = foreach_env_runner_with_id
-    """RLlib's older name."""
+    def foreach_worker_with_id(
+        self,
+        func: Callable[[int, AnyEnvRunner], Any],
+        *,
+        local_worker: bool = True,
+        local_env_runner: bool | None = None,
+        healthy_only: bool = True,
+        remote_worker_ids: Sequence[int] | None = None,
+        timeout_seconds: float | None = None,
+    ) -> list[Any]:
+        """RLlib's older name of :meth:`foreach_env_runner_with_id`, with the older name of its flag.
+
+        Args:
+            func: called with each runner's worker index and the runner.
+            local_worker: include the local runner (Ray 2.9 and before).
+            local_env_runner: the same, as later Ray versions name it; wins when given.
+            healthy_only: see :meth:`foreach_env_runner`.
+            remote_worker_ids: only these remote runners (1..num_env_runners).
+            timeout_seconds: see :meth:`foreach_env_runner`.
+        """
+        return self.foreach_env_runner_with_id(
+            func,
+            local_env_runner=local_worker if local_env_runner is None else local_env_runner,
+            healthy_only=healthy_only,
+            remote_worker_ids=remote_worker_ids,
+            timeout_seconds=timeout_seconds,
+        )
 
     def foreach_env_runner_with_index(
-        self, fn: Callable[[AnyEnvRunner, int], Any], *, local_env_runner: bool = True
+        self, func: Callable[[AnyEnvRunner, int], Any], *, local_env_runner: bool = True
     ) -> list[Any]:
-        """``fn(runner, index)`` on every runner, as :meth:`foreach_env_runner` (the local runner's index is 0).
+        """``func(runner, index)`` on every runner, as :meth:`foreach_env_runner` (the local runner's index is 0).
 
         Args:
-            fn: called with each runner and its worker index.
+            func: called with each runner and its worker index.
             local_env_runner: include the local runner.
 
         Raises:
-            ConfigError: ``fn`` takes ``(index, runner)``: it looked up a runner's attribute on the index.
+            ConfigError: ``func`` takes ``(index, runner)``: it looked up a runner's attribute on the index.
         """
-        return self.foreach_env_runner(functools.partial(_call_with_index, fn, False), local_env_runner=local_env_runner)
+        return self.foreach_env_runner(functools.partial(_call_with_index, func, False), local_env_runner=local_env_runner)
 
     foreach_worker_with_index = foreach_env_runner_with_index
     """RLlib's older name."""
 
-    def foreach_env(self, fn: Callable[[Any], Any]) -> list[list[Any]]:
-        """``fn(env)`` on every sub-environment of every runner, as RLlib's ``workers.foreach_env``.
+    def foreach_env(self, func: Callable[[Any], Any]) -> list[list[Any]]:
+        """``func(env)`` on every sub-environment of every runner, as RLlib's ``workers.foreach_env``.
 
         Args:
-            fn: called with each sub-environment as the user made it (see ``EnvRunner.foreach_env``).
+            func: called with each sub-environment as the user made it (see ``EnvRunner.foreach_env``).
 
         Returns:
-            A list per runner (the local one first), of what ``fn`` returned for each of its sub-environments.
+            A list per runner (the local one first), of what ``func`` returned for each of its sub-environments.
         """
-        return self.foreach_env_runner(functools.partial(_foreach_env, fn))
+        return self.foreach_env_runner(functools.partial(_foreach_env, func))
 
     def local_worker(self) -> AnyEnvRunner:
         """The runner in this process (RLlib's older ``workers.local_worker()``; corral's ``local_env_runner``)."""

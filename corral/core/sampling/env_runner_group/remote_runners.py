@@ -114,15 +114,19 @@ class RemoteRunners:
         done, _ = self._ray.wait(calls, num_returns=len(calls), timeout=timeout)
         return set(done)
 
-    def gather(self, pending: dict[int, Any]) -> dict[int, Any]:
+    def gather(self, pending: dict[int, Any], timeout_s: float | None = None) -> dict[int, Any]:
         """Wait for every call, by runner index; a failed one is handled by the fault-tolerance options and left out.
 
         Args:
             pending: by runner index, its call in flight.
+            timeout_s: wait this long at most; a call not done by then is left out (and goes on). None: no limit.
 
         Returns:
             By runner index, what its call returned.
         """
+        if timeout_s is not None and pending:
+            done, _ = self._ray.wait(list(pending.values()), num_returns=len(pending), timeout=timeout_s)
+            pending = {index: ref for index, ref in pending.items() if ref in done}
         results = {}
         for index, ref in pending.items():
             try:

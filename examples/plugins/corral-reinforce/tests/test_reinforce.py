@@ -29,7 +29,7 @@ def test_one_update_per_train_batch() -> None:
         optimizer = algo.get_policy().optimizer
         assert {int(state["step"]) for state in optimizer.state.values()} == {2}  # one Adam step per iteration
         assert 0 < result["num_env_steps_trained"] <= result["num_env_steps_sampled"]
-        learner = result["info"]["learner"]["default_policy"]
+        learner = result["info"]["learner"]["default_policy"]["learner_stats"]
         assert {"policy_loss", "vf_loss", "entropy", "cur_lr"} <= learner.keys()
     finally:
         algo.stop()
