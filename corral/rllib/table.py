@@ -114,6 +114,8 @@ MODULES: dict[str, dict[str, str]] = {
         "RolloutWorker": _ENV_RUNNER,
     },
     **_algorithm_modules(),
+    "algorithms.dqn.dqn_torch_model": {"DQNTorchModel": "corral.plugins.dqn.torch_model:DQNTorchModel"},
+    "algorithms.dqn.distributional_q_tf_model": {"DistributionalQTFModel": "tf=corral.plugins.dqn.torch_model:DQNTorchModel"},
     "algorithms": {
         "Algorithm": "corral.core.training.algorithm:Algorithm",
         "AlgorithmConfig": "corral.core.contracts.config:AlgorithmConfig",

@@ -55,6 +55,15 @@ def test_box_bounds_come_back_exactly_so_actions_are_scaled_alike(tmp_path: Path
     algo.stop()
 
 
+def test_rllib_s_path_of_one_policy_inside_an_algorithm_checkpoint_names_that_policy(ppo) -> None:
+    algo, path = ppo
+    policy = Policy.from_checkpoint(path / "policies" / "default_policy")  # RLlib's restore_1_of_n_agents example
+    expected = algo.get_policy().get_weights()
+    assert all(np.array_equal(policy.get_weights()[k], expected[k]) for k in expected)
+    with pytest.raises(CheckpointError, match=r"has no policy 'main'"):
+        Policy.from_checkpoint(path / "policies" / "main")
+
+
 def test_an_unknown_policy_id_names_the_ones_there_are(ppo) -> None:
     with pytest.raises(CheckpointError, match=r"has no policy 'main'; it has \['default_policy'\]"):
         Policy.from_checkpoint(ppo[1], "main")

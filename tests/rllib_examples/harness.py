@@ -50,10 +50,10 @@ SCRIPTS = [
     Script("custom_rnn_model.py"),
     Script("attention_net.py"),
     Script("autoregressive_action_dist.py"),
+    Script("centralized_critic.py"),
     Script("centralized_critic_2.py"),
     Script("complex_struct_space.py", ["--framework", "torch"]),
     Script("custom_input_api.py"),
-    Script("custom_model_api.py", ["--framework", "torch"]),
     Script("custom_model_loss_and_metrics.py"),
     Script("custom_train_fn.py", ["--framework", "torch"]),
     Script("custom_experiment.py", ["--train-iterations", "2"]),
@@ -71,7 +71,6 @@ SCRIPTS = [
     Script("offline_rl.py", ["--stop-iters", "2"]),
     Script("parallel_evaluation_and_training.py"),
     Script("parametric_actions_cartpole.py"),
-    Script("parametric_actions_cartpole_embeddings_learnt_by_model.py"),
     Script("remote_base_env_with_custom_api.py"),
     Script("remote_envs_with_inference_done_on_main_node.py"),
     Script("replay_buffer_api.py"),
@@ -87,6 +86,10 @@ SCRIPTS = [
 CANNOT_RUN = {
     "attention_net_supervised.py": "TensorFlow only (trains a Keras model directly)",
     "custom_keras_model.py": "TensorFlow only (Keras models)",
+    "custom_model_api.py": "calls tf1.enable_eager_execution() on every path: it needs TensorFlow installed even with "
+    "--framework torch, with RLlib too",
+    "parametric_actions_cartpole_embeddings_learnt_by_model.py": "TensorFlow only (--framework takes tf or tf2; a Keras "
+    "embedding model)",
     "custom_recurrent_rnn_tokenizer.py": "TensorFlow tokenizer model in its default path",
     "self_play_league_based_with_open_spiel.py": "OpenSpiel",
     "self_play_with_open_spiel.py": "OpenSpiel",
@@ -97,7 +100,6 @@ CANNOT_RUN = {
     "multi_agent_cartpole.py": "its shared-weights model (RLlib's examples/models) calls np.product, which NumPy 2 removed",
     "checkpoint_by_custom_criteria.py": "imports nothing from ray.rllib (it finds PPO through Tune's registry), so the "
     "rewrite leaves it running RLlib itself",
-    "centralized_critic.py": "calls ray.init(local_mode=True), which the Ray installed beside corral (2.4x on) refuses",
     "custom_logger.py": "subclasses ray.tune.logger.Logger, which the Ray installed beside corral (2.10 on) no longer has",
 }
 

@@ -77,3 +77,9 @@ class R2D2Config(
             raise ConfigError(f"n_step={self.n_step}: R2D2 learns one-step targets within each replayed sequence; set n_step=1")
         if self.replay_buffer_config.get("storage_unit", "sequences") != "sequences":
             raise ConfigError("R2D2's replay buffer keeps sequences: set replay_buffer_config storage_unit='sequences'")
+        for key in ("zero_init_states", "replay_zero_init_states"):  # RLlib 2.x's scripts repeat it in the buffer config
+            if self.replay_buffer_config.get(key, self.zero_init_states) != self.zero_init_states:
+                raise ConfigError(
+                    f"replay_buffer_config {key}={self.replay_buffer_config[key]} differs from zero_init_states="
+                    f"{self.zero_init_states}, which sets where replayed sequences start: set training(zero_init_states=...)"
+                )

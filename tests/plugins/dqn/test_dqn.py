@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -14,6 +15,7 @@ import corral
 from corral import ConfigError
 from corral.core.learning.policies.target_networks import update_target
 from corral.plugins.dqn import DQN, DQNConfig
+from corral.plugins.dqn.torch_model import DQNTorchModel
 
 TINY = {
     "num_envs_per_env_runner": 4,
@@ -147,3 +149,30 @@ def test_checkpoint_resumes_in_a_fresh_process(tmp_path, save_replay_buffer) -> 
     assert after["sampled_after"] > restored["sampled"]
     assert restored["actions"] == expected_actions
     assert restored["buffer"] == (len(algo.replay_buffers["default_policy"]) if save_replay_buffer else 0)
+
+
+class LinearQ(DQNTorchModel):
+    """RLlib's way to write a DQN model: derive from DQNTorchModel, write forward (its outputs: the Q-values here)."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name, **kw):
+        DQNTorchModel.__init__(self, obs_space, action_space, num_outputs, model_config, name, **kw)
+        self.linear = torch.nn.Linear(int(np.prod(obs_space.shape)), num_outputs)
+
+    def forward(self, input_dict, state, seq_lens):
+        return self.linear(input_dict["obs_flat"]), state
+
+
+def test_a_model_derived_from_rllib_s_dqn_torch_model_gives_the_q_values_without_a_q_head() -> None:
+    algo = tiny(hiddens=[], dueling=False, model={"custom_model": LinearQ}).build()
+    try:
+        policy = algo.get_policy()
+        (model,) = [m for m in policy.model.modules() if isinstance(m, LinearQ)]
+        assert model.num_outputs == 2, "without the head's hidden layers it is built with one output per action"
+        obs = torch.zeros(3, 4)
+        q = policy.model.forward_train(obs)["action_dist_inputs"]
+        torch.testing.assert_close(q, model.linear(obs))
+        algo.train()
+    finally:
+        algo.stop()
+    with pytest.raises(ConfigError, match=r"distributional \(num_atoms=51\).*not in corral's DQN"):
+        LinearQ(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 2, {}, "q", num_atoms=51)

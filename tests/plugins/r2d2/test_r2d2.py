@@ -113,6 +113,23 @@ def test_what_r2d2_cannot_do_is_refused_and_dqn_refuses_sequence_replay() -> Non
     assert isinstance(corral.get_config("R2D2"), R2D2Config)
 
 
+def test_rllib_s_replay_buffer_config_for_r2d2_is_taken_and_its_zero_init_states_must_agree() -> None:
+    from corral.rllib.utils.replay_buffers.replay_buffer import StorageUnit
+
+    buffer = {  # RLlib's replay_buffer_api example
+        "type": "MultiAgentPrioritizedReplayBuffer",
+        "prioritized_replay_alpha": 0.5,
+        "storage_unit": StorageUnit.SEQUENCES,
+        "replay_burn_in": 20,
+        "zero_init_states": True,
+    }
+    config = R2D2Config().environment("CartPole-v1").training(replay_buffer_config=buffer)
+    config.validate()
+    assert config.replay_burn_in == 20
+    with pytest.raises(ConfigError, match=r"zero_init_states=False differs from zero_init_states=True"):
+        config.copy().training(replay_buffer_config={**buffer, "zero_init_states": False}).validate()
+
+
 def test_a_checkpoint_restores_the_replayed_sequences_and_the_recurrent_policy(tmp_path) -> None:
     algo = small().checkpointing(save_replay_buffer=True).build()
     obs = np.zeros(2, np.float32)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -94,7 +95,8 @@ class PolicyState(PolicyPart):
         called on.
 
         Args:
-            checkpoint_path: an algorithm checkpoint folder (``algo.save()``).
+            checkpoint_path: an algorithm checkpoint folder (``algo.save()``), or, as RLlib's scripts
+                name one policy, its ``policies/<policy_id>`` folder inside one (which then names the policy).
             policy_id: the policy to load.
             trust_code: import what the checkpoint names (a custom model by path) even if
                 it is not registered; only for checkpoints you trust.
@@ -109,7 +111,10 @@ class PolicyState(PolicyPart):
         from corral.core.persistence import checkpoints
         from corral.core.persistence.checkpoint_classes import algorithm_class_of
 
-        ckpt = checkpoints.read_checkpoint(checkpoint_path)
+        path = Path(checkpoint_path)
+        if path.parent.name == "policies" and not (path / checkpoints.META_FILE).exists():
+            path, policy_id = path.parent.parent, path.name  # RLlib's <algorithm checkpoint>/policies/<policy_id>
+        ckpt = checkpoints.read_checkpoint(path)
         # the algorithm that wrote it knows how its policies are configured; found through the registry
         return algorithm_class_of(ckpt, trust_code).load_policy(ckpt, policy_id, trust_code)
 

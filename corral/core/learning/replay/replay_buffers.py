@@ -386,7 +386,7 @@ _BUFFER_TYPES: dict[str, type[ReplayBuffer]] = {
     "MultiAgentPrioritizedReplayBuffer": PrioritizedReplayBuffer,
 }
 _OPTION_ALIASES = {"prioritized_replay_alpha": "alpha", "prioritized_replay_eps": "epsilon", "prioritized_replay_beta": "beta"}
-_SEQUENCE_OPTIONS = ("storage_unit", "replay_burn_in")
+_SEQUENCE_OPTIONS = ("storage_unit", "replay_burn_in", "zero_init_states", "replay_zero_init_states")
 """RLlib's keys for what a buffer's row is and how many of a replayed sequence's first steps only warm up the state:
 the policy's business (a recurrent DQN's), checked here and left out of the buffer's arguments"""
 _OPTIONS = {"type", "capacity", "alpha", "epsilon", "beta", "worker_side_prioritization", *_OPTION_ALIASES, *_SEQUENCE_OPTIONS}
@@ -402,8 +402,9 @@ def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[st
     accepted so one dict can hold all replay settings, but it is the caller's
     to pass to :meth:`ReplayBuffer.sample`. The prioritized keys are accepted
     and ignored by the uniform buffer, so switching ``type`` is a one-word edit.
-    RLlib's ``storage_unit`` (``"timesteps"`` or ``"sequences"``) and
-    ``replay_burn_in`` are checked here and read by the algorithm, which says
+    RLlib's ``storage_unit`` (``"timesteps"`` or ``"sequences"``),
+    ``replay_burn_in`` and ``zero_init_states`` (or ``replay_zero_init_states``)
+    are checked here and read by the algorithm, which says
     whether it takes them (its config's ``replays_sequences``); so is
     ``worker_side_prioritization`` (its config's ``worker_side_priorities``).
 
@@ -439,10 +440,7 @@ def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[st
         raise ConfigError(f"replay buffer capacity {capacity} is more than {MAX_CAPACITY} rows")
     if "beta" in options:
         _check_float("prioritized replay beta", options.pop("beta"), 0.0)
-    if options.pop("storage_unit", "timesteps") not in ("timesteps", "sequences"):
-        raise ConfigError(f"replay_buffer_config storage_unit is 'timesteps' or 'sequences', not {config['storage_unit']!r}")
-    if "replay_burn_in" in options:
-        _check_int("replay_burn_in", options.pop("replay_burn_in"), 0)
+    _check_sequence_options(options, config)
     if not isinstance(options.pop("worker_side_prioritization", False), bool):
         given = config["worker_side_prioritization"]
         raise ConfigError(f"replay_buffer_config worker_side_prioritization is True or False, not {given!r}")
@@ -453,6 +451,17 @@ def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[st
             _check_float("prioritized replay epsilon", options["epsilon"], 0.0, strict=True)
         return cls, options
     return cls, {"capacity": capacity}
+
+
+def _check_sequence_options(options: dict[str, Any], config: Mapping[str, Any]) -> None:
+    """Check (and take out of ``options``) what a replayed row is: RLlib's sequence keys, the algorithm's to read."""
+    if options.pop("storage_unit", "timesteps") not in ("timesteps", "sequences"):
+        raise ConfigError(f"replay_buffer_config storage_unit is 'timesteps' or 'sequences', not {config['storage_unit']!r}")
+    if "replay_burn_in" in options:
+        _check_int("replay_burn_in", options.pop("replay_burn_in"), 0)
+    for key in ("zero_init_states", "replay_zero_init_states"):  # RLlib 2.x's R2D2 buffers; R2D2 checks them
+        if not isinstance(options.pop(key, True), bool):
+            raise ConfigError(f"replay_buffer_config {key} is True or False, not {config[key]!r}")
 
 
 def make_replay_buffer(config: Mapping[str, Any], seed: int | None) -> ReplayBuffer:

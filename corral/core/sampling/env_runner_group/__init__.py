@@ -224,33 +224,20 @@ class EnvRunnerGroup(RemoteRunners):
         )
 
     def foreach_env_runner_with_id(
-        self,
-        func: Callable[[int, AnyEnvRunner], Any],
-        *,
-        local_env_runner: bool = True,
-        healthy_only: bool = True,
-        remote_worker_ids: Sequence[int] | None = None,
-        timeout_seconds: float | None = None,
+        self, func: Callable[[int, AnyEnvRunner], Any], *, local_env_runner: bool = True, **options: Any
     ) -> list[Any]:
         """``func(index, runner)`` on every runner, as :meth:`foreach_env_runner` (RLlib's order: the id first, 0 local).
 
         Args:
             func: called with each runner's worker index and the runner.
             local_env_runner: include the local runner.
-            healthy_only: see :meth:`foreach_env_runner`.
-            remote_worker_ids: only these remote runners (1..num_env_runners).
-            timeout_seconds: see :meth:`foreach_env_runner`.
+            **options: ``healthy_only``, ``remote_worker_ids``, ``timeout_seconds``, as :meth:`foreach_env_runner`.
 
         Raises:
             ConfigError: ``func`` takes ``(runner, index)``: it looked up a runner's attribute on the index.
         """
-        return self.foreach_env_runner(
-            functools.partial(_call_with_index, func, True),
-            local_env_runner=local_env_runner,
-            healthy_only=healthy_only,
-            remote_worker_ids=remote_worker_ids,
-            timeout_seconds=timeout_seconds,
-        )
+        call = functools.partial(_call_with_index, func, True)
+        return self.foreach_env_runner(call, local_env_runner=local_env_runner, **options)
 
     def foreach_worker_with_id(
         self,
@@ -258,9 +245,7 @@ class EnvRunnerGroup(RemoteRunners):
         *,
         local_worker: bool = True,
         local_env_runner: bool | None = None,
-        healthy_only: bool = True,
-        remote_worker_ids: Sequence[int] | None = None,
-        timeout_seconds: float | None = None,
+        **options: Any,
     ) -> list[Any]:
         """RLlib's older name of :meth:`foreach_env_runner_with_id`, with the older name of its flag.
 
@@ -268,17 +253,10 @@ class EnvRunnerGroup(RemoteRunners):
             func: called with each runner's worker index and the runner.
             local_worker: include the local runner (Ray 2.9 and before).
             local_env_runner: the same, as later Ray versions name it; wins when given.
-            healthy_only: see :meth:`foreach_env_runner`.
-            remote_worker_ids: only these remote runners (1..num_env_runners).
-            timeout_seconds: see :meth:`foreach_env_runner`.
+            **options: ``healthy_only``, ``remote_worker_ids``, ``timeout_seconds``, as :meth:`foreach_env_runner`.
         """
-        return self.foreach_env_runner_with_id(
-            func,
-            local_env_runner=local_worker if local_env_runner is None else local_env_runner,
-            healthy_only=healthy_only,
-            remote_worker_ids=remote_worker_ids,
-            timeout_seconds=timeout_seconds,
-        )
+        call = functools.partial(_call_with_index, func, True)
+        return self.foreach_worker(call, local_worker=local_worker, local_env_runner=local_env_runner, **options)
 
     def foreach_env_runner_with_index(
         self, func: Callable[[AnyEnvRunner, int], Any], *, local_env_runner: bool = True
