@@ -34,6 +34,7 @@ import torch
 from corral.core.common.spaces import space_to_json
 from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
 from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.options.resource_request import resource_bundles
 from corral.core.contracts.rllib_compat import as_config_of
 from corral.core.devices import check_learner_device
 from corral.core.environments.envs import env_name
@@ -63,7 +64,6 @@ from corral.core.training.evaluation import Evaluation
 from corral.core.training.off_policy_evaluation import check_estimation_integration, off_policy_evaluation_for
 from corral.core.training.offline_input import check_offline_integrations, experience_input_for
 from corral.core.training.part import COUNTERS
-from corral.core.training.resource_request import resource_bundles
 from corral.core.training.training_loop import TrainingLoop
 from corral.errors import ConfigError, CorralError, EnvError
 
@@ -126,7 +126,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
 
         Returns:
             A ``ray.tune.PlacementGroupFactory``: one bundle for this process, one per remote env
-            runner and per Learner actor (:func:`~corral.core.training.resource_request.resource_bundles`).
+            runner and per Learner actor (:func:`~corral.core.contracts.options.resource_request.resource_bundles`).
 
         Raises:
             ModuleNotFoundError: Ray is not installed (``pip install 'corral[ray]'``).

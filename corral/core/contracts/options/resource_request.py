@@ -8,12 +8,14 @@ algorithm inside its own Tune function reserves it with
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.core.common import by_value
-from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.rllib_names import LEGACY_KEYS
 from corral.core.devices import ray_gpus
+
+if TYPE_CHECKING:  # the config module imports this folder's modules
+    from corral.core.contracts.config import AlgorithmConfig
 
 RESOURCE_OPTIONS = (
     "num_env_runners",
@@ -48,7 +50,7 @@ def resource_bundles(
     Returns:
         The bundles, the main process's first, and the ``placement_strategy`` to place them by.
     """
-    values = config.to_dict() if isinstance(config, AlgorithmConfig) else dict(config)
+    values = dict(config) if isinstance(config, Mapping) else config.to_dict()
     wanted = {key: value for key, value in values.items() if LEGACY_KEYS.get(key, key) in RESOURCE_OPTIONS}
     with by_value.trusted():  # the run's own values (or those of the run Tuner.restore resumes)
         cfg = defaults.update_from_dict(defaults._canonical_keys(wanted))
