@@ -134,6 +134,19 @@ class SACModel(Model):
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         return {SampleBatch.ACTION_DIST_INPUTS: self.actor(obs)}
 
+    def forward(self, obs: Any) -> Any:  # RLlib's input dict too
+        """The actor's outputs for a batch of observations; given RLlib's input dict, RLlib's ``(model_out, [])``.
+
+        RLlib's SAC model passes the observations on as the features its heads
+        read (``model_out, _ = model({"obs": obs})``, then :meth:`get_q_values`).
+
+        Args:
+            obs: ``[B, ...]`` preprocessed observations, or a dict holding them under ``obs``.
+        """
+        if isinstance(obs, dict):
+            return torch.as_tensor(obs[SampleBatch.OBS]).float(), []
+        return self._forward(obs)
+
     def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None = None, frozen: bool = False) -> torch.Tensor:
         """Every critic's estimate: ``[k, B]`` Q(s, a) for Box actions, ``[k, B, n]`` Q(s, .) for Discrete ones.
 

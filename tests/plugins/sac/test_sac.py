@@ -144,3 +144,14 @@ def test_rllib_s_q_value_calls_give_each_critic_s_values() -> None:
     single = tiny("Pendulum-v1", twin_q=False).build().get_policy().model
     with pytest.raises(ValueError, match=r"one Q network \(twin_q=False\)"):
         single.get_twin_q_values(obs, actions)
+
+
+def test_rllib_s_calls_of_the_model_and_the_policy_with_an_input_dict() -> None:
+    policy = tiny("Pendulum-v1").build().get_policy()
+    obs = torch.from_numpy(np.random.default_rng(0).random((4, 3)))  # RLlib's offline_rl example's calls
+    model_out, state = policy.model({"obs": obs})
+    assert state == [] and model_out.dtype == torch.float32 and torch.equal(model_out, obs.float())
+    actions, state_outs, extras = policy.compute_actions_from_input_dict({"obs": obs}, explore=False)
+    assert actions.shape == (4, 1) and state_outs == [] and isinstance(extras, dict)
+    q, _ = policy.model.get_q_values(model_out, torch.from_numpy(actions))
+    assert q.shape == (4, 1) and torch.isfinite(q).all()

@@ -141,6 +141,39 @@ class Acting(PolicyPart):
             extras.update((key, value) for key, value in model_out.items() if key.startswith(STATE_OUT_PREFIX))
         return actions.cpu().numpy(), {k: v.cpu().numpy() for k, v in extras.items()}
 
+    def compute_actions_from_input_dict(
+        self, input_dict: Any, explore: bool | None = None, timestep: int | None = None, **kwargs: Any
+    ) -> tuple[np.ndarray, list[np.ndarray], dict[str, np.ndarray]]:
+        """RLlib's call with a batch dict: :meth:`compute_actions` on its ``obs`` (and state, previous actions and rewards).
+
+        Args:
+            input_dict: ``obs`` (``[B, ...]`` preprocessed observations, numpy or torch), and for a
+                recurrent model ``state_in_0``, ... (without them, each row starts an episode) and
+                ``prev_actions`` / ``prev_rewards`` where given.
+            explore: as :meth:`compute_actions`.
+            timestep: as :meth:`compute_actions`.
+            **kwargs: RLlib's ``episodes`` and the like, which the computation does not read.
+
+        Returns:
+            ``(actions, state_outs, extras)``, as RLlib returns them.
+        """
+
+        def array(value: Any) -> Any:
+            return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
+
+        obs = np.asarray(array(input_dict[SampleBatch.OBS]), dtype=np.float32)
+        keys = [state_in_key(i) for i in range(len(self.get_initial_state()))]
+        state = [array(input_dict[key]) for key in keys] if all(key in input_dict for key in keys) else []
+        actions, extras = self.compute_actions(
+            obs,
+            explore,
+            timestep,
+            state=state or None,  # without it, each row starts an episode
+            prev_actions=array(input_dict.get(SampleBatch.PREV_ACTIONS)),
+            prev_rewards=array(input_dict.get(SampleBatch.PREV_REWARDS)),
+        )
+        return actions, [extras[state_out_key(i)] for i in range(len(keys))], extras
+
     def get_initial_state(self) -> list[np.ndarray]:
         """The model's state at an episode's start, one array per part without a batch axis (RLlib's); ``[]`` without memory."""
         if not self.is_recurrent:
