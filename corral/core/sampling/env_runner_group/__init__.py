@@ -201,9 +201,7 @@ class EnvRunnerGroup(RemoteRunners):
         *,
         local_worker: bool = True,
         local_env_runner: bool | None = None,
-        healthy_only: bool = True,
-        remote_worker_ids: Sequence[int] | None = None,
-        timeout_seconds: float | None = None,
+        **options: Any,
     ) -> list[Any]:
         """RLlib's older name of :meth:`foreach_env_runner`, with the older name of its flag (``local_worker``).
 
@@ -211,17 +209,10 @@ class EnvRunnerGroup(RemoteRunners):
             func: called with each runner.
             local_worker: include the local runner (Ray 2.9 and before).
             local_env_runner: the same, as later Ray versions name it; wins when given.
-            healthy_only: see :meth:`foreach_env_runner`.
-            remote_worker_ids: only these remote runners (1..num_env_runners).
-            timeout_seconds: see :meth:`foreach_env_runner`.
+            **options: ``healthy_only``, ``remote_worker_ids``, ``timeout_seconds``, as :meth:`foreach_env_runner`.
         """
-        return self.foreach_env_runner(
-            func,
-            local_env_runner=local_worker if local_env_runner is None else local_env_runner,
-            healthy_only=healthy_only,
-            remote_worker_ids=remote_worker_ids,
-            timeout_seconds=timeout_seconds,
-        )
+        local = local_worker if local_env_runner is None else local_env_runner
+        return self.foreach_env_runner(func, local_env_runner=local, **options)
 
     def foreach_env_runner_with_id(
         self, func: Callable[[int, AnyEnvRunner], Any], *, local_env_runner: bool = True, **options: Any
