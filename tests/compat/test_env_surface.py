@@ -39,7 +39,7 @@ def test_a_clip_rewards_that_means_nothing_is_refused_with_what_it_takes(bad: An
 
 def build_env(make_algo: Any, env: Any, env_config: dict[str, Any] | None = None) -> gym.Env:
     config = corral.get_config("PPO").environment(env, env_config=env_config or {}).env_runners(num_envs_per_env_runner=1)
-    return make_algo(config.training(train_batch_size=64, minibatch_size=32)).env_runner_group.local_env_runner.env.envs[0]
+    return make_algo(config.training(train_batch_size=64, minibatch_size=32)).env_runner_group.local_env_runner.base_env.envs[0]
 
 
 def test_a_dotted_class_path_names_an_env_as_a_colon_path_does(make_algo) -> None:
@@ -197,8 +197,8 @@ def test_old_gym_envs_are_wrapped_to_gymnasium_s_api_and_train(make_algo, env) -
     result = algo.train()
     assert result["episodes_this_iter"] > 0
     runner = algo.env_runner_group.local_env_runner
-    assert isinstance(runner.env.single_action_space, gym.spaces.Discrete)  # what corral steps speaks gymnasium
-    assert isinstance(runner.env.single_observation_space, gym.spaces.Box)
+    assert isinstance(runner.base_env.single_action_space, gym.spaces.Discrete)  # what corral steps speaks gymnasium
+    assert isinstance(runner.base_env.single_observation_space, gym.spaces.Box)
     assert set(runner.foreach_env(type)) == {env}  # foreach_env reaches the user's env itself, not corral's adapter
 
 
@@ -279,3 +279,19 @@ def test_gymnasium_s_env_checker_looks_at_each_env_unless_disable_env_checking(m
         make_algo(config.training(train_batch_size=64, minibatch_size=32, num_epochs=1)).train()
     messages = [str(warning.message) for warning in caught]
     assert any("expecting numpy array dtype to be float32, actual type: float64" in m for m in messages) != disabled
+
+
+def test_a_runner_s_env_is_rllib_s_worker_env_one_sub_environment_as_its_creator_made_it(make_algo) -> None:
+    """RLlib scripts step ``workers.local_worker().env`` by hand; corral steps the whole ``base_env``."""
+    from corral.testing.envs import CountingEnv
+
+    config = corral.get_config("PPO").environment("CartPole-v1").env_runners(num_envs_per_env_runner=4)
+    algo = make_algo(config.training(train_batch_size=64, minibatch_size=32))
+    runner = algo.workers.local_worker()
+    assert runner.base_env.num_envs == 4
+    assert runner.env.spec.max_episode_steps == 500, "gym.make's env, its time limit kept"
+    obs, _ = runner.env.reset(seed=0)
+    assert obs.shape == (4,) and algo.compute_single_action(obs) in (0, 1)
+
+    custom = make_algo(config.environment(CountingEnv)).workers.local_worker()
+    assert type(custom.env) is CountingEnv and custom.env is custom.sub_environments[0], "the user's object itself"

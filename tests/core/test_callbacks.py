@@ -51,7 +51,7 @@ class Recorder(Callbacks):
         self.calls["on_environment_created"] += 1
         if not isinstance(env_context, EnvContext) or env_context.worker_index != 0:
             self.problems.append(f"env_context {env_context!r}")
-        if env is not env_runner.env or kwargs.get("worker") is not env_runner:
+        if env is not env_runner.base_env or kwargs.get("worker") is not env_runner:
             self.problems.append("environment_created arguments")
         self.num_envs = env.num_envs
 
@@ -283,7 +283,7 @@ def test_rllib_style_episode_hook_gets_base_env(tmp_path):
         algo.stop()
     assert seen
     worker, base_env, policies, env_index = seen[0]
-    assert worker is runner and base_env is runner.env
+    assert worker is runner and base_env is runner.base_env
     assert policies == ["default_policy"] and 0 <= env_index < runner.num_envs
 
 

@@ -171,8 +171,8 @@ def test_run_episodes_counts_exact_episodes(algo_factory):
 def test_gymnasium_ids_native_and_sync(algo_factory, env_id, native):
     algo = algo_factory(env_id, num_envs=3, fragment=20)
     runner = algo.env_runner_group.local_env_runner
-    assert isinstance(runner.env, gym.vector.SyncVectorEnv) is not native
-    assert runner.env.num_envs == 3
+    assert isinstance(runner.base_env, gym.vector.SyncVectorEnv) is not native
+    assert runner.base_env.num_envs == 3
     assert runner.observation_space == gym.make(env_id).observation_space
     samples = runner.sample()
     batch = _policy_batch(samples)
@@ -196,7 +196,7 @@ def test_vectorize_mode_sync_forces_copies(algo_factory, tmp_path):
     )
     algo = config.build()
     try:
-        assert isinstance(algo.env_runner_group.local_env_runner.env, gym.vector.SyncVectorEnv)
+        assert isinstance(algo.env_runner_group.local_env_runner.base_env, gym.vector.SyncVectorEnv)
     finally:
         algo.stop()
 
@@ -317,7 +317,7 @@ def test_restart_failed_sub_environments_restarts_only_that_one(make_algo) -> No
     )
     algo = make_algo(config)
     result = algo.train()
-    assert [e.restarts for e in algo.env_runner_group.local_env_runner.env.envs] == [0, 1, 0, 0]
+    assert [e.restarts for e in algo.env_runner_group.local_env_runner.base_env.envs] == [0, 1, 0, 0]
     assert result["num_env_steps_sampled"] > 200  # the runner kept sampling with the new sub-environment
 
 

@@ -161,7 +161,8 @@ def test_a_crashed_sub_environment_is_restarted_and_training_goes_on() -> None:
         result = algo.train()
     runner = algo.env_runner_group.local_env_runner
     assert CrashingRelay.crashed == [8] and [guard.restarts for guard in runner.envs] == [0, 1]
-    assert not runner.env[1].crashes  # the runner steps the new copy
+    assert not runner.base_env[1].crashes  # the runner steps the new copy
+    assert runner.env is runner.base_env[0] and isinstance(runner.env, CrashingRelay), "RLlib's worker.env: one game"
     # the crashed game ended there, 3 steps in (a full one lasts 5), and sampling went on
     assert result["timesteps_total"] == 3 * 20 and 22.0 == result["episode_reward_min"] < 145.0 == result["episode_reward_max"]
     assert np.isfinite(result["info"]["learner"]["pa"]["learner_stats"]["total_loss"])

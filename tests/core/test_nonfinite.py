@@ -195,7 +195,7 @@ def test_restart_failed_sub_environments_covers_a_broken_env(make_algo) -> None:
     )
     algo = make_algo(config)
     result = algo.train()
-    restarts = sum(env.restarts for env in algo.env_runner_group.local_env_runner.env.envs)
+    restarts = sum(env.restarts for env in algo.env_runner_group.local_env_runner.base_env.envs)
     assert restarts >= 1 and math.isfinite(result["episode_reward_mean"])
 
 

@@ -206,7 +206,7 @@ def test_a_failed_sub_environment_is_restarted_inside_its_runner(build) -> None:
     for _ in range(2):
         result = algo.train()
     assert result["num_healthy_env_runners"] == 2 and result["num_env_runner_restarts"] == 0
-    restarts = algo.env_runner_group.foreach_env_runner(lambda r: [e.restarts for e in r.env.envs], local_env_runner=False)
+    restarts = algo.env_runner_group.foreach_env_runner(lambda r: [e.restarts for e in r.base_env.envs], local_env_runner=False)
     assert restarts == [[1, 0], [0, 0]]
 
 
@@ -358,7 +358,7 @@ def test_an_env_registered_in_the_driver_reaches_the_remote_runners(build) -> No
     register_env("corral-test-remote-registered", lambda ctx: gym.make("CartPole-v1", max_episode_steps=20 + ctx.worker_index))
     algo = build(ppo(env="corral-test-remote-registered"))
     assert algo.train()["num_healthy_env_runners"] == 2
-    limits = algo.env_runner_group.foreach_env_runner(lambda r: r.env.envs[0].spec.max_episode_steps, local_env_runner=False)
+    limits = algo.env_runner_group.foreach_env_runner(lambda r: r.env.spec.max_episode_steps, local_env_runner=False)
     assert limits == [21, 22], "each runner built the env with its own creator call"
 
 

@@ -111,7 +111,7 @@ def test_a_callback_class_from_rllib_s_docs_builds_runs_and_gets_each_documented
 
     assert {kind for kind, *_ in seen.episodes} == {"start", "step", "end"}
     for _, worker, base_env, policies, episode, env_index in seen.episodes:
-        assert worker is runner and base_env is runner.env and policies is runner.policies
+        assert worker is runner and base_env is runner.base_env and policies is runner.policies
         assert isinstance(episode, Episode) and episode.env_index == env_index and 0 <= env_index < NUM_ENVS
 
     # one trajectory per sub-environment and sample call, each before and after postprocessing
@@ -161,10 +161,10 @@ def test_the_newer_api_s_episode_arguments_are_the_runner_s_env_and_model(make_a
     algo = make_algo(ppo(FromRLlibNewStackDocs))
     algo.train()
     runner, model = algo.env_runner_group.local_env_runner, algo.get_policy().model
-    assert FromRLlibNewStackDocs.seen[0] == ("created", runner, runner.env, None)
+    assert FromRLlibNewStackDocs.seen[0] == ("created", runner, runner.base_env, None)
     episodes = FromRLlibNewStackDocs.seen[1:]
     assert {entry[0] for entry in episodes} == {"start", "end"}
-    assert all(entry[1:4] == (runner, runner.env, model) for entry in episodes)
+    assert all(entry[1:4] == (runner, runner.base_env, model) for entry in episodes)
     assert all(entry[5] is None for entry in episodes if entry[0] == "end")  # RLlib's default: corral's episode is whole
 
 

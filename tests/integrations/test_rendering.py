@@ -178,7 +178,7 @@ def test_an_env_that_gives_frames_is_shown_through_a_window_of_its_frames(make_a
     corral.register_env("FramesCartPole", lambda ctx: gym.make("CartPole-v1", render_mode="rgb_array"))
     algo = make_algo(ppo("FramesCartPole", render_env=True))
     algo.env_runner_group.local_env_runner.sample(num_steps=5)
-    shown = algo.env_runner_group.local_env_runner.env.envs[0].env  # inside the sub-environment's guard
+    shown = algo.env_runner_group.local_env_runner.base_env.envs[0].env  # inside the sub-environment's guard
     assert isinstance(shown, gym.wrappers.HumanRendering) and shown.window is not None  # pygame drew the frames
     real = rendering.importlib.util.find_spec
     monkeypatch.setattr(rendering.importlib.util, "find_spec", lambda name: None if name == "pygame" else real(name))

@@ -335,7 +335,7 @@ class CallbackRunner:
 
 def _episode_arguments(episode: Episode | MultiAgentEpisode, env_runner: AnyEnvRunner, env_index: int) -> dict[str, Any]:
     """What the episode hooks are given: the runner twice (``worker`` is RLlib's older name), its env, policies and model."""
-    base_env = env_runner.env
+    base_env = env_runner.base_env
     return {
         "episode": episode,
         "env_runner": env_runner,

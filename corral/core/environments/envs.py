@@ -138,7 +138,7 @@ def make_vector_env(
         made = [first_env] if first_env is not None else []
 
         def guarded(i: int) -> SubEnvironmentGuard:
-            def make() -> tuple[gym.Env, Any]:  # called again to remake the sub-environment on restart
+            def make() -> tuple[gym.Env, Any, Any]:  # called again to remake the sub-environment on restart
                 sub_context = context.copy_with(vector_index=i)
                 created = made.pop() if i == 0 and made else creator(sub_context)
                 # a gymnasium id's env is what its entry point made: gym.make's wrappers forward no attributes
@@ -146,7 +146,8 @@ def make_vector_env(
                 env = _adapted(_checked(created, config), config)
                 if on_sub_environment is not None:
                     on_sub_environment(user_env, sub_context)
-                return (display.wrap(env, env_name(config.env)) if i == 0 and display is not None else env), user_env
+                shown = display.wrap(env, env_name(config.env)) if i == 0 and display is not None else env
+                return shown, user_env, created
 
             return SubEnvironmentGuard(
                 make, i, worker_index, config.restart_failed_sub_environments, check_observations=not config.disable_env_checking

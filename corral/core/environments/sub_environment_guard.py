@@ -40,8 +40,8 @@ class SubEnvironmentGuard(gym.Wrapper):
     the runner, the sub-environment and the step.
 
     Args:
-        make: makes the sub-environment (again, on a restart): ``(env, user_env)``, the env
-            with corral's wrappers and the env as the user made it.
+        make: makes the sub-environment (again, on a restart): ``(env, user_env, created)``, the env
+            with corral's wrappers, the env as the user made it and the env as its creator returned it.
         index: the sub-environment's index in its runner.
         worker_index: the runner's index.
         restart: make the env anew when it fails, instead of raising.
@@ -50,16 +50,16 @@ class SubEnvironmentGuard(gym.Wrapper):
 
     def __init__(
         self,
-        make: Callable[[], tuple[gym.Env, Any]],
+        make: Callable[[], tuple[gym.Env, Any, Any]],
         index: int,
         worker_index: int,
         restart: bool,
         check_observations: bool = True,
     ) -> None:
-        env, user_env = make()
-        self.user_env = user_env
-        """the env as the user made it, without corral's wrappers (checker, horizon, spaces, old-gym adapter): what
-        ``foreach_env`` and the callbacks see. For a gymnasium id, the env its entry point made (``env.unwrapped``)."""
+        env, self.user_env, self.created = make()
+        """``user_env``: the env as the user made it, without corral's wrappers (checker, horizon, spaces, old-gym
+        adapter): what ``foreach_env`` and the callbacks see. For a gymnasium id, the env its entry point made
+        (``env.unwrapped``), while ``created`` is what ``gym.make`` returned, its time limit included."""
         super().__init__(env)
         self._make = make
         self.index = index
@@ -157,7 +157,7 @@ class SubEnvironmentGuard(gym.Wrapper):
         logger.warning("%s %s at step %d of its episode; restarting it", self.where, problem, self._t)
         with contextlib.suppress(Exception):  # the broken env may fail to close too; it is dropped either way
             self.env.close()
-        self.env, self.user_env = self._make()
+        self.env, self.user_env, self.created = self._make()
         self.restarts += 1
         return self._last_obs, 0.0, False, True, {"corral_env_restarted": True}
 

@@ -77,6 +77,9 @@ class BaseEnvRunner:
     A subclass builds its environments in :meth:`_make_envs` and writes
     :meth:`_reset_all`, :meth:`_step`, :meth:`_fragments`, :meth:`_episode_lengths`,
     ``policy_spaces``, the state methods (see :mod:`~corral.core.sampling.runner_state`) and ``stop``.
+    What it steps is its ``base_env`` (a gymnasium vector env, the list of
+    multi-agent envs, or the external env), which the episode hooks get as
+    ``base_env``; :attr:`env` is RLlib's ``worker.env``, one sub-environment.
 
     Args:
         config: the algorithm's config (the evaluation config for evaluation runners).
@@ -186,6 +189,17 @@ class BaseEnvRunner:
         if policy_id not in self.policies:
             raise KeyError(f"this env runner has no policy {policy_id!r}; it has {sorted(self.policies)}")
         return self.policies[policy_id]
+
+    @property
+    def env(self) -> Any:
+        """Sub-environment 0 as its creator made it: RLlib's ``worker.env``, for stepping it by hand or reading it.
+
+        What the runner steps as a whole, and what the episode hooks get as
+        ``base_env``, is :attr:`base_env`. None where the runner has no env (a
+        served run's runner that makes no external env).
+        """
+        subs = self.sub_environments
+        return subs[0] if subs else None
 
     @property
     def sub_environments(self) -> list[Any]:

@@ -82,16 +82,18 @@ class EnvRunner(BaseEnvRunner):
 
     def _make_envs(self, first_env: Any) -> None:
         config = self.config
-        self.env = make_vector_env(
+        self.base_env = make_vector_env(
             config, self.num_envs, self.worker_index, first_env, self.display,
             on_sub_environment=functools.partial(self.callbacks.sub_environment_created, self),
         )  # fmt: skip
         self._check_buffer_memory()
         # Sub-environments stepped in a loop check themselves (SubEnvironmentGuard); a native vector env is checked here.
-        self._native = not is_guarded(self.env)
+        self._native = not is_guarded(self.base_env)
+        self._single_env: gym.Env | None = None
+        """a native vector env's one copy, made when ``env`` is first read"""
         self._obs_check = ObservationCheck(self.observation_space) if self._native and not config.disable_env_checking else None
         context = EnvContext(config.env_config, self.worker_index, 0, config.num_env_runners)
-        self.callbacks.environment_created(self, self.env, context)
+        self.callbacks.environment_created(self, self.base_env, context)
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._episodes: list[Episode | None] = [None] * self.num_envs
@@ -116,11 +118,27 @@ class EnvRunner(BaseEnvRunner):
         )
 
     @property
+    def env(self) -> Any:
+        """Sub-environment 0 as its creator made it (RLlib's ``worker.env``): for a gymnasium id, ``gym.make``'s env.
+
+        A native vector env has no sub-environment objects, so this is one copy
+        of its env, made by ``gym.make`` beside it on first use: it has the same
+        spaces and dynamics, but stepping it does not step the runner's envs.
+        """
+        if is_guarded(self.base_env):
+            return cast(SubEnvironmentGuard, self.base_env.envs[0]).created
+        if self._single_env is None:
+            spec = self.base_env.spec
+            assert spec is not None  # gymnasium's make_vec names the env it vectorised
+            self._single_env = gym.make(spec.id, disable_env_checker=self.config.disable_env_checking, **self.config.env_config)
+        return self._single_env
+
+    @property
     def sub_environments(self) -> list[Any]:
         """The sub-environments stepped in a loop, as the user made them, or the native vector env itself."""
-        if not is_guarded(self.env):
-            return [self.env]
-        return [cast(SubEnvironmentGuard, guard).user_env for guard in self.env.envs]
+        if not is_guarded(self.base_env):
+            return [self.base_env]
+        return [cast(SubEnvironmentGuard, guard).user_env for guard in self.base_env.envs]
 
     @property
     def module(self) -> Any:
@@ -130,12 +148,12 @@ class EnvRunner(BaseEnvRunner):
     @property
     def observation_space(self) -> gym.Space[Any]:
         """One sub-environment's observation space."""
-        return self.env.single_observation_space
+        return self.base_env.single_observation_space
 
     @property
     def action_space(self) -> gym.Space[Any]:
         """One sub-environment's action space."""
-        return self.env.single_action_space
+        return self.base_env.single_action_space
 
     @property
     def policy(self) -> Policy:
@@ -173,7 +191,7 @@ class EnvRunner(BaseEnvRunner):
         else:
             actions, extras = policy.compute_actions(obs, explore=explore, **carry.inputs())
             columns = {**extras, **carry.columns()}
-        next_obs, rewards, terminateds, truncateds, infos = self.env.step(policy.action_adapter(actions))
+        next_obs, rewards, terminateds, truncateds, infos = self.base_env.step(policy.action_adapter(actions))
         if self._native:
             check_vector_step(next_obs, rewards, self._obs_check, self._ep_len, self.worker_index)
         # gymnasium's vector envs autoreset on the step after an episode ends: that step's action is
@@ -242,7 +260,7 @@ class EnvRunner(BaseEnvRunner):
     # episodes
     # ------------------------------------------------------------------ #
     def _reset_all(self) -> None:
-        self._obs, _ = self.env.reset(seed=self._reset_seed())
+        self._obs, _ = self.base_env.reset(seed=self._reset_seed())
         found = self._obs_check.problem(self._obs, batched=True) if self._obs_check is not None else None
         if found is not None:
             raise EnvError(
@@ -352,7 +370,9 @@ class EnvRunner(BaseEnvRunner):
     # ------------------------------------------------------------------ #
     def stop(self) -> None:
         """Close the environments and the output files."""
-        self.env.close()
+        self.base_env.close()
+        if self._single_env is not None:
+            self._single_env.close()
         self.close_output()
 
 

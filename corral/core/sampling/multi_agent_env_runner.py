@@ -121,7 +121,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
     @property
     def sub_environments(self) -> list[Any]:
         """The multi-agent envs this runner steps, one per sub-environment."""
-        return self.env
+        return self.base_env
 
     def _make_envs(self, first_env: Any) -> None:
         config, worker_index = self.config, self.worker_index
@@ -157,13 +157,13 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             )
             for i in range(self.num_envs)
         ]
-        for i, env in enumerate(self.env):
+        for i, env in enumerate(self.base_env):
             self.callbacks.environment_created(self, env, context.copy_with(vector_index=i))
         self._episodes = []
         self._forget_open_rows()
 
     @property
-    def env(self) -> list[Any]:
+    def base_env(self) -> list[Any]:
         """The sub-environments, as the episode hooks get them (``base_env``); a restarted one is its new env."""
         return [guard.env for guard in self.envs]
 
@@ -390,7 +390,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
     # ------------------------------------------------------------------ #
     def stop(self) -> None:
         """Close the environments and the output files."""
-        for env in self.env:
+        for env in self.base_env:
             env.close()
         self.close_output()
 

@@ -118,7 +118,7 @@ def env_runner_state(runner: EnvRunner) -> dict[str, Any]:
             "ep_len": runner._ep_len,
             "next_episode_id": runner.next_episode_id,
             "episode_ids": [None if episode_id < 0 else int(episode_id) for episode_id in runner._episode_ids],
-            "env": get_env_state(runner.env) if runner._obs is not None else None,
+            "env": get_env_state(runner.base_env) if runner._obs is not None else None,
             "recurrent": None if runner._carry is None else runner._carry.get_state(),
         }
     )
@@ -159,7 +159,7 @@ def set_env_runner_state(runner: EnvRunner, state: dict[str, Any]) -> None:
     )
     if found is not None:
         raise ValueError(f"the saved observations of sub-environment {found[0]} {found[1]}")
-    set_env_state(runner.env, state["env"], counters["reset_pending"])
+    set_env_state(runner.base_env, state["env"], counters["reset_pending"])
     runner._obs = state["obs"]
     runner._reset_pending = counters["reset_pending"].astype(bool)
     runner._ep_return = counters["ep_return"].astype(np.float64)

@@ -95,7 +95,7 @@ def play_perturbations(request: RolloutRequest, runner: Any) -> RolloutResult:
 
 def _episode(runner: Any, policy: ESPolicy, request: RolloutRequest, noisy: bool) -> tuple[float, int]:
     """One whole episode in the runner's sub-environment; returns its return (less the offset per step) and length."""
-    env = runner.env
+    env = runner.base_env
     # seeded from the policy's generator, which checkpoints keep: a resumed run plays the same episodes
     obs, _ = env.reset(seed=int(policy.np_rng.integers(2**31)))
     total, steps = 0.0, 0

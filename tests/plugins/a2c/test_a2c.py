@@ -63,7 +63,7 @@ def test_a2c_trains_and_acts_on_each_supported_space(env) -> None:
     algo = tiny(env).build()
     result = algo.train()
     assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
-    space = algo.env_runner_group.local_env_runner.env.single_observation_space
+    space = algo.env_runner_group.local_env_runner.base_env.single_observation_space
     policy = algo.get_policy()
     action = algo.compute_single_action(space.sample(), explore=False)
     assert policy.action_space.contains(np.asarray(action, dtype=policy.action_space.dtype))

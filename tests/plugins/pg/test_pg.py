@@ -89,7 +89,7 @@ def test_pg_trains_and_acts_on_each_supported_space_and_with_memory(make_algo, e
     algo = make_algo(tiny(env, model=model))
     result = algo.train()
     assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
-    space = algo.env_runner_group.local_env_runner.env.single_observation_space
+    space = algo.env_runner_group.local_env_runner.base_env.single_observation_space
     policy = algo.get_policy()
     state = policy.get_initial_state()
     action = algo.compute_single_action(space.sample(), state or None, explore=False)

@@ -87,7 +87,7 @@ def test_ppo_trains_and_acts_on_each_supported_space(env) -> None:
     result = algo.train()
     assert result["num_env_steps_trained"] > 0
     assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
-    space = algo.env_runner_group.local_env_runner.env.single_observation_space
+    space = algo.env_runner_group.local_env_runner.base_env.single_observation_space
     action = algo.compute_single_action(space.sample(), explore=False)
     assert algo.get_policy().action_space.contains(np.asarray(action, dtype=algo.get_policy().action_space.dtype))
 

@@ -125,7 +125,7 @@ class ExternalEnvRunner(BaseEnvRunner):
                 "single-agent episodes: subclass corral.ExternalMultiAgentEnv for episodes of several agents"
             )
         self.num_envs = 1
-        self.env: ExternalEnv | None = first_env
+        self.base_env: ExternalEnv | None = first_env
         """the application's episodes; None where ``input_`` made nothing for this runner (it samples nothing)"""
         self._running: dict[str, Any] = {}
         """the application's episodes in progress, by its ids"""
@@ -140,7 +140,7 @@ class ExternalEnvRunner(BaseEnvRunner):
     @property
     def sub_environments(self) -> list[Any]:
         """The ExternalEnv, as the one sub-environment (none where ``input_`` made none)."""
-        return [] if self.env is None else [self.env]
+        return [] if self.base_env is None else [self.base_env]
 
     @property
     def module(self) -> Any:
@@ -153,7 +153,7 @@ class ExternalEnvRunner(BaseEnvRunner):
         Raises:
             ConfigError: a policy's spaces are given nowhere.
         """
-        env_spaces = (getattr(self.env, "observation_space", None), getattr(self.env, "action_space", None))
+        env_spaces = (getattr(self.base_env, "observation_space", None), getattr(self.base_env, "action_space", None))
         return external_policy_spaces(self.config, *env_spaces, f"env runner {self.worker_index}")
 
     # ------------------------------------------------------------------ #
@@ -191,13 +191,13 @@ class ExternalEnvRunner(BaseEnvRunner):
         Returns the observation steps recorded (at most ``limit``, or until ``agent_limit`` agents' actions) and the
         agents' actions among them.
         """
-        if self.env is None:
+        if self.base_env is None:
             raise ConfigError(
                 f"env runner {self.worker_index} has nothing to sample: offline_data(input_=...) made None for it "
                 "(RLlib's scripts make a PolicyServerInput on the remote runners, or on the local one with num_env_runners=0)"
             )
         if not self._backlog:
-            self._backlog.extend(self.env.poll(timeout=POLL_S))
+            self._backlog.extend(self.base_env.poll(timeout=POLL_S))
         acting: list[tuple[ExternalStep, Any]] = []
         waiting: set[str] = set()
         recorded = agent_steps = 0
@@ -302,8 +302,8 @@ class ExternalEnvRunner(BaseEnvRunner):
         for policy_id, acting in by_policy.items():
             self._act_for(policy_id, acting, explore, record, answers)
         if answers:
-            assert self.env is not None  # _advance checked
-            self.env.send_actions(answers)
+            assert self.base_env is not None  # _advance checked
+            self.base_env.send_actions(answers)
 
     def _act_for(
         self, policy_id: str, items: list[tuple[ExternalStep, Any]], explore: bool, record: bool, answers: dict[str, Any]
@@ -402,8 +402,8 @@ class ExternalEnvRunner(BaseEnvRunner):
 
     def stop(self) -> None:
         """Close the ExternalEnv (episodes waiting for an action get an error) and the output files."""
-        if self.env is not None:
-            self.env.close()
+        if self.base_env is not None:
+            self.base_env.close()
         self.close_output()
 
 
