@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     )
     from corral.core.contracts.config import AlgorithmConfig as AlgorithmConfig
     from corral.core.contracts.hookspecs import hookimpl as hookimpl
+    from corral.core.contracts.options.input_names import register_input as register_input
     from corral.core.contracts.policy_spec import PolicySpec as PolicySpec
     from corral.core.environments.envs import EnvContext as EnvContext, register_env as register_env
     from corral.core.environments.external_env import ExternalEnv as ExternalEnv
@@ -95,6 +96,7 @@ _EXPORTS = {
     "MultiAgentBatch": "corral.core.common.sample_batch",
     "DEFAULT_POLICY_ID": "corral.core.common.sample_batch",
     "register_env": "corral.core.environments.envs",
+    "register_input": "corral.core.contracts.options.input_names",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
     "ExternalEnv": "corral.core.environments.external_env",
     "ExternalMultiAgentEnv": "corral.core.environments.external_multi_agent_env",

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     )
     from corral.core.contracts.config import AlgorithmConfig as AlgorithmConfig, ModelConfig as ModelConfig, option as option
     from corral.core.contracts.hookspecs import hookimpl as hookimpl
+    from corral.core.contracts.options.input_names import register_input as register_input
     from corral.core.contracts.policy_spec import (
         MultiAgentRLModuleSpec as MultiAgentRLModuleSpec,
         MultiRLModuleSpec as MultiRLModuleSpec,
@@ -235,6 +236,7 @@ _EXPORTS = {
     "Episode": "corral.core.sampling.env_runner",
     "EnvContext": "corral.core.environments.envs",
     "register_env": "corral.core.environments.envs",
+    "register_input": "corral.core.contracts.options.input_names",
     "MultiAgentEnv": "corral.core.environments.multi_agent_env",
     "ExternalEnv": "corral.core.environments.external_env",
     "IOContext": "corral.core.sampling.external.io_context",

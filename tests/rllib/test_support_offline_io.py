@@ -8,7 +8,7 @@ import random
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -17,7 +17,7 @@ import pytest
 import corral
 from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
 from corral.core.sampling.external.io_context import IOContext
-from corral.rllib.support.offline_io import InputReader, JsonReader, JsonWriter
+from corral.rllib.support.offline_io import InputReader, JsonReader, JsonWriter, ShuffledInput
 from corral.rllib.support.sample_batch_builder import SampleBatchBuilder
 
 # Two lines RLlib 2.9's JsonWriter wrote (compress_columns=[]): an older file's "dones", a multi-agent batch.
@@ -217,10 +217,11 @@ def test_a_full_file_is_published_and_the_next_begun(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-def test_a_written_file_trains_bc_through_corral_s_offline_input(tmp_path: Path, make_algo: Callable[..., Any]) -> None:
+def write_cartpole_episodes(folder: Path, episodes: int = 4) -> Path:
+    """RLlib's saving_experiences recipe, with random actions: ``episodes`` CartPole episodes in ``folder``."""
     env = gym.make("CartPole-v1")
-    writer = JsonWriter(tmp_path / "demo-out")
-    for eps_id in range(4):  # RLlib's saving_experiences recipe, with random actions
+    writer = JsonWriter(folder)
+    for eps_id in range(episodes):
         builder = SampleBatchBuilder()
         obs, _ = env.reset(seed=eps_id)
         done, t = False, 0
@@ -235,12 +236,100 @@ def test_a_written_file_trains_bc_through_corral_s_offline_input(tmp_path: Path,
             obs, done, t = new_obs, terminated or truncated, t + 1
         writer.write(builder.build_and_reset())
     writer.close()
+    return folder
+
+
+def test_a_written_file_trains_bc_through_corral_s_offline_input(tmp_path: Path, make_algo: Callable[..., Any]) -> None:
     config = (
         corral.get_config("BC")
         .environment("CartPole-v1")
         .training(train_batch_size=32)
-        .offline_data(input_=str(tmp_path / "demo-out"))
+        .offline_data(input_=str(write_cartpole_episodes(tmp_path / "demo-out")))
         .debugging(seed=0)
     )
     result = make_algo(config).train()
     assert result["num_env_steps_trained"] >= 32
+
+
+class CountingReader(InputReader):
+    """RLlib's custom_input_api reader: a JsonReader of the file its own input_config key names, counting its calls."""
+
+    made: ClassVar[list[CountingReader]] = []
+
+    def __init__(self, ioctx: IOContext) -> None:
+        self.ioctx = ioctx
+        self.inner = JsonReader(ioctx.input_config["input_files"], ioctx)
+        self.calls = 0
+        CountingReader.made.append(self)
+
+    def next(self) -> SampleBatch | MultiAgentBatch:
+        self.calls += 1
+        return self.inner.next()
+
+
+@pytest.mark.parametrize("given", ["registered name", "class", "ray.tune.registry name"])
+def test_an_input_creator_s_reader_is_what_training_reads(tmp_path: Path, make_algo: Callable[..., Any], given: str) -> None:
+    """RLlib's input API: ``input_`` is a creator of an InputReader, by name, or the creator itself; the reader gets the
+    IOContext with the run's own ``input_config`` keys, and training reads its batches (nothing is sampled)."""
+    CountingReader.made.clear()
+    creator: Any = lambda ioctx: ShuffledInput(CountingReader(ioctx), n=2)  # noqa: E731
+    if given == "registered name":
+        corral.register_input("corral-test-counting-reader", creator)
+        input_: Any = "corral-test-counting-reader"
+    elif given == "ray.tune.registry name":
+        from ray.tune.registry import register_input
+
+        register_input("corral-test-tune-reader", creator)  # Ray's registry, as RLlib's scripts register (no Ray started)
+        input_ = "corral-test-tune-reader"
+    else:
+        input_ = CountingReader
+    files = str(write_cartpole_episodes(tmp_path / "demo-out"))
+    config = (
+        corral.get_config("BC")
+        .environment("CartPole-v1")
+        .training(train_batch_size=32)
+        .offline_data(input_=input_, input_config={"input_files": files})
+        .debugging(seed=0)
+    )
+    algo = make_algo(config)
+    result = algo.train()
+    [reader] = CountingReader.made
+    assert reader.ioctx.worker_index == 0 and reader.ioctx.config.input_config == {"input_files": files}
+    assert reader.calls >= 1 and result["num_env_steps_trained"] >= 32
+    assert result["num_env_steps_sampled"] == result["num_env_steps_trained"], "what was read, none sampled"
+    assert algo.workers.local_worker().env is None
+
+
+def test_reader_keys_in_input_config_are_refused_where_input_names_files() -> None:
+    config = corral.get_config("BC").environment("CartPole-v1")
+    with pytest.raises(corral.ConfigError, match=r"input_config has no key 'input_files'.*ioctx.input_config"):
+        config.offline_data(input_="/data/expert", input_config={"input_files": "/data"}).validate()
+    config.offline_data(input_=CountingReader, input_config={"input_files": "/data"}).validate()
+
+
+def test_a_creator_that_makes_neither_a_reader_nor_an_external_env_is_named(make_algo: Callable[..., Any]) -> None:
+    config = corral.get_config("BC").environment("CartPole-v1").offline_data(input_=lambda ioctx: "/data/expert")
+    with pytest.raises(corral.ConfigError, match=r"made a str for env runner 0; an input creator makes an InputReader"):
+        make_algo(config)
+
+
+class Numbered(InputReader):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def next(self) -> SampleBatch:
+        self.count += 1
+        return SampleBatch({"obs": np.array([self.count])})
+
+
+def test_shuffled_input_draws_each_batch_once_from_a_window_of_n() -> None:
+    random.seed(0)
+    shuffled = ShuffledInput(Numbered(), n=4)
+    drawn = [int(shuffled.next()["obs"][0]) for _ in range(40)]
+    assert len(set(drawn)) == 40 and drawn != sorted(drawn), "each batch once, out of order"
+    assert all(value <= i + 4 for i, value in enumerate(drawn, start=1)), "never further ahead than the window"
+    assert [int(ShuffledInput(Numbered()).next()["obs"][0]) for _ in range(1)] == [1]
+    in_order = ShuffledInput(Numbered(), n=1)
+    assert [int(in_order.next()["obs"][0]) for _ in range(3)] == [1, 2, 3]
+    with pytest.raises(ValueError, match=r"n >= 0 batches, not -1"):
+        ShuffledInput(Numbered(), n=-1)

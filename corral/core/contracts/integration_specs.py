@@ -113,8 +113,9 @@ def sub_environment_display(config: AlgorithmConfig, worker_index: int, stream: 
 
 
 @integration_spec(firstresult=True)
-def experience_input(config: AlgorithmConfig, policies: Mapping[str, Policy]) -> ExperienceInput | None:
-    """Where training takes its rows from when the config's ``input_`` names files (or mixes them with the sampler).
+def experience_input(config: AlgorithmConfig, policies: Mapping[str, Policy], input_reader: Any) -> ExperienceInput | None:
+    """Where training takes its rows from when the config's ``input_`` names files (or mixes them with the sampler),
+    or when its input creator made an ``InputReader``.
 
     Asked once, when the algorithm is built and its policies exist; never for
     ``input_="sampler"``. None from every integration is a ConfigError: the
@@ -123,6 +124,8 @@ def experience_input(config: AlgorithmConfig, policies: Mapping[str, Policy]) ->
     Args:
         config: the algorithm's config (``input_``, ``input_config``, ``shuffle_buffer_size``, ...).
         policies: the learner's policies by id, to check the files against and postprocess the rows.
+        input_reader: what the config's input creator made for the local env runner where it is an
+            ``InputReader`` (``next()`` gives a batch); None otherwise.
 
     Returns:
         The input the training loop draws sample calls from, or None.

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import inspect
 import logging
-import sys
 from collections.abc import Callable
 from typing import Any, cast
 
 import gymnasium as gym
 
 from corral.core.common.import_paths import import_object, is_import_path
+from corral.core.common.tune_registry import tune_imported, tune_registered
 from corral.core.contracts.integrations import integration_hooks
 from corral.core.environments.external_env import ExternalEnv
 from corral.errors import ConfigError, EnvError, did_you_mean
@@ -70,7 +70,7 @@ def register_env(name: str, creator: Callable[[EnvContext], gym.Env]) -> None:
     if not callable(creator):
         raise EnvError(f"register_env({name!r}, ...) needs a callable creator, got {type(creator).__name__}")
     _ENV_CREATORS[name] = creator
-    if "ray.tune.registry" in sys.modules:  # Tune trials are other processes: they find it in Tune's registry
+    if tune_imported():  # Tune trials are other processes: they find it in Tune's registry
         share_with_tune(name)
 
 
@@ -114,19 +114,8 @@ def registered_creators(*names: Any) -> dict[str, Callable[[EnvContext], gym.Env
 
 
 def _tune_creator(name: str) -> Callable[[EnvContext], gym.Env] | None:
-    """The creator registered under ``name`` with ``ray.tune.registry.register_env``, or None.
-
-    Only where Tune is imported already: a script that registered with it did
-    import it, and so did every Tune trial; any other process has nothing there.
-    """
-    registry = sys.modules.get("ray.tune.registry")
-    store = getattr(registry, "_global_registry", None)  # Ray's own readers (RLlib) use this object too
-    if store is None:
-        return None
-    category = registry.ENV_CREATOR  # type: ignore[union-attr]
-    if not store.contains(category, name):
-        return None
-    return cast("Callable[[EnvContext], gym.Env]", store.get(category, name))
+    """The creator registered under ``name`` with ``ray.tune.registry.register_env``, or None."""
+    return cast("Callable[[EnvContext], gym.Env] | None", tune_registered("env_creator", name))
 
 
 def _is_gym_id(name: str) -> bool:

@@ -46,7 +46,8 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
     """env steps sampled before the first update"""
     training_intensity: float | None = option(None, "training", gt=0)
     """replayed rows per sampled env step (the replay ratio); None is RLlib's native ratio: one train batch per
-    rollout_fragment_length steps of every sub-environment, or per step of every sub-environment with 'auto'"""
+    rollout_fragment_length steps of every sub-environment, or per step of every sub-environment with 'auto'; for rows
+    read from input_ (files or a reader, without the sampler), one train batch per train batch read"""
     n_step: int = option(1, "training", ge=1, le=2**31 - 1)
     """steps summed into each transition's return before bootstrapping"""
     tau: float = option(1.0, "training", gt=0, le=1)

@@ -24,6 +24,7 @@ from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.common.spaces import ObservationCheck, ObservationPreprocessor
 from corral.core.contracts.callbacks import CallbackRunner
 from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.options.input_names import input_creator
 from corral.core.environments.envs import (
     EnvContext,
     SubEnvironmentGuard,
@@ -405,7 +406,7 @@ def make_env_runner(
     stream: str = "sampling",
 ) -> AnyEnvRunner:
     """The env runner for the config's env: a MultiAgentEnvRunner for a ``corral.MultiAgentEnv``, an ExternalEnvRunner for an
-    ``ExternalEnv`` (or a function as ``input_``, which makes one), else an EnvRunner.
+    ``ExternalEnv`` (or an input creator as ``input_``, which makes one, or a reader), else an EnvRunner.
 
     Args:
         config: the algorithm's config.
@@ -426,7 +427,7 @@ def make_env_runner(
     from corral.core.sampling.external.external_env_runner import ExternalEnvRunner  # it builds on this module
     from corral.core.sampling.multi_agent_env_runner import MultiAgentEnvRunner  # it builds on this module
 
-    if callable(config.input_):  # RLlib's input factory: it makes each runner's ExternalEnv (a PolicyServerInput)
+    if input_creator(config.input_) is not None:  # RLlib's input creator: each runner's ExternalEnv, or a reader
         return ExternalEnvRunner(config, policies, worker_index, callbacks, num_envs, seed, stream)
     multi_agent, first_env = probe_env(config, worker_index)
     if isinstance(first_env, ExternalEnv):

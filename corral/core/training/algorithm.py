@@ -34,6 +34,7 @@ import torch
 from corral.core.common.spaces import space_to_json
 from corral.core.contracts.callbacks import CallbackRunner, installed_hook_plugins
 from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.options.input_names import input_creator
 from corral.core.contracts.options.resource_request import resource_bundles
 from corral.core.contracts.rllib_compat import as_config_of
 from corral.core.devices import check_learner_device
@@ -68,6 +69,7 @@ from corral.core.training.training_loop import TrainingLoop
 from corral.errors import ConfigError, CorralError, EnvError
 
 logger = logging.getLogger("corral")
+ACTION_SPACES = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box, gym.spaces.Tuple, gym.spaces.Dict)
 
 
 class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
@@ -86,13 +88,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
     policy_class: ClassVar[type[Policy]] = Policy
     name: ClassVar[str | None] = None
     """the registered name; defaults to the class name"""
-    supported_action_spaces: ClassVar[tuple[type[gym.Space[Any]], ...]] = (
-        gym.spaces.Discrete,
-        gym.spaces.MultiDiscrete,
-        gym.spaces.Box,
-        gym.spaces.Tuple,
-        gym.spaces.Dict,
-    )
+    supported_action_spaces: ClassVar[tuple[type[gym.Space[Any]], ...]] = ACTION_SPACES
     """the action-space types the algorithm can act in; any other is refused before training starts (a Tuple or
     Dict of Discrete, MultiDiscrete and Box parts: see :mod:`corral.core.common.actions`)"""
     corral_api: ClassVar[int | None] = None
@@ -179,7 +175,8 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         except BaseException:
             local.stop()
             raise
-        self.experience_input = experience_input_for(self.config, self.policies)
+        reader = local.input_reader if isinstance(local, ExternalEnvRunner) else None  # an input creator's InputReader
+        self.experience_input = experience_input_for(self.config, self.policies, reader)
         """where :meth:`sample` takes rows from besides the env runners (``offline_data(input_=...)``), or None"""
         self.off_policy_evaluation = off_policy_evaluation_for(self.config, self.policies)
         """the estimators that :meth:`evaluate` runs on recorded episodes (``off_policy_estimation_methods``), or None"""
@@ -270,11 +267,14 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
     def _runner_config(self, config: AlgorithmConfig) -> AlgorithmConfig:
         """``config`` as env runners get it: ``output="logdir"`` becomes this algorithm's experiment folder.
 
-        ``record_env=True`` becomes the ``videos`` folder in it.
+        ``record_env=True`` becomes the ``videos`` folder in it, and a name given
+        to ``register_input`` its creator (remote runners have no registry).
         """
-        if config.output != "logdir" and config.record_env is not True:
+        registered = input_creator(config.input_) not in (None, config.input_)
+        if config.output != "logdir" and config.record_env is not True and not registered:
             return config
         resolved = config.copy()
+        resolved.input_ = input_creator(config.input_) or config.input_
         if config.output == "logdir":
             resolved.output = str(self.logdir)
         if config.record_env is True:

@@ -11,6 +11,7 @@ that a plugin imports the three from one place.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -30,6 +31,7 @@ from corral.core.learning.schedules import linear_schedule
 from corral.core.memory import check_fits
 from corral.core.seeding import int_seed
 from corral.core.training.algorithm import Algorithm
+from corral.core.training.offline_input import SAMPLER
 from corral.errors import ConfigError
 
 
@@ -103,6 +105,9 @@ class OffPolicyAlgorithm(Algorithm):
             return {}
         if cfg.training_intensity is not None:
             self._replay_owed += samples.env_steps * cfg.training_intensity / cfg.total_train_batch_size
+        elif self.experience_input is not None and not (isinstance(cfg.input_, Mapping) and SAMPLER in cfg.input_):
+            # RLlib's native ratio for rows read (a file or a reader, not sampled): one update per train batch read
+            self._replay_owed += samples.env_steps / cfg.total_train_batch_size
         else:  # RLlib's native ratio; corral samples 'auto' fragments in bigger calls, but replays as often
             fragment = 1 if cfg.rollout_fragment_length == "auto" else cfg.rollout_fragment_length
             self._replay_owed += samples.env_steps / (fragment * self.env_runner_group.num_sampling_envs)

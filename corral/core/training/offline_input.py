@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from corral.core.common.sample_batch import MultiAgentBatch
 from corral.core.contracts.integrations import implemented, required_answer
+from corral.core.contracts.options.input_names import input_creator
 from corral.core.sampling.offline_output import check_experience_output, missing_offline_integration
 
 if TYPE_CHECKING:
@@ -73,27 +74,32 @@ def check_offline_integrations(config: AlgorithmConfig | Any) -> None:
     check_experience_output(config)
 
 
-def experience_input_for(config: AlgorithmConfig | Any, policies: Mapping[str, Policy]) -> ExperienceInput | None:
+def experience_input_for(
+    config: AlgorithmConfig | Any, policies: Mapping[str, Policy], input_reader: Any = None
+) -> ExperienceInput | None:
     """The input ``config.input_`` asks for, from the integration that reads it; None for the sampler alone.
 
     Args:
         config: the algorithm's config (``input_``, ``input_config``, ``shuffle_buffer_size``, ...).
         policies: the learner's policies by id (the integration checks the files against them).
+        input_reader: the ``InputReader`` the config's input creator made for the local env runner, if it made one.
 
     Returns:
-        The input, or None when ``input_`` is ``"sampler"``.
+        The input, or None when ``input_`` is ``"sampler"`` or serves episodes.
 
     Raises:
-        ConfigError: ``input_`` names files and no integration answers; or the
+        ConfigError: ``input_`` names files or made a reader, and no integration answers; or the
             integration's own (a missing path, a file whose columns do not fit its policy).
     """
-    if _sampler_alone(config):
+    if input_reader is None and _sampler_alone(config):
         return None
     missing = missing_offline_integration("input_", "experience_input")
-    found: ExperienceInput = required_answer("experience_input", missing, config=config, policies=policies)
+    found: ExperienceInput = required_answer(
+        "experience_input", missing, config=config, policies=policies, input_reader=input_reader
+    )
     return found
 
 
 def _sampler_alone(config: Any) -> bool:
-    # a function of an IOContext makes each env runner's input: the runners sample it as their env
-    return callable(config.input_) or (isinstance(config.input_, str) and config.input_ == SAMPLER)
+    # an input creator makes each env runner's input: the runners serve it as their env, or made the reader given
+    return input_creator(config.input_) is not None or (isinstance(config.input_, str) and config.input_ == SAMPLER)

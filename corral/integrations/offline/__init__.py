@@ -25,12 +25,13 @@ if TYPE_CHECKING:  # what the core calls on them: mypy checks that the readers a
 
 
 @integration(specname="experience_input")
-def build_input(config: Any, policies: Mapping[str, Any]) -> ExperienceInput | None:
-    """The input ``config.input_`` names: its files checked against the policies, read in chunks.
+def build_input(config: Any, policies: Mapping[str, Any], input_reader: Any) -> ExperienceInput | None:
+    """The input ``config.input_`` names: its files checked against the policies, read in chunks (or the reader's batches).
 
     Args:
         config: the algorithm's config.
         policies: the learner's policies by id.
+        input_reader: the ``InputReader`` the config's input creator made, or None.
 
     Returns:
         The input (see :func:`~corral.integrations.offline.experience_input.build_experience_input`).
@@ -40,7 +41,7 @@ def build_input(config: Any, policies: Mapping[str, Any]) -> ExperienceInput | N
     """
     from corral.integrations.offline.experience_input import build_experience_input
 
-    return build_experience_input(config, policies)
+    return build_experience_input(config, policies, input_reader)
 
 
 @integration(specname="experience_output")

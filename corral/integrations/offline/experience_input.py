@@ -41,7 +41,7 @@ from corral.core.learning.recurrent.sequences import step_inputs
 from corral.core.seeding import numpy_generator
 from corral.errors import ConfigError
 from corral.integrations.offline.experience_output import require_pyarrow
-from corral.integrations.offline.experience_reader import ExperienceReader as ExperienceReader
+from corral.integrations.offline.experience_reader import ExperienceReader as ExperienceReader, InputReaderSource
 from corral.integrations.offline.input_check import InputCheck as InputCheck
 from corral.integrations.offline.input_columns import Columns as Columns
 from corral.integrations.offline.input_files import (
@@ -218,7 +218,7 @@ class ExperienceInput:
         self.rows_from = [int(n) for n in state["rows_from"]]
 
 
-def build_experience_input(config: Any, policies: Mapping[str, Any]) -> ExperienceInput | None:
+def build_experience_input(config: Any, policies: Mapping[str, Any], input_reader: Any = None) -> ExperienceInput | None:
     """The input ``config.input_`` asks for, every file checked against its policy; None for the sampler alone.
 
     Args:
@@ -226,6 +226,7 @@ def build_experience_input(config: Any, policies: Mapping[str, Any]) -> Experien
             ``actions_in_input_normalized``, ``postprocess_inputs``).
         policies: the learner's policies by id (their spaces check the files; they
             postprocess the rows when ``postprocess_inputs`` is on).
+        input_reader: the ``InputReader`` the config's input creator made, read instead of files.
 
     Returns:
         The input, or None when ``input_`` is ``"sampler"``.
@@ -235,9 +236,9 @@ def build_experience_input(config: Any, policies: Mapping[str, Any]) -> Experien
             columns or values do not fit (naming the file and the column).
     """
     spec = config.input_
-    if isinstance(spec, str) and spec == SAMPLER:
+    if input_reader is None and isinstance(spec, str) and spec == SAMPLER:
         return None
-    entries = list(spec.items()) if isinstance(spec, Mapping) else [(spec, 1.0)]
+    entries = [] if input_reader is not None else list(spec.items()) if isinstance(spec, Mapping) else [(spec, 1.0)]
     checks: dict[str, InputCheck] = {}
 
     def check_for(path: Path, policy_id: str) -> InputCheck:
@@ -284,6 +285,11 @@ def build_experience_input(config: Any, policies: Mapping[str, Any]) -> Experien
         rng = numpy_generator(config.seed, "input", len(sources))  # each reader its own: its state is saved with it
         reader = ExperienceReader(files, prepare, config.shuffle_buffer_size, rng, columns, ray_data)
         sources.append((name, share, reader))
+    if input_reader is not None:
+        rng = numpy_generator(config.seed, "input", 0)
+        sources.append(
+            (type(input_reader).__name__, 1.0, InputReaderSource(input_reader, prepare, config.shuffle_buffer_size, rng))
+        )
     rows = config.get_rollout_fragment_length() * config.num_envs_per_env_runner * max(1, config.num_env_runners)
     return ExperienceInput(sources, rows)
 

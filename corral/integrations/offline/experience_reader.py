@@ -16,7 +16,7 @@ import numpy as np
 
 from corral.core.common import state_codec
 from corral.core.common.restored import restored_count
-from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.core.seeding import generator_state, set_generator_state
 from corral.errors import ConfigError
 from corral.integrations.offline.input_columns import Columns
@@ -210,3 +210,44 @@ def _steps_in(batch: Columns) -> int:
 def _concat(a: Columns, b: Columns) -> Columns:
     shared = [k for k in a if k in b]  # files may differ in optional columns; what all have stays
     return {k: np.concatenate([a[k], b[k]]) for k in shared}
+
+
+class InputReaderSource(ExperienceReader):
+    """Chunks of rows from a user's ``InputReader`` (RLlib's reader API): each ``next()`` batch is a block.
+
+    The blocks are prepared (checked, postprocessed) and shuffled as files'
+    are; the reader never ends, so there are no epochs. Where the reader
+    stands is its own: a checkpoint keeps the rows held back, and a restored
+    run goes on reading wherever the new reader starts.
+
+    Args:
+        reader: the ``InputReader``; ``next()`` gives a SampleBatch or a MultiAgentBatch.
+        prepare: as :class:`ExperienceReader`'s, named by the reader's class instead of a file.
+        shuffle_buffer_size: rows held back and drawn at random; 0 reads in order.
+        rng: the generator of the shuffling.
+    """
+
+    def __init__(
+        self,
+        reader: Any,
+        prepare: Callable[[Path, dict[str, Columns]], dict[str, Columns]],
+        shuffle_buffer_size: int,
+        rng: np.random.Generator,
+    ) -> None:
+        super().__init__([], prepare, shuffle_buffer_size, rng)
+        self.reader = reader
+        self.label = Path(f"<{type(reader).__name__}>")
+
+    def _epoch_blocks(self, skip: int) -> Generator[tuple[Path, dict[str, Columns]], None, None]:
+        while True:
+            batch = self.reader.next()
+            by_policy = batch.policy_batches if isinstance(batch, MultiAgentBatch) else {DEFAULT_POLICY_ID: batch}
+            yield self.label, {str(pid): {k: np.asarray(v) for k, v in b.items()} for pid, b in by_policy.items()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Take back the rows held back and the generator's state (the blocks read count for nothing: see the class).
+
+        Raises:
+            ValueError: the state is malformed.
+        """
+        super().set_state({**state, "order": [], "consumed": 0})

@@ -217,6 +217,43 @@ class InputReader(abc.ABC):
         """
 
 
+class ShuffledInput(InputReader):
+    """Another reader's batches in random order, over a sliding window of ``n`` batches (RLlib's ``ShuffledInput``).
+
+    Each :meth:`next` gives a batch drawn at random from the window and puts
+    the child's next batch in its place; ``n`` of 0 or 1 passes the batches
+    through in order. The rows inside a batch keep their order.
+
+    Args:
+        child: the reader whose batches are shuffled.
+        n: how many batches the window holds.
+
+    Raises:
+        ValueError: ``n`` is negative.
+    """
+
+    def __init__(self, child: InputReader, n: int = 0) -> None:
+        if n < 0:
+            raise ValueError(f"ShuffledInput's window holds n >= 0 batches, not {n}")
+        self.child = child
+        self.n = n
+        self.buffer: list[SampleBatch | MultiAgentBatch] = []
+
+    def next(self) -> SampleBatch | MultiAgentBatch:
+        """A batch drawn from the window (filled first), replaced there by the child's next one.
+
+        Returns:
+            A batch of the child's.
+        """
+        if self.n <= 1:
+            return self.child.next()
+        while len(self.buffer) < self.n:
+            self.buffer.append(self.child.next())
+        index = random.randrange(self.n)  # Python's generator, as JsonReader's file order: seeded with random.seed
+        drawn, self.buffer[index] = self.buffer[index], self.child.next()
+        return drawn
+
+
 class _RefusedColumn(ValueError):
     """A column the reader will not open (RLlib's pickled columns): an error, never a line to skip."""
 

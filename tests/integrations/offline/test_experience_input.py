@@ -281,7 +281,7 @@ def test_files_of_an_unknown_policy_and_unreadable_files_are_refused(tmp_path: P
     [
         ({"input_": {"sampler": 0.5, "/data": 0.6}}, "sum to 1"),
         ({"input_": 3}, "input_ must be 'sampler'"),
-        ({"input_config": {"fromat": "json"}}, "input_config has no key 'fromat'"),
+        ({"input_": "/data", "input_config": {"fromat": "json"}}, "input_config has no key 'fromat'"),
         ({"input_config": {"columns": ["obs"]}}, "input_config columns must map"),
     ],
 )

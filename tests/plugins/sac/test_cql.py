@@ -114,3 +114,18 @@ def test_discrete_cql_learns_cartpole_from_mixed_expert_and_random_data(make_alg
     # measured: 500 after these 1,000 updates; Q stays near the discounted return (about 7 after 1,000)
     assert result["evaluation"]["episode_reward_mean"] >= 475
     assert 0 < result["info"]["learner"]["default_policy"]["learner_stats"]["mean_q"] < 100
+
+
+def test_without_training_intensity_each_train_batch_read_is_trained_on_once(make_algo: Callable[..., Any]) -> None:
+    """RLlib's native ratio for rows read from files: one update per train batch read (sampled env steps: per step)."""
+    config = (
+        corral.get_config("CQL")
+        .environment("CartPole-v1")
+        .offline_data(input_=str(EXPERT))
+        .training(train_batch_size=32, learning_starts=0, model={"fcnet_hiddens": [16]})
+        .update_from_dict({"min_sample_timesteps_per_iteration": 320})
+        .debugging(seed=0)
+    )
+    result = make_algo(config).train()
+    assert result["num_env_steps_sampled"] >= 320
+    assert result["num_env_steps_trained"] == result["num_env_steps_sampled"], "ten batches read, ten updates of 32 rows"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from corral.core.contracts.options.input_names import input_creator
 from corral.core.contracts.plugin_classes import check_estimation_methods, validate_exploration_config
 from corral.errors import ConfigError
 
@@ -29,10 +30,16 @@ def check_config(config: AlgorithmConfig) -> None:
             f"{names} hold a Tune search space, which a trial turns into a value; run the config through Tune "
             "(tune.Tuner(ALGO, param_space=config.to_dict())), or give a value to build it here"
         )
-    if config.env is None and not callable(config.input_):  # a function as input_ makes the runners' ExternalEnvs
+    if config.env is None and input_creator(config.input_) is None:  # an input creator makes the runners' ExternalEnvs
         raise ConfigError(
             "no environment is set; call config.environment('CartPole-v1') "
             "(a gymnasium id, a 'module:Class' path, a class or a registered name)"
+        )
+    unknown = sorted(set(config.input_config) - {"format", "columns", "use_ray_data"})
+    if unknown and config.input_ != "sampler" and input_creator(config.input_) is None:  # files are read with them
+        raise ConfigError(
+            f"input_config has no key {unknown[0]!r}; it takes 'format', 'columns' and 'use_ray_data' (other keys are "
+            "for an input creator's reader, input_=lambda ioctx: ..., which reads them from ioctx.input_config)"
         )
     config.get_rollout_fragment_length()
     check_batch_sizes(config)
@@ -61,7 +68,7 @@ def check_config(config: AlgorithmConfig) -> None:
         return
     try:
         evaluation = config.get_evaluation_config()
-        if evaluation.env is None and callable(config.input_):  # served episodes, and no env to evaluate in
+        if evaluation.env is None and input_creator(config.input_) is not None:  # served episodes, no env to evaluate in
             if config.evaluation_interval:
                 raise ConfigError(
                     f"evaluation_interval={config.evaluation_interval} evaluates in an env, and this config has none "

@@ -15,9 +15,9 @@ found as well.
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any
 
+from corral.core.common.tune_registry import share_with_tune, tune_imported, tune_registered
 from corral.errors import ConfigError, did_you_mean
 
 logger = logging.getLogger("corral")
@@ -66,7 +66,7 @@ def register_model_class(name: str, cls: type, action_dist: bool = False) -> Non
         other = "custom action distribution" if action_dist is False else "custom model"
         raise ConfigError(f"{caller}({name!r}, ...): {name!r} already names a {other}; give this class another name")
     _MODELS[name] = cls
-    if "ray.tune.registry" in sys.modules:  # Tune trials are other processes: they find it in Tune's registry
+    if tune_imported():  # Tune trials are other processes: they find it in Tune's registry
         share_models_with_tune(name)
 
 
@@ -78,13 +78,8 @@ def share_models_with_tune(*names: str) -> None:
     Args:
         *names: names given to :func:`register_model_class`.
     """
-    from ray.tune.registry import _global_registry
-
     for name in names or list(_MODELS):
-        try:
-            _global_registry.register(TUNE_CATEGORY, name, _MODELS[name])
-        except Exception as exc:  # pickling whatever the class holds may fail
-            logger.warning("custom model %r is known in this process only (Ray Tune cannot pickle it: %s)", name, exc)
+        share_with_tune(TUNE_CATEGORY, name, _MODELS[name], "custom model")
 
 
 def registered_model_class(name: str) -> type | None:
@@ -98,11 +93,7 @@ def registered_model_class(name: str) -> type | None:
     """
     if name in _MODELS:
         return _MODELS[name]
-    registry = sys.modules.get("ray.tune.registry")
-    store = getattr(registry, "_global_registry", None)  # RLlib's ModelCatalog registers there too
-    if store is None or not store.contains(TUNE_CATEGORY, name):
-        return None
-    found: Any = store.get(TUNE_CATEGORY, name)
+    found = tune_registered(TUNE_CATEGORY, name)  # RLlib's ModelCatalog registers there too
     return found if isinstance(found, type) else None
 
 

@@ -279,9 +279,7 @@ class RunOptions(BaseModel):
     @field_validator("input_config", mode="after")
     @classmethod
     def _check_input_config(cls, value: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(value) - {"format", "columns", "use_ray_data"})
-        if unknown:
-            raise ValueError(f"input_config has no key {unknown[0]!r}; it takes 'format', 'columns' and 'use_ray_data'")
+        # other keys are an input creator's own (it reads them from ioctx.input_config): check_config checks there is one
         if not isinstance(value.get("use_ray_data", False), bool):
             raise ValueError(f"input_config use_ray_data must be True or False, not {value['use_ray_data']!r}")
         if value.get("format", "parquet") not in OUTPUT_FORMATS:

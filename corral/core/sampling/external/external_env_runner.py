@@ -38,7 +38,10 @@ import numpy as np
 
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.common.spaces import stack_observations
+from corral.core.contracts.options.input_names import input_creator
+from corral.core.environments.envs import make_vector_env
 from corral.core.environments.external_env import ExternalEnv, ExternalStep
+from corral.core.environments.multi_agent_env import probe_env
 from corral.core.learning.recurrent.carry import AgentCarry, recorded_inputs
 from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment
 from corral.core.sampling.agent_policies import PolicyModels
@@ -95,13 +98,18 @@ class ExternalEnvRunner(BaseEnvRunner):
 
     def _make_envs(self, first_env: Any) -> None:
         config = self.config
-        if first_env is None and callable(config.input_):
-            first_env = config.input_(IOContext(config=config, worker_index=self.worker_index, worker=self))
-            if first_env is not None and not isinstance(first_env, ExternalEnv):
+        self.input_reader: Any = None
+        """what the input creator made where it is an ``InputReader``: the algorithm reads it, this runner samples nothing"""
+        creator = input_creator(config.input_)
+        if first_env is None and creator is not None:
+            first_env = creator(IOContext(config=config, worker_index=self.worker_index, worker=self))
+            if callable(getattr(first_env, "next", None)) and not isinstance(first_env, ExternalEnv):
+                self.input_reader, first_env = first_env, None
+            elif first_env is not None and not isinstance(first_env, ExternalEnv):
                 raise ConfigError(
                     f"offline_data(input_=...) made a {type(first_env).__name__} for env runner {self.worker_index}; "
-                    "a function given as input_ makes an ExternalEnv (a PolicyServerInput) or None, and a folder or "
-                    "file of recorded experiences is given as input_ itself"
+                    "an input creator makes an InputReader (next() gives a batch), an ExternalEnv (a PolicyServerInput) "
+                    "or None, and a folder or file of recorded experiences is given as input_ itself"
                 )
         elif not isinstance(first_env, ExternalEnv):
             raise ConfigError(f"an ExternalEnvRunner samples an ExternalEnv, not {type(first_env).__name__}")
@@ -154,6 +162,8 @@ class ExternalEnvRunner(BaseEnvRunner):
             ConfigError: a policy's spaces are given nowhere.
         """
         env_spaces = (getattr(self.base_env, "observation_space", None), getattr(self.base_env, "action_space", None))
+        if self.input_reader is not None and self.config.env is not None:  # as RLlib's worker beside a reader: the env's
+            env_spaces = _env_spaces(self.config, self.worker_index)
         return external_policy_spaces(self.config, *env_spaces, f"env runner {self.worker_index}")
 
     # ------------------------------------------------------------------ #
@@ -410,6 +420,23 @@ class ExternalEnvRunner(BaseEnvRunner):
 def _rows(value: Any, rows: list[int]) -> Any:
     """Rows of a recurrent input: an array's, or each state part's."""
     return [part[rows] for part in value] if isinstance(value, list) else value[rows]
+
+
+def _env_spaces(config: Any, worker_index: int) -> tuple[gym.Space[Any] | None, gym.Space[Any] | None]:
+    """A single-agent env's spaces, from one copy made and closed; none for a multi-agent env (its PolicySpecs give them)."""
+    multi_agent, env = probe_env(config, worker_index)
+    if multi_agent:
+        if env is not None:
+            env.close()
+        return None, None
+    if env is None:  # a gymnasium id or a class: made as a runner makes it
+        vector = make_vector_env(config, 1, worker_index)
+        spaces = vector.single_observation_space, vector.single_action_space
+        vector.close()
+        return spaces
+    spaces = env.observation_space, env.action_space
+    env.close()
+    return spaces
 
 
 def external_policy_spaces(
