@@ -64,7 +64,6 @@ ABSENT_KEYS = {
     "AtariPreprocessing",
     "compress_observations": "samples stay arrays in memory; output files compress columns by output_compress_columns",
     "synchronize_filters": "observation filters are always merged across env runners after each sample call",
-    "remote_worker_envs": "sub-environments run inside their env runner; num_env_runners samples in parallel processes",
 }
 """RLlib options corral deliberately does not have, and why: naming one is an error that says so"""
 

@@ -190,37 +190,53 @@ def _creator_for(obj: Any, label: str) -> Callable[[EnvContext], gym.Env]:
 
 
 def _class_creator(cls: Callable[..., gym.Env], label: str) -> Callable[[EnvContext], gym.Env]:
-    """How to build an env class from its ``env_config``, whatever its constructor's signature.
+    """How to build an env class from its ``env_config`` (see :func:`constructor_arguments`)."""
+    arguments = constructor_arguments(cls, label)
+
+    def build(ctx: EnvContext) -> gym.Env:
+        args, kwargs = arguments(ctx)
+        return cls(*args, **kwargs)
+
+    return build
+
+
+def constructor_arguments(cls: Callable[..., Any], label: str) -> Callable[[EnvContext], tuple[tuple[Any, ...], dict[str, Any]]]:
+    """What an env class's constructor is given for an ``env_config``, whatever its signature: ``ctx -> (args, kwargs)``.
 
     RLlib's convention first: a class whose first parameter is required (or is named
     like a config) gets the EnvContext as that one argument. A class without
     parameters is built without it; one with keyword options only (gymnasium's
     style, ``__init__(self, render_mode=None, size=5)``) gets ``env_config``'s
     entries as keyword arguments, as ``gymnasium.make`` passes them.
+
+    Args:
+        cls: the env class.
+        label: how the config names it, for errors.
+
+    Returns:
+        A function of the EnvContext; it raises EnvError naming ``env_config`` keys the class does not take.
     """
     init = cast(Any, cls).__init__
-    if init is object.__init__:  # no constructor of its own
-        return lambda ctx: cls()
-    kind = inspect.Parameter
-    params = [p for p in inspect.signature(init).parameters.values() if p.name != "self"]
+    params = [] if init is object.__init__ else [p for p in inspect.signature(init).parameters.values() if p.name != "self"]
     if not params:
-        return lambda ctx: cls()
+        return lambda ctx: ((), {})
+    kind = inspect.Parameter
     first = params[0]
     if first.kind is kind.VAR_POSITIONAL or (
         first.kind in (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)
         and (first.default is kind.empty or first.name in CONFIG_PARAMETERS)
     ):
-        return lambda ctx: cls(ctx)
+        return lambda ctx: ((ctx,), {})
     takes_any = any(p.kind is kind.VAR_KEYWORD for p in params)
     names = {p.name for p in params if p.kind in (kind.POSITIONAL_OR_KEYWORD, kind.KEYWORD_ONLY)}
 
-    def with_keywords(ctx: EnvContext) -> gym.Env:
+    def keywords(ctx: EnvContext) -> tuple[tuple[Any, ...], dict[str, Any]]:
         unknown = sorted(set(ctx) - names) if not takes_any else []
         if unknown:
             raise EnvError(
                 f"environment {label!r} takes the keyword arguments {', '.join(sorted(names))}, "
                 f"but env_config has {', '.join(map(repr, unknown))}"
             )
-        return cls(**ctx)
+        return (), dict(ctx)
 
-    return with_keywords
+    return keywords

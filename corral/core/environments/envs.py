@@ -37,6 +37,7 @@ from corral.core.environments.env_creators import (
     resolve_creator as resolve_creator,
     share_with_tune as share_with_tune,
 )
+from corral.core.environments.remote_sub_environments import RemoteVectorEnv, make_remote_actors
 from corral.core.environments.sub_environment_guard import (
     MAX_REPLAY_STEPS as MAX_REPLAY_STEPS,
     SubEnvironmentGuard as SubEnvironmentGuard,
@@ -160,6 +161,45 @@ def make_vector_env(
         raise EnvError(
             f"creating environment {env_name(config.env)!r} with env_config={dict(config.env_config)} failed: {exc}"
         ) from exc
+
+
+def make_remote_vector_env(
+    config: AlgorithmConfig,
+    num_envs: int,
+    worker_index: int = 0,
+    first_env: Any = None,
+    on_sub_environment: Callable[[Any, EnvContext], None] | None = None,
+) -> gym.vector.VectorEnv:
+    """RLlib's ``remote_worker_envs``: each sub-environment a Ray actor (see :mod:`.remote_sub_environments`).
+
+    Args:
+        config: the algorithm's config (``env``, ``env_config``, ``disable_env_checking``).
+        num_envs: the number of sub-environments.
+        worker_index: the env runner's index, in each :class:`EnvContext`.
+        first_env: an env the probe made to see its kind, closed: the actors make their own.
+        on_sub_environment: called with each actor and its EnvContext, as RLlib calls ``on_sub_environment_created``.
+
+    Returns:
+        The vector env over the actors, not yet reset.
+
+    Raises:
+        EnvError: the env is unknown or cannot be imported.
+        ConfigError: Ray is not installed, or the sub-environments' spaces differ.
+    """
+    env_id, creator = resolve_creator(config.env)
+    if env_id is not None:  # made in the actor's process as gym.make makes it
+        checker_off = config.disable_env_checking
+        creator = lambda ctx: gym.make(env_id, disable_env_checker=checker_off, **config.env_config)  # noqa: E731
+    assert creator is not None
+    if first_env is not None:
+        first_env.close()
+    contexts = [EnvContext(config.env_config, worker_index, i, num_workers=config.num_env_runners) for i in range(num_envs)]
+    env_class = config.env if isinstance(config.env, type) else None
+    actors = make_remote_actors(env_class, creator, contexts, env_name(config.env))
+    if on_sub_environment is not None:  # RLlib gives the callback the actor
+        for actor, context in zip(actors, contexts, strict=True):
+            on_sub_environment(actor, context)
+    return RemoteVectorEnv(actors)
 
 
 def _native_vector_env(

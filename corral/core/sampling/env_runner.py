@@ -31,10 +31,12 @@ from corral.core.environments.envs import (
     check_vector_step,
     env_name,
     is_guarded,
+    make_remote_vector_env,
     make_vector_env,
 )
 from corral.core.environments.external_env import ExternalEnv
 from corral.core.environments.multi_agent_env import probe_env
+from corral.core.environments.remote_sub_environments import RemoteVectorEnv
 from corral.core.learning.policy import Policy
 from corral.core.learning.recurrent.carry import RecurrentCarry
 from corral.core.memory import check_fits
@@ -83,10 +85,11 @@ class EnvRunner(BaseEnvRunner):
 
     def _make_envs(self, first_env: Any) -> None:
         config = self.config
-        self.base_env = make_vector_env(
-            config, self.num_envs, self.worker_index, first_env, self.display,
-            on_sub_environment=functools.partial(self.callbacks.sub_environment_created, self),
-        )  # fmt: skip
+        created = functools.partial(self.callbacks.sub_environment_created, self)
+        if config.remote_worker_envs:
+            self.base_env = make_remote_vector_env(config, self.num_envs, self.worker_index, first_env, created)
+        else:
+            self.base_env = make_vector_env(config, self.num_envs, self.worker_index, first_env, self.display, created)
         self._check_buffer_memory()
         # Sub-environments stepped in a loop check themselves (SubEnvironmentGuard); a native vector env is checked here.
         self._native = not is_guarded(self.base_env)
@@ -128,6 +131,8 @@ class EnvRunner(BaseEnvRunner):
         """
         if is_guarded(self.base_env):
             return cast(SubEnvironmentGuard, self.base_env.envs[0]).created
+        if isinstance(self.base_env, RemoteVectorEnv):
+            return self.base_env.actors[0]  # as RLlib's worker.env with remote_worker_envs: an actor
         if self._single_env is None:
             spec = self.base_env.spec
             assert spec is not None  # gymnasium's make_vec names the env it vectorised
@@ -136,7 +141,10 @@ class EnvRunner(BaseEnvRunner):
 
     @property
     def sub_environments(self) -> list[Any]:
-        """The sub-environments stepped in a loop, as the user made them, or the native vector env itself."""
+        """The sub-environments stepped in a loop, as the user made them, their actors (``remote_worker_envs``), or the
+        native vector env itself."""
+        if isinstance(self.base_env, RemoteVectorEnv):
+            return list(self.base_env.actors)
         if not is_guarded(self.base_env):
             return [self.base_env]
         return [cast(SubEnvironmentGuard, guard).user_env for guard in self.base_env.envs]

@@ -134,6 +134,11 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             )
         if config.horizon is not None:
             raise ConfigError("horizon cuts single-agent envs; end a multi-agent env's episodes in the env itself")
+        if config.remote_worker_envs:
+            raise ConfigError(
+                "remote_worker_envs makes actors of single-agent envs; a multi-agent env's sub-environments run inside "
+                "their env runner (num_env_runners samples in parallel processes)"
+            )
         if self.display is not None and self.display.video_folder is not None:
             raise ConfigError(
                 "record_env records single-agent envs (gymnasium's RecordVideo needs one env's frames); "

@@ -122,6 +122,16 @@ def check_env_runners(config: AlgorithmConfig) -> None:
             "observation_space, action_space and horizon change each sub-environment, which a natively vectorised "
             "env does not have; set vectorize_mode='sync' or 'auto'"
         )
+    if config.remote_worker_envs:
+        changed = [name for name in ("observation_space", "action_space", "horizon") if getattr(config, name) is not None]
+        changed += ["render_env"] * bool(config.render_env) + ["record_env"] * bool(config.record_env)
+        changed += ["restart_failed_sub_environments"] * config.restart_failed_sub_environments
+        changed += ["vectorize_mode='native'"] * (config.vectorize_mode == "native")
+        if changed:
+            raise ConfigError(
+                f"remote_worker_envs=True steps each sub-environment as it is, in its own actor; {', '.join(changed)} "
+                "needs the sub-environments inside the env runner: set it in the env itself, or remote_worker_envs=False"
+            )
     if config.evaluation_parallel_to_training and config.evaluation_num_env_runners == 0:
         raise ConfigError(
             "evaluation_parallel_to_training needs evaluation actors to run on; set evaluation_num_env_runners >= 1"

@@ -85,6 +85,9 @@ class SamplingOptions(BaseModel):
     (policy, batch), as RLlib's older sampler did. Sampling is the same either way"""
     vectorize_mode: Literal["auto", "native", "sync"] = option("auto", "env_runners")
     """'native': the env's own vectorised implementation (gymnasium make_vec); 'sync': copies in a loop; 'auto': native if any"""
+    remote_worker_envs: bool = option(False, "env_runners")
+    """make each sub-environment a Ray actor (needs the ray extra), all stepped in parallel: for slow simulators. An
+    env class becomes the actor itself, so a callback calls its methods with .remote() (foreach_env gives the actors)"""
     observation_filter: Literal["NoFilter", "MeanStdFilter"] = option("NoFilter", "env_runners")
     """normalise observations by running mean and std (saved in checkpoints)"""
     num_cpus_per_env_runner: float = option(1, "env_runners", ge=0, le=1024)
