@@ -246,6 +246,8 @@ MODULES: dict[str, dict[str, str]] = {
     },
     "core.rl_module.torch": {"TorchRLModule": f"{_NETS}.rl_module:TorchRLModule"},
     "core.rl_module.torch.torch_rl_module": {"TorchRLModule": f"{_NETS}.rl_module:TorchRLModule"},
+    "algorithms.ppo.torch.ppo_torch_rl_module": {"PPOTorchRLModule": "corral.plugins.ppo.rl_module:PPOTorchRLModule"},
+    "algorithms.ppo.tf.ppo_tf_rl_module": {"PPOTfRLModule": "tf=corral.plugins.ppo.rl_module:PPOTorchRLModule"},
     "core.rl_module.marl_module": {
         "MultiAgentRLModuleSpec": "corral.core.contracts.policy_spec:MultiAgentRLModuleSpec",
         "MultiAgentRLModule": "!corral builds one RLModule per policy from a MultiAgentRLModuleSpec; "

@@ -46,6 +46,7 @@ method (RLlib's ``ValueFunctionAPI``), which gets the batch and the
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -100,6 +101,8 @@ class TorchRLModule(Model):
     framework = "torch"
     value_outputs: bool = True
     """whether corral's forwards add ``vf_preds`` (set by the policy: False where it needs no values)"""
+    nested_observations: gym.Space[Any] | None = None
+    """the flat space whose ``original_space`` a Ray 2.5-2.9 module's observations are restored to (set when built)"""
 
     def __init__(
         self,
@@ -262,6 +265,10 @@ class TorchRLModule(Model):
         prev_actions: torch.Tensor | None = None,
         prev_rewards: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
+        if self.nested_observations is not None:
+            from corral.core.networks.model_v2 import restore_original_dimensions  # it imports this module
+
+            obs = restore_original_dimensions(obs, self.nested_observations)
         batch: dict[str, Any] = {SampleBatch.OBS: obs}
         keys = self._state_keys() if state is not None else []
         if state is not None:  # RLlib's stateful modules get a time axis, of one step when acting
@@ -350,10 +357,17 @@ def build_rl_module(
     from corral.core.networks.model_v2 import model_v2_obs_space  # the preprocessed space, as RLlib's connectors give it
 
     space = model_v2_obs_space(obs_space)
+    parameters = inspect.signature(cls).parameters
+    # Ray 2.5-2.9's modules take one RLModuleConfig, with the env's own space (a Dict as a Dict) and nested observations
+    takes_config = "observation_space" not in parameters and not any(p.kind is p.VAR_KEYWORD for p in parameters.values())
     try:
-        module: TorchRLModule = cls(
-            observation_space=space, action_space=action_space, inference_only=False, model_config=dict(model_config)
-        )
+        if takes_config:
+            module: TorchRLModule = cls(RLModuleConfig(obs_space, action_space, dict(model_config)))
+            module.nested_observations = space if isinstance(obs_space, (gym.spaces.Dict, gym.spaces.Tuple)) else None
+        else:
+            module = cls(
+                observation_space=space, action_space=action_space, inference_only=False, model_config=dict(model_config)
+            )
     except ConfigError:
         raise
     except Exception as exc:  # whatever a user's setup() raises

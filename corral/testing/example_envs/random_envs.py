@@ -64,6 +64,8 @@ class RandomEnv(gym.Env[Any, Any]):
             options: ignored.
         """
         super().reset(seed=seed)
+        if self._observations != self.observation_space:  # a subclass set its own (RLlib's ActionMaskEnv): draw from it
+            self._observations = copy.deepcopy(self.observation_space)
         self._observations.seed(draw_seed(self.np_random))
         self._rewards.seed(draw_seed(self.np_random))
         self.steps = 0
