@@ -14,13 +14,10 @@ found as well.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from corral.core.common.tune_registry import share_with_tune, tune_imported, tune_registered
 from corral.errors import ConfigError, did_you_mean
-
-logger = logging.getLogger("corral")
 
 _MODELS: dict[str, type] = {}
 
