@@ -147,13 +147,10 @@ def _served_spaces(config: Any) -> dict[str, Any]:
         return {}
     if not config.is_multi_agent and config.observation_space is not None and config.action_space is not None:
         return {}
-    import gymnasium as gym
-
-    from corral.core.environments.env_creators import EnvContext, resolve_creator
+    from corral.core.environments.envs import one_sub_environment
     from corral.core.environments.multi_agent_env import MultiAgentEnv
 
-    gymnasium_id, creator = resolve_creator(config.env)
-    env = gym.make(gymnasium_id, **config.env_config) if gymnasium_id else creator(EnvContext(config.env_config))  # type: ignore[misc]
+    env = one_sub_environment(config)
     try:
         if isinstance(env, MultiAgentEnv) != bool(config.is_multi_agent):
             raise ConfigError(

@@ -130,8 +130,7 @@ def make_vector_env(
                 and display is None  # a native vector env does not render
             ):
                 return _native_vector_env(env_id, num_envs, config, context, on_sub_environment)
-            checker_off = config.disable_env_checking  # gym.make wraps every env in gymnasium's checker by default
-            creator = lambda ctx: gym.make(env_id, disable_env_checker=checker_off, **make_kwargs(ctx))  # noqa: E731
+            creator = lambda ctx: gym_made(env_id, config, make_kwargs(ctx))  # noqa: E731
         elif config.vectorize_mode == "native":
             raise EnvError("vectorize_mode='native' needs a gymnasium id with a vector entry point")
         assert creator is not None
@@ -163,6 +162,42 @@ def make_vector_env(
         ) from exc
 
 
+def gym_made(env_id: str, config: AlgorithmConfig, kwargs: dict[str, Any] | None = None) -> gym.Env:
+    """``gym.make`` of a gymnasium id, with gymnasium's env checker as the config's ``disable_env_checking`` says.
+
+    Args:
+        env_id: the gymnasium id.
+        config: the config (``env_config``, ``disable_env_checking``).
+        kwargs: ``gym.make``'s keyword arguments instead of ``env_config``.
+
+    Returns:
+        The env ``gym.make`` returns, its wrappers (time limit, checker) included.
+    """
+    return gym.make(env_id, disable_env_checker=config.disable_env_checking, **(config.env_config if kwargs is None else kwargs))
+
+
+def one_sub_environment(config: AlgorithmConfig, worker_index: int = 0) -> Any:
+    """One sub-environment of the config's env as its creator makes it (``gym.make``'s for a gymnasium id).
+
+    For reading the env's spaces, or stepping a copy beside the runner's (RLlib's ``worker.env``).
+
+    Args:
+        config: the config (``env``, ``env_config``, ``disable_env_checking``).
+        worker_index: the env runner's index, in the EnvContext a creator gets.
+
+    Returns:
+        The env.
+
+    Raises:
+        EnvError: the env is unknown or cannot be imported.
+    """
+    env_id, creator = resolve_creator(config.env)
+    if env_id is not None:
+        return gym_made(env_id, config)
+    assert creator is not None
+    return creator(EnvContext(config.env_config, worker_index, num_workers=config.num_env_runners))
+
+
 def make_remote_vector_env(
     config: AlgorithmConfig,
     num_envs: int,
@@ -188,8 +223,7 @@ def make_remote_vector_env(
     """
     env_id, creator = resolve_creator(config.env)
     if env_id is not None:  # made in the actor's process as gym.make makes it
-        checker_off = config.disable_env_checking
-        creator = lambda ctx: gym.make(env_id, disable_env_checker=checker_off, **config.env_config)  # noqa: E731
+        creator = lambda ctx: gym_made(env_id, config)  # noqa: E731
     assert creator is not None
     if first_env is not None:
         first_env.close()

@@ -33,6 +33,7 @@ from corral.core.environments.envs import (
     is_guarded,
     make_remote_vector_env,
     make_vector_env,
+    one_sub_environment,
 )
 from corral.core.environments.external_env import ExternalEnv
 from corral.core.environments.multi_agent_env import probe_env
@@ -134,9 +135,7 @@ class EnvRunner(BaseEnvRunner):
         if isinstance(self.base_env, RemoteVectorEnv):
             return self.base_env.actors[0]  # as RLlib's worker.env with remote_worker_envs: an actor
         if self._single_env is None:
-            spec = self.base_env.spec
-            assert spec is not None  # gymnasium's make_vec names the env it vectorised
-            self._single_env = gym.make(spec.id, disable_env_checker=self.config.disable_env_checking, **self.config.env_config)
+            self._single_env = one_sub_environment(self.config, self.worker_index)
         return self._single_env
 
     @property

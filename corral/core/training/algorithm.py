@@ -270,11 +270,12 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         ``record_env=True`` becomes the ``videos`` folder in it, and a name given
         to ``register_input`` its creator (remote runners have no registry).
         """
-        registered = input_creator(config.input_) not in (None, config.input_)
+        creator = input_creator(config.input_)
+        registered = creator not in (None, config.input_)
         if config.output != "logdir" and config.record_env is not True and not registered:
             return config
         resolved = config.copy()
-        resolved.input_ = input_creator(config.input_) or config.input_
+        resolved.input_ = creator if registered else config.input_
         if config.output == "logdir":
             resolved.output = str(self.logdir)
         if config.record_env is True:

@@ -18,19 +18,10 @@ import torch
 from torch import nn
 
 from corral.core.common.sample_batch import SampleBatch
+from corral.core.networks.default_models import init_linear, mlp
 from corral.core.networks.distributions import distribution_for
 from corral.core.networks.rl_module import TorchRLModule
-from corral.core.networks.torch_layers import SlimFC
 from corral.errors import ConfigError
-
-
-def _layers(inputs: int, hiddens: list[int], activation: str) -> tuple[nn.Module, int]:
-    """An MLP of ``hiddens`` and the size of its output (``inputs`` where there is no layer)."""
-    layers: list[nn.Module] = []
-    for size in hiddens:
-        layers.append(SlimFC(inputs, size, activation_fn=activation))
-        inputs = size
-    return nn.Sequential(*layers), inputs
 
 
 class PPOTorchRLModule(TorchRLModule):
@@ -54,12 +45,13 @@ class PPOTorchRLModule(TorchRLModule):
         inputs = int(np.prod(self.observation_space.shape))
         hiddens = list(config.get("fcnet_hiddens", [256, 256]))
         activation = config.get("fcnet_activation", "tanh")
-        self.actor_encoder, width = _layers(inputs, hiddens, activation)
-        self.critic_encoder = self.actor_encoder if config.get("vf_share_layers") else _layers(inputs, hiddens, activation)[0]
+        self.actor_encoder = mlp([inputs, *hiddens], activation)
+        self.critic_encoder = self.actor_encoder if config.get("vf_share_layers") else mlp([inputs, *hiddens], activation)
         assert self.action_space is not None  # corral builds modules with both spaces
         _, outputs = distribution_for(self.action_space)
-        self.pi = SlimFC(width, outputs, initializer=lambda w: nn.init.normal_(w, std=0.01))
-        self.vf = SlimFC(width, 1)
+        width = hiddens[-1] if hiddens else inputs
+        self.pi = init_linear(nn.Linear(width, outputs), 0.01)  # corral's policy heads: outputs near zero at first
+        self.vf = init_linear(nn.Linear(width, 1), 1.0)
 
     def _flat_obs(self, batch: dict[str, Any]) -> torch.Tensor:
         obs = batch[SampleBatch.OBS]

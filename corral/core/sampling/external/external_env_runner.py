@@ -39,9 +39,9 @@ import numpy as np
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.core.common.spaces import stack_observations
 from corral.core.contracts.options.input_names import input_creator
-from corral.core.environments.envs import make_vector_env
+from corral.core.environments.envs import one_sub_environment
 from corral.core.environments.external_env import ExternalEnv, ExternalStep
-from corral.core.environments.multi_agent_env import probe_env
+from corral.core.environments.multi_agent_env import MultiAgentEnv
 from corral.core.learning.recurrent.carry import AgentCarry, recorded_inputs
 from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment
 from corral.core.sampling.agent_policies import PolicyModels
@@ -424,19 +424,11 @@ def _rows(value: Any, rows: list[int]) -> Any:
 
 def _env_spaces(config: Any, worker_index: int) -> tuple[gym.Space[Any] | None, gym.Space[Any] | None]:
     """A single-agent env's spaces, from one copy made and closed; none for a multi-agent env (its PolicySpecs give them)."""
-    multi_agent, env = probe_env(config, worker_index)
-    if multi_agent:
-        if env is not None:
-            env.close()
-        return None, None
-    if env is None:  # a gymnasium id or a class: made as a runner makes it
-        vector = make_vector_env(config, 1, worker_index)
-        spaces = vector.single_observation_space, vector.single_action_space
-        vector.close()
-        return spaces
-    spaces = env.observation_space, env.action_space
-    env.close()
-    return spaces
+    env = one_sub_environment(config, worker_index)
+    try:
+        return (None, None) if isinstance(env, MultiAgentEnv) else (env.observation_space, env.action_space)
+    finally:
+        env.close()
 
 
 def external_policy_spaces(
