@@ -123,3 +123,14 @@ def test_policy_compute_single_action_has_rllib_s_signature_and_returns(algo) ->
     assert policy.compute_single_action(input_dict={"obs": OBS}, explore=False)[0] == action
     with pytest.raises(ConfigError, match=r"Policy\.compute_single_action: state=.*the policy has a stateless model"):
         policy.compute_single_action(OBS, [np.zeros(2)])
+
+
+def test_the_same_observations_give_the_same_extras_whatever_their_memory_layout(algo) -> None:
+    """A sampler's column (Fortran order) and a restored checkpoint's copy (C order) act alike, to the last bit."""
+    policy = algo.get_policy()
+    obs = np.random.default_rng(0).normal(size=(4, 4)).astype(np.float32)
+    transposed = np.asfortranarray(obs)  # a torch matmul on this layout takes another kernel, whose sums round differently
+    (_, from_c), (_, from_fortran) = policy.compute_actions(obs, explore=False), policy.compute_actions(transposed, explore=False)
+    for key in ("action_dist_inputs", "vf_preds"):
+        np.testing.assert_array_equal(from_c[key], from_fortran[key])
+    np.testing.assert_array_equal(policy.compute_values(obs), policy.compute_values(transposed))

@@ -71,6 +71,15 @@ class Acting(PolicyPart):
             return obs_filter(obs, update=update_filter)
         return self.action_mask.map_observation(obs, lambda model_obs: obs_filter(model_obs, update=update_filter))
 
+    def _obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
+        """Observations as a tensor on the policy's device, always contiguous.
+
+        A strided view (a column of the sampler's buffers) takes another matmul
+        kernel, whose sums round differently: the same observations would give
+        actions that differ in the last bit, depending on where they lie.
+        """
+        return torch.from_numpy(np.ascontiguousarray(obs)).to(self.device)
+
     @property
     def acting_model(self) -> Model:
         """The model :meth:`compute_actions` acts with: :attr:`model`, or another one inside :meth:`acting_with`."""
@@ -124,7 +133,7 @@ class Acting(PolicyPart):
             as ``state_out_0``, ...), all as numpy arrays on the CPU.
         """
         explore = self.config.explore if explore is None else explore
-        obs_t = torch.from_numpy(obs).to(self.device)
+        obs_t = self._obs_tensor(obs)
         if self.is_recurrent:
             model = cast("RecurrentModel", self.acting_model)
             inputs = self._recurrent_inputs(len(obs), state, prev_actions, prev_rewards)
@@ -209,7 +218,7 @@ class Acting(PolicyPart):
             at = steps[running, index], envs[running, index]
             previous = [fragment[k][at] if k in fragment else None for k in (SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS)]
             inputs = self._recurrent_inputs(len(running), [part[running] for part in state], *previous)
-            out = model.forward_inference(torch.from_numpy(fragment[SampleBatch.OBS][at]).to(self.device), *inputs)
+            out = model.forward_inference(self._obs_tensor(fragment[SampleBatch.OBS][at]), *inputs)
             for k, part in enumerate(state):
                 state_in[k][at] = part[running]
                 part[running] = state_out[k][at] = out[state_out_key(k)].cpu().numpy()
@@ -284,7 +293,7 @@ class Acting(PolicyPart):
             ConfigError: the policy is recurrent and no ``state`` is given (its likelihoods depend on the episode so
                 far, which rows alone do not hold).
         """
-        obs_t = torch.from_numpy(obs).to(self.device)
+        obs_t = self._obs_tensor(obs)
         if self.is_recurrent:
             if state is None:
                 raise ConfigError(
@@ -319,7 +328,7 @@ class Acting(PolicyPart):
         Returns:
             ``[B]`` value estimates.
         """
-        obs_t = torch.from_numpy(obs).to(self.device)
+        obs_t = self._obs_tensor(obs)
         if self.is_recurrent:
             inputs = self._recurrent_inputs(len(obs), state, prev_actions, prev_rewards)
             out = cast("RecurrentModel", self.model).forward_inference(obs_t, *inputs)
