@@ -214,7 +214,11 @@ MODULES: dict[str, dict[str, str]] = {
         "ModelV2": f"{_NETS}.model_v2:TorchModelV2",
         "restore_original_dimensions": f"{_NETS}.model_v2:restore_original_dimensions",
     },
-    "models.preprocessors": {name: f"corral.core.common.preprocessors:{name}" for name in ("get_preprocessor", "NoPreprocessor")},
+    "models.preprocessors": {
+        name: f"corral.core.common.preprocessors:{name}"
+        for name in ("get_preprocessor", "NoPreprocessor", "RepeatedValuesPreprocessor")
+    },
+    "models.repeated_values": {"RepeatedValues": "corral.core.common.repeated:RepeatedValues"},
     "models.torch.torch_modelv2": {"TorchModelV2": f"{_NETS}.model_v2:TorchModelV2"},
     "models.torch.fcnet": {"FullyConnectedNetwork": f"{_NETS}.catalog:FullyConnectedNetwork"},
     "models.torch.recurrent_net": {"RecurrentNetwork": f"{_NETS}.model_v2:RecurrentNetwork"},
@@ -341,6 +345,7 @@ MODULES: dict[str, dict[str, str]] = {
         "MultiAgentReplayBuffer": f"{_SUPPORT}.replay_buffers:MultiAgentReplayBuffer"
     },
     "utils.sgd": {"standardized": f"{_SUPPORT}.numeric:standardized"},
+    "utils.spaces.repeated": {"Repeated": "corral.core.common.repeated:Repeated"},
     "utils.spaces.space_utils": {name: f"{_SUPPORT}.spaces:{name}" for name in ("flatten_space", "get_base_struct_from_space")},
     "utils.typing": {
         name: f"{_SUPPORT}.typing:{name}"

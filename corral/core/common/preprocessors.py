@@ -1,8 +1,9 @@
 """RLlib's observation preprocessors: one observation as the array corral's networks read.
 
-Discrete parts one-hot, Tuple and Dict parts flattened side by side (corral's
-own :class:`~corral.core.common.spaces.ObservationPreprocessor`); a Box
-passes through unchanged, as with RLlib's ``NoPreprocessor``. Scripts get one
+Discrete parts one-hot, Tuple and Dict parts flattened side by side, a
+``Repeated`` list as its length and padded items (corral's own
+:class:`~corral.core.common.spaces.ObservationPreprocessor`); a Box passes
+through unchanged, as with RLlib's ``NoPreprocessor``. Scripts get one
 from ``get_preprocessor(space)`` or ``ModelCatalog.get_preprocessor_for_space(space)``.
 """
 
@@ -47,7 +48,7 @@ class NoPreprocessor:
 
 
 class FlatteningPreprocessor(NoPreprocessor):
-    """The preprocessor of Discrete, MultiDiscrete, MultiBinary, Tuple and Dict spaces: one flat float32 vector."""
+    """The preprocessor of Discrete, MultiDiscrete, MultiBinary, Tuple, Dict and Repeated spaces: one flat float32 vector."""
 
     def __init__(self, obs_space: gym.Space[Any], options: dict[str, Any] | None = None) -> None:
         """Build the flattening for the space.
@@ -69,6 +70,10 @@ class FlatteningPreprocessor(NoPreprocessor):
             observation: one raw observation from the space.
         """
         return np.asarray(self._flatten(add_batch_dim(self._obs_space, observation))[0])
+
+
+RepeatedValuesPreprocessor = FlatteningPreprocessor
+"""RLlib's name for a ``Repeated`` space's preprocessor: the list's length, then its items, zero-padded to ``max_len``"""
 
 
 def get_preprocessor(space: gym.Space[Any]) -> type[NoPreprocessor]:

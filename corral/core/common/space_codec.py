@@ -14,6 +14,7 @@ back; any other is refused by name.
 - ``MultiBinary``: ``n`` (an int or a shape)
 - ``Dict``: ``spaces`` (a dict of encoded spaces, in order)
 - ``Tuple``: ``spaces`` (a list of encoded spaces)
+- ``Repeated``: ``child_space`` (an encoded space), ``max_len``
 """
 
 from __future__ import annotations
@@ -24,17 +25,18 @@ import gymnasium as gym
 import numpy as np
 
 from corral.core.common import state_codec
+from corral.core.common.repeated import Repeated
 
 MAX_DEPTH = 16
-"""How deep Dict and Tuple spaces may nest in an encoded space."""
+"""How deep Dict, Tuple and Repeated spaces may nest in an encoded space."""
 
 
 def encode_space(space: gym.Space[Any]) -> dict[str, Any]:
     """The JSON form of a space.
 
     Args:
-        space: a ``Box``, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``, or a ``Dict``
-            or ``Tuple`` of these.
+        space: a ``Box``, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``, or a ``Dict``,
+            ``Tuple`` or ``Repeated`` of these.
 
     Returns:
         A dict of JSON values (strings, numbers, lists, dicts) that :func:`decode_space`
@@ -60,9 +62,11 @@ def encode_space(space: gym.Space[Any]) -> dict[str, Any]:
         return {"type": "Dict", "spaces": {str(key): encode_space(sub) for key, sub in space.spaces.items()}}
     if isinstance(space, gym.spaces.Tuple):
         return {"type": "Tuple", "spaces": [encode_space(sub) for sub in space.spaces]}
+    if isinstance(space, Repeated):
+        return {"type": "Repeated", "child_space": encode_space(space.child_space), "max_len": space.max_len}
     raise ValueError(
         f"cannot write the space {space} ({type(space).__name__}) as JSON; "
-        "Box, Discrete, MultiDiscrete, MultiBinary, Dict and Tuple can be written"
+        "Box, Discrete, MultiDiscrete, MultiBinary, Dict, Tuple and Repeated can be written"
     )
 
 
@@ -131,13 +135,16 @@ def decode_space(data: Any, where: str = "space", depth: int = 0) -> gym.Space[A
             return gym.spaces.Dict({k: decode_space(v, f"{where}.{k}", depth + 1) for k, v in data["spaces"].items()})
         if kind == "Tuple" and isinstance(data.get("spaces"), list):
             return gym.spaces.Tuple([decode_space(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(data["spaces"])])
+        if kind == "Repeated":
+            return Repeated(decode_space(data["child_space"], f"{where}.child_space", depth + 1), _integer(data["max_len"]))
     except ValueError as exc:
         if str(exc).startswith(where):
             raise
         raise ValueError(f"{where} is not a valid {kind} space: {exc}") from None
     except (KeyError, TypeError, AssertionError) as exc:  # gymnasium checks some arguments with assert
         raise ValueError(f"{where} is not a valid {kind} space: {type(exc).__name__}: {exc}") from None
-    raise ValueError(f"{where} has the space type {kind!r}; known: Box, Discrete, MultiDiscrete, MultiBinary, Dict, Tuple")
+    known = "Box, Discrete, MultiDiscrete, MultiBinary, Dict, Tuple, Repeated"
+    raise ValueError(f"{where} has the space type {kind!r}; known: {known}")
 
 
 def _integer(value: Any) -> int:

@@ -15,6 +15,7 @@ from typing import Any, TypeGuard, cast
 import gymnasium as gym
 import numpy as np
 
+from corral.core.common.repeated import Repeated
 from corral.errors import EnvError
 
 
@@ -65,7 +66,11 @@ def flat_size(space: gym.Space[Any]) -> int:
         return sum(flat_size(s) for s in space.spaces.values())
     if isinstance(space, gym.spaces.Tuple):
         return sum(flat_size(s) for s in space.spaces)
-    raise EnvError(f"observation space {space} is not supported; use Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple")
+    if isinstance(space, Repeated):
+        return 1 + space.max_len * flat_size(space.child_space)  # the length, then the items
+    raise EnvError(
+        f"observation space {space} is not supported; use Box, Discrete, MultiDiscrete, MultiBinary, Dict, Tuple or Repeated"
+    )
 
 
 def _flatten_batch(space: gym.Space[Any], obs: Any) -> np.ndarray:
@@ -85,7 +90,26 @@ def _flatten_batch(space: gym.Space[Any], obs: Any) -> np.ndarray:
         return np.concatenate([_flatten_batch(s, obs[k]) for k, s in space.spaces.items()], axis=1)
     if isinstance(space, gym.spaces.Tuple):
         return np.concatenate([_flatten_batch(s, obs[i]) for i, s in enumerate(space.spaces)], axis=1)
+    if isinstance(space, Repeated):
+        return _flatten_lists(space, obs)
     raise EnvError(f"observation space {space} is not supported")
+
+
+def _flatten_lists(space: Repeated, rows: Sequence[Any]) -> np.ndarray:
+    """Each row's list as RLlib writes it: its length, its items flattened one after another, zeros after them."""
+    width = flat_size(space.child_space)
+    out = np.zeros((len(rows), 1 + space.max_len * width), np.float32)
+    for i, row in enumerate(rows):
+        if len(row) > space.max_len:
+            raise EnvError(f"an observation holds a list of {len(row)} items, more than {space}'s max_len of {space.max_len}")
+        out[i, 0] = len(row)
+    items = [item for row in rows for item in row]
+    if items:  # all rows' items flattened in one batch, then put in place
+        flat = _flatten_batch(space.child_space, stack_observations(items, space.child_space))
+        starts = np.cumsum([0, *(len(row) for row in rows)])
+        for i, row in enumerate(rows):
+            out[i, 1 : 1 + len(row) * width] = flat[starts[i] : starts[i + 1]].ravel()
+    return out
 
 
 class ObservationCheck:
@@ -212,6 +236,8 @@ def space_to_json(space: gym.Space[Any]) -> dict[str, Any]:
         return {"type": "Dict", "spaces": {k: space_to_json(s) for k, s in space.spaces.items()}}
     if isinstance(space, gym.spaces.Tuple):
         return {"type": "Tuple", "spaces": [space_to_json(s) for s in space.spaces]}
+    if isinstance(space, Repeated):
+        return {"type": "Repeated", "child_space": space_to_json(space.child_space), "max_len": space.max_len}
     return {"type": type(space).__name__}
 
 
@@ -229,21 +255,29 @@ def add_batch_dim(space: gym.Space[Any], obs: Any) -> Any:
         return {k: add_batch_dim(s, obs[k]) for k, s in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
         return tuple(add_batch_dim(s, o) for s, o in zip(space.spaces, obs, strict=False))
+    if isinstance(space, Repeated):
+        return [obs]  # a batch of one list
     return np.asarray(obs)[None]
 
 
-def stack_observations(observations: Sequence[Any]) -> Any:
+def stack_observations(observations: Sequence[Any], space: gym.Space[Any] | None = None) -> Any:
     """Single observations as one batch, as a vector env returns them (dicts and tuples of arrays are stacked inside).
 
     Args:
         observations: observations of one space, without a batch axis.
+        space: their space, where it holds ``Repeated`` lists (which stay a list of lists); None: read the
+            structure from the first observation.
 
     Returns:
         An array with a leading batch axis, or a dict or tuple of such arrays.
     """
+    if isinstance(space, Repeated):
+        return list(observations)
     first = observations[0]
     if isinstance(first, dict):
-        return {key: stack_observations([o[key] for o in observations]) for key in first}
+        parts = space.spaces if isinstance(space, gym.spaces.Dict) else {}
+        return {key: stack_observations([o[key] for o in observations], parts.get(key)) for key in first}
     if isinstance(first, tuple):
-        return tuple(stack_observations([o[i] for o in observations]) for i in range(len(first)))
+        items = space.spaces if isinstance(space, gym.spaces.Tuple) else (None,) * len(first)
+        return tuple(stack_observations([o[i] for o in observations], items[i]) for i in range(len(first)))
     return np.stack([np.asarray(o) for o in observations])

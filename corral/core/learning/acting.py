@@ -182,7 +182,8 @@ def actions_of(
             policy.check_observations(obs, batched=False)
         agents = list(observations)
         recurrent = _agents_inputs(policy, agents, state, prev_action, prev_reward)
-        actions, extras = _act(policy, stack_observations(list(observations.values())), explore, timestep, recurrent)
+        batch = stack_observations(list(observations.values()), policy.observation_space)
+        actions, extras = _act(policy, batch, explore, timestep, recurrent)
         env_actions = adapter.rows(adapter(actions))  # Discrete as Python ints, as compute_single_action gives
         state_out = _pop_state(extras)
         states = {agent: [part[row] for part in state_out] for row, agent in enumerate(agents)}

@@ -52,6 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from corral.core.common.repeated import Repeated, RepeatedValues, map_leaves
 from corral.core.common.sample_batch import SampleBatch, state_out_key
 from corral.core.common.spaces import ObservationPreprocessor, is_image_space
 
@@ -349,7 +350,8 @@ def restore_original_dimensions(obs: torch.Tensor, obs_space: gym.Space[Any], te
 
     Returns:
         For a Dict space a dict, for a Tuple a tuple, of ``[B, ...]`` parts: Box and MultiBinary
-        parts in their shape, Discrete and MultiDiscrete parts one-hot; a Box in its shape.
+        parts in their shape, Discrete and MultiDiscrete parts one-hot; a Box in its shape; a
+        ``Repeated`` space a :class:`~corral.core.common.repeated.RepeatedValues` of ``[B, max_len, ...]`` items.
     """
     original = getattr(obs_space, "original_space", obs_space)
     if is_image_space(original) or obs.dim() != 2:
@@ -366,6 +368,11 @@ def _unflatten(flat: torch.Tensor, space: gym.Space[Any]) -> Any:
         if isinstance(space, gym.spaces.Dict):
             return {key: value for (key, _), value in zip(parts, restored, strict=True)}
         return tuple(restored)
+    if isinstance(space, Repeated):  # [B, 1 + max_len * width]: each row's length, then its padded items
+        batch, width = flat.shape[0], _flat_width(space.child_space)
+        items = _unflatten(flat[:, 1:].reshape(batch * space.max_len, width), space.child_space)
+        with_lists = map_leaves(items, lambda part: part.reshape(batch, space.max_len, *part.shape[1:]))
+        return RepeatedValues(with_lists, flat[:, 0], space.max_len)
     if isinstance(space, (gym.spaces.Box, gym.spaces.MultiBinary)):
         return flat.reshape(flat.shape[0], *space.shape)
     return flat  # Discrete, MultiDiscrete: one-hot, as the preprocessor made them

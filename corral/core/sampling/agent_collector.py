@@ -246,7 +246,7 @@ class AgentCollector:
         obs, actions = [acted_obs], [acted_actions]
         extras = {key: [value] for key, value in acted_extras.items()}
         if reset_raw:  # a forward pass gives the reset rows their extras (the final observation's value estimate)
-            reset_obs = policy.preprocess(stack_observations(reset_raw))
+            reset_obs = policy.preprocess(stack_observations(reset_raw, policy.observation_space))
             reset_actions, reset_extras = policy.compute_actions(reset_obs, explore=False)
             obs.append(reset_obs)
             actions.append(reset_actions)
@@ -288,7 +288,7 @@ class AgentCollector:
                 SampleBatch.VALID: valid,
             }
         )
-        bootstrap = policy.preprocess(stack_observations([chunk.after for _, chunk in chunks]))
+        bootstrap = policy.preprocess(stack_observations([chunk.after for _, chunk in chunks], policy.observation_space))
         return PolicyFragment(fragment, bootstrap, [key for key, _ in chunks], [chunk.episode for _, chunk in chunks])
 
     def _carry_over_open_rows(self) -> None:

@@ -253,7 +253,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
         for policy_id, items in acting.items():
             policy = self.policies[policy_id]
             raw = [obs for _, _, obs in items]
-            obs = policy.preprocess(stack_observations(raw), update_filter=record)
+            obs = policy.preprocess(stack_observations(raw, policy.observation_space), update_filter=record)
             if policy.is_recurrent:
                 keys = [(i, agent) for i, agent, _ in items]
                 inputs = self._carry.inputs(policy_id, policy, keys)

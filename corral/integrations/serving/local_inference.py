@@ -131,7 +131,7 @@ class LocalInference:
             The action as the env takes it.
         """
         policy = self.policy
-        obs = policy.preprocess(stack_observations([observation]), update_filter=False)
+        obs = policy.preprocess(stack_observations([observation], policy.observation_space), update_filter=False)
         key = [(0, episode_id)]
         inputs = self._carry.inputs(DEFAULT_POLICY_ID, policy, key) if policy.is_recurrent else {}
         actions, extras = policy.compute_actions(obs, explore=True, **inputs)

@@ -323,7 +323,7 @@ class ExternalEnvRunner(BaseEnvRunner):
         policy = self.policies[policy_id]
         kept = [j for j, (step, _) in enumerate(items) if record and step.training_enabled]
         raw = [step.observation[agent] if by_agent else step.observation for step, agent in items]
-        obs = policy.preprocess(stack_observations(raw), update_filter=bool(kept))
+        obs = policy.preprocess(stack_observations(raw, policy.observation_space), update_filter=bool(kept))
         keys = [_key(step.episode_id, agent) for step, agent in items]
         inputs = self._carry.inputs(policy_id, policy, keys) if policy.is_recurrent else {}
         actions, extras = policy.compute_actions(obs, explore=explore, **inputs)
