@@ -25,8 +25,9 @@ from corral.core import (
     train_one_step,
 )
 from corral.plugins.dqn import DQNConfig, DQNPolicy
-from corral.plugins.ppo import PPOConfig, PPOPolicy
+from corral.plugins.ppo import PPO, PPOConfig, PPOPolicy
 from corral.rllib.support.replay_buffers import MultiAgentReplayBuffer
+from tests.conftest import small_ppo_config
 
 
 class TwoTrainers(Algorithm):
@@ -157,3 +158,25 @@ def test_synchronous_parallel_sample_gives_each_round_s_batches_or_one_and_leave
             synchronous_parallel_sample(worker_set=algo.workers, max_env_steps=1, max_agent_steps=1)
     finally:
         algo.stop()
+
+
+class MarkedPPOPolicy(PPOPolicy):
+    """PPO's policy under another name: which class an algorithm built shows."""
+
+
+class PPOWithItsOwnPolicy(PPO):
+    @classmethod
+    def get_default_policy_class(cls, config: AlgorithmConfig) -> type[PPOPolicy]:
+        return MarkedPPOPolicy
+
+
+def test_get_default_policy_class_picks_the_class_of_policies_whose_spec_names_none(make_algo, restored_algos, tmp_path) -> None:
+    """RLlib's custom algorithms choose their policy class in this classmethod; a checkpoint restores it."""
+    config = PPOConfig(algo_class=PPOWithItsOwnPolicy).update_from_dict(small_ppo_config().to_dict())
+    algo = make_algo(config)
+    assert type(algo) is PPOWithItsOwnPolicy and type(algo.get_policy()) is MarkedPPOPolicy
+    algo.train()
+    restored = PPOWithItsOwnPolicy.from_checkpoint(algo.save(tmp_path / "ckpt"))
+    restored_algos.append(restored)
+    assert type(restored.get_policy()) is MarkedPPOPolicy
+    assert PPO.get_default_policy_class(config) is PPOPolicy  # the algorithm's own policy_class

@@ -142,7 +142,8 @@ def policy_of_checkpoint(algo_class: type[Algorithm], ckpt: checkpoints.Checkpoi
         "observation_fn": None,
     }
     config = checkpoint_config(ckpt, algo_class, unused, trust_code).freeze()
-    policy_class, own_config = class_and_config(config, policy_id, algo_class.policy_class)
+    default = algo_class.get_default_policy_class(config) or algo_class.policy_class
+    policy_class, own_config = class_and_config(config, policy_id, default)
     policy = build_policy(policy_class, observation_space, action_space, own_config, "policy", policy_id, "sampling", 0)
     with blame(ckpt.folder / "policies" / policy_id / checkpoints.POLICY_FILE):
         policy.set_state(ckpt.policy_states[policy_id])

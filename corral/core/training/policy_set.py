@@ -29,6 +29,21 @@ from corral.errors import ConfigError
 class PolicySet(AlgorithmPart):
     """Part of :class:`~corral.core.training.algorithm.Algorithm` (see the module docstring)."""
 
+    @classmethod
+    def get_default_policy_class(cls, config: AlgorithmConfig) -> type[Policy] | None:
+        """The policy class of policies whose spec names none (RLlib's classmethod): ``policy_class``.
+
+        A subclass overrides it to pick the class from the config, as RLlib's
+        custom algorithms do; checkpoints and policy servers ask it too.
+
+        Args:
+            config: the run's config.
+
+        Returns:
+            The class; None means the algorithm's ``policy_class``.
+        """
+        return cls.policy_class
+
     def export_policy_model(
         self, export_dir: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID, onnx: int | None = None
     ) -> Path:
