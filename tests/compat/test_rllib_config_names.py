@@ -115,6 +115,14 @@ def test_a_tune_grid_over_a_flag_is_taken_as_the_one_run_it_is_in_corral(caplog:
     assert any("trains the same in corral" in r.getMessage() for r in caplog.records)
 
 
+def test_a_flag_set_from_a_dict_reads_back_as_set_as_from_experimental() -> None:
+    config = PPOConfig().update_from_dict({"_enable_new_api_stack": True, "lr": 0.01})
+    assert config._enable_new_api_stack is True and config.lr == 0.01
+    assert PPOConfig()._enable_new_api_stack is False  # unset: RLlib's default
+    gridded = PPOConfig().update_from_dict({"_disable_execution_plan_api": {"grid_search": [True, False]}})
+    assert gridded._disable_execution_plan_api is True  # the grid is dropped: each value trains the same
+
+
 def test_a_flag_given_what_rllib_never_takes_is_refused() -> None:
     with pytest.raises(ConfigError, match="_enable_new_api_stack takes True or False, not 'yes'"):
         PPOConfig().update_from_dict({"_enable_new_api_stack": "yes"})

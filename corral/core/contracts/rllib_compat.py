@@ -222,10 +222,14 @@ class RLlibConfigMethods:
             return self._flags.get(name, flag.default)
 
     def _set_flags(self: Any, flags: dict[str, Any]) -> None:
-        """Answer RLlib's experimental flags (:func:`note_flag`) and keep their values to read back."""
+        """Answer RLlib's experimental flags (:func:`note_flag`) and keep their values to read back (a Tune grid over
+        one is dropped: each of its values trains the same)."""
+        from corral.core.contracts.options.declaring import is_search_space
+
         for key, value in flags.items():
             note_flag(key, value)
-        self._flags = {**self._flags, **flags}  # a new dict: a copy of the config shares the old one
+        kept = {key: value for key, value in flags.items() if not is_search_space(value)}
+        self._flags = {**self._flags, **kept}  # a new dict: a copy of the config shares the old one
 
     @property
     def framework_str(self: Any) -> str:
