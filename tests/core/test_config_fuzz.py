@@ -138,9 +138,16 @@ def check_fuzzed(algorithm: str, data: st.DataObject) -> None:
     config = accept_or_config_error(algorithm, values, builder)
     if config is None:
         return
-    # Remote runners and Learner actors are tested on their own (they start Ray and wait for a cluster's resources).
+    # Remote runners, Learner actors and sub-environment actors are tested on their own (they start Ray and wait for
+    # a cluster's resources).
     config.update_from_dict(
-        {"num_env_runners": 0, "evaluation_num_env_runners": 0, "evaluation_parallel_to_training": False, "num_learners": 0}
+        {
+            "num_env_runners": 0,
+            "evaluation_num_env_runners": 0,
+            "evaluation_parallel_to_training": False,
+            "num_learners": 0,
+            "remote_worker_envs": False,
+        }
     )
     try:
         algo = config.build()
