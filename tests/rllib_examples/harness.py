@@ -108,22 +108,23 @@ CANNOT_RUN = {
 }
 
 
-def fetch_examples(cache: Path) -> Path:
+def fetch_examples(cache: Path, version: str = RAY_VERSION) -> Path:
     """RLlib's examples folder from Ray's wheel, rewritten to ``corral.rllib``, extracted under ``cache`` (once).
 
     Args:
         cache: a folder for the wheel and the extracted scripts.
+        version: the Ray release whose wheel to take (the list is made for :data:`RAY_VERSION`).
 
     Returns:
         The folder holding ``examples/``.
     """
     cache.mkdir(parents=True, exist_ok=True)
-    root = cache / f"rllib-{RAY_VERSION}"
+    root = cache / f"rllib-{version}"
     if root.exists():
         if not (root / "tests" / "data").exists():  # extracted before the harness wrote test data
             write_test_data(root)
         return root
-    wheels = sorted(cache.glob(f"ray-{RAY_VERSION}-*.whl"))
+    wheels = sorted(cache.glob(f"ray-{version}-*.whl"))
     if not wheels:
         subprocess.run(
             [
@@ -131,7 +132,7 @@ def fetch_examples(cache: Path) -> Path:
                 "-m",
                 "pip",
                 "download",
-                f"ray=={RAY_VERSION}",
+                f"ray=={version}",
                 "--no-deps",
                 "--only-binary=:all:",
                 "-q",
@@ -140,7 +141,7 @@ def fetch_examples(cache: Path) -> Path:
             ],
             check=True,
         )
-        wheels = sorted(cache.glob(f"ray-{RAY_VERSION}-*.whl"))
+        wheels = sorted(cache.glob(f"ray-{version}-*.whl"))
     staging = Path(tempfile.mkdtemp(dir=cache, prefix=".extract-"))
     with zipfile.ZipFile(wheels[0]) as wheel:
         for name in wheel.namelist():
@@ -256,9 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "corral-rllib-examples")
     parser.add_argument("--timeout", type=float, default=900, help="seconds each script may run")
     parser.add_argument("--show", action="store_true", help="print the end of a failed script's output")
+    parser.add_argument(
+        "--ray-version", default=RAY_VERSION, help="another release's examples: the listed scripts it still has, as they are"
+    )
     args = parser.parse_args(argv)
-    root = fetch_examples(args.cache)
-    chosen = [s for s in SCRIPTS if not args.only or s.path in args.only]
+    root = fetch_examples(args.cache, args.ray_version)
+    chosen = [s for s in SCRIPTS if (not args.only or s.path in args.only) and (root / "examples" / s.path).exists()]
+    absent = [s.path for s in SCRIPTS if not (root / "examples" / s.path).exists()]
+    if absent:
+        print(f"Ray {args.ray_version} has no {', '.join(absent)}", flush=True)
     failed = 0
     for script in chosen:
         workdir = Path(tempfile.mkdtemp(prefix="rllib-example-"))
