@@ -333,11 +333,8 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         """Set any fields from a flat dict (RLlib's legacy key names accepted); returns self."""
         if not isinstance(values, dict):
             raise ConfigError(f"a config must be a mapping of option names to values, got {type(values).__name__}")
-        flags = {key: value for key, value in values.items() if key in EXPERIMENTAL_FLAGS}  # kept to read back
-        options = {key: value for key, value in values.items() if key not in flags}
-        for name, value in self._merged(self._canonical_keys(options)).items():
+        for name, value in self._merged(self._canonical_keys(self._take_flags(values))).items():
             setattr(self, name, value)
-        self._set_flags(flags)
         return self
 
     def _merged(self, canonical: dict[str, Any]) -> dict[str, Any]:

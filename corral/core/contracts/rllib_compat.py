@@ -231,6 +231,11 @@ class RLlibConfigMethods:
         kept = {key: value for key, value in flags.items() if not is_search_space(value)}
         self._flags = {**self._flags, **kept}  # a new dict: a copy of the config shares the old one
 
+    def _take_flags(self: Any, values: dict[str, Any]) -> dict[str, Any]:
+        """Set RLlib's experimental flags among ``values`` (:meth:`_set_flags`); returns the other values."""
+        self._set_flags({key: value for key, value in values.items() if key in EXPERIMENTAL_FLAGS})
+        return {key: value for key, value in values.items() if key not in EXPERIMENTAL_FLAGS}
+
     @property
     def framework_str(self: Any) -> str:
         """RLlib's attribute for the framework: always ``"torch"``, which corral runs on."""
