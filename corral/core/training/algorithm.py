@@ -261,8 +261,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
             self.check_action_space(action_space)
         except ConfigError as exc:
             raise ConfigError(f"policy {policy_id!r}: {exc}" if self.config.policies else str(exc)) from None
-        default = self.get_default_policy_class(self.config) or self.policy_class
-        policy_class, config = class_and_config(self.config, policy_id, default)
+        policy_class, config = class_and_config(self.config, policy_id, type(self))
         return PolicyBuild(policy_class, observation_space, action_space, config)
 
     def _runner_config(self, config: AlgorithmConfig) -> AlgorithmConfig:

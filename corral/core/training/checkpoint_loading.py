@@ -58,20 +58,23 @@ def checkpoint_config(
 
 
 def class_and_config(
-    config: AlgorithmConfig, policy_id: str, default_class: type[Policy]
+    config: AlgorithmConfig, policy_id: str, algo_class: type[Algorithm]
 ) -> tuple[type[Policy], AlgorithmConfig]:
     """A policy's class (its spec's, else the algorithm's) and frozen config (the algorithm's, with the spec's options on top).
 
     Args:
         config: the algorithm's config.
         policy_id: the policy.
-        default_class: the algorithm's ``policy_class``.
+        algo_class: the algorithm, whose ``get_default_policy_class(config)`` (else ``policy_class``) a spec
+            without a class gets.
 
     Returns:
         The class and the config to build the policy with.
     """
     spec = config.policies.get(policy_id)
-    policy_class = spec.policy_class if spec is not None and spec.policy_class is not None else default_class
+    policy_class = spec.policy_class if spec is not None else None
+    if policy_class is None:
+        policy_class = algo_class.get_default_policy_class(config) or algo_class.policy_class
     return policy_class, policy_config(config, policy_id).freeze() if spec is not None and spec.config else config
 
 
@@ -142,8 +145,7 @@ def policy_of_checkpoint(algo_class: type[Algorithm], ckpt: checkpoints.Checkpoi
         "observation_fn": None,
     }
     config = checkpoint_config(ckpt, algo_class, unused, trust_code).freeze()
-    default = algo_class.get_default_policy_class(config) or algo_class.policy_class
-    policy_class, own_config = class_and_config(config, policy_id, default)
+    policy_class, own_config = class_and_config(config, policy_id, algo_class)
     policy = build_policy(policy_class, observation_space, action_space, own_config, "policy", policy_id, "sampling", 0)
     with blame(ckpt.folder / "policies" / policy_id / checkpoints.POLICY_FILE):
         policy.set_state(ckpt.policy_states[policy_id])

@@ -72,8 +72,7 @@ def build_local_policy(worker_args: dict[str, Any], address: str) -> Policy:
     except (KeyError, TypeError, ValueError) as exc:  # CheckpointError is a ValueError
         raise ConfigError(f"the policy server at {address} described a policy this process cannot build: {exc}") from None
     policy_id = str(worker_args.get("policy_id"))
-    default = algo_class.get_default_policy_class(config) or algo_class.policy_class
-    policy_class, own_config = class_and_config(config, policy_id, default)
+    policy_class, own_config = class_and_config(config, policy_id, algo_class)
     return build_policy(policy_class, observation_space, action_space, own_config, "policy", policy_id, "sampling", 0)
 
 

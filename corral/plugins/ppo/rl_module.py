@@ -72,10 +72,9 @@ class PPOTorchRLModule(TorchRLModule):
 
     def _with_values(self, batch: dict[str, Any]) -> dict[str, Any]:
         obs = self._flat_obs(batch)
-        return {
-            SampleBatch.ACTION_DIST_INPUTS: self.pi(self.actor_encoder(obs)),
-            SampleBatch.VF_PREDS: self.vf(self.critic_encoder(obs)).squeeze(-1),
-        }
+        features = self.actor_encoder(obs)
+        critic = features if self.critic_encoder is self.actor_encoder else self.critic_encoder(obs)  # vf_share_layers
+        return {SampleBatch.ACTION_DIST_INPUTS: self.pi(features), SampleBatch.VF_PREDS: self.vf(critic).squeeze(-1)}
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         """The critic's value estimates of the batch's observations (where a pass returned none).
