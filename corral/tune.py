@@ -27,7 +27,8 @@ bundle per remote env runner, so its actors are placed with it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -226,6 +227,33 @@ def _register_config_class() -> None:
         config_kind.register(AlgorithmConfig)
 
 
+def _take_algorithm_classes() -> None:
+    """Let Tune take an ``Algorithm`` subclass wherever it takes a trainable, as RLlib's algorithms are Trainables.
+
+    ``ray.tune.Tuner(MyAlgo, ...)``, ``tune.run(MyAlgo)`` and ``tune.register_trainable("x", MyAlgo)``
+    all register through ``ray.tune.registry.register_trainable``, which refuses a class that is no
+    ``Trainable``. Corral's algorithms do not import Ray, so the function that registers them turns
+    an algorithm class into its :func:`trainable` first (bound again where Tune imported it by name).
+    """
+    from ray.tune import registry as tune_registry
+    from ray.tune.experiment import experiment as experiment_module
+
+    original: Callable[..., None] = tune_registry.register_trainable
+    if getattr(original, "takes_algorithm_classes", False):
+        return
+
+    @functools.wraps(original)
+    def register_trainable(name: str, trainable_object: Any, warn: bool = True) -> None:
+        if isinstance(trainable_object, type) and issubclass(trainable_object, Algorithm):
+            trainable_object = trainable(trainable_object)
+        original(name, trainable_object, warn=warn)
+
+    register_trainable.takes_algorithm_classes = True  # type: ignore[attr-defined]
+    for module in (tune_registry, experiment_module, tune):
+        module.register_trainable = register_trainable  # type: ignore[attr-defined]
+
+
+_take_algorithm_classes()
 register_trainables()
 registry.on_algorithm_registered(_register)
 _register_config_class()

@@ -135,6 +135,25 @@ def test_an_algorithm_registered_in_process_is_trainable_by_name(tmp_path) -> No
         corral.registry.refresh()
 
 
+class CountingPPO(PPO):
+    """A script's own algorithm class, handed to Tune as the class (RLlib's algorithms are Trainables)."""
+
+    def training_step(self):
+        learner = super().training_step()
+        self._counters["counting_ppo_steps"] += 1
+        return learner
+
+
+def test_an_algorithm_class_is_taken_by_tune_wherever_a_trainable_is(tmp_path) -> None:
+    (result,) = tune.Tuner(
+        CountingPPO, param_space=space(), run_config=run_config(tmp_path, "as_class", stop={"training_iteration": 2})
+    ).fit()
+    assert result.error is None and result.metrics["training_iteration"] == 2
+    assert result.metrics["counting_ppo_steps"] == 2  # the subclass's own training_step ran
+    tune.register_trainable("counting", CountingPPO)
+    assert tune.registry.get_trainable_cls("counting").get_default_config().lr == PPO.get_default_config().lr
+
+
 def test_a_stop_key_the_results_never_have_is_an_error_before_anything_starts(tmp_path) -> None:
     with pytest.raises(
         ConfigError, match=r"stop key 'episode_reward_meen' .*Did you mean 'episode_reward_mean'.*Results have: .*timesteps_total"

@@ -164,6 +164,19 @@ def test_rllib_options_corral_does_not_have_say_why_and_what_to_use() -> None:
         corral.get_config("PPO").env_runners(sample_async=True)
 
 
+def test_an_older_rllib_s_attribute_names_read_and_set_the_option_they_stand_for() -> None:
+    config = corral.get_config("PPO").env_runners(num_envs_per_env_runner=3)
+    assert config.num_envs_per_worker == 3  # Ray 2.9's scripts read this name
+    config.num_rollout_workers = 2
+    assert config.num_env_runners == 2 and config.num_rollout_workers == 2
+    with pytest.raises(AttributeError):
+        _ = corral.get_config("SAC").num_rollout_workerz
+    with pytest.raises(AttributeError):
+        _ = corral.get_config("PPO").Q_model  # stands for SAC's q_model_config, which PPO has not
+    with pytest.raises(ConfigError, match=r"no option 'Q_model'"):
+        corral.get_config("PPO").Q_model = {}
+
+
 def test_did_you_mean_suggests_only_a_name_that_is_close() -> None:
     with pytest.raises(ConfigError, match="Did you mean 'train_batch_size'"):
         corral.get_config("PPO").training(trian_batch_size=64)

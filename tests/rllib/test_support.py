@@ -36,7 +36,14 @@ def test_override_checks_the_class_derives_from_the_named_parent() -> None:
         def act(self) -> int:
             return 1
 
+    class UnderClassmethod(Base):  # RLlib's own order: @classmethod above @override
+        @classmethod
+        @annotations.override(Base)
+        def make(cls, value: int) -> tuple[type, int]:
+            return cls, value
+
     assert Child().act() == 1
+    assert UnderClassmethod.make(3) == (UnderClassmethod, 3)
     with pytest.raises(RuntimeError) as raised:  # __set_name__'s error, as Python reports it
         type("Stray", (), {"act": annotations.override(Base)(lambda self: 2)})
     assert "does not derive from it" in str(raised.value.__cause__ or raised.value)

@@ -146,8 +146,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
                 raise ConfigError(
                     f"this {type(self).__name__} is frozen (an algorithm was built from it); change a copy instead: config.copy()"
                 )
-            if name not in type(self).model_fields:
-                raise self._unknown_key(name)
+            name = self._field_name(name)
             if is_search_space(value):
                 self._check_search_space(name, value)
                 self._search_space[name] = value

@@ -21,13 +21,13 @@ the options it was given (:func:`options_set`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, cast
 
 from corral.core.contracts.rllib_names import (
     BEHAVIOUR_KEYS as BEHAVIOUR_KEYS,
     EXPERIMENTAL_FLAGS as EXPERIMENTAL_FLAGS,
     EXPERIMENTAL_KEYWORDS as EXPERIMENTAL_KEYWORDS,
+    LEGACY_KEYS,
     NOOP_LOGGERS as NOOP_LOGGERS,
     RECURRENT_MODEL_SETTINGS as RECURRENT_MODEL_SETTINGS,
     TF_FRAMEWORKS,
@@ -83,39 +83,6 @@ def note_flag(key: str, value: Any) -> None:
     if flag.refuse:
         raise ConfigError(f"{key}={short_repr(value)}: {flag.otherwise}")
     logger.warning("%s=%s: %s", key, short_repr(value), flag.otherwise)
-
-
-def rllib_model_keys(model: dict[str, Any], fields: Collection[str] = ()) -> dict[str, Any]:
-    """A ``model`` dict without RLlib's keys that corral answers itself, each answered.
-
-    ``_time_major`` is dropped at INFO, since it asks for nothing corral does
-    not do; RLlib's copies of
-    ``_disable_preprocessor_api`` and ``_disable_action_flattening`` in the
-    model dict mean what the flags mean.
-
-    Args:
-        model: the ``model`` dict as given.
-        fields: the model config's own options, which are never answered here (a key corral
-            implements is its option from then on).
-
-    Returns:
-        The dict with those keys removed (the same dict when it has none).
-
-    """
-    answered = {key for key in model if isinstance(key, str) and key not in fields} & {
-        *RECURRENT_MODEL_SETTINGS,
-        "_disable_preprocessor_api",
-        "_disable_action_flattening",
-    }
-    if not answered:
-        return model
-    for key in sorted(answered):
-        if key.startswith("_disable"):
-            note_flag(key, model[key])
-        else:
-            why = "ignored; it configures layers or nets this config does not ask for"
-            logger.info("model.%s=%s: %s", key, short_repr(model[key]), why)
-    return {key: value for key, value in model.items() if key not in answered}
 
 
 class CallableBool:
@@ -217,9 +184,24 @@ class RLlibConfigMethods:
 
         def __getattr__(self, name: str) -> Any:
             flag = EXPERIMENTAL_FLAGS.get(name)
-            if flag is None:
-                return super().__getattr__(name)  # pydantic's: its private attributes, else AttributeError
-            return self._flags.get(name, flag.default)
+            if flag is not None:
+                return self._flags.get(name, flag.default)
+            if LEGACY_KEYS.get(name) in type(self).model_fields:  # an older RLlib's name: config.num_rollout_workers
+                return getattr(self, LEGACY_KEYS[name])
+            return super().__getattr__(name)  # pydantic's: its private attributes, else AttributeError
+
+    def _field_name(self: Any, name: str) -> str:
+        """The option a public attribute name sets: itself, or the one an older RLlib's name stands for.
+
+        Raises:
+            ConfigError: neither names an option of this config.
+        """
+        fields = type(self).model_fields
+        if name not in fields and LEGACY_KEYS.get(name) in fields:
+            return LEGACY_KEYS[name]
+        if name not in fields:
+            raise self._unknown_key(name)
+        return name
 
     def _set_flags(self: Any, flags: dict[str, Any]) -> None:
         """Answer RLlib's experimental flags (:func:`note_flag`) and keep their values to read back (a Tune grid over

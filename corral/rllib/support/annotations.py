@@ -24,11 +24,19 @@ class NotProvided:
 
 
 class _OverrideCheck:
-    """Holds the decorated method until its class exists, then checks the class derives from the named parent."""
+    """Holds the decorated method until its class exists, then checks the class derives from the named parent.
+
+    Under ``@classmethod`` (or another wrapper) the class never hands itself over; the
+    check is then skipped and a call goes straight to the method.
+    """
 
     def __init__(self, func: Callable[..., Any], parent: type) -> None:
         self.func = func
         self.parent = parent
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
 
     def __set_name__(self, owner: type, name: str) -> None:
         if not issubclass(owner, self.parent):

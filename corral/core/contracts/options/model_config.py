@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Collection
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -11,8 +12,10 @@ from corral.core.common import by_value
 from corral.core.common.import_paths import import_object, is_import_path
 from corral.core.contracts.options.declaring import check_plain_data
 from corral.core.contracts.options.model_names import is_action_dist_class, registered_model_class, unknown_model_name
-from corral.core.contracts.rllib_compat import rllib_model_keys
-from corral.errors import ConfigError, did_you_mean
+from corral.core.contracts.rllib_compat import RECURRENT_MODEL_SETTINGS, note_flag
+from corral.errors import ConfigError, did_you_mean, short_repr
+
+logger = logging.getLogger("corral")
 
 MAX_LAYER_SIZE = 8192
 """The widest layer (or most channels, the largest kernel or stride) a model config may ask for."""
@@ -295,3 +298,36 @@ def model_options_problem(exc: ValidationError, owner: str, noun: str = "option"
     if error["type"] == "extra_forbidden":
         return f"{owner} has no {noun} {where!r}.{did_you_mean(where, ModelConfig.model_fields)}"
     return f"{owner}.{where}: {error['msg']}"
+
+
+def rllib_model_keys(model: dict[str, Any], fields: Collection[str] = ()) -> dict[str, Any]:
+    """A ``model`` dict without RLlib's keys that corral answers itself, each answered.
+
+    ``_time_major`` is dropped at INFO, since it asks for nothing corral does
+    not do; RLlib's copies of
+    ``_disable_preprocessor_api`` and ``_disable_action_flattening`` in the
+    model dict mean what the flags mean.
+
+    Args:
+        model: the ``model`` dict as given.
+        fields: the model config's own options, which are never answered here (a key corral
+            implements is its option from then on).
+
+    Returns:
+        The dict with those keys removed (the same dict when it has none).
+
+    """
+    answered = {key for key in model if isinstance(key, str) and key not in fields} & {
+        *RECURRENT_MODEL_SETTINGS,
+        "_disable_preprocessor_api",
+        "_disable_action_flattening",
+    }
+    if not answered:
+        return model
+    for key in sorted(answered):
+        if key.startswith("_disable"):
+            note_flag(key, model[key])
+        else:
+            why = "ignored; it configures layers or nets this config does not ask for"
+            logger.info("model.%s=%s: %s", key, short_repr(model[key]), why)
+    return {key: value for key, value in model.items() if key not in answered}
