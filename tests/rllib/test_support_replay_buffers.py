@@ -49,7 +49,9 @@ def test_what_this_buffer_does_not_store_is_refused_with_what_to_use() -> None:
         MultiAgentReplayBuffer(replay_mode="lockstep")
 
 
-def test_a_multi_agent_batch_s_counts_read_as_numbers_and_as_rllib_s_method_calls() -> None:
+def test_a_batch_s_counts_read_as_numbers_and_as_rllib_s_method_calls() -> None:
+    single = _rows(0, 4)
+    assert single.env_steps == single.env_steps() == single.agent_steps() == 4  # one agent: a row is a step of each
     batch = MultiAgentBatch({"a": _rows(0, 6), "b": _rows(0, 4)}, env_steps=6)
     assert batch.env_steps == batch.env_steps() == batch.count == 6
     assert batch.agent_steps == batch.agent_steps() == 10

@@ -110,6 +110,16 @@ class SampleBatch(dict[str, Any]):
     def __len__(self) -> int:  # len() of a batch is its row count, as in RLlib
         return self.count
 
+    @property
+    def env_steps(self) -> StepCount:
+        """The env steps of a single-agent batch: its rows (RLlib's ``batch.env_steps()``, also called)."""
+        return StepCount(self.count)
+
+    @property
+    def agent_steps(self) -> StepCount:
+        """The agent steps: its rows too, as a :class:`MultiAgentBatch` counts a policy's (``batch.agent_steps()``)."""
+        return StepCount(self.count)
+
     def select(self, rows: np.ndarray | slice) -> SampleBatch:
         """Rows by index array, boolean mask or slice, as a new batch."""
         return SampleBatch({k: v[rows] for k, v in self.items()})
