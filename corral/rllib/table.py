@@ -21,16 +21,11 @@ _NETS = "corral.core.networks"
 _ENVS = "corral.core.environments"
 _SUPPORT = "corral.rllib.support"
 _EXAMPLE_ENVS = "corral.testing.example_envs"
-_VECTOR = (
-    "!corral steps a gymnasium.Env per sub-environment and vectorizes them itself (num_envs_per_env_runner); "
-    "write the env as a gymnasium.Env"
-)
+_BASE_ENV = f"{_SUPPORT}.base_env:BaseEnv"
+_VECTOR_ENV = f"{_SUPPORT}.vector_env:VectorEnv"
 _ENV_RUNNER = "corral.core.sampling.base_env_runner:BaseEnvRunner"  # what callbacks get as `worker`, with its methods
 _NO_OPEN_SPIEL = "corral has no OpenSpiel adapter; wrap the game as a MultiAgentEnv"
-_NO_VIEW_REQUIREMENTS = (
-    "!corral's models state what they read (prev_action, prev_reward, state) in model_config; "
-    "there are no view requirements to declare"
-)
+_VIEW_REQUIREMENT = "corral.core.learning.policies.heuristic_policies:ViewRequirement"
 _REPLAY_NAMES = ("MultiAgentReplayBuffer", "StorageUnit")
 _OWN_REPLAY = (
     "!corral's algorithms keep their replay buffers themselves (replay_buffer_config={'type': ...}); a training_step of "
@@ -103,10 +98,10 @@ def _algorithm_modules() -> dict[str, dict[str, str]]:
 
 MODULES: dict[str, dict[str, str]] = {
     "": {
-        "BaseEnv": _VECTOR,
+        "BaseEnv": _BASE_ENV,
         "ExternalEnv": f"{_ENVS}.external_env:ExternalEnv",
         "MultiAgentEnv": f"{_ENVS}.multi_agent_env:MultiAgentEnv",
-        "VectorEnv": _VECTOR,
+        "VectorEnv": _VECTOR_ENV,
         "Policy": "corral.core.learning.policy:Policy",
         "TorchPolicy": "corral.core.learning.policy:Policy",
         "TFPolicy": "tf=corral.core.learning.policy:Policy",
@@ -132,8 +127,8 @@ MODULES: dict[str, dict[str, str]] = {
     "algorithms.registry": {"get_algorithm_class": "corral.registry:get_algorithm"},
     # environments
     "env": {
-        "BaseEnv": _VECTOR,
-        "VectorEnv": _VECTOR,
+        "BaseEnv": _BASE_ENV,
+        "VectorEnv": _VECTOR_ENV,
         "EnvContext": f"{_ENVS}.env_creators:EnvContext",
         "ExternalEnv": f"{_ENVS}.external_env:ExternalEnv",
         "ExternalMultiAgentEnv": f"{_ENVS}.external_multi_agent_env:ExternalMultiAgentEnv",
@@ -147,14 +142,20 @@ MODULES: dict[str, dict[str, str]] = {
         "TaskSettableEnv": f"{_ENVS}.task_settable_env:TaskSettableEnv",
         "TaskType": f"{_SUPPORT}.typing:TaskType",
     },
-    "env.base_env": {"BaseEnv": _VECTOR, "convert_to_base_env": _VECTOR},
-    "env.vector_env": {"VectorEnv": _VECTOR},
+    "env.base_env": {
+        "BaseEnv": _BASE_ENV,
+        "ASYNC_RESET_RETURN": f"{_SUPPORT}.base_env:ASYNC_RESET_RETURN",
+        "convert_to_base_env": f"{_SUPPORT}.base_env:convert_to_base_env",
+        "with_dummy_agent_id": f"{_SUPPORT}.base_env:with_dummy_agent_id",
+    },
+    "env.vector_env": {"VectorEnv": _VECTOR_ENV, "VectorEnvWrapper": f"{_SUPPORT}.base_env:VectorEnvWrapper"},
     "env.env_context": {"EnvContext": f"{_ENVS}.env_creators:EnvContext"},
     "env.external_env": {"ExternalEnv": f"{_ENVS}.external_env:ExternalEnv"},
     "env.external_multi_agent_env": {"ExternalMultiAgentEnv": f"{_ENVS}.external_multi_agent_env:ExternalMultiAgentEnv"},
     "env.multi_agent_env": {
         "MultiAgentEnv": f"{_ENVS}.multi_agent_env:MultiAgentEnv",
         "make_multi_agent": f"{_ENVS}.multi_agent_env:make_multi_agent",
+        "MultiAgentEnvWrapper": f"{_SUPPORT}.base_env:MultiAgentEnvWrapper",
         "ENV_STATE": f"{_SUPPORT}.typing:ENV_STATE",
     },
     "env.policy_client": {"PolicyClient": "corral.integrations.serving.policy_client:PolicyClient"},
@@ -268,10 +269,10 @@ MODULES: dict[str, dict[str, str]] = {
     "policy.policy": {
         "Policy": "corral.core.learning.policy:Policy",
         "PolicySpec": "corral.core.contracts.policy_spec:PolicySpec",
-        "ViewRequirement": _NO_VIEW_REQUIREMENTS,
+        "ViewRequirement": _VIEW_REQUIREMENT,
     },
     "policy.view_requirement": {
-        "ViewRequirement": _NO_VIEW_REQUIREMENTS,
+        "ViewRequirement": _VIEW_REQUIREMENT,
     },
     "policy.sample_batch": {
         "SampleBatch": "corral.core.common.sample_batch:SampleBatch",

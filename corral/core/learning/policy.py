@@ -34,11 +34,13 @@ from corral.core.common.actions import ActionAdapter, zero_actions
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.common.spaces import ObservationPreprocessor
 from corral.core.contracts.config import SCHEDULES, AlgorithmConfig
+from corral.core.contracts.rllib_compat import CallableBool
 from corral.core.devices import policy_device
 from corral.core.learning.exploration import make_exploration
 from corral.core.learning.filters import MeanStdFilter
 from corral.core.learning.learners.learner_build import build_learner
 from corral.core.learning.policies.acting import Acting
+from corral.core.learning.policies.heuristic_policies import default_view_requirements
 from corral.core.learning.policies.optimizer_set import Optimizer
 from corral.core.learning.policies.optimizers import adam as adam, build_optimizer as build_optimizer
 from corral.core.learning.policies.policy_build import (
@@ -149,14 +151,13 @@ class Policy(Acting, Updates, PolicyState):
         self.model = self._build_model()
         if custom_dist is not None:
             self.dist_class = custom_distribution(custom_dist, self.model)
-        self.is_recurrent = is_recurrent(self.model)
-        """whether the model has memory: it then acts on each episode's state and learns on sequences"""
-        self.exploration = make_exploration(
-            config.exploration_config,
-            self.action_adapter.distribution_space,
-            worker_index=BUILDING_WORKER_INDEX.get(),
-            num_workers=config.num_env_runners,
-        )
+        self.is_recurrent = CallableBool(is_recurrent(self.model))
+        """whether the model has memory: it then acts on each episode's state and learns on sequences (also called,
+        as RLlib's ``policy.is_recurrent()``)"""
+        self.exploration = self._create_exploration()
+        self.view_requirements = default_view_requirements()
+        """RLlib's declaration of the columns the policy reads: those corral's samplers provide; a subclass may add
+        ``state_in_k`` views, and any other is refused once it is built (see :mod:`.policies.heuristic_policies`)"""
         filtered_shape = self.preprocessor.shape if self.action_mask is None else self.action_mask.model_input.shape
         self.observation_filter = MeanStdFilter(filtered_shape) if config.observation_filter == "MeanStdFilter" else None
         self.optimizer = self.make_optimizer()
@@ -191,6 +192,15 @@ class Policy(Acting, Updates, PolicyState):
 
     required_model_outputs: tuple[str, ...] = (SampleBatch.ACTION_DIST_INPUTS,)
     """the keys the model's forward must return, each with a row per observation; checked at build"""
+
+    def _create_exploration(self) -> Any:
+        """The exploration ``config.exploration_config`` names, for this policy's actions (RLlib's method name)."""
+        return make_exploration(
+            self.config.exploration_config,
+            self.action_adapter.distribution_space,
+            worker_index=BUILDING_WORKER_INDEX.get(),
+            num_workers=self.config.num_env_runners,
+        )
 
     def _build_model(self) -> Model:
         """``make_model()``, after checking it fits in memory; then checked on a probe batch.

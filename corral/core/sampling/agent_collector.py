@@ -29,6 +29,7 @@ import numpy as np
 from corral.core.common import state_codec
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.common.spaces import stack_observations
+from corral.core.learning.policies.heuristic_policies import follows_rllib_protocol
 
 if TYPE_CHECKING:
     from corral.core.learning.policy import Policy
@@ -247,7 +248,11 @@ class AgentCollector:
         extras = {key: [value] for key, value in acted_extras.items()}
         if reset_raw:  # a forward pass gives the reset rows their extras (the final observation's value estimate)
             reset_obs = policy.preprocess(stack_observations(reset_raw, policy.observation_space))
-            reset_actions, reset_extras = policy.compute_actions(reset_obs, explore=False)
+            if follows_rllib_protocol(policy):  # a heuristic estimates no value: its reset rows are zeros
+                reset_actions = np.zeros((len(reset_obs), *acted_actions.shape[1:]), acted_actions.dtype)
+                reset_extras: dict[str, np.ndarray] = {}
+            else:
+                reset_actions, reset_extras = policy.compute_actions(reset_obs, explore=False)
             obs.append(reset_obs)
             actions.append(reset_actions)
             for key, parts in extras.items():  # a column the policy does not compute (the output's context) is zero

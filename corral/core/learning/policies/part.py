@@ -19,6 +19,7 @@ from corral.core.common.actions import ActionAdapter
 from corral.core.common.sample_batch import SampleBatch
 from corral.core.common.spaces import ObservationPreprocessor
 from corral.core.contracts.config import AlgorithmConfig
+from corral.core.contracts.rllib_compat import CallableBool
 from corral.core.learning.exploration import Exploration
 from corral.core.learning.filters import MeanStdFilter
 from corral.core.learning.learners.gradient_sync import GradientSync
@@ -46,7 +47,7 @@ class PolicyPart:
     dist_class: type[ActionDistribution]
     num_outputs: int
     model: Model
-    is_recurrent: bool
+    is_recurrent: CallableBool
     exploration: Exploration
     observation_filter: MeanStdFilter | None
     optimizer: Optimizer

@@ -17,6 +17,7 @@ import numpy as np
 
 from corral.core.common.actions import zero_actions
 from corral.core.common.sample_batch import STATE_OUT_PREFIX, SampleBatch, state_columns, state_in_key, state_out_key
+from corral.core.learning.policies.heuristic_policies import follows_rllib_protocol
 from corral.core.learning.policy import Policy
 
 
@@ -78,8 +79,13 @@ class RecurrentCarry:
         Args:
             which: an ``[N]`` boolean mask or index array.
         """
-        for part, initial in zip(self.state, self.initial_state, strict=True):
-            part[which] = initial
+        if follows_rllib_protocol(self.policy):  # RLlib asks at every episode's start (a heuristic may draw it)
+            for index in np.arange(len(self.prev_rewards))[which]:
+                for part, initial in zip(self.state, self.policy.get_initial_state(), strict=True):
+                    part[index] = initial
+        else:
+            for part, initial in zip(self.state, self.initial_state, strict=True):
+                part[which] = initial
         self.prev_actions[which] = 0
         self.prev_rewards[which] = 0.0
 
@@ -146,6 +152,8 @@ class AgentCarry:
         initial = start[1]
         found = [self._entries.get(key) for key in keys]
         rows = [row if row is not None and row[0] == policy_id else start for row in found]
+        if follows_rllib_protocol(policy):  # RLlib asks at every agent's episode start (a heuristic may draw it)
+            rows = [row if row is not start else (policy_id, policy.get_initial_state(), start[2], 0.0) for row in rows]
         return {
             "state": [np.stack([row[1][k] for row in rows]) for k in range(len(initial))],
             SampleBatch.PREV_ACTIONS: np.stack([row[2] for row in rows]),
