@@ -36,7 +36,7 @@ from corral.core.common.spaces import ObservationPreprocessor
 from corral.core.contracts.config import SCHEDULES, AlgorithmConfig
 from corral.core.contracts.rllib_compat import CallableBool
 from corral.core.devices import policy_device
-from corral.core.learning.exploration import make_exploration
+from corral.core.learning.exploration import Exploration, make_exploration
 from corral.core.learning.filters import MeanStdFilter
 from corral.core.learning.learners.learner_build import build_learner
 from corral.core.learning.policies.acting import Acting
@@ -193,7 +193,7 @@ class Policy(Acting, Updates, PolicyState):
     required_model_outputs: tuple[str, ...] = (SampleBatch.ACTION_DIST_INPUTS,)
     """the keys the model's forward must return, each with a row per observation; checked at build"""
 
-    def _create_exploration(self) -> Any:
+    def _create_exploration(self) -> Exploration:
         """The exploration ``config.exploration_config`` names, for this policy's actions (RLlib's method name)."""
         return make_exploration(
             self.config.exploration_config,
