@@ -116,3 +116,38 @@ def test_a_heuristic_that_returns_too_few_actions_is_told_rllib_s_protocol(make_
     algo = make_algo(_config(policies, lambda agent_id, *a, **k: "one" if agent_id == "player1" else "learned"))
     with pytest.raises(ValueError, match=r"returned actions with shape \(1,\) for 2 observations: RLlib's protocol"):
         algo.env_runner_group.local_env_runner.sample(20)
+
+
+class PushOneWay(Policy):
+    """A single-agent heuristic that pushes the cart one way, drawn at each episode's start."""
+
+    drawn: ClassVar[list[int]] = []
+
+    def get_initial_state(self):
+        PushOneWay.drawn.append(random.choice([0, 1]))
+        return [np.int64(PushOneWay.drawn[-1])]
+
+    def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None, prev_reward_batch=None, **kwargs):
+        assert np.asarray(obs_batch).shape == (len(state_batches[0]), 4)  # CartPole's observations, stacked
+        return state_batches[0].copy(), state_batches, {}
+
+
+def test_the_single_agent_runner_acts_with_a_heuristic_the_algorithm_names_too(make_algo) -> None:
+    from corral.plugins.ppo import PPO
+
+    class HeuristicPPO(PPO):
+        @classmethod
+        def get_default_policy_class(cls, config):
+            return PushOneWay
+
+    random.seed(0)
+    config = corral.get_config("PPO").environment("CartPole-v1").env_runners(num_envs_per_env_runner=2)
+    algo = make_algo(HeuristicPPO.get_default_config().update_from_dict(config.to_dict()).debugging(seed=0))
+    runner = algo.env_runner_group.local_env_runner
+    assert isinstance(runner.policy, PushOneWay)
+    PushOneWay.drawn.clear()
+    batch = runner.sample(400).policy_batches["default_policy"]
+    assert np.array_equal(batch["actions"], batch["state_in_0"]), "it acted on the state it was carried"
+    ended = int((batch["terminateds"] | batch["truncateds"]).sum())
+    assert ended >= 10 and len(PushOneWay.drawn) >= ended, "a new direction is drawn at each episode's start"
+    assert set(batch["actions"].tolist()) == {0, 1}
