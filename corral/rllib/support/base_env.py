@@ -84,6 +84,11 @@ class BaseEnv:
     ) -> tuple[MultiEnvDict | None, MultiEnvDict | None]:
         """Reset one sub-environment (None: all), if this env can on request (RLlib's default: it cannot).
 
+        Args:
+            env_id: the sub-environment; None: every one.
+            seed: its seed (None: do not reseed).
+            options: its reset options.
+
         Returns:
             Its observations and infos as two-level dicts, or ``(None, None)``.
         """
@@ -169,7 +174,13 @@ class VectorEnvWrapper(BaseEnv):
     def try_reset(
         self, env_id: Any = None, *, seed: int | None = None, options: dict | None = None
     ) -> tuple[MultiEnvDict | None, MultiEnvDict | None]:
-        """Reset sub-environment ``env_id`` (None: 0); returns its observation and info as two-level dicts."""
+        """Reset sub-environment ``env_id`` (None: 0); returns its observation and info as two-level dicts.
+
+        Args:
+            env_id: the sub-environment; None: the first.
+            seed: its seed (None: do not reseed).
+            options: its reset options.
+        """
         env_id = 0 if env_id is None else env_id
         obs, info = self.vector_env.reset_at(env_id, seed=seed, options=options)
         if isinstance(obs, Exception):  # it failed and was made anew: the caller sees the error, as in RLlib
@@ -271,7 +282,13 @@ class MultiAgentEnvWrapper(BaseEnv):
     def try_reset(
         self, env_id: Any = None, *, seed: int | None = None, options: dict | None = None
     ) -> tuple[MultiEnvDict | None, MultiEnvDict | None]:
-        """Reset sub-environment ``env_id`` (None: every one); returns their observations and infos."""
+        """Reset sub-environment ``env_id`` (None: every one); returns their observations and infos.
+
+        Args:
+            env_id: the sub-environment; None: every one.
+            seed: their seed (None: do not reseed).
+            options: their reset options.
+        """
         ids = range(self.num_envs) if env_id is None else [env_id]
         observations, infos = {}, {}
         for i in ids:

@@ -135,8 +135,18 @@ class VectorEnv:
         remote_env_batch_wait_ms: int = 0,
         restart_failed_sub_environments: bool = False,
     ) -> BaseEnv:
-        """This vector env as a :class:`~corral.rllib.support.base_env.BaseEnv` to poll (the other arguments are
-        RLlib's, for other env kinds: a vector env already has its sub-environments)."""
+        """This vector env as a :class:`~corral.rllib.support.base_env.BaseEnv` to poll.
+
+        Args:
+            make_env: RLlib's, for other env kinds (a vector env already has its sub-environments).
+            num_envs: likewise.
+            remote_envs: likewise.
+            remote_env_batch_wait_ms: likewise.
+            restart_failed_sub_environments: likewise.
+
+        Returns:
+            The BaseEnv.
+        """
         from corral.rllib.support.base_env import VectorEnvWrapper
 
         return VectorEnvWrapper(self)
