@@ -36,6 +36,9 @@ RESULT_KEY_TYPES: dict[str, tuple[type, ...]] = {
     "policy_reward_max": (dict,),
     "hist_stats": (dict,),
     "info": (dict,),
+    "sampler_results": (dict,),
+    "env_runners": (dict,),
+    "config": (dict,),
 }
 """Every key of every result, and the types its value may have (episode stats are NaN before the first episode ends)."""
 
@@ -50,6 +53,62 @@ RESULT_KEYS: tuple[str, ...] = (*RESULT_KEY_TYPES, EVALUATION_KEY, PERF_KEY)
 
 RLLIB_RESULT_GROUPS = ("sampler_results", "env_runners")
 """the sub-dicts RLlib 2.x puts episode stats under (2.5-2.9: ``sampler_results``; 2.10 on: ``env_runners``)"""
+
+
+_GROUPED = (
+    "episode_reward_max",
+    "episode_reward_min",
+    "episode_reward_mean",
+    "episode_len_mean",
+    "episodes_this_iter",
+    "policy_reward_min",
+    "policy_reward_max",
+    "policy_reward_mean",
+    "custom_metrics",
+    "hist_stats",
+)
+RLLIB_COPIES = (*RLLIB_RESULT_GROUPS, "config")
+"""the keys of a result that copy others for RLlib's scripts (:func:`with_rllib_groups`), left out of result files"""
+
+
+def with_rllib_groups(metrics: dict[str, Any], config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Episode stats also where RLlib 2.x's scripts read them; the metrics dict, extended.
+
+    ``sampler_results`` (Ray 2.5-2.9) holds them under corral's names;
+    ``env_runners`` (Ray 2.10 on) too, and under the new API stack's names
+    (``episode_return_mean``, ``num_episodes``); ``config`` is the algorithm's
+    config dict, which every RLlib result carries.
+
+    Args:
+        metrics: a train() or evaluation result's metrics (changed in place).
+        config: the config dict to add; None adds none (an evaluation result's).
+
+    Returns:
+        ``metrics``.
+    """
+    grouped = {key: metrics[key] for key in _GROUPED if key in metrics}
+    returns = {
+        key.replace("episode_reward_", "episode_return_"): value
+        for key, value in grouped.items()
+        if key.startswith("episode_reward_")
+    }
+    metrics["sampler_results"] = grouped
+    metrics["env_runners"] = {**grouped, **returns, "num_episodes": metrics.get("episodes_this_iter", 0)}
+    if config is not None:
+        metrics["config"] = config
+    return metrics
+
+
+def without_rllib_copies(result: dict[str, Any]) -> dict[str, Any]:
+    """A result without the copies :func:`with_rllib_groups` made, for result files (params.json holds the config).
+
+    Args:
+        result: a train() result.
+    """
+    kept = {key: value for key, value in result.items() if key not in RLLIB_COPIES}
+    if isinstance(kept.get(EVALUATION_KEY), dict):
+        kept[EVALUATION_KEY] = without_rllib_copies(kept[EVALUATION_KEY])
+    return kept
 
 
 LEARNER_STATS_KEY = "learner_stats"

@@ -90,6 +90,21 @@ def test_rllib_s_result_keys_of_every_2x_layout_name_corral_s(rllib_key: str, co
     assert corral_result_key(rllib_key) == corral_key
 
 
+def test_a_result_holds_its_episode_stats_where_each_ray_2x_reads_them_and_its_files_hold_them_once(make_algo) -> None:
+    config = corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=256, minibatch_size=128)
+    algo = make_algo(config.evaluation(evaluation_interval=1, evaluation_duration=2))
+    result = algo.train()
+    for metrics in (result, result["evaluation"]):
+        assert metrics["sampler_results"]["episode_reward_mean"] == metrics["episode_reward_mean"]  # Ray 2.5-2.9
+        runners = metrics["env_runners"]  # Ray 2.10 on, also under the new API stack's names
+        assert runners["episode_return_mean"] == runners["episode_reward_mean"] == metrics["episode_reward_mean"]
+        assert runners["num_episodes"] == metrics["episodes_this_iter"] > 0
+    assert result["config"] == algo.config.to_dict()
+    written = json.loads((Path(algo.logdir) / "result.json").read_text().splitlines()[0])
+    assert not {"config", "sampler_results", "env_runners"} & {*written, *written["evaluation"]}
+    assert written["episode_reward_mean"] == result["episode_reward_mean"]
+
+
 def test_a_yaml_file_with_rllib_s_stop_key_and_renamed_options_runs(run_cli: Any, tmp_path: Any) -> None:
     (tmp_path / "ppo.yaml").write_text(
         "cartpole-ppo:\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -119,9 +120,14 @@ def test_checkpoint_folder_layout(trained, checkpoint) -> None:
 
 
 def test_save_into_the_experiment_folder_by_default(trained) -> None:
-    path = Path(trained.save())
+    saved = trained.save()
+    path = Path(saved)
     assert path.parent == Path(trained.logdir).resolve()
     assert path.name == "checkpoint_000002"
+    # read as Ray 2.7+'s save() result too: algo.save().checkpoint.path, with the latest result as its metrics
+    assert saved.checkpoint.path == str(path) and type(saved.checkpoint.path) is str
+    assert saved.metrics["training_iteration"] == 2
+    assert pickle.loads(pickle.dumps(saved)) == saved
 
 
 def test_mean_std_filter_survives_a_round_trip(make_algo, tmp_path, restored_algos) -> None:

@@ -191,5 +191,6 @@ EXPERIMENTAL_KEYWORDS = frozenset(
 """the keywords RLlib's ``AlgorithmConfig.experimental()`` has taken in Ray 2.0 to 2.x"""
 
 
-RECURRENT_MODEL_SETTINGS = ("_time_major",)
-"""RLlib's layout switch for recurrent inputs: corral's models lay out their sequences themselves, so it is ignored (at INFO)"""
+RECURRENT_MODEL_SETTINGS = ("_time_major", "uses_new_env_runners")
+"""RLlib's model keys for how its own samplers feed a model (the layout of recurrent inputs; Ray 2.10's new env runners):
+corral's models lay out their inputs themselves, so they are ignored (at INFO)"""

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from corral.core.contracts.rllib_compat import NOOP_LOGGERS as NOOP_LOGGERS  # where the config reads it
-from corral.core.results import finite_number
+from corral.core.results import finite_number, without_rllib_copies
 
 
 def default_storage_path(storage_path: str | None) -> Path:
@@ -131,7 +131,8 @@ class ResultWriter:
         self._tb: Any = None
 
     def write(self, result: dict[str, Any]) -> None:
-        """Record one iteration's result."""
+        """Record one iteration's result (without the copies it holds for RLlib's scripts: :func:`without_rllib_copies`)."""
+        result = without_rllib_copies(result)
         adopted = not self._rows and self._adopt_earlier_rows(int(result.get("training_iteration", 1)))
         with open(self.logdir / "result.json", "a", encoding="utf-8") as f:
             f.write(json.dumps(result, default=_json_value) + "\n")

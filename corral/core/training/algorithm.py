@@ -51,7 +51,7 @@ from corral.core.persistence.loggers import (
     ResultWriter,
     default_storage_path,
 )
-from corral.core.results import learner_info
+from corral.core.results import learner_info, with_rllib_groups
 from corral.core.sampling.env_runner_group import EnvRunnerGroup
 from corral.core.sampling.external.external_env_runner import ExternalEnvRunner
 from corral.core.sampling.metrics import EpisodeHistory, summarize_episodes
@@ -427,6 +427,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
             "num_env_runner_restarts": self.env_runner_group.num_restarts,
             "info": {"learner": learner_info(learner), **self.counters},
         }
+        with_rllib_groups(result, self.config.to_dict())
         if self._system_usage is not None:
             result["perf"] = self._system_usage.perf()
         if isinstance(self.env_runner_group.local_env_runner, ExternalEnvRunner):

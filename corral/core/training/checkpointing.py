@@ -41,12 +41,43 @@ if TYPE_CHECKING:  # the class these methods are part of
     from corral.core.training.algorithm import Algorithm
 
 
+class SavedCheckpoint(str):
+    """What ``save()`` returns: the checkpoint's path, which is also read as Ray 2.7+'s ``save()`` result.
+
+    RLlib's ``save()`` returned the path up to Ray 2.6 and a training result
+    since (``algo.save().checkpoint.path``); this string is the path and has
+    ``.checkpoint.path`` and ``.metrics`` too, so scripts of either era work.
+
+    Args:
+        path: the checkpoint folder.
+        metrics: the latest ``train()`` result (RLlib's ``.metrics``), or an empty dict.
+    """
+
+    metrics: dict[str, Any]
+
+    def __new__(cls, path: str, metrics: dict[str, Any] | None = None) -> SavedCheckpoint:  # noqa: D102  (the class says)
+        saved = super().__new__(cls, path)
+        saved.metrics = metrics or {}
+        return saved
+
+    @property
+    def checkpoint(self) -> SavedCheckpoint:
+        """Itself, as Ray's ``Checkpoint`` of the result (its ``.path`` is the folder)."""
+        return self
+
+    @property
+    def path(self) -> str:
+        """The checkpoint folder, as a plain string."""
+        return str(self)
+
+
 class Checkpointing(AlgorithmState, PolicySet):
     """Part of :class:`~corral.core.training.algorithm.Algorithm` (see the module docstring); it saves and restores
     what the state and the policy set hold, so it builds on those two parts."""
 
-    def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
-        """Write a checkpoint; default ``<experiment folder>/checkpoint_<iteration>``. Returns its path.
+    def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> SavedCheckpoint:
+        """Write a checkpoint; default ``<experiment folder>/checkpoint_<iteration>``. Returns its path (a
+        :class:`SavedCheckpoint`, also read as Ray 2.7+'s result: ``algo.save().checkpoint.path``).
 
         Into the experiment folder, with ``keep_checkpoints_num``, the checkpoints beyond
         that many are then removed: the oldest, or the worst by ``checkpoint_score_attribute``
@@ -61,7 +92,7 @@ class Checkpointing(AlgorithmState, PolicySet):
         written = self._write_checkpoint(path, saved)
         if checkpoint_dir is None and self.config.keep_checkpoints_num:
             self._prune_checkpoints(self.config.keep_checkpoints_num)
-        return written
+        return SavedCheckpoint(written, self._last_result)
 
     def _write_checkpoint(self, path: Path, saved: list[str]) -> str:
         """Write a checkpoint of the algorithm with the policies ``saved`` (and their native model files if asked)."""

@@ -11,6 +11,7 @@ import functools
 from typing import Any
 
 from corral.core.common.import_paths import object_path
+from corral.core.results import with_rllib_groups
 from corral.core.sampling.env_runner import evaluation_span
 from corral.core.sampling.env_runner_group import EnvRunnerGroup, EvaluationRound
 from corral.core.sampling.metrics import summarize_episodes
@@ -87,10 +88,9 @@ class Evaluation(AlgorithmPart):
             else:
                 span = evaluation_span(cfg.evaluation_duration, cfg.evaluation_duration_unit)
             episodes = group.local_env_runner.run_episodes(explore=cfg.explore, **span)
-        metrics: dict[str, Any] = {
-            **summarize_episodes(episodes, self.config.keep_per_episode_custom_metrics),
-            "episodes_this_iter": len(episodes),
-        }
+        metrics = with_rllib_groups(
+            {**summarize_episodes(episodes, self.config.keep_per_episode_custom_metrics), "episodes_this_iter": len(episodes)}
+        )
         if self.off_policy_evaluation is not None:
             cfg = self.config
             duration, unit = cfg.evaluation_duration, cfg.evaluation_duration_unit

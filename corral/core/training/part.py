@@ -35,6 +35,7 @@ from corral.core.training.offline_input import ExperienceInput
 
 if TYPE_CHECKING:  # the class the parts make up
     from corral.core.training.algorithm import Algorithm
+    from corral.core.training.checkpointing import SavedCheckpoint
 
 
 COUNTERS = ("num_env_steps_sampled", "num_env_steps_trained", "num_agent_steps_sampled", "num_agent_steps_trained")
@@ -128,7 +129,7 @@ class AlgorithmPart:
         def _finish_evaluation(self, pending: EvaluationRound | None) -> dict[str, Any]:
             """Defined in evaluation.py."""
 
-        def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
+        def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> SavedCheckpoint:
             """Defined in checkpointing.py."""
 
         def _write_checkpoint(self, path: Path, saved: list[str]) -> str:
