@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 import corral
 from corral import ConfigError, MultiAgentEnv, PolicySpec, SampleBatch, TrainingError, make_multi_agent
@@ -446,3 +447,17 @@ def test_an_evaluation_env_whose_agents_do_not_fit_the_policies_is_refused_at_bu
         ConfigError, match=r"the evaluation env .* has the observation space Box.* for policy 'p0', which is trained on"
     ):
         config.build()
+
+
+def test_policies_whose_models_share_a_layer_learn_one_after_another() -> None:
+    threads: list[str] = []
+    algo = learning_config("PPO", recording(corral.get_algorithm("PPO").policy_class, threads), threads=2).build()
+    try:
+        first, second = (
+            next(m for m in algo.get_policy(pid).model.modules() if isinstance(m, torch.nn.Linear)) for pid in ("p0", "p1")
+        )
+        second.weight = first.weight  # one layer in both models, as RLlib's shared-weights example makes it
+        algo.train()
+        assert set(threads) == {"MainThread", "done"}, "an update in a thread would race the other's gradients"
+    finally:
+        algo.stop()

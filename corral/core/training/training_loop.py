@@ -187,6 +187,7 @@ class TrainingLoop(AlgorithmPart):
             or min(threads, len(jobs)) < 2
             or len(jobs) > self.policies.capacity  # each must stay in memory while it learns
             or not all(self.policy_builds[pid].policy_class.thread_safe_learning for pid, _ in jobs)
+            or _share_parameters([self.policies[pid] for pid, _ in jobs])  # RLlib's shared-weights models
         ):
             return None
         if self._learner_pool is None:
@@ -273,3 +274,10 @@ class TrainingLoop(AlgorithmPart):
                 params = {"algorithm": self.name, **self.config.to_dict()}
                 self._writer = ResultWriter(self.logdir, params, tensorboard=self.config.log_to_tensorboard)
         return self._writer
+
+
+def _share_parameters(policies: list[Policy]) -> bool:
+    """Whether two of these policies' models hold the same parameter (a layer made once and used by both), so
+    their updates touch each other's weights and gradients: they cannot run at once."""
+    ids = [id(param) for policy in policies for param in policy.model.parameters()]  # each model's are distinct
+    return len(ids) != len(set(ids))
