@@ -270,8 +270,12 @@ def test_optional_unknown_argument_is_allowed(tmp_path):
 
 def test_rllib_style_episode_hook_gets_base_env(tmp_path):
     seen = []
+    steps = []
 
     class OldApi(Callbacks):
+        def on_episode_step(self, *, episode, **kwargs):  # RLlib's per-agent getters, its one agent "agent0"
+            steps.append((episode.last_observation_for(), episode.last_action_for(), episode.last_info_for("agent1")))
+
         def on_episode_end(self, *, worker, base_env, policies, episode, env_index, **kwargs):
             seen.append((worker, base_env, sorted(policies), env_index))
 
@@ -285,6 +289,8 @@ def test_rllib_style_episode_hook_gets_base_env(tmp_path):
     worker, base_env, policies, env_index = seen[0]
     assert worker is runner and base_env is runner.base_env
     assert policies == ["default_policy"] and 0 <= env_index < runner.num_envs
+    observation, action, nobody = steps[0]
+    assert observation.shape == (4,) and action in (0, 1) and nobody is None
 
 
 def test_required_unknown_argument_fails_at_build(tmp_path):

@@ -59,6 +59,10 @@ if TYPE_CHECKING:
     from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner
 
 
+_SINGLE_AGENT_ID = "agent0"
+"""the agent id RLlib gives the one agent of a single-agent episode"""
+
+
 class Episode:
     """One episode of one sub-environment, as callbacks see it.
 
@@ -80,6 +84,27 @@ class Episode:
         self.last_info: dict[str, Any] = {}
         self.terminated = False
         self.truncated = False
+
+    def _for(self, agent_id: Hashable, value: Any) -> Any:
+        return value if agent_id == _SINGLE_AGENT_ID else None  # RLlib's: None for an agent the episode has not
+
+    def last_observation_for(self, agent_id: Hashable = _SINGLE_AGENT_ID) -> Any:
+        """RLlib's per-agent getter: the last observation, as the env gave it (the one agent is ``"agent0"``)."""
+        return self._for(agent_id, self.last_observation)
+
+    last_raw_obs_for = last_observation_for
+
+    def last_action_for(self, agent_id: Hashable = _SINGLE_AGENT_ID) -> Any:
+        """RLlib's per-agent getter: the last action (None before the first)."""
+        return self._for(agent_id, self.last_action)
+
+    def last_reward_for(self, agent_id: Hashable = _SINGLE_AGENT_ID) -> Any:
+        """RLlib's per-agent getter: the last reward."""
+        return self._for(agent_id, self.last_reward)
+
+    def last_info_for(self, agent_id: Hashable = _SINGLE_AGENT_ID) -> Any:
+        """RLlib's per-agent getter: the last info dict."""
+        return self._for(agent_id, self.last_info)
 
 
 class EnvRunner(BaseEnvRunner):
