@@ -401,6 +401,13 @@ MODULES: dict[str, dict[str, str]] = {
 }
 
 
+# Ray 2.10 on moved the example envs to examples/envs/classes/, under the same module names
+MODULES.update(
+    {f"examples.envs.classes.{path.removeprefix('examples.env.')}": names for path, names in list(MODULES.items())
+     if path.startswith("examples.env.")}
+)  # fmt: skip
+
+
 def _packages() -> frozenset[str]:
     paths = set(MODULES)
     for path in MODULES:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 import corral
 from corral import ConfigError
@@ -134,3 +135,12 @@ def test_the_same_observations_give_the_same_extras_whatever_their_memory_layout
     for key in ("action_dist_inputs", "vf_preds"):
         np.testing.assert_array_equal(from_c[key], from_fortran[key])
     np.testing.assert_array_equal(policy.compute_values(obs), policy.compute_values(transposed))
+
+
+def test_corral_s_own_model_takes_rllib_s_batch_dict_as_an_rl_module_does(make_algo) -> None:
+    module = make_algo().get_module()
+    obs = torch.zeros(3, 4)
+    for forward in (module.forward_inference, module.forward_exploration, module.forward_train):
+        out = forward({"obs": obs})  # RLlib's docs: rl_module.forward_inference({Columns.OBS: ...})
+        expected = forward(obs)["action_dist_inputs"]
+        assert out["action_dist_inputs"].shape == (3, 2) and torch.equal(out["action_dist_inputs"], expected)

@@ -333,3 +333,15 @@ def test_a_checkpoint_loads_its_algorithm_from_the_distribution_it_records(
     finally:
         registry.refresh()
         plugins.forget_modules()
+
+
+def test_rllib_s_checkpointable_names_save_and_restore_the_same_checkpoint(trained, make_algo, tmp_path) -> None:
+    path = trained.save_to_path(tmp_path / "ckpt")
+    assert type(path) is str and (Path(path) / "algorithm_state.json").is_file()
+    fresh = make_algo(trained.config.copy(copy_frozen=False))
+    fresh.restore_from_path(path)
+    assert fresh.iteration == trained.iteration
+    with pytest.raises(TypeError, match=r"save_to_path\(\) takes a path only.*use_msgpack is not taken"):
+        trained.save_to_path(tmp_path / "other", use_msgpack=True)
+    with pytest.raises(TypeError, match=r"component is not taken"):
+        fresh.restore_from_path(path, component="learner_group")

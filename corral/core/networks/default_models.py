@@ -11,7 +11,7 @@ CNN; ``custom_model`` plugs in any ``torch.nn.Module`` (see
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -89,20 +89,27 @@ class Model(nn.Module):
         raise NotImplementedError
 
     def forward_inference(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Outputs for acting without exploration (evaluation, serving)."""
-        return self._forward(obs)
+        """Outputs for acting without exploration (evaluation, serving); ``obs`` may also be RLlib's batch dict
+        (``{"obs": ...}``), as an RLModule takes it (``algo.get_module().forward_inference(batch)``)."""
+        return self._forward(_observations(obs))
 
     def forward_exploration(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Outputs for acting while collecting training samples."""
-        return self._forward(obs)
+        """Outputs for acting while collecting training samples (``obs`` as :meth:`forward_inference` takes it)."""
+        return self._forward(_observations(obs))
 
     def forward_train(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Outputs for the loss."""
-        return self._forward(obs)
+        """Outputs for the loss (``obs`` as :meth:`forward_inference` takes it)."""
+        return self._forward(_observations(obs))
 
     def forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         """The same outputs as :meth:`forward_train` (``nn.Module`` calls this)."""
         return self._forward(obs)
+
+
+def _observations(obs: Any) -> torch.Tensor:
+    """The observations of a model's input: the tensor itself, or RLlib's batch dict's ``obs``."""
+    observations: torch.Tensor = obs[SampleBatch.OBS] if isinstance(obs, Mapping) else obs
+    return observations
 
 
 def mlp(sizes: list[int], activation: str, out_size: int | None = None, out_gain: float = 1.0) -> nn.Sequential:

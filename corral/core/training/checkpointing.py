@@ -146,6 +146,34 @@ class Checkpointing(AlgorithmState, PolicySet):
             if old not in kept:
                 checkpoints.remove_checkpoint(old)
 
+    def save_to_path(self, path: str | os.PathLike[str] | None = None, **options: Any) -> str:
+        """RLlib's name for :meth:`save` since Ray 2.30 (its ``Checkpointable`` API); returns the path.
+
+        Args:
+            path: the checkpoint folder; None: the experiment folder's next one.
+            **options: RLlib's ``state``, ``filesystem`` and ``use_msgpack``, which corral's data-only
+                checkpoints do not take.
+
+        Raises:
+            TypeError: one of those options is given.
+        """
+        _refuse_checkpointable_options("save_to_path", options)
+        return str(self.save(path))
+
+    def restore_from_path(self, path: checkpoints.CheckpointPath, **options: Any) -> None:
+        """RLlib's name for :meth:`restore` since Ray 2.30 (its ``Checkpointable`` API).
+
+        Args:
+            path: the checkpoint.
+            **options: RLlib's ``component`` and ``filesystem``, which corral does not take (a policy's
+                own checkpoint is read with ``Policy.from_checkpoint``).
+
+        Raises:
+            TypeError: one of those options is given.
+        """
+        _refuse_checkpointable_options("restore_from_path", options)
+        self.restore(path)
+
     def restore(self, checkpoint_path: checkpoints.CheckpointPath) -> None:
         """Load a checkpoint of this algorithm into this instance (weights, optimizers, counters, RNG states).
 
@@ -330,3 +358,12 @@ def providing_distribution(cls: type) -> tuple[str | None, str | None]:
         return dists[0], importlib_metadata.version(dists[0])
     except importlib_metadata.PackageNotFoundError:
         return dists[0], None
+
+
+def _refuse_checkpointable_options(method: str, options: dict[str, Any]) -> None:
+    """Refuse RLlib's ``Checkpointable`` options that corral's checkpoints do not have, naming them."""
+    if options:
+        raise TypeError(
+            f"{method}() takes a path only; corral's checkpoints are one local folder of data files, so "
+            f"{', '.join(sorted(options))} {'is' if len(options) == 1 else 'are'} not taken"
+        )
