@@ -147,7 +147,7 @@ def test_spaces_per_agent_shared_or_in_a_dict_keyed_by_agent() -> None:
 
 def test_make_multi_agent_gives_each_agent_its_own_copy() -> None:
     env = make_multi_agent("CartPole-v1")({"num_agents": 3})
-    assert env.possible_agents == [0, 1, 2] and env.max_num_agents == 3
+    assert env.possible_agents == [0, 1, 2] and env.max_num_agents == 3 and env.get_agent_ids() == {0, 1, 2}
     assert env.get_observation_space(2) == gym.make("CartPole-v1").observation_space
     first, _ = env.reset(seed=7)
     again, _ = env.reset(seed=7)

@@ -121,6 +121,10 @@ class MultiAgentEnv(gym.Env):
         """How many agents may ever act."""
         return len(self.possible_agents)
 
+    def get_agent_ids(self) -> set[Any]:
+        """Every agent id that may ever act, as a set: RLlib's name (``policies=env.get_agent_ids()``)."""
+        return set(self.possible_agents)
+
     def get_observation_space(self, agent_id: Any) -> gym.Space[Any]:
         """The observation space of one agent.
 
