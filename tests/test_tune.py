@@ -154,6 +154,14 @@ def test_an_algorithm_class_is_taken_by_tune_wherever_a_trainable_is(tmp_path) -
     assert tune.registry.get_trainable_cls("counting").get_default_config().lr == PPO.get_default_config().lr
 
 
+@pytest.mark.parametrize("key", ["num_env_steps_sampled_lifetime", "env_runners/episode_return_mean"])
+def test_the_new_api_stack_s_stop_keys_stop_a_ray_tune_run(tmp_path, key: str) -> None:
+    (result,) = tune.Tuner(  # Tune reads a stop key as it is named: a result that lacked it never stopped
+        "PPO", param_space=space(), run_config=run_config(tmp_path, "new_stack", stop={key: 1})
+    ).fit()
+    assert result.error is None and result.metrics["training_iteration"] == 1
+
+
 def test_a_stop_key_the_results_never_have_is_an_error_before_anything_starts(tmp_path) -> None:
     with pytest.raises(
         ConfigError, match=r"stop key 'episode_reward_meen' .*Did you mean 'episode_reward_mean'.*Results have: .*timesteps_total"

@@ -38,6 +38,7 @@ RESULT_KEY_TYPES: dict[str, tuple[type, ...]] = {
     "info": (dict,),
     "sampler_results": (dict,),
     "env_runners": (dict,),
+    "num_env_steps_sampled_lifetime": (int,),
     "config": (dict,),
 }
 """Every key of every result, and the types its value may have (episode stats are NaN before the first episode ends)."""
@@ -67,7 +68,7 @@ _GROUPED = (
     "custom_metrics",
     "hist_stats",
 )
-RLLIB_COPIES = (*RLLIB_RESULT_GROUPS, "config")
+RLLIB_COPIES = (*RLLIB_RESULT_GROUPS, "num_env_steps_sampled_lifetime", "config")
 """the keys of a result that copy others for RLlib's scripts (:func:`with_rllib_groups`), left out of result files"""
 
 
@@ -76,8 +77,9 @@ def with_rllib_groups(metrics: dict[str, Any], config: dict[str, Any] | None = N
 
     ``sampler_results`` (Ray 2.5-2.9) holds them under corral's names;
     ``env_runners`` (Ray 2.10 on) too, and under the new API stack's names
-    (``episode_return_mean``, ``num_episodes``); ``config`` is the algorithm's
-    config dict, which every RLlib result carries.
+    (``episode_return_mean``, ``num_episodes``); ``num_env_steps_sampled_lifetime``
+    is ``num_env_steps_sampled``; ``config`` is the algorithm's config dict,
+    which every RLlib result carries.
 
     Args:
         metrics: a train() or evaluation result's metrics (changed in place).
@@ -94,6 +96,10 @@ def with_rllib_groups(metrics: dict[str, Any], config: dict[str, Any] | None = N
     }
     metrics["sampler_results"] = grouped
     metrics["env_runners"] = {**grouped, **returns, "num_episodes": metrics.get("episodes_this_iter", 0)}
+    if "num_env_steps_sampled" in metrics:  # the new stack's stop key (Tune reads it as it is named)
+        metrics["num_env_steps_sampled_lifetime"] = metrics["env_runners"]["num_env_steps_sampled_lifetime"] = metrics[
+            "num_env_steps_sampled"
+        ]
     if config is not None:
         metrics["config"] = config
     return metrics

@@ -100,8 +100,12 @@ def test_a_result_holds_its_episode_stats_where_each_ray_2x_reads_them_and_its_f
         assert runners["episode_return_mean"] == runners["episode_reward_mean"] == metrics["episode_reward_mean"]
         assert runners["num_episodes"] == metrics["episodes_this_iter"] > 0
     assert result["config"] == algo.config.to_dict()
+    assert result["num_env_steps_sampled_lifetime"] == result["num_env_steps_sampled"] > 0  # Ray 2.10+'s stop key
     written = json.loads((Path(algo.logdir) / "result.json").read_text().splitlines()[0])
-    assert not {"config", "sampler_results", "env_runners"} & {*written, *written["evaluation"]}
+    assert not {"config", "sampler_results", "env_runners", "num_env_steps_sampled_lifetime"} & {
+        *written,
+        *written["evaluation"],
+    }
     assert written["episode_reward_mean"] == result["episode_reward_mean"]
 
 
