@@ -38,7 +38,7 @@ from corral.core.environments.envs import (
 from corral.core.environments.external_env import ExternalEnv
 from corral.core.environments.multi_agent_env import probe_env
 from corral.core.environments.remote_sub_environments import RemoteVectorEnv
-from corral.core.learning.policies.heuristic_policies import follows_rllib_protocol, rllib_protocol_actions
+from corral.core.learning.policies.heuristic_policies import carries_state, stateful_actions
 from corral.core.learning.policy import Policy
 from corral.core.learning.recurrent.carry import RecurrentCarry
 from corral.core.memory import check_fits
@@ -223,10 +223,7 @@ class EnvRunner(BaseEnvRunner):
             actions, extras = policy.compute_actions(obs, explore=explore)
             columns = extras
         else:
-            if follows_rllib_protocol(policy):  # a policy written to RLlib's API by hand: it reads what the env gave
-                actions, extras = rllib_protocol_actions(policy, self._obs, carry.inputs(), explore, policy.global_timestep)
-            else:
-                actions, extras = policy.compute_actions(obs, explore=explore, **carry.inputs())
+            actions, extras = stateful_actions(policy, obs, self._obs, carry.inputs(), explore)
             columns = {**extras, **carry.columns()}
         next_obs, rewards, terminateds, truncateds, infos = self.base_env.step(policy.action_adapter(actions))
         if self._native:
@@ -271,7 +268,7 @@ class EnvRunner(BaseEnvRunner):
 
     def _recurrent_carry(self, policy: Policy) -> RecurrentCarry | None:
         """The recurrent policy's carry between steps (made when it first acts, anew for another); None without memory."""
-        if not policy.is_recurrent and not follows_rllib_protocol(policy):
+        if not carries_state(policy):
             return None
         if self._carry is None or self._carry.policy is not policy:
             self._carry = RecurrentCarry(policy, self.num_envs)

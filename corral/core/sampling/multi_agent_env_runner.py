@@ -27,7 +27,7 @@ from corral.core.common.spaces import stack_observations
 from corral.core.environments.envs import EnvContext, env_name
 from corral.core.environments.multi_agent_env import ALL_AGENTS, multi_agent_env_maker
 from corral.core.environments.multi_agent_guard import MultiAgentEnvGuard
-from corral.core.learning.policies.heuristic_policies import follows_rllib_protocol, rllib_protocol_actions
+from corral.core.learning.policies.heuristic_policies import carries_state, stateful_actions
 from corral.core.learning.recurrent.carry import AgentCarry, recorded_inputs
 from corral.core.sampling.agent_collector import AgentCollector, PolicyFragment
 from corral.core.sampling.agent_policies import PolicyModels as PolicyModels, infer_policy_spaces, map_agent
@@ -256,14 +256,10 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             raw = [obs for _, _, obs in items]
             stacked = stack_observations(raw, policy.observation_space)
             obs = policy.preprocess(stacked, update_filter=record)
-            by_rllib_protocol = follows_rllib_protocol(policy)
-            if policy.is_recurrent or by_rllib_protocol:
+            if carries_state(policy):
                 keys = [(i, agent) for i, agent, _ in items]
                 inputs = self._carry.inputs(policy_id, policy, keys)
-                if by_rllib_protocol:  # a policy written to RLlib's API by hand: it reads what the env gave
-                    actions, extras = rllib_protocol_actions(policy, stacked, inputs, explore, policy.global_timestep)
-                else:
-                    actions, extras = policy.compute_actions(obs, explore=explore, **inputs)
+                actions, extras = stateful_actions(policy, obs, stacked, inputs, explore)
                 self._carry.advance(policy_id, keys, extras, actions)
                 extras = {**extras, **recorded_inputs(inputs)}
             else:

@@ -149,6 +149,37 @@ def _takes_state_batches(policy_class: Any) -> bool:
     return len(parameters) > 2 and parameters[2] == "state_batches"
 
 
+def carries_state(policy: Policy) -> bool:
+    """Whether a runner carries a policy's state from one step to the next: a recurrent model's, or the state an
+    RLlib-protocol policy may keep (its ``get_initial_state()``).
+
+    Args:
+        policy: the policy.
+    """
+    return bool(policy.is_recurrent) or follows_rllib_protocol(policy)
+
+
+def stateful_actions(
+    policy: Policy, obs: np.ndarray, raw: Any, inputs: dict[str, Any], explore: bool
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """One step of a policy that :func:`carries_state`: corral's ``compute_actions`` on the preprocessed observations,
+    or RLlib's protocol on the env's own.
+
+    Args:
+        policy: the policy.
+        obs: the observations, preprocessed.
+        raw: the observations as the env gave them, stacked.
+        inputs: the carried ``state``, ``prev_actions`` and ``prev_rewards``.
+        explore: whether to explore.
+
+    Returns:
+        ``(actions, extras)``, as ``Policy.compute_actions`` returns them.
+    """
+    if follows_rllib_protocol(policy):
+        return rllib_protocol_actions(policy, raw, inputs, explore, policy.global_timestep)
+    return policy.compute_actions(obs, explore=explore, **inputs)
+
+
 def rllib_protocol_actions(
     policy: Policy, obs_batch: Any, inputs: dict[str, Any], explore: bool, timestep: int | None
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -46,6 +46,8 @@ class RecurrentCarry:
 
     def __init__(self, policy: Policy, num_envs: int) -> None:
         self.policy = policy
+        self.fresh_starts = follows_rllib_protocol(policy)
+        """RLlib asks an RLlib-protocol policy for its state at every episode's start (a heuristic may draw it)"""
         self.initial_state = policy.get_initial_state()
         self.state = [np.repeat(part[None], num_envs, axis=0) for part in self.initial_state]
         self.prev_actions = zero_actions(policy.action_adapter.policy_space, num_envs)
@@ -79,7 +81,7 @@ class RecurrentCarry:
         Args:
             which: an ``[N]`` boolean mask or index array.
         """
-        if follows_rllib_protocol(self.policy):  # RLlib asks at every episode's start (a heuristic may draw it)
+        if self.fresh_starts:
             for index in np.arange(len(self.prev_rewards))[which]:
                 for part, initial in zip(self.state, self.policy.get_initial_state(), strict=True):
                     part[index] = initial
