@@ -20,6 +20,7 @@ from __future__ import annotations
 _NETS = "corral.core.networks"
 _ENVS = "corral.core.environments"
 _SUPPORT = "corral.rllib.support"
+_OPTIONS = "corral.core.contracts.options"
 _EXAMPLE_ENVS = "corral.testing.example_envs"
 _BASE_ENV = f"{_SUPPORT}.base_env:BaseEnv"
 _VECTOR_ENV = f"{_SUPPORT}.vector_env:VectorEnv"
@@ -259,6 +260,7 @@ MODULES: dict[str, dict[str, str]] = {
         "there is no container class to subclass",
     },
     "core.rl_module.multi_rl_module": {"MultiRLModuleSpec": "corral.core.contracts.policy_spec:MultiRLModuleSpec"},
+    "core.rl_module.default_model_config": {"DefaultModelConfig": f"{_OPTIONS}.default_model_config:DefaultModelConfig"},
     "core.columns": {"Columns": "corral.core.common.sample_batch:Columns"},
     "core.learner": {"Learner": "corral.core.learning.learners.learner:Learner"},
     "core.learner.learner": {"Learner": "corral.core.learning.learners.learner:Learner"},

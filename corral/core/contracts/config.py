@@ -32,6 +32,7 @@ from pydantic import (
     field_validator,
 )
 
+import corral.registry as registry
 from corral.core.common import by_value
 from corral.core.contracts.options.config_checks import check_config
 from corral.core.contracts.options.config_keys import canonical_keys, config_error, unknown_key
@@ -124,7 +125,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
         if defaults:
             cls.model_rebuild(force=True)
 
-    def __init__(self, algo_class: type[Algorithm] | None = None, **values: Any) -> None:
+    def __init__(self, algo_class: type[Algorithm] | str | None = None, **values: Any) -> None:
         values = self._canonical_keys(values)
         searched = {name: values.pop(name) for name in list(values) if is_search_space(values[name])}
         for name, value in values.items():
@@ -133,7 +134,8 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
             super().__init__(**values)
         except ValidationError as exc:
             raise self._config_error(exc) from None
-        self._algo_class_override = algo_class
+        # RLlib's AlgorithmConfig(algo_class="PG") names a registered algorithm
+        self._algo_class_override = registry.get_algorithm(algo_class) if isinstance(algo_class, str) else algo_class
         for name, value in searched.items():
             setattr(self, name, value)
 
@@ -485,8 +487,7 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
             steps = [t for t, _ in value]
             if not value or steps != sorted(steps) or steps[0] < 0:
                 raise ValueError("a schedule is a non-empty list of [timestep, value] with increasing timesteps from >= 0")
-            # A schedule interpolates between its values, so each one obeying the bounds of the
-            # scheduled field means every value it can take does.
+            # a schedule interpolates between its values: each obeying the field's bounds, every value it takes does
             scheduled = SCHEDULES[str(info.field_name)]
             # Annotated[float, *constraints], called directly: mypy refuses a starred subscript below Python 3.11
             annotated = Annotated.__class_getitem__((float, *cls.model_fields[scheduled].metadata))  # type: ignore[attr-defined]

@@ -19,6 +19,7 @@ from corral._lazy import is_subclass_of_loaded
 from corral.core.common import by_value
 from corral.core.common.import_paths import import_object
 from corral.core.common.space_codec import decode_space, encode_space
+from corral.core.contracts.options.default_model_config import model_options_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +146,7 @@ class RLModuleSpec:
         action_space: the module's actions; None as ``observation_space``.
         inference_only: RLlib's flag for modules that only act; corral's modules always learn, so it must be False.
         learner_only: RLlib's flag for modules that only learn; it must be False.
-        model_config: the module's options (a dict, or an object whose attributes are them).
+        model_config: the module's options: a dict, or RLlib's ``DefaultModelConfig``.
         catalog_class: RLlib's catalog class: corral has none, so it must be None.
         load_state_path: RLlib's path to weights to start from: not in corral.
         model_config_dict: Ray 2.5-2.9's name for ``model_config``.
@@ -184,14 +185,12 @@ class RLModuleSpec:
         if model_config is not None and model_config_dict is not None:
             raise ValueError("RLModuleSpec takes model_config or (Ray 2.5-2.9) model_config_dict, not both")
         options = model_config if model_config is not None else model_config_dict
-        if options is not None and not isinstance(options, dict):
-            raise ValueError(f"RLModuleSpec(model_config=...) must be a dict of options, not {type(options).__name__}")
         self.module_class = module_class
         self.observation_space = observation_space
         self.action_space = action_space
         self.inference_only = inference_only
         self.learner_only = learner_only
-        self.model_config: dict[str, Any] = dict(options or {})
+        self.model_config: dict[str, Any] = {} if options is None else model_options_of(options, "RLModuleSpec(model_config=...)")
 
     @property
     def model_config_dict(self) -> dict[str, Any]:

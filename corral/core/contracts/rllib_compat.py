@@ -306,7 +306,7 @@ class RLlibConfigMethods:
         self: Any,
         *,
         rl_module_spec: Any = None,
-        model_config: dict[str, Any] | None = None,
+        model_config: Any = None,
         model_config_dict: dict[str, Any] | None = None,
         **flags: Any,
     ) -> AlgorithmConfig:
@@ -321,7 +321,8 @@ class RLlibConfigMethods:
 
         Args:
             rl_module_spec: an ``RLModuleSpec`` or ``MultiRLModuleSpec``.
-            model_config: options of corral's own model (``fcnet_hiddens``, ``use_lstm``, ...).
+            model_config: options of corral's own model (``fcnet_hiddens``, ``use_lstm``, ...), or RLlib's
+                ``DefaultModelConfig``.
             model_config_dict: Ray 2.5-2.9's name for ``model_config``.
             **flags: Ray 2.5's switch ``_enable_rl_module_api``.
 
@@ -331,6 +332,7 @@ class RLlibConfigMethods:
         Raises:
             ConfigError: another keyword, or a spec of another type.
         """
+        from corral.core.contracts.options.default_model_config import model_options_of
         from corral.core.contracts.policy_spec import MultiRLModuleSpec, PolicySpec, RLModuleSpec
 
         others = sorted(set(flags) - {"_enable_rl_module_api"})
@@ -342,7 +344,7 @@ class RLlibConfigMethods:
         self._canonical_keys(flags)
         for options in (model_config, model_config_dict):
             if options is not None:
-                self.training(model=dict(options))
+                self.training(model=model_options_of(options, "rl_module(model_config=...)"))
         if rl_module_spec is None:
             return cast("AlgorithmConfig", self)
         if isinstance(rl_module_spec, RLModuleSpec):

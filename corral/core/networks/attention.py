@@ -203,7 +203,7 @@ class AttentionModel(MemoryModel):
 
     def get_initial_state(self) -> list[torch.Tensor]:
         """A zero ``[attention_memory_inference, attention_dim]`` memory per unit."""
-        weight = self.pi_head.weight
+        weight = next(self.pi_head.parameters())
         return [weight.new_zeros(self.memory_inference, self.dim) for _ in self.units]
 
     def _memory(

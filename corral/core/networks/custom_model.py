@@ -356,8 +356,13 @@ def build_q_model(
 
     Raises:
         ConfigError: the custom model cannot be built (see :func:`construct`), is a recurrent ModelV2, or is
-            shaped like ModelV2 without subclassing ``TorchModelV2``.
+            shaped like ModelV2 without subclassing ``TorchModelV2``; ``head_fcnet_hiddens`` is set.
     """
+    if config.head_fcnet_hiddens:
+        raise ConfigError(
+            f"model.head_fcnet_hiddens={config.head_fcnet_hiddens}: a Q-network's head layers are the algorithm's own "
+            "`hiddens` option (training(hiddens=[...])); remove head_fcnet_hiddens from the model config"
+        )
     num_actions = int(action_space.n)
     cls = config.model_class()
     if cls is not None and is_rl_module(cls):

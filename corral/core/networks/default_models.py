@@ -112,7 +112,9 @@ def _observations(obs: Any) -> torch.Tensor:
     return observations
 
 
-def mlp(sizes: list[int], activation: str, out_size: int | None = None, out_gain: float = 1.0) -> nn.Sequential:
+def mlp(
+    sizes: list[int], activation: str, out_size: int | None = None, out_gain: float = 1.0, layernorm: bool = False
+) -> nn.Sequential:
     """A fully connected stack: ``sizes[0]`` inputs, hidden layers ``sizes[1:]``, optional linear output.
 
     Orthogonal initialisation (gain sqrt(2) for hidden layers, ``out_gain`` for
@@ -126,13 +128,17 @@ def mlp(sizes: list[int], activation: str, out_size: int | None = None, out_gain
         out_size: the width of a final linear layer; None ends with the last hidden layer.
         out_gain: the orthogonal-initialisation gain of the output layer (corral's policy
             heads use 0.01, so their initial outputs are close to zero).
+        layernorm: a LayerNorm after each hidden layer, before its activation (RLlib's new stack).
 
     Returns:
         The layers as one ``nn.Sequential`` taking ``[B, sizes[0]]``.
     """
     layers: list[nn.Module] = []
     for n_in, n_out in itertools.pairwise(sizes):
-        layers += [init_linear(nn.Linear(n_in, n_out), np.sqrt(2)), ACTIVATIONS[activation]()]
+        layers.append(init_linear(nn.Linear(n_in, n_out), np.sqrt(2)))
+        if layernorm:
+            layers.append(nn.LayerNorm(n_out))
+        layers.append(ACTIVATIONS[activation]())
     if out_size is not None:
         layers.append(init_linear(nn.Linear(sizes[-1], out_size), out_gain))
     return nn.Sequential(*layers)
@@ -232,7 +238,8 @@ def build_encoder(obs_space: gym.Space[Any], config: ModelConfig) -> tuple[nn.Mo
         conv = ConvEncoder(tuple(obs_space.shape), config.conv_filters, config.conv_activation)
         n_in = conv.out_size
         hidden = hiddens[-1] if hiddens else n_in
-        body = nn.Sequential(conv, mlp([n_in, *hiddens], activation), mlp([hidden, *post], config.post_fcnet_activation))
+        fc = mlp([n_in, *hiddens], activation, layernorm=config.fcnet_use_layernorm)
+        body = nn.Sequential(conv, fc, mlp([hidden, *post], config.post_fcnet_activation))
     else:
         n_in = ObservationPreprocessor(obs_space).shape[0]
         body = fully_connected(n_in, config)
@@ -253,15 +260,16 @@ def fully_connected(inputs: int, config: ModelConfig) -> nn.Sequential:
         The layers (the identity without any).
     """
     activation = config.fcnet_activation if config.fcnet_hiddens else config.post_fcnet_activation
-    return mlp([inputs, *config.fcnet_hiddens, *config.post_fcnet_hiddens], activation)
+    return mlp([inputs, *config.fcnet_hiddens, *config.post_fcnet_hiddens], activation, layernorm=config.fcnet_use_layernorm)
 
 
 class ActorCriticModel(Model):
     """Policy head and value head over an MLP (or CNN + MLP) encoder.
 
     With ``vf_share_layers`` both heads read one encoder; otherwise the value
-    function has its own copy. With ``free_log_std`` (Box actions) the log
-    standard deviation is a learned vector, not a network output. With
+    function has its own copy. Each head has its own ``head_fcnet_hiddens``
+    layers. With ``free_log_std`` (Box actions) the log standard deviation is a
+    learned vector, not a network output; ``log_std_clip_param`` clamps it. With
     ``value_function=False`` there is no value head at all (behaviour cloning
     needs none, and it would double the work of a separate encoder).
     """
@@ -278,17 +286,15 @@ class ActorCriticModel(Model):
         self.free_log_std = gaussian and config.free_log_std
         head_outputs = num_outputs // 2 if self.free_log_std else num_outputs
         self.encoder, features = build_encoder(obs_space, config)
-        self.pi_head = init_linear(nn.Linear(features, head_outputs), 0.01)
+        self.pi_head = head(features, head_outputs, 0.01, *head_layers(config))
         self.vf_encoder = None if config.vf_share_layers or not value_function else build_encoder(obs_space, config)[0]
-        self.vf_head = init_linear(nn.Linear(features, 1), 1.0) if value_function else None
-        if self.free_log_std:
-            self.log_std = nn.Parameter(torch.zeros(head_outputs))
+        self.vf_head = head(features, 1, 1.0, *head_layers(config)) if value_function else None
+        self.log_std = nn.Parameter(torch.zeros(head_outputs)) if self.free_log_std else None
+        self.log_std_clip = config.log_std_clip_param if gaussian else None
 
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         features = self.encoder(obs)
-        dist_inputs = self.pi_head(features)
-        if self.free_log_std:
-            dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
+        dist_inputs = gaussian_inputs(self.pi_head(features), self.log_std, self.log_std_clip)
         if self.vf_head is None:
             return {SampleBatch.ACTION_DIST_INPUTS: dist_inputs}
         vf_features = features if self.vf_encoder is None else self.vf_encoder(obs)
@@ -318,8 +324,8 @@ class QModel(Model):
         # RLlib's: a custom model under no Q head layers gives the Q-values itself (its parametric-actions example
         # masks them in the model); the catalog's encoder gives features, which a linear layer turns into Q-values
         custom_q_values = body is not None and not hiddens
-        self.advantage_head: nn.Module = nn.Identity() if custom_q_values else _head(features, hiddens, num_actions)
-        self.value_head = _head(features, hiddens, 1) if dueling else None
+        self.advantage_head: nn.Module = nn.Identity() if custom_q_values else head(features, num_actions, 1.0, hiddens)
+        self.value_head = head(features, 1, 1.0, hiddens) if dueling else None
 
     def _forward(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         features = self.encoder(obs)
@@ -329,11 +335,49 @@ class QModel(Model):
         return {SampleBatch.ACTION_DIST_INPUTS: q}
 
 
-def _head(features: int, hiddens: Sequence[int], outputs: int) -> nn.Module:
-    """A Q head: RLlib's ``hiddens`` layers (ReLU) after the encoder, then a linear output."""
+def head(
+    features: int, outputs: int, gain: float, hiddens: Sequence[int] = (), activation: str = "relu", layernorm: bool = False
+) -> nn.Module:
+    """One head: its own hidden layers over the network's features, then a linear output.
+
+    Args:
+        features: the width of the network's features.
+        outputs: the head's outputs.
+        gain: the orthogonal-initialisation gain of the output layer.
+        hiddens: the head's hidden layers (``head_fcnet_hiddens``; a Q head's ``hiddens``).
+        activation: their activation.
+        layernorm: a LayerNorm after each hidden layer, before its activation.
+
+    Returns:
+        The linear output layer alone without hidden layers, else the stack.
+    """
     if not hiddens:
-        return init_linear(nn.Linear(features, outputs), 1.0)
-    return mlp([features, *hiddens], "relu", out_size=outputs)
+        return init_linear(nn.Linear(features, outputs), gain)
+    return mlp([features, *hiddens], activation, out_size=outputs, out_gain=gain, layernorm=layernorm)
+
+
+def head_layers(config: ModelConfig) -> tuple[list[int], str, bool]:
+    """A model config's head layers as :func:`head` takes them: ``head_fcnet_hiddens``, their activation and LayerNorm."""
+    return config.head_fcnet_hiddens, config.head_fcnet_activation, config.head_fcnet_use_layernorm
+
+
+def gaussian_inputs(dist_inputs: torch.Tensor, log_std: torch.Tensor | None, clip: float | None) -> torch.Tensor:
+    """A policy head's outputs as the action distribution's inputs: ``[mean, log_std]``, the log_std clamped.
+
+    Args:
+        dist_inputs: the head's outputs: the means alone with a learned ``log_std``, else both halves.
+        log_std: the learned, state-independent log standard deviation (``free_log_std``), or None.
+        clip: clamp the log standard deviation to ``[-clip, clip]`` (``log_std_clip_param``); None: no clamp.
+
+    Returns:
+        ``dist_inputs`` itself where there is neither a learned log_std nor a clamp.
+    """
+    if log_std is not None:
+        dist_inputs = torch.cat([dist_inputs, log_std.expand_as(dist_inputs)], dim=-1)
+    if clip is None:
+        return dist_inputs
+    mean, log_stds = torch.chunk(dist_inputs, 2, dim=-1)
+    return torch.cat([mean, log_stds.clamp(-clip, clip)], dim=-1)
 
 
 def build_model(

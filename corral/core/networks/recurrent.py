@@ -34,7 +34,7 @@ from torch import nn
 from corral.core.common.actions import ActionAdapter
 from corral.core.common.sample_batch import SampleBatch, state_out_key
 from corral.core.contracts.options.model_config import ModelConfig
-from corral.core.networks.default_models import Model, build_encoder, init_linear
+from corral.core.networks.default_models import Model, build_encoder, gaussian_inputs, head, head_layers
 from corral.errors import ConfigError
 
 
@@ -173,10 +173,10 @@ class MemoryModel(RecurrentModel):
         self.encoder, features = body or build_encoder(obs_space, config)
         self.input_width = features + extra
         """the width of each step's input to the memory"""
-        self.pi_head = init_linear(nn.Linear(memory_width, head_outputs), 0.01)
-        self.vf_head = init_linear(nn.Linear(memory_width, 1), 1.0) if value_function else None
-        if self.free_log_std:
-            self.log_std = nn.Parameter(torch.zeros(head_outputs))
+        self.pi_head = head(memory_width, head_outputs, 0.01, *head_layers(config))
+        self.vf_head = head(memory_width, 1, 1.0, *head_layers(config)) if value_function else None
+        self.log_std = nn.Parameter(torch.zeros(head_outputs)) if self.free_log_std else None
+        self.log_std_clip = config.log_std_clip_param if isinstance(action_space, gym.spaces.Box) else None
         self._build_memory(config)  # last: the heads' weights are drawn first, as they always were
 
     @staticmethod
@@ -236,10 +236,7 @@ class MemoryModel(RecurrentModel):
         x = self._memory_inputs(features.reshape(sequences, steps, -1), prev_actions, prev_rewards)
         out, state_out = self._memory(x, state, seq_lens)
         out = out.reshape(sequences * steps, out.shape[-1])
-        dist_inputs = self.pi_head(out)
-        if self.free_log_std:
-            dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
-        outputs = {SampleBatch.ACTION_DIST_INPUTS: dist_inputs}
+        outputs = {SampleBatch.ACTION_DIST_INPUTS: gaussian_inputs(self.pi_head(out), self.log_std, self.log_std_clip)}
         outputs.update((state_out_key(index), part) for index, part in enumerate(state_out))
         if self.vf_head is not None:
             outputs[SampleBatch.VF_PREDS] = self.vf_head(out).squeeze(-1)
@@ -265,7 +262,7 @@ class LSTMModel(MemoryModel):
 
     def get_initial_state(self) -> list[torch.Tensor]:
         """``[h, c]``: two zero vectors of ``lstm_cell_size``."""
-        weight = self.pi_head.weight
+        weight = next(self.pi_head.parameters())
         return [weight.new_zeros(self.cell_size), weight.new_zeros(self.cell_size)]
 
     def _memory(

@@ -42,6 +42,18 @@ class ModelConfig(BaseModel):
     and fcnet_hiddens for images (in post_fcnet_activation), as RLlib's models stack them"""
     post_fcnet_activation: Literal["tanh", "relu", "swish", "elu", "linear"] = "relu"
     """activation of post_fcnet_hiddens where fcnet_hiddens does not set it (images, or no fcnet_hiddens)"""
+    fcnet_use_layernorm: bool = False
+    """a LayerNorm after each hidden layer of the fully connected stack, before its activation (RLlib's new stack)"""
+    head_fcnet_hiddens: list[int] = Field(default_factory=list, max_length=64)
+    """hidden layers of the policy head and of the value head, each its own, between the network and the outputs
+    (RLlib's new stack; the catalog's actor-critic models and memory models)"""
+    head_fcnet_activation: Literal["tanh", "relu", "swish", "elu", "linear"] = "relu"
+    """activation function between the head_fcnet_hiddens layers"""
+    head_fcnet_use_layernorm: bool = False
+    """a LayerNorm after each head_fcnet_hiddens layer, before its activation"""
+    log_std_clip_param: float | None = Field(default=None, gt=0)
+    """for Box actions: clamp the log standard deviation to [-log_std_clip_param, log_std_clip_param] (RLlib's new
+    stack clamps at 20); None: no clamp (the old stack's)"""
     vf_share_layers: bool = False
     """whether the value head shares the policy's hidden layers (False: a separate network)"""
     free_log_std: bool = True
@@ -104,7 +116,7 @@ class ModelConfig(BaseModel):
             value["lstm_use_prev_action"] = value["lstm_use_prev_reward"] = both
         return rllib_model_keys(value, cls.model_fields) if isinstance(value, dict) else value
 
-    @field_validator("fcnet_hiddens", "post_fcnet_hiddens")
+    @field_validator("fcnet_hiddens", "post_fcnet_hiddens", "head_fcnet_hiddens")
     @classmethod
     def _positive_sizes(cls, value: list[int]) -> list[int]:
         if any(size <= 0 or size > MAX_LAYER_SIZE for size in value):
