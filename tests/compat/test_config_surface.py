@@ -532,6 +532,12 @@ def test_rllib_options_whose_value_corral_always_has_are_accepted_and_any_other_
         corral.get_config("PPO").update_from_dict({"soft_horizon": True})
     with pytest.raises(ConfigError, match="vtrace_drop_last_ts=1 is not what corral does"):
         corral.get_config("IMPALA").update_from_dict({"vtrace_drop_last_ts": 1})
+    # Ray 2.10's custom_eval example passes its asynchronous-evaluation switches off
+    with caplog.at_level("INFO", logger="corral"):
+        corral.get_config("PPO").evaluation(enable_async_evaluation=False, custom_async_evaluation_function=None)
+    assert "custom_async_evaluation_function=None: corral always does this (evaluation is synchronous" in caplog.text
+    with pytest.raises(ConfigError, match=r"enable_async_evaluation=True is not what corral does: .*parallel_to_training"):
+        corral.get_config("PPO").evaluation(enable_async_evaluation=True)
 
 
 def test_horizon_cuts_every_episode_as_a_truncation(make_algo) -> None:

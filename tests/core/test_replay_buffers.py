@@ -243,6 +243,10 @@ def test_make_replay_buffer():
         seed=None,
     )
     assert isinstance(rllib, PrioritizedReplayBuffer) and rllib.alpha == 0.7
+    # RLlib's new stack's episode buffers draw steps as corral's do: uniformly, or by priority
+    assert type(make_replay_buffer({"type": "EpisodeReplayBuffer", "capacity": 10}, seed=0)) is ReplayBuffer
+    episodes = make_replay_buffer({"type": "PrioritizedEpisodeReplayBuffer", "capacity": 10, "alpha": 0.3}, seed=0)
+    assert isinstance(episodes, PrioritizedReplayBuffer) and episodes.alpha == 0.3
 
 
 @pytest.mark.parametrize(

@@ -67,9 +67,19 @@ ABSENT_KEYS = {
 }
 """RLlib options corral deliberately does not have, and why: naming one is an error that says so"""
 
-BEHAVIOUR_KEYS: dict[str, tuple[tuple[bool, ...], str]] = {
+BEHAVIOUR_KEYS: dict[str, tuple[tuple[bool | None, ...], str]] = {
     "soft_horizon": ((False,), "episodes end when the env (or horizon) ends them; none goes on after a reset"),
     "vtrace_drop_last_ts": ((False,), "V-trace uses every step of a sequence and bootstraps from the value after it"),
+    # Ray 2.9-2.10's asynchronous evaluation
+    "enable_async_evaluation": (
+        (False,),
+        "evaluation waits for the evaluation runners with the weights just trained; evaluation_parallel_to_training=True "
+        "overlaps it with training",
+    ),
+    "custom_async_evaluation_function": (
+        (None,),
+        "evaluation is synchronous; a custom_evaluation_function(algorithm, eval_workers) takes the evaluation over",
+    ),
 }
 """RLlib options whose value corral's behaviour always has: accepted with such a value (said at INFO); any other
 value is an error that says why"""

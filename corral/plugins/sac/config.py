@@ -28,14 +28,16 @@ class SACConfig(
 
     The default replay ratio (``training_intensity=None``, RLlib's native ratio)
     is one gradient step per env step on one sub-environment, as in the paper
-    and RLlib, whatever ``train_batch_size``. ``lr`` is not used: SAC has a
-    learning rate per network. An update of batch 256 on 256x256 networks per
+    and RLlib, whatever ``train_batch_size``. ``lr`` is not used (it may be
+    None, as RLlib's new stack asks): SAC has a learning rate per network. An update of batch 256 on 256x256 networks per
     env step bounds the run, so it uses the cores other processes leave free
     (``num_torch_threads="auto"``, re-read every iteration): on 2 quiet cores
     that is 1.7x one thread's speed, and on a busy machine it falls back to one
     thread rather than wait for cores it does not get.
     """
 
+    lr: float | None = option(1e-3, "training", gt=0)
+    """not used: SAC learns with actor_lr, critic_lr and alpha_lr; None (RLlib's new stack asks for it) says so"""
     actor_lr: float = option(3e-4, "training", gt=0)
     """learning rate of the actor (policy network)"""
     critic_lr: float = option(3e-4, "training", gt=0)

@@ -384,6 +384,11 @@ _BUFFER_TYPES: dict[str, type[ReplayBuffer]] = {
     "PrioritizedReplayBuffer": PrioritizedReplayBuffer,
     "MultiAgentReplayBuffer": ReplayBuffer,  # RLlib's names, single-agent here
     "MultiAgentPrioritizedReplayBuffer": PrioritizedReplayBuffer,
+    # RLlib's new stack keeps whole episodes and draws steps from them, uniformly or by priority: the same draw
+    "EpisodeReplayBuffer": ReplayBuffer,
+    "PrioritizedEpisodeReplayBuffer": PrioritizedReplayBuffer,
+    "MultiAgentEpisodeReplayBuffer": ReplayBuffer,
+    "MultiAgentPrioritizedEpisodeReplayBuffer": PrioritizedReplayBuffer,
 }
 _OPTION_ALIASES = {"prioritized_replay_alpha": "alpha", "prioritized_replay_eps": "epsilon", "prioritized_replay_beta": "beta"}
 _SEQUENCE_OPTIONS = ("storage_unit", "replay_burn_in", "zero_init_states", "replay_zero_init_states")
