@@ -103,12 +103,12 @@ def hooks_reference() -> str:
 
 def reference_files() -> dict[Path, str]:
     """The generated docs by path."""
-    from corral.rllib import table
+    from corral.rllib import table_docs
 
     return {
         DOCS / "config.md": config_reference(),
         DOCS / "hooks.md": hooks_reference(),
-        DOCS / "rllib.md": _HEADER + table.render(),
+        DOCS / "rllib.md": _HEADER + table_docs.render(),
     }
 
 

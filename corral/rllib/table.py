@@ -3,8 +3,8 @@
 A script moves from RLlib by one prefix: ``ray.rllib`` becomes ``corral.rllib``.
 :mod:`corral.rllib.namespace` makes every module path below (relative to
 ``ray.rllib``) importable and resolves its names through this table; the table
-is also the migration's documentation (``python -m corral.rllib --write``
-renders it into ``docs/rllib.md``). An entry is one of:
+is also the migration's documentation (:mod:`corral.rllib.table_docs` renders
+it into ``docs/rllib.md``). An entry is one of:
 
 - ``"module:Name"``: the same object in corral;
 - ``"algo:X"`` / ``"config:X"`` / ``"policy:X"``: the algorithm registered as
@@ -81,7 +81,8 @@ def _example_envs(*names: str) -> dict[str, str]:
     return {name: f"{_EXAMPLE_ENVS}:{name}" for name in names}
 
 
-def _algorithm_modules() -> dict[str, dict[str, str]]:
+def algorithm_modules() -> dict[str, dict[str, str]]:
+    """The modules of RLlib's algorithm folders (``algorithms.ppo``, ``.ppo``, ``.ppo_torch_policy``, ...) and their names."""
     modules: dict[str, dict[str, str]] = {}
     for folder, (registered, stem, tf_policies) in ALGORITHMS.items():
         classes = {stem: f"algo:{registered}", f"{stem}Config": f"config:{registered}"}
@@ -109,7 +110,7 @@ MODULES: dict[str, dict[str, str]] = {
         "SampleBatch": "corral.core.common.sample_batch:SampleBatch",
         "RolloutWorker": _ENV_RUNNER,
     },
-    **_algorithm_modules(),
+    **algorithm_modules(),
     "algorithms.dqn.dqn_torch_model": {"DQNTorchModel": "corral.plugins.dqn.torch_model:DQNTorchModel"},
     "algorithms.dqn.distributional_q_tf_model": {"DistributionalQTFModel": "tf=corral.plugins.dqn.torch_model:DQNTorchModel"},
     "algorithms": {
@@ -314,6 +315,12 @@ MODULES: dict[str, dict[str, str]] = {
         for name in ("check", "check_learning_achieved", "add_rllib_example_script_args", "run_rllib_example_script_experiment")
     },
     "utils.error": {"EnvError": "corral.errors:EnvError"},
+    "utils.checkpoints": {
+        "convert_to_msgpack_checkpoint": f"{_SUPPORT}.checkpoints:convert_to_msgpack_checkpoint",
+        "convert_to_msgpack_policy_checkpoint": "!corral keeps a policy in its algorithm's checkpoint, which holds no pickle "
+        "of it; convert the algorithm's checkpoint (convert_to_msgpack_checkpoint) and read the policy with "
+        "Policy.from_checkpoint(path, policy_id)",
+    },
     "utils.metrics": {
         name: f"{_SUPPORT}.metric_names:{name}"
         for name in (
@@ -452,48 +459,3 @@ def missing_module(path: str) -> str | None:
         if reason is not None:
             return reason
     return None
-
-
-def _shown(entry: str) -> str:
-    if entry.startswith("!"):
-        return f"not in corral: {entry[1:]}"
-    tensorflow = entry.startswith("tf=")
-    target = entry.removeprefix("tf=")
-    kind, _, value = target.partition(":")
-    shown = {
-        "algo": f"the algorithm registered as `{value}`",
-        "config": f"`{value}`'s config class",
-        "policy": f"`{value}`'s policy class",
-    }.get(kind, f"`{kind}.{value}`")
-    return f"{shown} (torch, with a warning)" if tensorflow else shown
-
-
-def render() -> str:
-    """The table as Markdown: ``docs/rllib.md``, the migration's reference.
-
-    Returns:
-        The document.
-    """
-    lines = [
-        "# RLlib's names in corral\n\n",
-        "Change `ray.rllib` to `corral.rllib` in a script's imports and nothing else: each name below resolves to ",
-        "corral's own object. A name not listed raises an `ImportError` that says so; a name marked *not in corral* ",
-        "raises one that says what to use instead. TensorFlow names give corral's torch class, with a one-line ",
-        "warning. The table is `corral/rllib/table.py`.\n\n",
-        "## Algorithms\n\n",
-        "Each of RLlib's algorithm folders (`ray.rllib.algorithms.ppo`, with its modules `.ppo`, `.ppo_torch_policy` and ",
-        "`.ppo_tf_policy`) gives the algorithm registered under the name shown, whichever installed plugin provides it: ",
-        "the algorithm class, its config class, and its policy class under the torch and TensorFlow policy names.\n\n",
-        "| RLlib's folder | registered as | names |\n|---|---|---|\n",
-    ]
-    for folder, (registered, stem, tf_policies) in sorted(ALGORITHMS.items()):
-        names = ", ".join(f"`{n}`" for n in (stem, f"{stem}Config", f"{stem}TorchPolicy", *tf_policies))
-        lines.append(f"| `ray.rllib.algorithms.{folder}` | `{registered}` | {names} |\n")
-    lines.append("\n## Everything else\n\n| RLlib | corral |\n|---|---|\n")
-    algorithm_modules = set(_algorithm_modules())
-    for path in sorted(set(MODULES) - algorithm_modules):
-        module = f"ray.rllib.{path}" if path else "ray.rllib"
-        lines += [f"| `{module}.{name}` | {_shown(entry)} |\n" for name, entry in sorted(MODULES[path].items())]
-    lines.append("\n## Modules corral does not have\n\n| RLlib | why, and what to use |\n|---|---|\n")
-    lines += [f"| `ray.rllib.{path}` | {reason} |\n" for path, reason in sorted(MISSING_MODULES.items())]
-    return "".join(lines)

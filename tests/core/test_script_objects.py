@@ -68,16 +68,8 @@ def mapped_policies(algo: Algorithm) -> dict[int, str]:
     return {agent: mapping(agent, None) for agent in (0, 1)}
 
 
-def test_the_readme_multi_agent_example_reopens_with_trust_code(readme_checkpoint, restored_algos) -> None:
-    config = json.loads((readme_checkpoint / "config.json").read_text())
-    assert config["env"] == "corral.core.environments.multi_agent_env:MultiAgent[CartPole-v1]"  # resolved, not imported
-    assert config["policy_mapping_fn"] == "__main__:<lambda>" and "__main__:<lambda>" in config["__corral_by_value__"]
-    algo = Algorithm.from_checkpoint(readme_checkpoint, trust_code=True)
-    restored_algos.append(algo)
-    assert mapped_policies(algo) == {0: "p1", 1: "p0"}  # the script's own lambda
-    assert algo.train()["training_iteration"] == 2 and set(algo.policies) == {"p0", "p1"}
-
-
+# before any test here loads the checkpoint with trust_code: once this process has unpickled the script's lambda, it
+# is this process's own object, and the checkpoint reopens with it (nothing more is unpickled)
 def test_without_trust_code_the_error_names_what_to_pass_and_passing_it_loads(readme_checkpoint, restored_algos) -> None:
     with pytest.raises(CheckpointError, match=r"'__main__:<lambda>' \(policy_mapping_fn\) by value") as info:
         Algorithm.from_checkpoint(readme_checkpoint)
@@ -86,6 +78,16 @@ def test_without_trust_code_the_error_names_what_to_pass_and_passing_it_loads(re
     restored_algos.append(algo)
     assert mapped_policies(algo) == {0: "p0", 1: "p1"}  # the make_multi_agent env needed nothing passed
     assert algo.train()["training_iteration"] == 2
+
+
+def test_the_readme_multi_agent_example_reopens_with_trust_code(readme_checkpoint, restored_algos) -> None:
+    config = json.loads((readme_checkpoint / "config.json").read_text())
+    assert config["env"] == "corral.core.environments.multi_agent_env:MultiAgent[CartPole-v1]"  # resolved, not imported
+    assert config["policy_mapping_fn"] == "__main__:<lambda>" and "__main__:<lambda>" in config["__corral_by_value__"]
+    algo = Algorithm.from_checkpoint(readme_checkpoint, trust_code=True)
+    restored_algos.append(algo)
+    assert mapped_policies(algo) == {0: "p1", 1: "p0"}  # the script's own lambda
+    assert algo.train()["training_iteration"] == 2 and set(algo.policies) == {"p0", "p1"}
 
 
 def test_a_ray_checkpoint_object_or_anything_with_a_path_opens(readme_checkpoint, restored_algos) -> None:

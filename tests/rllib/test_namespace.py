@@ -11,7 +11,7 @@ import pytest
 
 import corral
 from corral import registry
-from corral.rllib import namespace, table
+from corral.rllib import namespace, table, table_docs
 
 
 def _entries(kind: str) -> list[tuple[str, str, str]]:
@@ -133,7 +133,7 @@ def test_importing_the_namespace_registers_every_algorithm_with_tune_as_importin
 
 
 def test_the_table_s_document_lists_every_path_and_the_missing_modules() -> None:
-    text = table.render()
+    text = table_docs.render()
     assert "| `ray.rllib.algorithms.ppo` | `PPO` |" in text
     assert "`ray.rllib.utils.framework.try_import_torch`" in text
     assert "| `ray.rllib.algorithms.alpha_zero` |" in text

@@ -155,6 +155,15 @@ def trusted() -> Iterator[None]:
         _TRUSTED.reset(previous)
 
 
+def written_here(text: str) -> bool:
+    """Whether this process wrote (or read) the object of this pickle: it turns back into that object, unpickling nothing.
+
+    Args:
+        text: a pickle from a table (base64 text).
+    """
+    return text in _BY_PICKLE
+
+
 def restore(values: dict[str, Any], max_depth: int = 32) -> dict[str, Any]:
     """A config dict without its table, each name written by value (in dicts and lists too) its object again.
 

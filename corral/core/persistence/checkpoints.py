@@ -28,6 +28,7 @@ config names (env creators, callbacks, models) is checked separately, by
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -130,6 +131,50 @@ def write_checkpoint(
             shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def copy_without_pickles(path: CheckpointPath, target: str | os.PathLike[str]) -> Path:
+    """A copy of a checkpoint that holds no pickle: the objects the script's config held by value are left out.
+
+    What the config named by value (a lambda, a class of the script) stays
+    as its name only: loading the copy asks for it to be passed again
+    (``from_checkpoint(path, policy_mapping_fn=...)``). Everything else (weights,
+    optimizer and algorithm state, arrays, exported model files) is copied,
+    read and written as :func:`read_checkpoint` and :func:`write_checkpoint` do.
+
+    Args:
+        path: the checkpoint to copy.
+        target: the new checkpoint's folder: new, empty, or a checkpoint (which is replaced).
+
+    Returns:
+        The absolute path of the copy.
+
+    Raises:
+        CheckpointError: ``path`` is no valid checkpoint, or ``target`` is a folder with other contents.
+    """
+    from corral.core.common.by_value import TABLE_KEY
+
+    ckpt = read_checkpoint(path)
+    folder = Path(target).expanduser()
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / META_FILE).is_file():
+        raise CheckpointError(f"{str(folder)!r} holds files that are not a checkpoint; copy the checkpoint into a new folder")
+    known = {META_FILE, CONFIG_FILE, STATE_FILE, "policies", ARRAYS_DIR}
+    extra: dict[str, Callable[[Path], Any]] = {  # its other files (exported models); a link is not followed out
+        entry.name: functools.partial(_copy_entry, entry)
+        for entry in ckpt.folder.iterdir()
+        if entry.name not in known and not entry.is_symlink()
+    }
+    meta = {key: value for key, value in ckpt.meta.items() if key != "format_version"}
+    config = {key: value for key, value in ckpt.config.items() if key != TABLE_KEY}
+    return write_checkpoint(folder, meta, config, ckpt.algorithm_state, ckpt.policy_states, ckpt.arrays, extra)
+
+
+def _copy_entry(entry: Path, to: Path) -> None:
+    """Copy a file or a folder (its links as links) of one checkpoint into another."""
+    if entry.is_dir():
+        shutil.copytree(entry, to, symlinks=True)
+    else:
+        shutil.copy2(entry, to)
 
 
 def experiment_checkpoint(folder: Path, iteration: int) -> Path:

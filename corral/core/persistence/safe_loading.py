@@ -23,7 +23,9 @@ and the two ways to proceed: pass the object yourself
 for a checkpoint you trust. Even then, no module inside the checkpoint folder is
 ever imported. What the saving script defined itself (``__main__``, lambdas) is
 in ``config.json`` by value (:mod:`corral.core.common.by_value`): refused
-the same way, and unpickled only with ``trust_code=True``.
+the same way, and unpickled only with ``trust_code=True``; in the process that
+saved it (RLlib's save-then-reload scripts) it is that process's own object
+again, matched by its exact pickle, and nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -106,8 +108,8 @@ def check_config_references(config: dict[str, Any], folder: Path, trust_code: bo
             continue
         what = CODE_FIELDS[field]
         if value in written_by_value:
-            if trust_code:
-                continue  # unpickled when the config is read, inside by_value.trusted()
+            if trust_code or by_value.written_here(written_by_value[value]):
+                continue  # unpickled when the config is read, inside by_value.trusted(); or the script's own object
             raise CheckpointError(
                 f"{folder / 'config.json'} holds the {what} {value!r} ({where}) by value, pickled by the script that "
                 f"saved it; unpickling it would run code from the checkpoint. Pass it yourself "

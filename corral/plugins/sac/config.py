@@ -36,7 +36,7 @@ class SACConfig(
     thread rather than wait for cores it does not get.
     """
 
-    lr: float | None = option(1e-3, "training", gt=0)
+    lr: float | None = option(1e-3, "training", gt=0)  # type: ignore[assignment]  # SAC's alone may be None
     """not used: SAC learns with actor_lr, critic_lr and alpha_lr; None (RLlib's new stack asks for it) says so"""
     actor_lr: float = option(3e-4, "training", gt=0)
     """learning rate of the actor (policy network)"""
