@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corral import Algorithm, CheckpointError, Policy
+from corral import Algorithm, CheckpointError, Policy, make_multi_agent
 from corral.plugins.ppo import PPOConfig, PPOPolicy
 from corral.plugins.sac import SACConfig, SACPolicy
 
@@ -87,3 +87,32 @@ def test_a_checkpoint_that_describes_its_spaces_only_loads_as_an_algorithm_but_n
     restored = Algorithm.from_checkpoint(path, trust_code=True)
     assert restored.iteration == 1
     restored.stop()
+
+
+def test_a_policy_s_own_checkpoint_reopens_as_that_policy_and_not_as_an_algorithm(tmp_path: Path) -> None:
+    config = (
+        PPOConfig()
+        .environment(make_multi_agent("CartPole-v1"), env_config={"num_agents": 2})
+        .multi_agent(policies={"pol0", "pol1"}, policy_mapping_fn=lambda agent_id, episode, **kw: f"pol{agent_id}")
+        .training(train_batch_size=64, minibatch_size=32, num_epochs=1)
+    )
+    algo, _ = trained(config, tmp_path)
+    try:
+        original = algo.get_policy("pol1")
+        assert original.policy_id == "pol1"
+        path = original.export_checkpoint(tmp_path / "pol1", checkpoint_format="msgpack")  # data only, either format
+        policy = Policy.from_checkpoint(path)
+        assert policy.policy_id == "pol1" and policy.global_timestep == original.global_timestep > 0
+        for _ in range(3):
+            obs = original.observation_space.sample()
+            assert np.array_equal(
+                policy.compute_single_action(obs, explore=False)[0], original.compute_single_action(obs, explore=False)[0]
+            )
+        with pytest.raises(CheckpointError, match=r"one policy's checkpoint .*Policy\.from_checkpoint\(path\)"):
+            Algorithm.from_checkpoint(path)
+        with pytest.raises(CheckpointError, match=r"one policy's checkpoint"):
+            algo.restore(path)
+        with pytest.raises(ValueError, match=r"'cloudpickle' and 'msgpack'"):
+            original.export_checkpoint(tmp_path / "other", checkpoint_format="pickle")
+    finally:
+        algo.stop()

@@ -124,6 +124,8 @@ class Policy(Acting, Updates, PolicyState):
         self.observation_space = observation_space
         self.action_space = action_space
         self.config = config
+        self.policy_id = BUILDING_POLICY_ID.get()
+        """the id the algorithm built this policy under (``default_policy`` when built alone)"""
         self.device = policy_device(config)
         """where the policy's networks and tensors live: the learner's device (``num_gpus``), or a remote env
         runner's own (``num_gpus_per_env_runner``); see :mod:`corral.core.devices`"""

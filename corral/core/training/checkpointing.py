@@ -187,7 +187,7 @@ class Checkpointing(AlgorithmState, PolicySet):
             CheckpointError: the checkpoint is damaged, of another algorithm, or does not fit
                 this one's policies; this algorithm is left as it was.
         """
-        self._apply_checkpoint(checkpoints.read_checkpoint(checkpoint_path))
+        self._apply_checkpoint(_algorithm_checkpoint(checkpoint_path))
 
     def _apply_checkpoint(self, ckpt: checkpoints.Checkpoint, policy_ids: list[str] | None = None) -> None:
         meta, folder = ckpt.meta, ckpt.folder
@@ -320,7 +320,7 @@ class Checkpointing(AlgorithmState, PolicySet):
             CheckpointError: the checkpoint is damaged, names code that is not registered
                 (without ``trust_code``), or its algorithm is not installed.
         """
-        ckpt = checkpoints.read_checkpoint(checkpoint_path)
+        ckpt = _algorithm_checkpoint(checkpoint_path)
         # called on the very class the checkpoint records (MyAlgo.from_checkpoint(path)): the caller vouches for it
         recorded = ckpt.meta.get("algorithm_class")
         named = recorded == f"{cls.__module__}:{cls.__qualname__}"
@@ -344,6 +344,17 @@ class Checkpointing(AlgorithmState, PolicySet):
             algo.stop()
             raise
         return algo
+
+
+def _algorithm_checkpoint(path: checkpoints.CheckpointPath) -> checkpoints.Checkpoint:
+    """An algorithm's checkpoint, read; a policy's own (``policy.export_checkpoint``) is refused, saying what reads it."""
+    ckpt = checkpoints.read_checkpoint(path)
+    if ckpt.meta.get("policy_checkpoint"):
+        raise CheckpointError(
+            f"{str(ckpt.folder)!r} is one policy's checkpoint (policy.export_checkpoint), not an algorithm's; "
+            "read it with Policy.from_checkpoint(path)"
+        )
+    return ckpt
 
 
 def providing_distribution(cls: type) -> tuple[str | None, str | None]:

@@ -39,6 +39,7 @@ class PolicyPart:
     observation_space: gym.Space[Any]
     action_space: gym.Space[Any]
     config: AlgorithmConfig
+    policy_id: str
     device: torch.device
     action_mask: MaskedObservationPreprocessor | None
     preprocessor: ObservationPreprocessor

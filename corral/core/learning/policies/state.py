@@ -96,8 +96,9 @@ class PolicyState(PolicyPart):
 
         Args:
             checkpoint_path: an algorithm checkpoint folder (``algo.save()``), or, as RLlib's scripts
-                name one policy, its ``policies/<policy_id>`` folder inside one (which then names the policy).
-            policy_id: the policy to load.
+                name one policy, its ``policies/<policy_id>`` folder inside one (which then names the policy),
+                or a policy's own (:meth:`export_checkpoint`).
+            policy_id: the policy to load (a policy's own checkpoint names it).
             trust_code: import what the checkpoint names (a custom model by path) even if
                 it is not registered; only for checkpoints you trust.
 
@@ -115,8 +116,58 @@ class PolicyState(PolicyPart):
         if path.parent.name == "policies" and not (path / checkpoints.META_FILE).exists():
             path, policy_id = path.parent.parent, path.name  # RLlib's <algorithm checkpoint>/policies/<policy_id>
         ckpt = checkpoints.read_checkpoint(path)
+        if ckpt.meta.get("policy_checkpoint"):
+            policy_id = next(iter(ckpt.meta["policies"]))
         # the algorithm that wrote it knows how its policies are configured; found through the registry
         return algorithm_class_of(ckpt, trust_code).load_policy(ckpt, policy_id, trust_code)
+
+    def export_checkpoint(
+        self,
+        export_dir: str | os.PathLike[str],
+        filename_prefix: Any = None,
+        policy_state: dict[str, Any] | None = None,
+        checkpoint_format: str = "cloudpickle",
+    ) -> str:
+        """RLlib's checkpoint of this policy alone, which :meth:`from_checkpoint` reads back.
+
+        A corral checkpoint of one policy: its state, spaces and config. It is
+        data only, whichever ``checkpoint_format`` is named (RLlib's
+        ``"cloudpickle"`` and ``"msgpack"`` both give it); no algorithm is built from it.
+
+        Args:
+            export_dir: the folder: new, empty, or a checkpoint (replaced).
+            filename_prefix: RLlib's former name of the state file, which it no longer takes; must be None.
+            policy_state: the state to write instead of this policy's own (:meth:`get_state`).
+            checkpoint_format: ``"cloudpickle"`` or ``"msgpack"``.
+
+        Returns:
+            The folder's path.
+
+        Raises:
+            ValueError: another format, a prefix, or a config that belongs to no algorithm.
+        """
+        from corral import __version__
+        from corral.core.common.import_paths import object_path
+        from corral.core.common.space_codec import encode_space
+        from corral.core.persistence import checkpoints
+
+        if checkpoint_format not in ("cloudpickle", "msgpack"):
+            raise ValueError(f"checkpoint_format={checkpoint_format!r}: RLlib's formats are 'cloudpickle' and 'msgpack'")
+        if filename_prefix is not None:
+            raise ValueError("export_checkpoint(filename_prefix=...) is RLlib's former option; leave it out")
+        algo_class = type(self.config).algo_class
+        if algo_class is None:
+            raise ValueError(f"this policy's {type(self.config).__name__} belongs to no algorithm; save its algorithm instead")
+        spaces = {"observation_space": encode_space(self.observation_space), "action_space": encode_space(self.action_space)}
+        meta = {
+            "algorithm": algo_class.name,
+            "algorithm_class": object_path(algo_class),
+            "corral_version": __version__,
+            "policies": {self.policy_id: spaces},
+            "policy_checkpoint": True,
+        }
+        state = self.get_state() if policy_state is None else policy_state
+        return str(checkpoints.write_checkpoint(export_dir, meta, self.config.to_dict(), {}, {self.policy_id: state}))
 
     def get_state(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizer, exploration, generators, filter, timestep. Tensors only."""
