@@ -28,6 +28,7 @@ from corral.core import (
     Columns,
     ModelCatalog,
     MultiRLModuleSpec,
+    RLModule,
     RLModuleConfig,
     RLModuleSpec,
     SingleAgentRLModuleSpec,
@@ -408,3 +409,29 @@ def test_a_multi_agent_run_gives_each_policy_its_rl_module_and_trains_them() -> 
 def test_a_keyword_an_rl_module_does_not_know_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"PolicyAndValue\(model_config_dict=\.\.\.\): an RLModule takes observation_space"):
         PolicyAndValue(observation_space=gym.spaces.Box(-1, 1, (4,)), action_space=gym.spaces.Discrete(2), model_config_dict={})
+
+
+def test_corral_s_own_model_gives_and_takes_its_state_as_an_rl_module_does(make_algo) -> None:
+    algo = make_algo(PPOConfig().environment("CartPole-v1").training(**SMALL_PPO).env_runners(num_env_runners=0))
+    module = algo.get_module()
+    assert algo.env_runner.module is module  # RLlib 2.10's algo.env_runner, the algorithm's own
+    state = module.get_state()
+    assert state and all(isinstance(value, np.ndarray) for value in state.values())
+    state[next(iter(state))][...] = 0.0  # a copy: the module is untouched
+    assert not all(np.array_equal(state[key], value) for key, value in module.get_state().items())
+    module.set_state(state)
+    assert all(np.array_equal(state[key], value) for key, value in module.get_state().items())
+    assert all(np.array_equal(state[key], value) for key, value in algo.get_policy().get_weights().items())
+
+
+def test_the_modules_of_a_checkpoint_load_alone_by_rllib_s_paths_and_act_alike(make_algo, tmp_path: Path) -> None:
+    algo = make_algo(PPOConfig().environment("CartPole-v1").training(**SMALL_PPO).env_runners(num_env_runners=0))
+    algo.train()
+    checkpoint = Path(algo.save_to_path(tmp_path / "ckpt"))
+    modules = RLModule.from_checkpoint(checkpoint / "learner_group" / "learner" / "rl_module")
+    assert set(modules) == {"default_policy"}
+    one = RLModule.from_checkpoint(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy")
+    obs = {"obs": torch.from_numpy(np.array([[0.01, -0.02, 0.03, 0.04]], dtype=np.float32))}
+    expected = algo.get_module().forward_inference(obs)["action_dist_inputs"]
+    for module in (modules["default_policy"], one, RLModule.from_checkpoint(checkpoint)["default_policy"]):
+        assert torch.equal(module.forward_inference(obs)["action_dist_inputs"], expected)

@@ -105,6 +105,18 @@ class Model(nn.Module):
         """The same outputs as :meth:`forward_train` (``nn.Module`` calls this)."""
         return self._forward(obs)
 
+    def get_state(self, inference_only: bool = False) -> dict[str, np.ndarray]:
+        """The weights as numpy arrays (copies) by state-dict key: RLlib's ``RLModule.get_state()``.
+
+        Args:
+            inference_only: RLlib's switch for the part that acts; a corral model acts and learns with all of it.
+        """
+        return {key: value.detach().cpu().numpy().copy() for key, value in self.state_dict().items()}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Load weights as :meth:`get_state` gives them (numpy arrays or tensors): RLlib's ``RLModule.set_state()``."""
+        self.load_state_dict({key: torch.as_tensor(np.array(value)) for key, value in state.items()})
+
 
 def _observations(obs: Any) -> torch.Tensor:
     """The observations of a model's input: the tensor itself, or RLlib's batch dict's ``obs``."""

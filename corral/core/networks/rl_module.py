@@ -47,11 +47,12 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
@@ -172,21 +173,40 @@ class TorchRLModule(Model):
         """A stateful module's state at an episode's start, a dict of tensors without a batch axis; ``{}``: none."""
         return {}
 
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike[str], *, trust_code: bool = False) -> Any:
+        """The policies' modules (models) of an algorithm checkpoint, without the algorithm: RLlib's ``from_checkpoint``.
+
+        Args:
+            path: the checkpoint folder, or RLlib's path of the modules inside one:
+                ``<checkpoint>/learner_group/learner/rl_module`` (every policy's) or
+                ``.../rl_module/<policy id>`` (that policy's).
+            trust_code: import what the checkpoint names (a custom model by path) even if it is not registered.
+
+        Returns:
+            One policy's module for a policy's path; else every policy's, by policy id (RLlib's ``MultiRLModule``
+            is read the same way: ``modules["default_policy"]``).
+
+        Raises:
+            CheckpointError: the checkpoint is damaged, names code that is not registered, or has no such policy.
+        """
+        from corral.core.persistence import checkpoints
+        from corral.core.persistence.checkpoint_classes import algorithm_class_of
+
+        folder, policy_id = Path(path), None
+        if folder.parent.name == "rl_module" and folder.parents[1].name == "learner":
+            folder, policy_id = folder.parents[3], folder.name
+        elif folder.name == "rl_module" and folder.parent.name == "learner":
+            folder = folder.parents[2]
+        ckpt = checkpoints.read_checkpoint(folder)
+        algo_class = algorithm_class_of(ckpt, trust_code)
+        ids = [policy_id] if policy_id is not None else list(ckpt.meta["policies"])
+        modules = {pid: algo_class.load_policy(ckpt, pid, trust_code).model for pid in ids}
+        return modules[policy_id] if policy_id is not None else modules
+
     def is_stateful(self) -> bool:
         """Whether the module has memory (a non-empty :meth:`get_initial_state`)."""
         return bool(self.get_initial_state())
-
-    def get_state(self) -> dict[str, np.ndarray]:
-        """The module's weights as numpy arrays by parameter name (RLlib's ``get_state``)."""
-        return {key: value.detach().cpu().numpy() for key, value in self.state_dict().items()}
-
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        """Load weights :meth:`get_state` gave.
-
-        Args:
-            state: arrays or tensors by parameter name.
-        """
-        self.load_state_dict({key: torch.as_tensor(np.asarray(value)) for key, value in state.items()})
 
     # RLlib's public passes, and corral's model contract (one observation tensor and the recurrent inputs)
     def forward_inference(  # type: ignore[override]  # RLlib's batch dict, or corral's tensors

@@ -110,6 +110,11 @@ class PolicySet(AlgorithmPart):
         """
         return self.get_policy(module_id).model
 
+    @property
+    def env_runner(self) -> Any:
+        """The algorithm's own env runner (RLlib 2.10's name): its ``module``, ``get_weights()``, ``sample()``."""
+        return self.env_runner_group.local_env_runner
+
     def get_weights(self, policies: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
         """Model weights by policy id (all policies unless ``policies`` names some)."""
         return {pid: self.get_policy(pid).get_weights() for pid in (policies or self.policies)}
