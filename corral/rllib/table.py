@@ -154,6 +154,8 @@ MODULES: dict[str, dict[str, str]] = {
     "env.env_context": {"EnvContext": f"{_ENVS}.env_creators:EnvContext"},
     "env.external_env": {"ExternalEnv": f"{_ENVS}.external_env:ExternalEnv"},
     "env.external_multi_agent_env": {"ExternalMultiAgentEnv": f"{_ENVS}.external_multi_agent_env:ExternalMultiAgentEnv"},
+    "env.single_agent_env_runner": {"SingleAgentEnvRunner": "corral.core.sampling.env_runner:EnvRunner"},
+    "env.multi_agent_env_runner": {"MultiAgentEnvRunner": "corral.core.sampling.multi_agent_env_runner:MultiAgentEnvRunner"},
     "env.multi_agent_env": {
         "MultiAgentEnv": f"{_ENVS}.multi_agent_env:MultiAgentEnv",
         "make_multi_agent": f"{_ENVS}.multi_agent_env:make_multi_agent",

@@ -540,6 +540,23 @@ def test_rllib_options_whose_value_corral_always_has_are_accepted_and_any_other_
         corral.get_config("PPO").evaluation(enable_async_evaluation=True)
 
 
+
+def test_rllib_s_env_runner_classes_are_corral_s_own_and_a_user_s_is_refused(caplog) -> None:
+    from corral.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+    from corral.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    with caplog.at_level("INFO", logger="corral"):
+        for cls in (SingleAgentEnvRunner, MultiAgentEnvRunner, None):
+            corral.get_config("PPO").env_runners(env_runner_cls=cls)
+    assert "corral picks its single- or multi-agent env runner by the env" in caplog.text
+
+    class MyRunner(SingleAgentEnvRunner):
+        pass
+
+    with pytest.raises(ConfigError, match=r"env_runner_cls=.*MyRunner.*corral samples with its own env runners"):
+        corral.get_config("PPO").env_runners(env_runner_cls=MyRunner)
+
+
 def test_horizon_cuts_every_episode_as_a_truncation(make_algo) -> None:
     config = corral.get_config("PPO").environment("CartPole-v1").env_runners(horizon=20).debugging(seed=0)
     config.training(train_batch_size=400, minibatch_size=200, num_epochs=1)

@@ -31,7 +31,6 @@ from corral.core.contracts.rllib_names import (
     NOOP_LOGGERS as NOOP_LOGGERS,
     RECURRENT_MODEL_SETTINGS as RECURRENT_MODEL_SETTINGS,
     TF_FRAMEWORKS,
-    TF_ONLY_KEYS,
     Flag as Flag,
 )
 from corral.errors import ConfigError, short_repr
@@ -381,35 +380,6 @@ class RLlibConfigMethods:
         from corral.core.common.sample_batch import DEFAULT_POLICY_ID
 
         return CallableBool(bool(set(self.policies) - {DEFAULT_POLICY_ID}) or self.policy_mapping_fn is not None)
-
-
-def answer_rllib_key(key: str, value: Any) -> bool:
-    """Answer an RLlib key that sets no corral option (framework, TensorFlow's, behaviour, experimental flags).
-
-    Args:
-        key: the key as given.
-        value: its value.
-
-    Returns:
-        Whether ``key`` was one of them (said at INFO or in a warning).
-
-    Raises:
-        ConfigError: a value corral does not take for it.
-    """
-    if key in ("framework", "framework_str"):  # framework_str: the attribute .framework() sets, as a key
-        check_framework(value)
-    elif key in EXPERIMENTAL_FLAGS:
-        note_flag(key, value)
-    elif key in TF_ONLY_KEYS:
-        logger.warning("%s is a TensorFlow option; corral runs on torch and ignores it", key)
-    elif key in BEHAVIOUR_KEYS:
-        kept, why = BEHAVIOUR_KEYS[key]
-        if not any(value is v for v in kept):
-            raise ConfigError(f"{key}={short_repr(value)} is not what corral does: {why}; remove it or set {key}={kept[0]}")
-        logger.info("%s=%r: corral always does this (%s)", key, value, why)
-    else:
-        return False
-    return True
 
 
 def check_framework(value: Any) -> None:

@@ -18,8 +18,15 @@ from corral.core.common import by_value
 from corral.core.common.space_codec import restore_spaces
 from corral.core.contracts.options.declaring import MAX_NESTING, SCHEDULED_BY
 from corral.core.contracts.options.model_config import ModelConfig
-from corral.core.contracts.rllib_compat import answer_rllib_key
-from corral.core.contracts.rllib_names import ABSENT_KEYS, LEGACY_KEYS, OPTIMIZATION_KEYS
+from corral.core.contracts.rllib_compat import check_framework, note_flag
+from corral.core.contracts.rllib_names import (
+    ABSENT_KEYS,
+    BEHAVIOUR_KEYS,
+    EXPERIMENTAL_FLAGS,
+    LEGACY_KEYS,
+    OPTIMIZATION_KEYS,
+    TF_ONLY_KEYS,
+)
 from corral.errors import ConfigError, did_you_mean, short_repr
 
 if TYPE_CHECKING:  # the config module imports this one
@@ -152,3 +159,60 @@ def config_error(config_class: type[AlgorithmConfig], exc: ValidationError) -> C
         else:
             lines.append(f"{loc}={err['input']!r} is invalid: {err['msg']}")
     return ConfigError("; ".join(dict.fromkeys(lines)))
+
+
+def answer_rllib_key(key: str, value: Any) -> bool:
+    """Answer an RLlib key that sets no corral option (framework, TensorFlow's, behaviour, experimental flags).
+
+    Args:
+        key: the key as given.
+        value: its value.
+
+    Returns:
+        Whether ``key`` was one of them (said at INFO or in a warning).
+
+    Raises:
+        ConfigError: a value corral does not take for it.
+    """
+    if key in ("framework", "framework_str"):  # framework_str: the attribute .framework() sets, as a key
+        check_framework(value)
+    elif key in EXPERIMENTAL_FLAGS:
+        note_flag(key, value)
+    elif key in TF_ONLY_KEYS:
+        logger.warning("%s is a TensorFlow option; corral runs on torch and ignores it", key)
+    elif key == "env_runner_cls":
+        check_env_runner_class(value)
+    elif key in BEHAVIOUR_KEYS:
+        kept, why = BEHAVIOUR_KEYS[key]
+        if not any(value is v for v in kept):
+            raise ConfigError(f"{key}={short_repr(value)} is not what corral does: {why}; remove it or set {key}={kept[0]}")
+        logger.info("%s=%r: corral always does this (%s)", key, value, why)
+    else:
+        return False
+    return True
+
+
+ENV_RUNNER_CLASSES = (
+    "corral.core.sampling.env_runner:EnvRunner",
+    "corral.core.sampling.multi_agent_env_runner:MultiAgentEnvRunner",
+)
+"""RLlib's SingleAgentEnvRunner and MultiAgentEnvRunner in corral: the two env runners it picks between by the env"""
+
+
+def check_env_runner_class(value: Any) -> None:
+    """Accept RLlib's ``env_runner_cls`` where it names one of corral's env runners (or none), which corral picks itself.
+
+    Args:
+        value: the class given.
+
+    Raises:
+        ConfigError: another class (corral takes no env runner classes of a user's).
+    """
+    path = f"{getattr(value, '__module__', '')}:{getattr(value, '__qualname__', '')}"
+    if value is not None and path not in ENV_RUNNER_CLASSES:
+        raise ConfigError(
+            f"env_runner_cls={short_repr(value)}: corral samples with its own env runners (RLlib's SingleAgentEnvRunner and "
+            "MultiAgentEnvRunner), picked by the env; remove env_runner_cls, and change how episodes are sampled "
+            "with callbacks (on_episode_step, on_sample_end) or an env wrapper"
+        )
+    logger.info("env_runner_cls=%s: corral picks its single- or multi-agent env runner by the env", short_repr(value))
