@@ -358,7 +358,9 @@ MODULES: dict[str, dict[str, str]] = {
     },
     "utils.sgd": {"standardized": f"{_SUPPORT}.numeric:standardized"},
     "utils.spaces.repeated": {"Repeated": "corral.core.common.repeated:Repeated"},
-    "utils.spaces.space_utils": {name: f"{_SUPPORT}.spaces:{name}" for name in ("flatten_space", "get_base_struct_from_space")},
+    "utils.spaces.space_utils": {
+        name: f"{_SUPPORT}.spaces:{name}" for name in ("flatten_space", "get_base_struct_from_space", "batch", "unbatch")
+    },
     "utils.typing": {
         name: f"{_SUPPORT}.typing:{name}"
         for name in (

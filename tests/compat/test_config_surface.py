@@ -540,7 +540,6 @@ def test_rllib_options_whose_value_corral_always_has_are_accepted_and_any_other_
         corral.get_config("PPO").evaluation(enable_async_evaluation=True)
 
 
-
 def test_rllib_s_env_runner_classes_are_corral_s_own_and_a_user_s_is_refused(caplog) -> None:
     from corral.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
     from corral.rllib.env.single_agent_env_runner import SingleAgentEnvRunner

@@ -109,6 +109,25 @@ def test_preprocessors_and_flatten_space_follow_rllib_s_layout() -> None:
     assert spaces.get_base_struct_from_space(nested) == (gym.spaces.Discrete(2), {"a": space["a"], "b": space["b"]})
 
 
+def test_batch_stacks_alike_structs_and_unbatch_gives_them_back() -> None:
+    space = gym.spaces.Dict(
+        {"a": gym.spaces.Tuple([gym.spaces.Discrete(3), gym.spaces.Box(-1.0, 1.0, (2,))]), "b": gym.spaces.Discrete(2)}
+    )
+    space.seed(0)
+    items = [space.sample() for _ in range(4)]
+    batched = spaces.batch(items)
+    assert batched["a"][1].shape == (4, 2) and batched["b"].shape == (4,)
+    assert np.array_equal(batched["a"][0], [item["a"][0] for item in items])
+    back = spaces.unbatch(batched)
+    assert len(back) == 4
+    assert all(np.array_equal(b["a"][1], i["a"][1]) and b["b"] == i["b"] for b, i in zip(back, items, strict=True))
+    assert spaces.batch([np.zeros((2, 3)), np.ones((1, 3))], individual_items_already_have_batch_dim=True).shape == (3, 3)
+    with pytest.raises(ValueError, match=r"not alike"):
+        spaces.batch([{"a": 1}, {"b": 2}])
+    with pytest.raises(ValueError, match=r"at least one item"):
+        spaces.batch([])
+
+
 def test_check_compares_nested_values_within_decimals_or_asserts_a_difference() -> None:
     test_utils.check({"a": [1.0, torch.tensor(2.0)], "b": np.ones(2)}, {"a": [1.000001, 2.0], "b": [1.0, 1.0]})
     with pytest.raises(AssertionError):
