@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import annotated_types
 import numpy as np
 
+from corral.core.common.sample_batch import DEFAULT_POLICY_ID
 from corral.core.persistence import checkpoints
 from corral.core.results import RESULT_KEY_TYPES
 from corral.errors import CheckpointError, ConfigError
@@ -179,7 +180,7 @@ def check_checkpoint_round_trip(subject: Subject) -> None:
             assert restored.counters == algo.counters, (
                 f"from_checkpoint restored counters {restored.counters}, not {algo.counters}"
             )
-            space = algo.get_policy().observation_space
+            space = algo.policies[DEFAULT_POLICY_ID].observation_space
             space.seed(0)
             for obs in (space.sample() for _ in range(5)):
                 a, b = algo.compute_single_action(obs, explore=False), restored.compute_single_action(obs, explore=False)

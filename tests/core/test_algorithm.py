@@ -260,12 +260,14 @@ def test_weights_round_trip_into_another_algorithm(make_algo) -> None:
     assert_weights_equal(trained.get_weights(), other.get_weights())
 
 
-def test_get_policy_of_unknown_id_lists_the_policies(make_algo) -> None:
+def test_get_policy_of_unknown_id_is_none_as_rllib_s_and_the_calls_that_need_one_list_them(make_algo) -> None:
     algo = make_algo()
-    assert algo.get_policy() is algo.get_policy("default_policy")
-    with pytest.raises(ConfigError, match="nope") as info:
-        algo.get_policy("nope")
-    assert "default_policy" in str(info.value)
+    assert algo.get_policy() is algo.get_policy("default_policy") is not None
+    assert algo.get_policy("nope") is None  # RLlib's documented contract: scripts test `is None`
+    for call in (lambda: algo.get_module("nope"), lambda: algo.compute_single_action(np.zeros(4), policy_id="nope")):
+        with pytest.raises(ConfigError, match="nope") as info:
+            call()
+        assert "default_policy" in str(info.value)
 
 
 # ---------------------------------------------------------------------- #

@@ -435,3 +435,17 @@ def test_the_modules_of_a_checkpoint_load_alone_by_rllib_s_paths_and_act_alike(m
     expected = algo.get_module().forward_inference(obs)["action_dist_inputs"]
     for module in (modules["default_policy"], one, RLModule.from_checkpoint(checkpoint)["default_policy"]):
         assert torch.equal(module.forward_inference(obs)["action_dist_inputs"], expected)
+
+
+def test_rllib_s_acting_calls_run_without_autograd_and_its_train_call_with_it(make_algo) -> None:
+    obs = torch.zeros(2, 4)
+    model = make_algo(PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=0)).get_module()
+    assert not model.forward_inference({"obs": obs})["action_dist_inputs"].requires_grad  # `.numpy()` works, as in RLlib
+    assert not model.forward_exploration({"obs": obs})["action_dist_inputs"].requires_grad
+    assert model.forward_train({"obs": obs})["action_dist_inputs"].requires_grad
+    assert model.forward_inference(obs)["action_dist_inputs"].requires_grad  # corral's own tensor call is left as it was
+    module = PolicyAndValue(
+        observation_space=gym.spaces.Box(-1.0, 1.0, (4,)), action_space=gym.spaces.Discrete(2), model_config={}
+    )
+    assert not module.forward_inference({"obs": obs})["action_dist_inputs"].requires_grad
+    assert module.forward_train({"obs": obs})["action_dist_inputs"].requires_grad

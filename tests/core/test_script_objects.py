@@ -143,3 +143,14 @@ def test_overrides_checks_options_at_once_and_fits_where_rllib_uses_it(make_algo
     )
     result = make_algo(config).train()
     assert result["info"]["learner"]["p0"]["learner_stats"]["cur_lr"] == 1e-4 and "evaluation" in result
+
+
+def test_from_checkpoint_takes_rllib_s_keyword_names_once(readme_checkpoint, restored_algos) -> None:
+    for given in ({"checkpoint": readme_checkpoint}, {"path": readme_checkpoint}):
+        algo = Algorithm.from_checkpoint(**given, trust_code=True)
+        restored_algos.append(algo)
+        assert algo.iteration == 1
+    with pytest.raises(TypeError, match=r"takes the checkpoint once"):
+        Algorithm.from_checkpoint(readme_checkpoint, path=readme_checkpoint)
+    with pytest.raises(TypeError, match=r"takes the checkpoint once"):
+        Algorithm.from_checkpoint()

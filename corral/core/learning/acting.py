@@ -261,13 +261,13 @@ def _short(value: Any) -> str:
 class ActionComputation:
     """``Algorithm.compute_single_action`` and ``Algorithm.compute_actions``: asking a trained algorithm for actions.
 
-    A base of :class:`~corral.core.training.algorithm.Algorithm`, which gives it ``get_policy``.
+    A base of :class:`~corral.core.training.algorithm.Algorithm`, which gives it ``_policy``.
     """
 
     if TYPE_CHECKING:  # Algorithm's
 
-        def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
-            """The policy with this id."""
+        def _policy(self, policy_id: str) -> Policy:
+            """The policy with this id; an unknown id is a ConfigError."""
 
     def compute_single_action(
         self,
@@ -315,7 +315,7 @@ class ActionComputation:
                 ``input_dict`` comes with ``observation`` or without ``"obs"``.
             ObservationError: the observation does not fit the policy's observation space.
         """
-        policy = self.get_policy(policy_id)
+        policy = self._policy(policy_id)
         action, state_out, extras = single_action(
             policy, observation, state, prev_action=prev_action, prev_reward=prev_reward, input_dict=input_dict,
             explore=explore, timestep=timestep, adapter=action_adapter(policy, unsquash_action, clip_action),
@@ -369,7 +369,7 @@ class ActionComputation:
             ConfigError: this algorithm has no policy ``policy_id``, or ``state`` is not empty for a stateless policy.
             ObservationError: an observation does not fit the policy's observation space.
         """
-        policy = self.get_policy(policy_id)
+        policy = self._policy(policy_id)
         actions, states, extras = actions_of(
             policy, observations, state, prev_action=prev_action, prev_reward=prev_reward, explore=explore, timestep=timestep,
             adapter=action_adapter(policy, unsquash_actions, clip_actions), policy_id=policy_id,

@@ -90,12 +90,19 @@ class Model(nn.Module):
 
     def forward_inference(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         """Outputs for acting without exploration (evaluation, serving); ``obs`` may also be RLlib's batch dict
-        (``{"obs": ...}``), as an RLModule takes it (``algo.get_module().forward_inference(batch)``)."""
-        return self._forward(_observations(obs))
+        (``{"obs": ...}``), as an RLModule takes it (``algo.get_module().forward_inference(batch)``): then, as
+        RLlib's torch modules do, without autograd (its outputs convert ``.numpy()`` directly)."""
+        return self._acting_pass(obs)
 
     def forward_exploration(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         """Outputs for acting while collecting training samples (``obs`` as :meth:`forward_inference` takes it)."""
-        return self._forward(_observations(obs))
+        return self._acting_pass(obs)
+
+    def _acting_pass(self, obs: Any) -> dict[str, torch.Tensor]:
+        if isinstance(obs, Mapping):
+            with torch.no_grad():
+                return self._forward(obs[SampleBatch.OBS])
+        return self._forward(obs)
 
     def forward_train(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         """Outputs for the loss (``obs`` as :meth:`forward_inference` takes it)."""

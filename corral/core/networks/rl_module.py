@@ -45,6 +45,7 @@ method (RLlib's ``ValueFunctionAPI``), which gets the batch and the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import os
@@ -223,7 +224,7 @@ class TorchRLModule(Model):
             With a batch dict, the module's outputs; with a tensor, corral's (``action_dist_inputs``,
             ``vf_preds`` where values are needed, ``state_out_k``), a row per step.
         """
-        return self._pass(self._forward_inference, batch, recurrent, kwargs)
+        return self._pass(self._forward_inference, batch, recurrent, kwargs, acting=True)
 
     def forward_exploration(  # type: ignore[override]  # RLlib's batch dict, or corral's tensors
         self, batch: Any, *recurrent: Any, **kwargs: Any
@@ -238,7 +239,7 @@ class TorchRLModule(Model):
         Returns:
             The outputs by key.
         """
-        return self._pass(self._forward_exploration, batch, recurrent, kwargs)
+        return self._pass(self._forward_exploration, batch, recurrent, kwargs, acting=True)
 
     def forward_train(  # type: ignore[override]  # RLlib's batch dict, or corral's tensors
         self, batch: Any, *recurrent: Any, **kwargs: Any
@@ -270,10 +271,16 @@ class TorchRLModule(Model):
         return self.forward_train(batch, *recurrent, **kwargs)
 
     def _pass(
-        self, forward: Callable[..., dict[str, Any]], batch: Any, recurrent: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        forward: Callable[..., dict[str, Any]],
+        batch: Any,
+        recurrent: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        acting: bool = False,
     ) -> dict[str, Any]:
-        if isinstance(batch, Mapping):
-            return forward(dict(batch), **kwargs)
+        if isinstance(batch, Mapping):  # RLlib's call: its acting passes run without autograd, as its torch modules'
+            with torch.no_grad() if acting else contextlib.nullcontext():
+                return forward(dict(batch), **kwargs)
         return self._corral_outputs(forward, batch, *recurrent)
 
     def _corral_outputs(

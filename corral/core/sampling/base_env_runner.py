@@ -177,18 +177,13 @@ class BaseEnvRunner:
         """The policies by id (RLlib's name)."""
         return self.policies
 
-    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
-        """The policy ``policy_id`` of this runner, as RLlib's ``worker.get_policy()``.
+    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy | None:
+        """The policy ``policy_id`` of this runner, or None where it has none, as RLlib's ``worker.get_policy()``.
 
         Args:
             policy_id: the policy's id; default the single-agent policy.
-
-        Raises:
-            KeyError: no policy has that id (the message lists those there are).
         """
-        if policy_id not in self.policies:
-            raise KeyError(f"this env runner has no policy {policy_id!r}; it has {sorted(self.policies)}")
-        return self.policies[policy_id]
+        return self.policies.get(policy_id)
 
     @property
     def env(self) -> Any:

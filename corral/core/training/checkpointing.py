@@ -276,10 +276,11 @@ class Checkpointing(AlgorithmState, PolicySet):
     @classmethod
     def from_checkpoint(
         cls,
-        checkpoint_path: checkpoints.CheckpointPath,
+        checkpoint: checkpoints.CheckpointPath | None = None,
         env: Any = None,
         config_overrides: dict[str, Any] | None = None,
         *,
+        path: checkpoints.CheckpointPath | None = None,
         callbacks: Any = None,
         trust_code: bool = False,
         policy_ids: Collection[str] | None = None,
@@ -298,10 +299,11 @@ class Checkpointing(AlgorithmState, PolicySet):
         you trust it. See :mod:`corral.core.persistence.safe_loading`.
 
         Args:
-            checkpoint_path: the checkpoint folder, or an object with its ``path`` (Ray Tune's
-                ``result.checkpoint``).
+            checkpoint: the checkpoint folder, or an object with its ``path`` (Ray Tune's
+                ``result.checkpoint``); RLlib's name, as is ``path`` (Ray 2.30's).
             env: the environment to use instead of the one the checkpoint names (same spaces).
             config_overrides: config fields to change (e.g. ``{"num_envs_per_env_runner": 1}``).
+            path: the checkpoint, given by Ray 2.30's name instead of ``checkpoint``.
             callbacks: the callbacks class (or list) to use instead of the checkpoint's.
             trust_code: import what the checkpoint names even if it is not registered
                 (an env class path, callbacks, a custom model, an algorithm class), and unpickle
@@ -319,8 +321,11 @@ class Checkpointing(AlgorithmState, PolicySet):
         Raises:
             CheckpointError: the checkpoint is damaged, names code that is not registered
                 (without ``trust_code``), or its algorithm is not installed.
+            TypeError: the checkpoint is given by both names, or by neither.
         """
-        ckpt = _algorithm_checkpoint(checkpoint_path)
+        if (checkpoint is None) == (path is None):
+            raise TypeError("from_checkpoint() takes the checkpoint once: as `checkpoint` (RLlib's name) or as `path`")
+        ckpt = _algorithm_checkpoint(checkpoint if checkpoint is not None else cast("checkpoints.CheckpointPath", path))
         # called on the very class the checkpoint records (MyAlgo.from_checkpoint(path)): the caller vouches for it
         recorded = ckpt.meta.get("algorithm_class")
         named = recorded == f"{cls.__module__}:{cls.__qualname__}"

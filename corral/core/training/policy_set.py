@@ -67,7 +67,7 @@ class PolicySet(AlgorithmPart):
             ConfigError: there is no policy ``policy_id``, its observations are not one
                 array (Dict and Tuple spaces, action masks), or the ONNX opset or package is wrong.
         """
-        return export_policy_model(self.get_policy(policy_id), export_dir, policy_id, onnx)
+        return export_policy_model(self._policy(policy_id), export_dir, policy_id, onnx)
 
     def export_policy_checkpoint(self, export_dir: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID) -> str:
         """Write a checkpoint that holds one policy, for ``Policy.from_checkpoint(export_dir, policy_id)``.
@@ -85,16 +85,25 @@ class PolicySet(AlgorithmPart):
         Raises:
             ConfigError: there is no policy ``policy_id``.
         """
-        self.get_policy(policy_id)  # an unknown id is a ConfigError naming the ones that exist
+        self._policy(policy_id)  # an unknown id is a ConfigError naming the ones that exist
         return self._write_checkpoint(Path(export_dir), [policy_id])
 
-    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
-        """The policy with this id (once a learner thread's queued updates are done: it holds still)."""
+    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy | None:
+        """The policy with this id, or None where there is none, as RLlib's (once a learner thread's queued updates
+        are done: it holds still)."""
         self.settle_learning()
-        try:
-            return self.policies[policy_id]
-        except KeyError:
-            raise ConfigError(f"no policy {policy_id!r}; this algorithm has {sorted(self.policies)}") from None
+        return self.policies.get(policy_id)
+
+    def _policy(self, policy_id: str) -> Policy:
+        """The policy with this id, as :meth:`get_policy`; an unknown id is an error that names those there are.
+
+        Raises:
+            ConfigError: there is no policy ``policy_id``.
+        """
+        policy = self.get_policy(policy_id)
+        if policy is None:
+            raise ConfigError(f"no policy {policy_id!r}; this algorithm has {sorted(self.policies)}")
+        return policy
 
     def get_module(self, module_id: str = DEFAULT_POLICY_ID) -> Any:
         """The model a policy computes with: RLlib's ``get_module`` (an RLModule's module id is its policy id).
@@ -108,7 +117,7 @@ class PolicySet(AlgorithmPart):
         Raises:
             ConfigError: there is no policy ``module_id``.
         """
-        return self.get_policy(module_id).model
+        return self._policy(module_id).model
 
     @property
     def env_runner(self) -> Any:
@@ -117,12 +126,12 @@ class PolicySet(AlgorithmPart):
 
     def get_weights(self, policies: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
         """Model weights by policy id (all policies unless ``policies`` names some)."""
-        return {pid: self.get_policy(pid).get_weights() for pid in (policies or self.policies)}
+        return {pid: self._policy(pid).get_weights() for pid in (policies or self.policies)}
 
     def set_weights(self, weights: dict[str, dict[str, Any]]) -> None:
         """Load weights by policy id, as :meth:`get_weights` returns them."""
         for pid, w in weights.items():
-            self.get_policy(pid).set_weights(w)
+            self._policy(pid).set_weights(w)
 
     def add_policy(
         self,
@@ -214,7 +223,7 @@ class PolicySet(AlgorithmPart):
                 argument is invalid; the algorithm is left as it was.
         """
         self.settle_learning()
-        self.get_policy(policy_id)
+        self._policy(policy_id)
         if len(self.policies) == 1:
             raise ConfigError(f"policy {policy_id!r} is the only one; an algorithm needs at least one policy")
         runner = self._multi_agent_runner("remove_policy")

@@ -72,7 +72,7 @@ class DDPPO(PPO):
                 _policy_states, local_env_runner=False, remote_worker_ids=group.healthy_remote_ids()[:1]
             )
             for policy_id, state in states.items():
-                self.get_policy(policy_id).set_state(state)
+                self._policy(policy_id).set_state(state)
         return {policy_id: mean_stats(each) for policy_id, each in learner.items()}
 
     def learn_on_batch(self, samples: MultiAgentBatch) -> dict[str, dict[str, Any]]:
@@ -111,7 +111,7 @@ def _join(host: str, port: int, ranks: dict[int, int], index: int, runner: Any) 
 def _set_policy_states(states: dict[str, dict[str, Any]], runner: Any) -> None:
     """On each runner: take the main process's policy states."""
     for policy_id, state in states.items():
-        runner.get_policy(policy_id).set_state(state)
+        runner.policies[policy_id].set_state(state)
 
 
 def _policy_states(runner: Any) -> dict[str, dict[str, Any]]:
@@ -128,7 +128,7 @@ def _sample_and_learn(timestep: int, runner: Any) -> tuple[int, int, dict[str, d
     batch = runner.sample()
     stats = {}
     for policy_id, rows in batch.policy_batches.items():
-        policy = runner.get_policy(policy_id)
+        policy = runner.policies[policy_id]
         policy.global_timestep = timestep
         stats[policy_id] = policy.learn_and_report(rows)
     return batch.env_steps, batch.agent_steps, stats, runner.get_metrics()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import deque
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -47,7 +47,7 @@ class ES(Algorithm):
         group = self.env_runner_group
         if group.is_multi_agent:
             raise ConfigError(f"{self.name} perturbs one policy in a single-agent env; train multi-agent envs with PPO")
-        dim = self.get_policy().num_params
+        dim = self._perturbed.num_params
         if self.config.noise_size < dim:
             raise ConfigError(
                 f"noise_size={self.config.noise_size} is shorter than the policy's {dim} weights; a perturbation is a "
@@ -60,13 +60,10 @@ class ES(Algorithm):
         """The unperturbed episodes of the last ``report_length`` iterations (RLlib's reported return)."""
         return IterationHistory(self.config.report_length)
 
-    def get_policy(self, policy_id: str = "default_policy") -> ESPolicy:
-        """The one policy (ES and ARS perturb one).
-
-        Args:
-            policy_id: its id.
-        """
-        return super().get_policy(policy_id)  # type: ignore[return-value]
+    @property
+    def _perturbed(self) -> ESPolicy:
+        """The one policy (ES and ARS perturb one)."""
+        return cast(ESPolicy, self._policy("default_policy"))
 
     def training_step(self) -> dict[str, dict[str, Any]]:
         """Play this iteration's perturbed episodes on the runners, then step the weights along their returns.
@@ -75,7 +72,7 @@ class ES(Algorithm):
             RLlib's info of the step (``weights_norm``, ``grad_norm``, ``update_ratio``, ``episodes_this_iter``,
             ``episodes_so_far``) as the policy's learner stats.
         """
-        policy = self.get_policy()
+        policy = self._perturbed
         theta = policy.get_flat_weights()
         results = self._play(theta)
         indices = np.array([i for r in results for i in r.noise_indices], dtype=np.int64)
@@ -126,7 +123,7 @@ class ES(Algorithm):
         Each round asks every runner for an equal share of the pairs still missing (from the mean episode length so
         far, for the steps); the filters' deltas go into the learner's filter as each round ends.
         """
-        group, cfg, policy = self.env_runner_group, self.config, self.get_policy()
+        group, cfg, policy = self.env_runner_group, self.config, self._perturbed
         min_episodes, min_steps = self.episodes_wanted()
         remote = group.num_healthy_remote_runners > 0
         put = ensure_ray().put if remote else (lambda value: value)  # one object-store copy for every runner

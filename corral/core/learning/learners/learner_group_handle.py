@@ -28,8 +28,8 @@ class LearningAlgorithm(Protocol):
     def learn_on_batch(self, samples: MultiAgentBatch) -> dict[str, dict[str, Any]]:
         """Update every policy to train on its rows; stats by policy id."""
 
-    def get_policy(self, policy_id: str = ...) -> Policy:
-        """The policy with this id."""
+    def _policy(self, policy_id: str) -> Policy:
+        """The policy with this id; an unknown id is a ConfigError."""
 
     def get_weights(self, policies: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """Weights by policy id."""
@@ -84,7 +84,7 @@ class LearnerGroupHandle:
         if isinstance(batch, SampleBatch):
             batch = batch.as_multi_agent()
         for policy_id in batch.policy_batches:
-            check_update_options(self._algorithm.get_policy(policy_id).config, kwargs)
+            check_update_options(self._algorithm._policy(policy_id).config, kwargs)
         return self._algorithm.learn_on_batch(batch)
 
     def get_weights(self, module_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:

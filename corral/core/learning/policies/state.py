@@ -85,7 +85,7 @@ class PolicyState(PolicyPart):
 
     @classmethod
     def from_checkpoint(
-        cls, checkpoint_path: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID, *, trust_code: bool = False
+        cls, checkpoint: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID, *, trust_code: bool = False
     ) -> Policy:
         """One policy of an algorithm checkpoint, alone: to act with it, or as a frozen opponent.
 
@@ -95,7 +95,7 @@ class PolicyState(PolicyPart):
         called on.
 
         Args:
-            checkpoint_path: an algorithm checkpoint folder (``algo.save()``), or, as RLlib's scripts
+            checkpoint: an algorithm checkpoint folder (``algo.save()``), or, as RLlib's scripts
                 name one policy, its ``policies/<policy_id>`` folder inside one (which then names the policy),
                 or a policy's own (:meth:`export_checkpoint`).
             policy_id: the policy to load (a policy's own checkpoint names it).
@@ -112,7 +112,7 @@ class PolicyState(PolicyPart):
         from corral.core.persistence import checkpoints
         from corral.core.persistence.checkpoint_classes import algorithm_class_of
 
-        path = Path(checkpoint_path)
+        path = Path(checkpoint)
         if path.parent.name == "policies" and not (path / checkpoints.META_FILE).exists():
             path, policy_id = path.parent.parent, path.name  # RLlib's <algorithm checkpoint>/policies/<policy_id>
         ckpt = checkpoints.read_checkpoint(path)
