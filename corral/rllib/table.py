@@ -332,6 +332,14 @@ MODULES: dict[str, dict[str, str]] = {
             "NUM_AGENT_STEPS_TRAINED",
             "NUM_TARGET_UPDATES",
             "LAST_TARGET_UPDATE_TS",
+            "ENV_RUNNER_RESULTS",
+            "EVALUATION_RESULTS",
+            "EPISODE_RETURN_MEAN",
+            "EPISODE_RETURN_MAX",
+            "EPISODE_RETURN_MIN",
+            "EPISODE_LEN_MEAN",
+            "NUM_EPISODES",
+            "NUM_ENV_STEPS_SAMPLED_LIFETIME",
         )
     },
     "utils.metrics.learner_info": {

@@ -101,6 +101,14 @@ def test_a_result_holds_its_episode_stats_where_each_ray_2x_reads_them_and_its_f
         assert runners["num_episodes"] == metrics["episodes_this_iter"] > 0
     assert result["config"] == algo.config.to_dict()
     assert result["num_env_steps_sampled_lifetime"] == result["num_env_steps_sampled"] > 0  # Ray 2.10+'s stop key
+    from corral.rllib.utils import metrics as names  # Ray 2.10+'s names of those keys
+
+    evaluated = result[names.EVALUATION_RESULTS][names.ENV_RUNNER_RESULTS]
+    assert evaluated[names.EPISODE_RETURN_MEAN] == result["evaluation"]["episode_reward_mean"]
+    runners = result[names.ENV_RUNNER_RESULTS]
+    assert runners[names.EPISODE_RETURN_MIN] <= runners[names.EPISODE_RETURN_MEAN] <= runners[names.EPISODE_RETURN_MAX]
+    assert runners[names.EPISODE_LEN_MEAN] == result["episode_len_mean"] and runners[names.NUM_EPISODES] > 0
+    assert result[names.NUM_ENV_STEPS_SAMPLED_LIFETIME] == result["num_env_steps_sampled"]
     written = json.loads((Path(algo.logdir) / "result.json").read_text().splitlines()[0])
     assert not {"config", "sampler_results", "env_runners", "num_env_steps_sampled_lifetime"} & {
         *written,
