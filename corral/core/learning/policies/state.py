@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -168,6 +168,22 @@ class PolicyState(PolicyPart):
         }
         state = self.get_state() if policy_state is None else policy_state
         return str(checkpoints.write_checkpoint(export_dir, meta, self.config.to_dict(), {}, {self.policy_id: state}))
+
+    def export_model(self, export_dir: str | os.PathLike[str], onnx: int | None = None) -> None:
+        """RLlib's ``policy.export_model``: this policy's acting as files that run with torch alone (and ONNX).
+
+        The files of ``algo.export_policy_model`` (see :mod:`corral.core.persistence.policy_export`).
+
+        Args:
+            export_dir: the folder to write into (created if missing).
+            onnx: the ONNX opset to write ``model.onnx`` with too; None writes none.
+
+        Raises:
+            ConfigError: the opset is not one torch writes, or ``onnx`` is asked without the ``onnx`` package.
+        """
+        from corral.core.persistence.policy_export import export_policy_model
+
+        export_policy_model(cast("Policy", self), export_dir, self.policy_id, onnx)
 
     def get_state(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizer, exploration, generators, filter, timestep. Tensors only."""
