@@ -126,13 +126,14 @@ def test_a_structured_observation_is_one_input_per_array_named_by_its_path(tmp_p
 def test_rllib_s_policy_export_model_writes_the_files_of_export_policy_model(tmp_path: Path) -> None:
     algo = corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=64, minibatch_size=64).build()
     try:
-        algo.get_policy().export_model(tmp_path / "by_policy")
+        algo.get_policy().export_model(tmp_path / "by_policy", onnx=False)  # RLlib's scripts pass False for none
         algo.export_policy_model(tmp_path / "by_algo")
     finally:
         algo.stop()
     assert json.loads((tmp_path / "by_policy" / "model.json").read_text()) == json.loads(
         (tmp_path / "by_algo" / "model.json").read_text()
     )
+    assert not (tmp_path / "by_policy" / "model.onnx").exists()
     obs = torch.tensor([[0.01, -0.02, 0.03, 0.04]])
     actions = [torch.export.load(tmp_path / name / "model.pt2").module()(obs)[0] for name in ("by_policy", "by_algo")]
     assert torch.equal(actions[0], actions[1])

@@ -256,7 +256,8 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
         policy: the policy to export.
         export_dir: the folder to write into (created if missing); files already there of the same names are replaced.
         policy_id: the policy's id, recorded in ``model.json``.
-        onnx: the ONNX opset to write ``model.onnx`` with; None writes no ONNX file.
+        onnx: the ONNX opset to write ``model.onnx`` with; None (or False, as RLlib's scripts pass it) writes
+            no ONNX file.
 
     Returns:
         The path of ``model.pt``.
@@ -264,6 +265,8 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
     Raises:
         ConfigError: the opset is not one torch writes, or ``onnx`` is asked without the ``onnx`` package.
     """
+    if onnx is False:
+        onnx = None
     if onnx is not None:
         check_onnx_opset(onnx)
     path = InferencePath(policy)
