@@ -27,7 +27,7 @@ _VECTOR_ENV = f"{_SUPPORT}.vector_env:VectorEnv"
 _ENV_RUNNER = "corral.core.sampling.base_env_runner:BaseEnvRunner"  # what callbacks get as `worker`, with its methods
 _NO_OPEN_SPIEL = "corral has no OpenSpiel adapter; wrap the game as a MultiAgentEnv"
 _VIEW_REQUIREMENT = "corral.core.learning.policies.heuristic_policies:ViewRequirement"
-_REPLAY_NAMES = ("MultiAgentReplayBuffer", "StorageUnit")
+_REPLAY_NAMES = ("MultiAgentReplayBuffer", "StorageUnit", "ReplayBuffer")
 _OWN_REPLAY = (
     "!corral's algorithms keep their replay buffers themselves (replay_buffer_config={'type': ...}); a training_step of "
     "your own stores and draws rows with corral.rllib.utils.replay_buffers.MultiAgentReplayBuffer"
@@ -356,11 +356,9 @@ MODULES: dict[str, dict[str, str]] = {
         "make_tf_callable": f"{_SUPPORT}.framework:make_tf_callable",
     },
     "utils.replay_buffers": {name: f"{_SUPPORT}.replay_buffers:{name}" for name in _REPLAY_NAMES}
-    | {name: _OWN_REPLAY for name in ("ReplayBuffer", "PrioritizedReplayBuffer", "MultiAgentPrioritizedReplayBuffer")},
-    "utils.replay_buffers.replay_buffer": {
-        "StorageUnit": f"{_SUPPORT}.replay_buffers:StorageUnit",
-        "ReplayBuffer": _OWN_REPLAY,
-    },
+    | {name: _OWN_REPLAY for name in ("PrioritizedReplayBuffer", "MultiAgentPrioritizedReplayBuffer")},
+    "utils.replay_buffers.replay_buffer": {name: f"{_SUPPORT}.replay_buffers:{name}" for name in ("StorageUnit", "ReplayBuffer")},
+    "utils.replay_buffers.utils": {"validate_buffer_config": f"{_SUPPORT}.replay_buffers:validate_buffer_config"},
     "utils.replay_buffers.multi_agent_replay_buffer": {
         "MultiAgentReplayBuffer": f"{_SUPPORT}.replay_buffers:MultiAgentReplayBuffer"
     },
@@ -382,6 +380,7 @@ MODULES: dict[str, dict[str, str]] = {
             "PartialAlgorithmConfigDict",
             "PolicyID",
             "ResultDict",
+            "SampleBatchType",
             "TensorStructType",
             "TensorType",
             "TaskType",

@@ -508,6 +508,8 @@ def test_a_checkpoint_naming_corral_classes_at_their_old_module_paths_loads(copy
         {"logger_config": {"type": "subprocess:Popen"}},
         {"learner_class": "subprocess:Popen"},
         {"policies": {"default_policy": {"config": {"config_class": "subprocess:Popen"}}}},
+        {"replay_buffer_config": {"type": "subprocess:Popen"}},
+        {"replay_buffer_config": {"underlying_replay_buffer_config": {"type": "subprocess.Popen"}}},
     ],
     ids=[
         "dotted-env",
@@ -519,6 +521,8 @@ def test_a_checkpoint_naming_corral_classes_at_their_old_module_paths_loads(copy
         "logger",
         "learner-class",
         "policy-own-config-class",
+        "replay-buffer-class",
+        "underlying-replay-buffer-class",
     ],
 )
 def test_the_newer_import_path_options_are_refused_too(copy_of, marker, change) -> None:

@@ -18,6 +18,7 @@ from corral.core.contracts.config import MAX_UPDATES_PER_ENV_STEP, AlgorithmConf
 from corral.core.learning.policies.target_networks import TargetNetworkPolicy
 from corral.core.learning.postprocessing import compute_nstep
 from corral.core.learning.replay.replay_buffers import PrioritizedReplayBuffer, check_replay_buffer_config
+from corral.core.learning.replay.script_buffers import ScriptReplayBuffer
 from corral.core.networks.distributions import ActionDistribution
 from corral.errors import ConfigError
 
@@ -60,7 +61,31 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
     def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
         """The shared checks, plus the replay buffer config (nothing is allocated) and the replay ratio."""
         super().validate()
-        check_replay_buffer_config(self.replay_buffer_config)
+        if check_replay_buffer_config(self.replay_buffer_config)[0] is ScriptReplayBuffer:
+            if self.save_replay_buffer or self.replays_sequences:
+                raise ConfigError(
+                    f"replay_buffer_config type {self.replay_buffer_config.get('type')!r} is a buffer class of your own, "
+                    "which corral neither saves in checkpoints (save_replay_buffer=False) nor replays sequences from "
+                    f"({type(self).__name__}); use a built-in type for that"
+                )
+        else:
+            self._check_built_in_buffer()
+        batch = self.total_train_batch_size
+        if self.training_intensity is not None and self.training_intensity / batch > MAX_UPDATES_PER_ENV_STEP:
+            raise ConfigError(
+                f"training_intensity={self.training_intensity} with a train batch of {batch} asks for "
+                f"{self.training_intensity / batch:.0f} gradient updates per sampled env step; "
+                f"at most {MAX_UPDATES_PER_ENV_STEP} are allowed (raise train_batch_size or lower training_intensity)"
+            )
+        if self.n_step > 1 and self.input_ != "sampler" and not self.postprocess_inputs:
+            raise ConfigError(
+                f"n_step={self.n_step} sums the rewards of each row's next steps, which postprocessing gathers from the "
+                "input's episodes; set offline_data(postprocess_inputs=True), or n_step=1 (a file's rows are one-step "
+                "transitions as they are)"
+            )
+
+    def _check_built_in_buffer(self) -> None:
+        """What corral's own buffers replay: steps or sequences, and who computes worker-side priorities."""
         buffer = self.replay_buffer_config
         asks_sequences = buffer.get("storage_unit") == "sequences" or buffer.get("replay_burn_in", 0) > 0
         if asks_sequences and not self.replays_sequences:
@@ -80,19 +105,6 @@ class OffPolicyConfig(AlgorithmConfig, defaults={"train_batch_size": 64, "num_en
                     f"replay_buffer_config worker_side_prioritization=True sets initial priorities, which uniform replay "
                     f"({buffer.get('type', 'ReplayBuffer')!r}) has none of; use type 'PrioritizedReplayBuffer'"
                 )
-        batch = self.total_train_batch_size
-        if self.training_intensity is not None and self.training_intensity / batch > MAX_UPDATES_PER_ENV_STEP:
-            raise ConfigError(
-                f"training_intensity={self.training_intensity} with a train batch of {batch} asks for "
-                f"{self.training_intensity / batch:.0f} gradient updates per sampled env step; "
-                f"at most {MAX_UPDATES_PER_ENV_STEP} are allowed (raise train_batch_size or lower training_intensity)"
-            )
-        if self.n_step > 1 and self.input_ != "sampler" and not self.postprocess_inputs:
-            raise ConfigError(
-                f"n_step={self.n_step} sums the rewards of each row's next steps, which postprocessing gathers from the "
-                "input's episodes; set offline_data(postprocess_inputs=True), or n_step=1 (a file's rows are one-step "
-                "transitions as they are)"
-            )
 
 
 class OffPolicyPolicy(TargetNetworkPolicy):

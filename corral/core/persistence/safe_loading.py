@@ -54,6 +54,7 @@ CODE_FIELDS = {
     "exploration": "exploration class",
     "policy_class": "policy class",
     "logger": "result logger class",
+    "replay_buffer": "replay buffer class",
     "learner_class": "Learner class",
     "config_class": "policy's config class",
 }
@@ -62,7 +63,7 @@ CODE_FIELDS = {
 FUNCTION_FIELDS = ("policy_mapping_fn", "policies_to_train", "observation_fn", "custom_evaluation_function", "env_task_fn")
 """config fields holding a function, which a string names by its import path"""
 
-_TYPED_GROUPS = {"exploration_config": "exploration", "logger_config": "logger"}
+_TYPED_GROUPS = {"exploration_config": "exploration", "logger_config": "logger", "replay_buffer_config": "replay_buffer"}
 """config groups whose 'type' may be a class's import path, and the kind of code each names"""
 
 _LEGACY_NAMES = {"callbacks": "callbacks_class"}
@@ -81,6 +82,7 @@ _HOW_TO_PASS = {
     "exploration": 'config_overrides={"exploration_config": {...}}',
     "policy_class": 'config_overrides={"policies": {...}}',
     "logger": 'config_overrides={"logger_config": {...}}',
+    "replay_buffer": 'config_overrides={"replay_buffer_config": {...}}',
     "learner_class": 'config_overrides={"learner_class": ...}',
     "config_class": 'config_overrides={"policies": {...}}',
 }
@@ -189,9 +191,12 @@ def _references(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str,
             yield from ((name, f"{where}.{name}", value[name]) for name in _MODEL_CLASS_KEYS if isinstance(value.get(name), str))
         elif (field in FUNCTION_FIELDS or field == "learner_class") and isinstance(value, str):
             yield field, where, value
-        elif field in _TYPED_GROUPS and isinstance(value, dict) and isinstance(value.get("type"), str):
-            if value["type"] not in NOOP_LOGGERS:
+        elif field in _TYPED_GROUPS and isinstance(value, dict):
+            if isinstance(value.get("type"), str) and value["type"] not in NOOP_LOGGERS:
                 yield _TYPED_GROUPS[field], f"{where}.type", value["type"]
+            underlying = value.get("underlying_replay_buffer_config")  # RLlib's: the buffer each policy gets
+            if isinstance(underlying, dict) and isinstance(underlying.get("type"), str):
+                yield _TYPED_GROUPS[field], f"{where}.underlying_replay_buffer_config.type", underlying["type"]
         elif field == "policies" and isinstance(value, dict):
             for policy_id, spec in value.items():
                 if isinstance(spec, dict):
@@ -238,7 +243,7 @@ def _is_import_path(field: str, value: str) -> bool:
 
 def _is_registered(field: str, value: str) -> bool:
     """Whether resolving ``value`` imports only what was registered or installed on purpose."""
-    if field in ("env", "exploration", *_MODEL_CLASS_KEYS) and not _is_import_path(field, value):
+    if field in ("env", "exploration", "replay_buffer", *_MODEL_CLASS_KEYS) and not _is_import_path(field, value):
         return True  # a registered name (or a gymnasium id), or unknown (refused later): never an import
     # A path into corral's own package (already imported, so it cannot come from elsewhere).
     module = split_import_path(value)[0]

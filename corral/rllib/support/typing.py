@@ -26,6 +26,8 @@ PolicyID = str
 MultiAgentDict = dict[AgentID, Any]
 ResultDict = dict
 ModelWeights = dict
+SampleBatchType = Any
+"""a SampleBatch or a MultiAgentBatch"""
 TaskType = Any
 """A task of a :class:`TaskSettableEnv`: whatever the env takes (an int, a dict, ...)"""
 

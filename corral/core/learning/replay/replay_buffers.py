@@ -421,6 +421,11 @@ def check_replay_buffer_config(config: Any) -> tuple[type[ReplayBuffer], dict[st
     """
     if not isinstance(config, Mapping):
         raise ConfigError(f"replay_buffer_config must be a dict, got {type(config).__name__}")
+    from corral.core.learning.replay.script_buffers import resolve_replay_type  # it builds on this module
+
+    config, script_buffer = resolve_replay_type(config)  # a class, a path, RLlib's underlying config: a built-in's name
+    if script_buffer is not None:
+        return script_buffer
     for key in config:
         if key not in _OPTIONS:
             raise ConfigError(
