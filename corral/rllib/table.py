@@ -155,6 +155,8 @@ MODULES: dict[str, dict[str, str]] = {
     "env.external_env": {"ExternalEnv": f"{_ENVS}.external_env:ExternalEnv"},
     "env.external_multi_agent_env": {"ExternalMultiAgentEnv": f"{_ENVS}.external_multi_agent_env:ExternalMultiAgentEnv"},
     "env.single_agent_env_runner": {"SingleAgentEnvRunner": "corral.core.sampling.env_runner:EnvRunner"},
+    "env.single_agent_episode": {"SingleAgentEpisode": f"{_SUPPORT}.single_agent_episode:SingleAgentEpisode"},
+    "env.utils.infinite_lookback_buffer": {"InfiniteLookbackBuffer": f"{_SUPPORT}.single_agent_episode:InfiniteLookbackBuffer"},
     "env.multi_agent_env_runner": {"MultiAgentEnvRunner": "corral.core.sampling.multi_agent_env_runner:MultiAgentEnvRunner"},
     "env.multi_agent_env": {
         "MultiAgentEnv": f"{_ENVS}.multi_agent_env:MultiAgentEnv",
