@@ -24,7 +24,7 @@ from typing import Any
 from corral.rllib import table
 
 PREFIX = "corral.rllib"
-_OWN_MODULES = ("namespace", "support", "table", "table_docs", "__main__")
+_OWN_MODULES = ("namespace", "support", "table", "table_docs", "table_new_stack", "__main__")
 """corral.rllib's real modules: names RLlib's paths never start with"""
 DOCS = "docs/rllib.md"
 

@@ -17,6 +17,8 @@ it into ``docs/rllib.md``). An entry is one of:
 
 from __future__ import annotations
 
+from corral.rllib.table_new_stack import NEW_STACK_MODULES
+
 _NETS = "corral.core.networks"
 _ENVS = "corral.core.environments"
 _SUPPORT = "corral.rllib.support"
@@ -111,6 +113,7 @@ MODULES: dict[str, dict[str, str]] = {
         "RolloutWorker": _ENV_RUNNER,
     },
     **algorithm_modules(),
+    **NEW_STACK_MODULES,
     "algorithms.dqn.dqn_torch_model": {"DQNTorchModel": "corral.plugins.dqn.torch_model:DQNTorchModel"},
     "algorithms.dqn.distributional_q_tf_model": {"DistributionalQTFModel": "tf=corral.plugins.dqn.torch_model:DQNTorchModel"},
     "algorithms": {
@@ -154,10 +157,6 @@ MODULES: dict[str, dict[str, str]] = {
     "env.env_context": {"EnvContext": f"{_ENVS}.env_creators:EnvContext"},
     "env.external_env": {"ExternalEnv": f"{_ENVS}.external_env:ExternalEnv"},
     "env.external_multi_agent_env": {"ExternalMultiAgentEnv": f"{_ENVS}.external_multi_agent_env:ExternalMultiAgentEnv"},
-    "env.single_agent_env_runner": {"SingleAgentEnvRunner": "corral.core.sampling.env_runner:EnvRunner"},
-    "env.single_agent_episode": {"SingleAgentEpisode": f"{_SUPPORT}.single_agent_episode:SingleAgentEpisode"},
-    "env.utils.infinite_lookback_buffer": {"InfiniteLookbackBuffer": f"{_SUPPORT}.single_agent_episode:InfiniteLookbackBuffer"},
-    "env.multi_agent_env_runner": {"MultiAgentEnvRunner": "corral.core.sampling.multi_agent_env_runner:MultiAgentEnvRunner"},
     "env.multi_agent_env": {
         "MultiAgentEnv": f"{_ENVS}.multi_agent_env:MultiAgentEnv",
         "make_multi_agent": f"{_ENVS}.multi_agent_env:make_multi_agent",
@@ -247,30 +246,6 @@ MODULES: dict[str, dict[str, str]] = {
         "Categorical": f"tf={_NETS}.custom_distribution:TorchCategorical",
         "DiagGaussian": f"tf={_NETS}.custom_distribution:TorchDiagGaussian",
     },
-    # the new API stack's modules
-    "core.rl_module": {"RLModule": f"{_NETS}.rl_module:RLModule"},
-    "core.rl_module.rl_module": {
-        "RLModule": f"{_NETS}.rl_module:RLModule",
-        "RLModuleConfig": f"{_NETS}.rl_module:RLModuleConfig",
-        "RLModuleSpec": "corral.core.contracts.policy_spec:RLModuleSpec",
-        "SingleAgentRLModuleSpec": "corral.core.contracts.policy_spec:SingleAgentRLModuleSpec",
-    },
-    "core.rl_module.torch": {"TorchRLModule": f"{_NETS}.rl_module:TorchRLModule"},
-    "core.rl_module.torch.torch_rl_module": {"TorchRLModule": f"{_NETS}.rl_module:TorchRLModule"},
-    "algorithms.ppo.torch.ppo_torch_rl_module": {"PPOTorchRLModule": "corral.plugins.ppo.rl_module:PPOTorchRLModule"},
-    "algorithms.ppo.tf.ppo_tf_rl_module": {"PPOTfRLModule": "tf=corral.plugins.ppo.rl_module:PPOTorchRLModule"},
-    "core.rl_module.marl_module": {
-        "MultiAgentRLModuleSpec": "corral.core.contracts.policy_spec:MultiAgentRLModuleSpec",
-        "MultiAgentRLModule": "!corral builds one RLModule per policy from a MultiAgentRLModuleSpec; "
-        "there is no container class to subclass",
-    },
-    "core.rl_module.multi_rl_module": {"MultiRLModuleSpec": "corral.core.contracts.policy_spec:MultiRLModuleSpec"},
-    "core.rl_module.default_model_config": {"DefaultModelConfig": f"{_OPTIONS}.default_model_config:DefaultModelConfig"},
-    "core.columns": {"Columns": "corral.core.common.sample_batch:Columns"},
-    "core.learner": {"Learner": "corral.core.learning.learners.learner:Learner"},
-    "core.learner.learner": {"Learner": "corral.core.learning.learners.learner:Learner"},
-    "core.learner.learner_group": {"LearnerGroup": "corral.core.learning.learners.learner_group:LearnerGroup"},
-    "core.learner.torch.torch_learner": {"TorchLearner": "corral.core.learning.learners.learner:TorchLearner"},
     # policies and batches
     "policy": {"Policy": "corral.core.learning.policy:Policy", "TorchPolicy": "corral.core.learning.policy:Policy"},
     "policy.policy": {
@@ -415,6 +390,7 @@ MODULES: dict[str, dict[str, str]] = {
         "MultiAgentCartPole",
         "MultiAgentMountainCar",
         "MultiAgentPendulum",
+        "MultiAgentNestedSpaceRepeatAfterMeEnv",
         "MultiAgentStatelessCartPole",
     ),
     "examples.env.utils.interfaces": _example_envs("InfoAccumulationInterface"),

@@ -30,7 +30,7 @@ def render() -> str:
         "Change `ray.rllib` to `corral.rllib` in a script's imports and nothing else: each name below resolves to ",
         "corral's own object. A name not listed raises an `ImportError` that says so; a name marked *not in corral* ",
         "raises one that says what to use instead. TensorFlow names give corral's torch class, with a one-line ",
-        "warning. The table is `corral/rllib/table.py`.\n\n",
+        "warning. The table is `corral/rllib/table.py` (the new API stack's paths: `table_new_stack.py`).\n\n",
         "## Algorithms\n\n",
         "Each of RLlib's algorithm folders (`ray.rllib.algorithms.ppo`, with its modules `.ppo`, `.ppo_torch_policy` and ",
         "`.ppo_tf_policy`) gives the algorithm registered under the name shown, whichever installed plugin provides it: ",

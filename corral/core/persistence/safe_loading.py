@@ -51,6 +51,7 @@ CODE_FIELDS = {
     "observation_fn": "observation function",
     "custom_evaluation_function": "custom evaluation function",
     "env_task_fn": "env task function",
+    "env_to_module_connector": "env-to-module connector builder",
     "exploration": "exploration class",
     "policy_class": "policy class",
     "logger": "result logger class",
@@ -60,7 +61,14 @@ CODE_FIELDS = {
 }
 """Config fields whose strings are import paths, and what each names."""
 
-FUNCTION_FIELDS = ("policy_mapping_fn", "policies_to_train", "observation_fn", "custom_evaluation_function", "env_task_fn")
+FUNCTION_FIELDS = (
+    "policy_mapping_fn",
+    "policies_to_train",
+    "observation_fn",
+    "custom_evaluation_function",
+    "env_task_fn",
+    "env_to_module_connector",
+)
 """config fields holding a function, which a string names by its import path"""
 
 _TYPED_GROUPS = {"exploration_config": "exploration", "logger_config": "logger", "replay_buffer_config": "replay_buffer"}
@@ -79,6 +87,7 @@ _HOW_TO_PASS = {
     "observation_fn": 'config_overrides={"observation_fn": ...}',
     "custom_evaluation_function": 'config_overrides={"custom_evaluation_function": ...}',
     "env_task_fn": 'config_overrides={"env_task_fn": ...}',
+    "env_to_module_connector": 'config_overrides={"env_to_module_connector": ...}',
     "exploration": 'config_overrides={"exploration_config": {...}}',
     "policy_class": 'config_overrides={"policies": {...}}',
     "logger": 'config_overrides={"logger_config": {...}}',

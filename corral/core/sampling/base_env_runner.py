@@ -13,6 +13,7 @@ its environments are made, stepped and reset, and what its fragments are.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -36,6 +37,8 @@ from corral.errors import ConfigError
 
 if TYPE_CHECKING:
     from corral.core.sampling.multi_agent_env_runner import AnyEnvRunner
+
+logger = logging.getLogger("corral")
 
 
 def reward_clipper(clip_rewards: bool | float | None) -> Callable[[Any], Any] | None:
@@ -132,6 +135,7 @@ class BaseEnvRunner:
         self._discarding = np.zeros(self.num_envs, dtype=bool)
         """with batch_mode='complete_episodes': sub-environments whose episode began outside a fragment (not trained on)"""
         self._make_envs(first_env)
+        check_env_to_module_connector(config, getattr(self, "base_env", None))
 
     def _make_envs(self, first_env: Any) -> None:
         """Build the sub-environments (``first_env`` is sub-environment 0 if given) and the sampling state."""
@@ -419,6 +423,34 @@ class BaseEnvRunner:
         """Close the output files, so that every one is complete (see :mod:`corral.integrations.offline.experience_output`)."""
         if self.output is not None:
             self.output.close()
+
+
+def check_env_to_module_connector(config: AlgorithmConfig, env: Any) -> None:
+    """Build RLlib's ``env_to_module_connector`` pieces with the env and check corral does each one's work.
+
+    Each piece answers ``corral_does(config)`` (see :mod:`corral.rllib.support.connectors`), said at INFO.
+
+    Args:
+        config: the algorithm's config.
+        env: the runner's vector env, which RLlib gives the builder.
+
+    Raises:
+        ConfigError: the option is not a function, or a piece is one corral does not do.
+    """
+    build = config.env_to_module_connector
+    if build is None:
+        return
+    if not callable(build):
+        raise ConfigError(f"env_to_module_connector is fn(env) -> connector pieces, not {type(build).__name__}")
+    built = build(env)
+    for piece in built if isinstance(built, (list, tuple)) else [built]:
+        describe = getattr(piece, "corral_does", None)
+        if describe is None:
+            raise ConfigError(
+                f"env_to_module_connector gives {type(piece).__name__}, which is no connector piece of RLlib's; corral's "
+                "env runners have no pipeline (corral.rllib.connectors lists the pieces they do the work of)"
+            )
+        logger.info("env_to_module_connector's %s: %s", type(piece).__name__, describe(config))
 
 
 def evaluation_span(duration: int, unit: str) -> dict[str, int]:

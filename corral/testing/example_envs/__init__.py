@@ -38,6 +38,7 @@ from corral.testing.example_envs.multi_agent import (
     GuessTheNumberGame,
     MultiAgentCartPole,
     MultiAgentMountainCar,
+    MultiAgentNestedSpaceRepeatAfterMeEnv,
     MultiAgentPendulum,
     MultiAgentStatelessCartPole,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "MockEnv3",
     "MultiAgentCartPole",
     "MultiAgentMountainCar",
+    "MultiAgentNestedSpaceRepeatAfterMeEnv",
     "MultiAgentPendulum",
     "MultiAgentStatelessCartPole",
     "NPlayersNDiscreteActionsInfoMixin",

@@ -25,6 +25,7 @@ from corral.testing.envs import MultiAgentCartPole
 from corral.testing.example_envs._common import config_dict
 from corral.testing.example_envs.memory import StatelessCartPole
 from corral.testing.example_envs.mock import MockEnv
+from corral.testing.example_envs.spaces import NestedSpaceRepeatAfterMeEnv
 
 __all__ = [
     "BasicMultiAgent",
@@ -33,6 +34,7 @@ __all__ = [
     "GuessTheNumberGame",
     "MultiAgentCartPole",
     "MultiAgentMountainCar",
+    "MultiAgentNestedSpaceRepeatAfterMeEnv",
     "MultiAgentPendulum",
     "MultiAgentStatelessCartPole",
 ]
@@ -365,3 +367,8 @@ MultiAgentPendulum = _named(make_multi_agent("Pendulum-v1"), "MultiAgentPendulum
 
 MultiAgentStatelessCartPole = _named(make_multi_agent(StatelessCartPole), "MultiAgentStatelessCartPole")
 """``make_multi_agent(StatelessCartPole)``: agents ``0`` to ``num_agents - 1`` (config key, default 1)."""
+
+MultiAgentNestedSpaceRepeatAfterMeEnv = _named(
+    make_multi_agent(NestedSpaceRepeatAfterMeEnv), "MultiAgentNestedSpaceRepeatAfterMeEnv"
+)
+"""``make_multi_agent(NestedSpaceRepeatAfterMeEnv)``: agents ``0`` to ``num_agents - 1`` (config key, default 1)."""

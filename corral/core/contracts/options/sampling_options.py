@@ -76,6 +76,9 @@ class SamplingOptions(BaseModel):
     """True: an episode cut short (truncated: a time limit, horizon) bootstraps its last step from the value of its
     final observation, as gymnasium's truncated flag means; False: it is learned from as if it had terminated, with no
     value after its last step (RLlib's default before gymnasium's truncated flag replaced this option)"""
+    env_to_module_connector: Any = option(None, "env_runners")
+    """RLlib's new stack's fn(env) -> its env-to-module connector pieces: accepted where corral's env runners (or a
+    setting) do each piece's work, said when they are built; any other piece is refused, naming what to use"""
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = option("truncate_episodes", "env_runners")
     """'truncate_episodes': a sample call steps each sub-environment rollout_fragment_length times, cutting episodes
     (the cut is bootstrapped); 'complete_episodes': it steps on until each fragment holds whole episodes only"""
