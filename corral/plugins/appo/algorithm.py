@@ -28,7 +28,7 @@ class APPO(IMPALA):
         trained = self.counters["num_env_steps_trained"]
         if stats and trained - self._last_target_update >= self.config.target_network_update_freq:
             for policy_id, policy_stats in stats.items():
-                policy = self._policy(policy_id)
+                policy = self.policies[policy_id]
                 if isinstance(policy, APPOPolicy):  # not a RandomPolicy that plays along
                     policy.update_target_network(cast(float | None, policy_stats.get("kl")))
             self._last_target_update = trained

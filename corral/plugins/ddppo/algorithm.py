@@ -72,7 +72,7 @@ class DDPPO(PPO):
                 _policy_states, local_env_runner=False, remote_worker_ids=group.healthy_remote_ids()[:1]
             )
             for policy_id, state in states.items():
-                self._policy(policy_id).set_state(state)
+                self.policies[policy_id].set_state(state)
         return {policy_id: mean_stats(each) for policy_id, each in learner.items()}
 
     def learn_on_batch(self, samples: MultiAgentBatch) -> dict[str, dict[str, Any]]:

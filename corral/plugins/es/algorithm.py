@@ -63,7 +63,7 @@ class ES(Algorithm):
     @property
     def _perturbed(self) -> ESPolicy:
         """The one policy (ES and ARS perturb one)."""
-        return cast(ESPolicy, self._policy("default_policy"))
+        return cast(ESPolicy, self.policies["default_policy"])
 
     def training_step(self) -> dict[str, dict[str, Any]]:
         """Play this iteration's perturbed episodes on the runners, then step the weights along their returns.
