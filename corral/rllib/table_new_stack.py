@@ -18,6 +18,9 @@ _CONNECTOR_PIECES = (  # RLlib's default env-to-module pieces, whose work corral
 )
 
 NEW_STACK_MODULES: dict[str, dict[str, str]] = {
+    "core.models.catalog": {"Catalog": f"{_SUPPORT}.catalogs:Catalog"},
+    "core.models.base": {name: f"{_SUPPORT}.catalogs:{name}" for name in ("ENCODER_OUT", "ACTOR", "CRITIC")},
+    "algorithms.ppo.ppo_catalog": {"PPOCatalog": f"{_SUPPORT}.catalogs:PPOCatalog"},
     "core.rl_module": {"RLModule": f"{_NETS}.rl_module:RLModule"},
     "core.rl_module.rl_module": {
         "RLModule": f"{_NETS}.rl_module:RLModule",

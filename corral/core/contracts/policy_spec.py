@@ -21,6 +21,9 @@ from corral.core.common.import_paths import import_object
 from corral.core.common.space_codec import decode_space, encode_space
 from corral.core.contracts.options.default_model_config import model_options_of
 
+CATALOG_MODEL = "corral.rllib.support.catalogs:CatalogModel"
+"""the model corral builds from an RLlib catalog class's parts (it lives with RLlib's catalogs)"""
+
 
 @dataclasses.dataclass(frozen=True)
 class PolicySpec:
@@ -147,7 +150,8 @@ class RLModuleSpec:
         inference_only: RLlib's flag for modules that only act; corral's modules always learn, so it must be False.
         learner_only: RLlib's flag for modules that only learn; it must be False.
         model_config: the module's options: a dict, or RLlib's ``DefaultModelConfig``.
-        catalog_class: RLlib's catalog class: corral has none, so it must be None.
+        catalog_class: RLlib's catalog class (a ``PPOCatalog`` subclass), which builds corral's own
+            actor-critic model (with no ``module_class``).
         load_state_path: RLlib's path to weights to start from: not in corral.
         model_config_dict: Ray 2.5-2.9's name for ``model_config``.
 
@@ -167,10 +171,10 @@ class RLModuleSpec:
         load_state_path: str | None = None,
         model_config_dict: dict[str, Any] | None = None,
     ) -> None:
-        if catalog_class is not None:
+        if catalog_class is not None and module_class is not None:
             raise ValueError(
-                f"RLModuleSpec(catalog_class={catalog_class!r}): corral has no RLlib catalogs; build the module's layers "
-                "in its setup(), or leave module_class None for corral's own model shaped by model_config"
+                f"RLModuleSpec(catalog_class={catalog_class!r}) with a module_class: corral's modules of your own build "
+                "their layers in setup(); a catalog shapes corral's own model, with no module_class"
             )
         if load_state_path is not None:
             raise ValueError(
@@ -191,6 +195,7 @@ class RLModuleSpec:
         self.inference_only = inference_only
         self.learner_only = learner_only
         self.model_config: dict[str, Any] = {} if options is None else model_options_of(options, "RLModuleSpec(model_config=...)")
+        self.catalog_class = catalog_class
 
     @property
     def model_config_dict(self) -> dict[str, Any]:
@@ -203,6 +208,9 @@ class RLModuleSpec:
         Returns:
             ``{"custom_model": module_class, "custom_model_config": model_config}``, or the model config itself.
         """
+        if self.module_class is None and self.catalog_class is not None:  # corral's model, built from the catalog's parts
+            catalog = {"custom_model": CATALOG_MODEL, "custom_model_config": {"catalog_class": self.catalog_class}}
+            return {**self.model_config, **catalog}
         if self.module_class is None:
             return dict(self.model_config)
         return {"custom_model": self.module_class, "custom_model_config": dict(self.model_config)}

@@ -367,6 +367,8 @@ def build_q_model(
     cls = config.model_class()
     if cls is not None and is_rl_module(cls):
         return build_rl_module(cls, obs_space, action_space, config.custom_model_config, value_function=False)
+    if cls is not None and getattr(cls, "actor_critic_only", False):  # an RLlib catalog's model: policy and value heads
+        raise ConfigError(f"{cls.__name__} is an actor-critic model (a PPOCatalog's); a Q-network is not built from it")
     if cls is not None and not is_model_v2(cls) and is_whole_model(cls):
         return construct(cls, obs_space, action_space, num_actions, config)
     body = None

@@ -72,7 +72,7 @@ class RLModuleConfig:
         observation_space: the observations' space.
         action_space: the actions' space.
         model_config_dict: the module's own options.
-        catalog_class: RLlib's catalog class; corral has none (it must stay None).
+        catalog_class: RLlib's catalog class, which a module of corral's API does not take (it must stay None).
         inference_only: whether the module only acts.
     """
 
@@ -93,7 +93,7 @@ class TorchRLModule(Model):
         inference_only: whether the module only acts (RLlib may then leave out its value layers).
         learner_only: RLlib's flag for modules that only learn; kept as an attribute.
         model_config: the module's own options (a dict, ``self.model_config``).
-        catalog_class: RLlib's catalog class: corral has no catalogs, so it must be None.
+        catalog_class: RLlib's catalog class, which a module of your own does not take: it must be None.
         **kwargs: RLlib's constructor takes more keywords in later versions: corral refuses any it does not know.
 
     Raises:
@@ -132,8 +132,9 @@ class TorchRLModule(Model):
             inference_only = inference_only or config.inference_only
         if catalog_class is not None:
             raise ConfigError(
-                f"{type(self).__qualname__}: catalog_class={catalog_class!r}: corral has no RLlib catalogs; build the "
-                "module's layers in setup() from self.observation_space, self.action_space and self.model_config"
+                f"{type(self).__qualname__}: catalog_class={catalog_class!r}: a module of your own builds its layers in "
+                "setup() from self.observation_space, self.action_space and self.model_config (a catalog may be built "
+                "there by hand); corral builds its own model from a catalog class (RLModuleSpec(catalog_class=...))"
             )
         self.observation_space = observation_space
         self.action_space = action_space

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from corral.core.common import by_value
 from corral.core.common.import_paths import import_object, is_import_path
-from corral.core.contracts.options.declaring import check_plain_data
+from corral.core.contracts.options.declaring import check_plain_data, to_jsonable
 from corral.core.contracts.options.model_names import is_action_dist_class, registered_model_class, unknown_model_name
 from corral.core.contracts.rllib_compat import RECURRENT_MODEL_SETTINGS, note_flag
 from corral.errors import ConfigError, did_you_mean, short_repr
@@ -240,11 +240,13 @@ class ModelConfig(BaseModel):
         return cls
 
     def model_dump(self, **kwargs: Any) -> dict[str, Any]:
-        """The fields as a dict; a custom model class is written as its 'module:qualname' path (or by value, see to_dict)."""
+        """The fields as a dict; a custom model class is written as its 'module:qualname' path (or by value, see to_dict),
+        and so is a class or function inside ``custom_model_config`` (a catalog class)."""
         data = super().model_dump(**kwargs)
         for key in ("custom_model", "custom_action_dist"):
             if isinstance(data.get(key), type):
                 data[key] = by_value.encode(data[key])
+        data["custom_model_config"] = to_jsonable(data["custom_model_config"], nested=True)
         return data
 
     def action_dist_class(self) -> type | None:
