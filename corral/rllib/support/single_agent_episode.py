@@ -237,6 +237,10 @@ class SingleAgentEpisode:
     def add_env_reset(self, observation: Any, infos: Any = None) -> None:
         """The episode's first observation (and info), from the env's reset.
 
+        Args:
+            observation: the reset's observation.
+            infos: its info dict; None: an empty one.
+
         Raises:
             ValueError: the episode has observations already.
         """
@@ -257,6 +261,15 @@ class SingleAgentEpisode:
         extra_model_outputs: dict[str, Any] | None = None,
     ) -> None:
         """One step: the action taken, the reward and the observation (and info) it led to.
+
+        Args:
+            observation: the observation the step led to.
+            action: the action taken.
+            reward: the reward it got.
+            infos: the step's info dict; None: an empty one.
+            terminated: whether the episode ended in a terminal state.
+            truncated: whether it was cut short.
+            extra_model_outputs: other data of the step by name (``action_logp``, ...).
 
         Raises:
             ValueError: the episode has no reset observation, or has ended.
@@ -291,7 +304,13 @@ class SingleAgentEpisode:
         return self.rewards.get(indices, **options)
 
     def get_extra_model_outputs(self, key: str, indices: Any = None, **options: Any) -> Any:
-        """One of the per-step extra outputs by step, as :meth:`get_observations`."""
+        """One of the per-step extra outputs by step, as :meth:`get_observations`.
+
+        Args:
+            key: the output's name.
+            indices: the steps.
+            **options: as :meth:`InfiniteLookbackBuffer.get` takes them.
+        """
         return self.extra_model_outputs[key].get(indices, **options)
 
     def get_return(self) -> float:

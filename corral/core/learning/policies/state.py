@@ -146,7 +146,7 @@ class PolicyState(PolicyPart):
         Raises:
             ValueError: another format, a prefix, or a config that belongs to no algorithm.
         """
-        from corral import __version__
+        from corral._version import __version__
         from corral.core.common.import_paths import object_path
         from corral.core.common.space_codec import encode_space
         from corral.core.persistence import checkpoints
