@@ -99,9 +99,9 @@ class Model(nn.Module):
         return self._acting_pass(obs)
 
     def _acting_pass(self, obs: Any) -> dict[str, torch.Tensor]:
-        if isinstance(obs, Mapping):
+        if isinstance(obs, Mapping):  # RLlib's call
             with torch.no_grad():
-                return self._forward(obs[SampleBatch.OBS])
+                return self._forward(_observations(obs))
         return self._forward(obs)
 
     def forward_train(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -10,6 +10,7 @@ actor-critic algorithms then build their model from it (:class:`CatalogModel`).
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -80,8 +81,11 @@ class Catalog:
         self.observation_space = observation_space
         self.action_space = action_space
         self.model_config = ModelConfig.model_validate(dict(model_config_dict or {}))
-        self.latent_dims = (build_encoder(observation_space, self.model_config)[1],)
-        """the encoder's output width, as a shape"""
+
+    @functools.cached_property
+    def latent_dims(self) -> tuple[int]:
+        """The encoder's output width, as a shape (found once, when first asked)."""
+        return (build_encoder(self.observation_space, self.model_config)[1],)
 
     def build_encoder(self, framework: str = "torch") -> nn.Module:
         """The encoder: ``encoder({"obs": obs})[ENCODER_OUT]`` are the features.

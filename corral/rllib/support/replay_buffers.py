@@ -21,6 +21,7 @@ import numpy as np
 
 from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch
 from corral.core.learning.replay.replay_buffers import ReplayBuffer as RowReplayBuffer, check_replay_buffer_config
+from corral.core.learning.replay.script_buffers import replay_type
 from corral.errors import ConfigError
 from corral.rllib.support.batches import concat_samples
 
@@ -308,12 +309,6 @@ def validate_buffer_config(config: Any) -> None:
     """
     check_replay_buffer_config(config.replay_buffer_config)
     given = config.replay_buffer_config.get("type")
-    cls = _resolved(given)
-    if isinstance(cls, type) and "__corral_replay_type__" in vars(cls):
-        config.replay_buffer_config = {**config.replay_buffer_config, "type": vars(cls)["__corral_replay_type__"]}
-
-
-def _resolved(given: Any) -> Any:
-    from corral.core.common.import_paths import import_object, is_import_path
-
-    return import_object(given) if isinstance(given, str) and is_import_path(given) else given
+    named = None if given is None else replay_type(given)[1]
+    if named is not None:
+        config.replay_buffer_config = {**config.replay_buffer_config, "type": named}

@@ -331,24 +331,11 @@ class SingleAgentEpisode:
         if step != 1:
             raise ValueError("an episode is sliced in steps of 1")
         first = self.rewards.lookback + start
-        last = self.rewards.lookback + max(stop, start)
-        return SingleAgentEpisode(
-            self.id_,
-            observations=self.observations.data[first : last + 1],
-            observation_space=self.observation_space,
-            infos=self.infos.data[first : last + 1],
-            actions=self.actions.data[first:last],
-            action_space=self.action_space,
-            rewards=self.rewards.data[first:last],
-            extra_model_outputs={key: buffer.data[first:last] for key, buffer in self.extra_model_outputs.items()},
-            terminated=self.is_terminated and stop == len(self),
-            truncated=self.is_truncated and stop == len(self),
-            t_started=self.t_started + start,
-            len_lookback_buffer=0,
-            agent_id=self.agent_id,
-            module_id=self.module_id,
-            multi_agent_episode_id=self.multi_agent_episode_id,
-        )
+        ended = stop == len(self)
+        return self._window(
+            first, self.rewards.lookback + max(stop, start), 0, self.t_started + start,
+            terminated=self.is_terminated and ended, truncated=self.is_truncated and ended,
+        )  # fmt: skip
 
     def cut(self, len_lookback_buffer: int = 0) -> SingleAgentEpisode:
         """The episode's next chunk, empty, starting where this one ends, with this one's last steps as its lookback.
@@ -362,18 +349,26 @@ class SingleAgentEpisode:
         if self.is_done:
             raise ValueError("the episode has ended: there is no next chunk to cut")
         back = min(len_lookback_buffer, len(self.rewards.data))
-        steps = slice(len(self.rewards.data) - back, None)
+        return self._window(len(self.rewards.data) - back, len(self.rewards.data), back, self.t)
+
+    def _window(
+        self, first: int, last: int, lookback: int, t_started: int, terminated: bool = False, truncated: bool = False
+    ) -> SingleAgentEpisode:
+        """The data of steps ``first`` to ``last`` (positions in the data, lookback included) as an episode of its own,
+        with their observations (one more) and the first ``lookback`` of them as its lookback."""
         return SingleAgentEpisode(
             self.id_,
-            observations=self.observations.data[len(self.observations.data) - back - 1 :],
+            observations=self.observations.data[first : last + 1],
             observation_space=self.observation_space,
-            infos=self.infos.data[len(self.infos.data) - back - 1 :],
-            actions=self.actions.data[steps],
+            infos=self.infos.data[first : last + 1],
+            actions=self.actions.data[first:last],
             action_space=self.action_space,
-            rewards=self.rewards.data[steps],
-            extra_model_outputs={key: buffer.data[steps] for key, buffer in self.extra_model_outputs.items()},
-            t_started=self.t,
-            len_lookback_buffer=back,
+            rewards=self.rewards.data[first:last],
+            extra_model_outputs={key: buffer.data[first:last] for key, buffer in self.extra_model_outputs.items()},
+            terminated=terminated,
+            truncated=truncated,
+            t_started=t_started,
+            len_lookback_buffer=lookback,
             agent_id=self.agent_id,
             module_id=self.module_id,
             multi_agent_episode_id=self.multi_agent_episode_id,

@@ -91,6 +91,26 @@ class ScriptReplayBuffer(ReplayBuffer):
         self.get_state()
 
 
+def replay_type(given: Any) -> tuple[Any, str | None]:
+    """What a replay config's ``type`` names: the class (imported from a path), and the built-in buffer's name it
+    stands for (a name as given; corral's classes; RLlib's ``ReplayBuffer`` itself), or None for the script's class.
+
+    Args:
+        given: the ``type``: a name, an import path or a class.
+
+    Raises:
+        ConfigError: an import path that does not import.
+    """
+    from corral.core.common.import_paths import import_object, is_import_path
+    from corral.core.learning.replay.replay_buffers import _BUFFER_TYPES
+
+    cls = import_object(given) if isinstance(given, str) and is_import_path(given) else given
+    if isinstance(cls, str):
+        return cls, cls
+    named = vars(cls).get("__corral_replay_type__") if isinstance(cls, type) else None
+    return cls, named or next((name for name, built_in in _BUFFER_TYPES.items() if built_in is cls), None)
+
+
 def resolve_replay_type(config: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[type[ReplayBuffer], dict[str, Any]] | None]:
     """A replay config whose ``type`` names a built-in buffer by its name, or the script's buffer it names.
 
@@ -108,7 +128,6 @@ def resolve_replay_type(config: Mapping[str, Any]) -> tuple[dict[str, Any], tupl
     Raises:
         ConfigError: the type does not import, or is a class with no ``add`` and ``sample``; no ``capacity``.
     """
-    from corral.core.common.import_paths import import_object, is_import_path
     from corral.core.learning.replay.replay_buffers import _BUFFER_TYPES, _check_int
 
     options = dict(config)
@@ -116,11 +135,7 @@ def resolve_replay_type(config: Mapping[str, Any]) -> tuple[dict[str, Any], tupl
     if isinstance(underlying, Mapping):
         options = {key: value for key, value in options.items() if key != "type"} | dict(underlying)
     given = options.get("type", "ReplayBuffer")
-    cls = import_object(given) if isinstance(given, str) and is_import_path(given) else given
-    if isinstance(cls, str):
-        return options, None
-    named = vars(cls).get("__corral_replay_type__") if isinstance(cls, type) else None
-    named = named or next((name for name, built_in in _BUFFER_TYPES.items() if built_in is cls), None)
+    cls, named = replay_type(given)
     if named is not None:
         return {**options, "type": named}, None
     if not is_script_buffer_class(cls):
