@@ -18,6 +18,20 @@ _CONNECTOR_PIECES = (  # RLlib's default env-to-module pieces, whose work corral
 )
 
 NEW_STACK_MODULES: dict[str, dict[str, str]] = {
+    "core": {
+        **{
+            name: f"{_SUPPORT}.checkpoints:{name}"
+            for name in ("COMPONENT_LEARNER_GROUP", "COMPONENT_LEARNER", "COMPONENT_RL_MODULE")
+        },
+        "DEFAULT_MODULE_ID": "corral.core.common.sample_batch:DEFAULT_POLICY_ID",
+        "DEFAULT_POLICY_ID": "corral.core.common.sample_batch:DEFAULT_POLICY_ID",
+        "ALL_MODULES": f"{_SUPPORT}.metric_names:ALL_MODULES",
+        **{
+            name: "!corral's algorithm.restore_from_path() restores the whole algorithm (no component) or its models "
+            "alone (component=COMPONENT_RL_MODULE)"
+            for name in ("COMPONENT_ENV_RUNNER", "COMPONENT_EVAL_ENV_RUNNER", "COMPONENT_OPTIMIZER", "COMPONENT_METRICS_LOGGER")
+        },
+    },
     "core.models.catalog": {"Catalog": f"{_SUPPORT}.catalogs:Catalog"},
     "core.models.base": {name: f"{_SUPPORT}.catalogs:{name}" for name in ("ENCODER_OUT", "ACTOR", "CRITIC")},
     "algorithms.ppo.ppo_catalog": {"PPOCatalog": f"{_SUPPORT}.catalogs:PPOCatalog"},

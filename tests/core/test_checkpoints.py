@@ -343,5 +343,31 @@ def test_rllib_s_checkpointable_names_save_and_restore_the_same_checkpoint(train
     assert fresh.iteration == trained.iteration
     with pytest.raises(TypeError, match=r"save_to_path\(\) takes a path only.*use_msgpack is not taken"):
         trained.save_to_path(tmp_path / "other", use_msgpack=True)
-    with pytest.raises(TypeError, match=r"component is not taken"):
+    with pytest.raises(CheckpointError, match=r"component 'learner_group' is not one corral restores alone.*rl_module"):
         fresh.restore_from_path(path, component="learner_group")
+    with pytest.raises(TypeError, match=r"filesystem is not taken"):
+        fresh.restore_from_path(path, filesystem="s3")
+
+
+def same_weights(algo: Any, other: Any) -> None:
+    for name, value in other.get_weights()["default_policy"].items():
+        np.testing.assert_array_equal(algo.get_weights()["default_policy"][name], value, err_msg=name)
+
+
+def test_restore_from_path_with_rllib_s_rl_module_component_loads_the_models_alone(trained, make_algo, tmp_path) -> None:
+    """RLlib's restore_from_path(path, component=COMPONENT_RL_MODULE): the weights, not the counters or optimizer."""
+    from corral.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE
+
+    path = trained.save(tmp_path / "ckpt")
+    fresh = make_algo(trained.config.copy(copy_frozen=False))
+    fresh.restore_from_path(path, component=COMPONENT_RL_MODULE)
+    same_weights(fresh, trained)
+    assert trained.get_policy().optimizer.state_dict()["state"], "the trained optimizer has moments to restore"
+    assert fresh.iteration == 0 and fresh.get_policy().optimizer.state_dict()["state"] == {}
+    # RLlib's full component path, and the path of the modules inside the checkpoint, name the same models
+    other = make_algo(trained.config.copy(copy_frozen=False))
+    modules = f"{COMPONENT_LEARNER_GROUP}/{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}"
+    other.restore_from_path(Path(path) / modules, component=f"{modules}/default_policy")
+    same_weights(other, trained)
+    with pytest.raises(CheckpointError, match=r"policy 'p9' is not in both checkpoint"):
+        other.restore_from_path(path, component=f"{modules}/p9")

@@ -50,7 +50,6 @@ import dataclasses
 import inspect
 import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -195,11 +194,7 @@ class TorchRLModule(Model):
         from corral.core.persistence import checkpoints
         from corral.core.persistence.checkpoint_classes import algorithm_class_of
 
-        folder, policy_id = Path(path), None
-        if folder.parent.name == "rl_module" and folder.parents[1].name == "learner":
-            folder, policy_id = folder.parents[3], folder.name
-        elif folder.name == "rl_module" and folder.parent.name == "learner":
-            folder = folder.parents[2]
+        folder, policy_id = checkpoints.split_module_path(path)
         ckpt = checkpoints.read_checkpoint(folder)
         algo_class = algorithm_class_of(ckpt, trust_code)
         ids = [policy_id] if policy_id is not None else list(ckpt.meta["policies"])

@@ -266,6 +266,43 @@ def checkpoint_folder(path: CheckpointPath) -> Path:
     return Path(path).expanduser()
 
 
+MODULES_PATH = ("learner_group", "learner", "rl_module")
+"""RLlib's path of an algorithm checkpoint's RLModules (its ``COMPONENT_*`` names); corral's has no such folders"""
+
+
+def split_module_path(path: CheckpointPath, component: str | None = None) -> tuple[Path, str | None]:
+    """An algorithm checkpoint's folder and the policy that RLlib's path of its modules names.
+
+    RLlib keeps an algorithm's models at ``<checkpoint>/learner_group/learner/rl_module[/<module id>]``
+    and names them as ``component="rl_module"`` or ``"learner_group/learner/rl_module[/<module id>]"``;
+    corral's checkpoint is one folder, so the path is cut back to it.
+
+    Args:
+        path: the checkpoint folder, or RLlib's path of its modules or of one module inside it.
+        component: RLlib's component name, or None when the path alone says it.
+
+    Returns:
+        ``(checkpoint folder, policy id or None for every policy)``.
+
+    Raises:
+        CheckpointError: a component that is not the models (corral restores those or the whole algorithm).
+    """
+    folder, policy_id = checkpoint_folder(path), None
+    parts = [] if component is None else component.strip("/").split("/")
+    if parts and parts[-1] not in MODULES_PATH[-1:] and parts[:-1] in ([MODULES_PATH[-1]], list(MODULES_PATH)):
+        policy_id = parts.pop()
+    if parts not in ([], [MODULES_PATH[-1]], list(MODULES_PATH)):
+        raise CheckpointError(
+            f"component {component!r} is not one corral restores alone: give component='rl_module' (every policy's "
+            "model), 'learner_group/learner/rl_module/<policy id>' (one), or no component (the whole algorithm)"
+        )
+    if folder.parent.name == "rl_module" and folder.parents[1].name == "learner":
+        return folder.parents[3], policy_id or folder.name
+    if folder.name == "rl_module" and folder.parent.name == "learner":
+        return folder.parents[2], policy_id
+    return folder, policy_id
+
+
 def read_meta(path: CheckpointPath) -> dict[str, Any]:
     """The checkpoint's ``corral_checkpoint.json``, after checking the folder, its format version and its fields.
 

@@ -380,18 +380,18 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
         self._torch_threads.update()
         start = time.perf_counter()
         sampled_before, trained_before = self.counters["num_env_steps_sampled"], self.counters["num_env_steps_trained"]
-        learner: dict[str, dict[str, Any]] = {}
         interval = self.config.evaluation_interval
         evaluate_now = interval is not None and (self.iteration + 1) % interval == 0
-        in_parallel = (
-            evaluate_now and self.config.evaluation_parallel_to_training and self.config.custom_evaluation_function is None
-        )
+        in_parallel = evaluate_now and self.config.evaluation_parallel_to_training and not self.config.custom_evaluation_function
         pending_evaluation = None
         if in_parallel:
             self.callbacks.evaluate_start(self._as_algorithm)
             pending_evaluation = self._start_evaluation()
+        # RLlib's dataset_num_iters_per_learner: at least that many updates on input files in an iteration
+        updates, min_updates = 0, (self.config.dataset_num_iters_per_learner or 1) if self.experience_input is not None else 1
         while True:
             learner = self.training_step()
+            updates += 1
             if self.learner_thread is None:  # a learner thread verifies each update as it ends
                 self._verify_weights()
             if pending_evaluation is not None:
@@ -402,7 +402,7 @@ class Algorithm(TrainingLoop, Evaluation, Checkpointing, ActionComputation):
                 self.counters["num_env_steps_sampled"] - sampled_before >= self.config.min_sample_timesteps_per_iteration
                 and self.counters["num_env_steps_trained"] - trained_before >= self.config.min_train_timesteps_per_iteration
             )
-            if enough_time and enough_steps:
+            if enough_time and enough_steps and updates >= min_updates:
                 break
         self.iteration += 1
         finished = self.env_runner_group.get_metrics()

@@ -160,19 +160,41 @@ class Checkpointing(AlgorithmState, PolicySet):
         _refuse_checkpointable_options("save_to_path", options)
         return str(self.save(path))
 
-    def restore_from_path(self, path: checkpoints.CheckpointPath, **options: Any) -> None:
-        """RLlib's name for :meth:`restore` since Ray 2.30 (its ``Checkpointable`` API).
+    def restore_from_path(self, path: checkpoints.CheckpointPath, *, component: str | None = None, **options: Any) -> None:
+        """RLlib's name for :meth:`restore` since Ray 2.30 (its ``Checkpointable`` API), or the models alone.
 
         Args:
-            path: the checkpoint.
-            **options: RLlib's ``component`` and ``filesystem``, which corral does not take (a policy's
-                own checkpoint is read with ``Policy.from_checkpoint``).
+            path: the checkpoint, or RLlib's path of its models (``<checkpoint>/learner_group/learner/rl_module``).
+            component: None for the whole algorithm; RLlib's ``"rl_module"`` (``COMPONENT_RL_MODULE``) or
+                ``"learner_group/learner/rl_module[/<policy id>]"`` for the policies' model weights only
+                (optimizers, counters and the rest stay as they are; another algorithm's models fit too).
+            **options: RLlib's ``filesystem`` and others, which corral does not take (its checkpoints are local).
 
         Raises:
             TypeError: one of those options is given.
+            CheckpointError: another component, a damaged checkpoint, or models that do not fit this algorithm's.
         """
         _refuse_checkpointable_options("restore_from_path", options)
-        self.restore(path)
+        if component is None:
+            self.restore(path)
+            return
+        folder, policy_id = checkpoints.split_module_path(path, component)
+        ckpt = checkpoints.read_checkpoint(folder)
+        ids = [policy_id] if policy_id is not None else list(ckpt.meta["policies"])
+        unknown = [pid for pid in ids if pid not in ckpt.meta["policies"] or pid not in self.policies]
+        if unknown:
+            raise CheckpointError(
+                f"policy {unknown[0]!r} is not in both checkpoint {str(folder)!r} ({sorted(ckpt.meta['policies'])}) "
+                f"and this algorithm ({sorted(self.policies)})"
+            )
+        backup = self.get_weights(ids)
+        try:
+            for pid in ids:
+                with blame(folder / "policies" / pid / checkpoints.POLICY_FILE):
+                    self.policies[pid].set_weights_from_state(ckpt.policy_states[pid])
+        except BaseException:
+            self.set_weights(backup)
+            raise
 
     def restore(self, checkpoint_path: checkpoints.CheckpointPath) -> None:
         """Load a checkpoint of this algorithm into this instance (weights, optimizers, counters, RNG states).

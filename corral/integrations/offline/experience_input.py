@@ -48,6 +48,7 @@ from corral.integrations.offline.input_files import (
     INPUT_SUFFIXES as INPUT_SUFFIXES,
     SAMPLER as SAMPLER,
     file_format_of as file_format_of,
+    holds_episodes as holds_episodes,
     input_beside as input_beside,
     input_files as input_files,
     read_experiences as read_experiences,
@@ -268,6 +269,8 @@ def build_experience_input(config: Any, policies: Mapping[str, Any], input_reade
 
     file_format = config.input_config.get("format")
     columns = config.input_config.get("columns") or {}
+    # RLlib's iter_batches_kwargs name the shuffle buffer too (the config refuses two different sizes)
+    shuffle = config.shuffle_buffer_size or config.iter_batches_kwargs.get("local_shuffle_buffer_size") or 0
     sources: list[tuple[str, float, ExperienceReader | None]] = []
     for source, share in entries:
         name = str(source)
@@ -278,18 +281,17 @@ def build_experience_input(config: Any, policies: Mapping[str, Any], input_reade
         files = [(path, file_format_of(path, file_format)) for path in paths]
         if any(fmt == "parquet" for _, fmt in files):
             require_pyarrow("offline_data(input_=...) reads", "or read JSON lines (input_config={'format': 'json'})")
-        for path, fmt in files:  # before training: each file's first rows
+        for path, fmt in files:  # before training: each file's first rows and layout
             for pid, batch in read_experiences(path, fmt, columns, head=True).items():
                 check_for(path, pid).check(path, pid, batch)
+            check_layout(path, fmt, config.input_read_episodes)
         ray_data = _reads_through_ray_data(config, [fmt for _, fmt in files])
         rng = numpy_generator(config.seed, "input", len(sources))  # each reader its own: its state is saved with it
-        reader = ExperienceReader(files, prepare, config.shuffle_buffer_size, rng, columns, ray_data)
+        reader = ExperienceReader(files, prepare, shuffle, rng, columns, ray_data, _ray_data_options(config))
         sources.append((name, share, reader))
     if input_reader is not None:
         rng = numpy_generator(config.seed, "input", 0)
-        sources.append(
-            (type(input_reader).__name__, 1.0, InputReaderSource(input_reader, prepare, config.shuffle_buffer_size, rng))
-        )
+        sources.append((type(input_reader).__name__, 1.0, InputReaderSource(input_reader, prepare, shuffle, rng)))
     rows = config.get_rollout_fragment_length() * config.num_envs_per_env_runner * max(1, config.num_env_runners)
     return ExperienceInput(sources, rows)
 
@@ -389,17 +391,53 @@ def state_columns_of(policy: Any, postprocessing: bool) -> list[str]:
     return [state_in_key(k) for k in parts] + ([state_out_key(k) for k in parts] if postprocessing else [])
 
 
+def check_layout(path: Path, file_format: str, read_episodes: bool) -> None:
+    """Refuse a file whose rows are not what ``input_read_episodes`` says: episodes, or steps.
+
+    Args:
+        path: the input file.
+        file_format: its format.
+        read_episodes: ``config.input_read_episodes``.
+
+    Raises:
+        ConfigError: naming the file, its layout and the setting that reads it.
+    """
+    if holds_episodes(path, file_format) == read_episodes:
+        return
+    if read_episodes:
+        raise ConfigError(
+            f"input_read_episodes=True reads files of episodes (written with output_write_episodes=True), but input "
+            f"file {str(path)!r} holds one row per step; read it with input_read_episodes=False"
+        )
+    raise ConfigError(
+        f"input file {str(path)!r} holds one row per episode (written with output_write_episodes=True); read it "
+        "with offline_data(input_read_episodes=True)"
+    )
+
+
+def _ray_data_options(config: Any) -> dict[str, Any]:
+    """The Ray Data options of the config's ``map_batches_kwargs`` and ``iter_batches_kwargs``."""
+    options: dict[str, Any] = {"map_batches_kwargs": dict(config.map_batches_kwargs)}
+    if config.iter_batches_kwargs.get("prefetch_batches") is not None:
+        options["prefetch_batches"] = config.iter_batches_kwargs["prefetch_batches"]
+    return options
+
+
 def _reads_through_ray_data(config: Any, formats: list[str]) -> bool:
-    """Whether a reader goes through Ray Data: when asked, or by default on a Ray cluster (remote env runners).
+    """Whether a reader goes through Ray Data: when asked (``use_ray_data``, or Ray Data's own reading options),
+    or by default on a Ray cluster (remote env runners).
 
     Raises:
         ConfigError: ``use_ray_data=True`` for JSON lines files (Ray Data reads corral's Parquet).
     """
     wanted = config.input_config.get("use_ray_data")
+    if wanted is None and (config.map_batches_kwargs or config.iter_batches_kwargs.get("prefetch_batches") is not None):
+        wanted = True  # the user tuned Ray Data's reading
     if wanted and "json" in formats:
         raise ConfigError(
             "input_config use_ray_data=True reads Parquet files, but the input holds JSON lines; "
-            "record with output_config={'format': 'parquet'}, or read them in this process (use_ray_data=False)"
+            "record with output_config={'format': 'parquet'}, or read them in this process (use_ray_data=False, "
+            "without map_batches_kwargs and iter_batches_kwargs prefetch_batches)"
         )
     if wanted is None:
         return config.num_env_runners > 0 and "json" not in formats

@@ -46,6 +46,7 @@ from corral.core.common.sample_batch import SampleBatch
 from corral.core.contracts.config import OUTPUT_FORMATS as OUTPUT_FORMATS  # the config checks them
 from corral.core.sampling.offline_output import OUTPUT_CONTEXT_COLUMNS as OUTPUT_CONTEXT_COLUMNS  # the runners record them
 from corral.errors import ConfigError
+from corral.integrations.offline.input_columns import EPISODES_KEY
 
 
 def transitions(fragment: Mapping[str, np.ndarray], bootstrap_obs: np.ndarray) -> dict[str, np.ndarray]:
@@ -130,6 +131,42 @@ def require_pyarrow(use: str, alternative: str) -> None:
         ) from None
 
 
+def parquet_table(batch: dict[str, np.ndarray], episodes: bool) -> tuple[Any, dict[str, list[int]]]:
+    """One policy's transitions as a pyarrow table, and the row shapes of its multi-dimensional columns.
+
+    A multi-dimensional column is stored flat (its row shape goes into the file's
+    metadata); ``infos`` as JSON text. With ``episodes`` the rows of one episode
+    (one ``eps_id`` and ``agent_index``, as :func:`transitions` keeps them
+    together) become one row, each column a list over its steps.
+
+    Args:
+        batch: the transitions, by column.
+        episodes: one row per episode instead of one per step.
+
+    Returns:
+        ``(table, shapes)``.
+    """
+    import pyarrow as pa
+
+    arrays, shapes = {}, {}
+    for key, value in batch.items():
+        if key == SampleBatch.INFOS:  # JSON text: info dicts hold anything
+            empty = not any(value)  # None, or {} (what most envs return)
+            arrays[key] = pa.array(["{}"] * len(value) if empty else [json.dumps(plain_info(i)) for i in value], pa.string())
+        elif value.ndim > 1:
+            shapes[key] = list(value.shape[1:])
+            flat = value.reshape(len(value), -1)
+            arrays[key] = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), flat.shape[1])
+        else:
+            arrays[key] = pa.array(value)
+    if episodes:
+        ids = np.stack([batch[SampleBatch.EPS_ID], batch[SampleBatch.AGENT_INDEX]], axis=1)
+        starts = np.flatnonzero(np.any(ids[1:] != ids[:-1], axis=1)) + 1  # where the next episode's rows begin
+        offsets = pa.array(np.concatenate([[0], starts, [len(ids)]]), pa.int32())
+        arrays = {key: pa.ListArray.from_arrays(offsets, array) for key, array in arrays.items()}
+    return pa.table(arrays), shapes
+
+
 class ExperienceWriter:
     """Writes one env runner's transitions into a folder (see the module docstring).
 
@@ -139,6 +176,8 @@ class ExperienceWriter:
         compress_columns: the columns to compress.
         max_file_size: bytes after which a file is closed and the next one begun.
         worker_index: the env runner's index, in every file name.
+        max_rows: Parquet rows after which a file is closed (None: no bound but the size).
+        write_episodes: one Parquet row per episode, each column a list over its steps.
 
     Raises:
         ConfigError: Parquet without pyarrow, or a folder that cannot be created.
@@ -151,6 +190,8 @@ class ExperienceWriter:
         compress_columns: Collection[str],
         max_file_size: int,
         worker_index: int,
+        max_rows: int | None = None,
+        write_episodes: bool = False,
     ) -> None:
         check_output_format(output_format)
         self.folder = Path(folder).expanduser()
@@ -162,6 +203,8 @@ class ExperienceWriter:
         self.compress_columns = set(compress_columns)
         self.max_file_size = max_file_size
         self.worker_index = worker_index
+        self.max_rows = max_rows
+        self.write_episodes = write_episodes
         self._streams: dict[str | None, _Stream] = {}
         self._thread: ThreadPoolExecutor | None = None
         self._pending: Future[None] | None = None
@@ -184,7 +227,15 @@ class ExperienceWriter:
         if config.output is None:
             return None
         output_format = config.output_config.get("format", "parquet")
-        return cls(config.output, output_format, config.output_compress_columns, config.output_max_file_size, worker_index)
+        return cls(
+            config.output,
+            output_format,
+            config.output_compress_columns,
+            config.output_max_file_size,
+            worker_index,
+            config.output_max_rows_per_file,
+            config.output_write_episodes,
+        )
 
     def write_fragments(self, fragments: Mapping[str, tuple[Mapping[str, np.ndarray], np.ndarray]]) -> None:
         """Write one sample call's fragments as transitions (see :func:`transitions`): the env runners' call.
@@ -223,11 +274,16 @@ class ExperienceWriter:
             self._stream(None, ".json").write_line(self._json_line(batches))
             return
         for policy_id, batch in batches.items():
-            self._stream(policy_id, ".parquet").write_table(policy_id, batch, self.compress_columns)
+            table, shapes = parquet_table(batch, self.write_episodes)
+            while table.num_rows:  # across files, when a file holds at most max_rows rows
+                stream = self._stream(policy_id, ".parquet")
+                room = table.num_rows if self.max_rows is None else self.max_rows - stream.rows
+                stream.write_table(policy_id, table.slice(0, room), shapes, self.compress_columns, self.write_episodes)
+                table = table.slice(room)
 
     def _stream(self, policy_id: str | None, suffix: str) -> _Stream:
         stream = self._streams.get(policy_id)
-        if stream is not None and stream.size >= self.max_file_size:
+        if stream is not None and (stream.size >= self.max_file_size or stream.rows == self.max_rows):
             stream.close()
             stream = None
         if stream is None:
@@ -283,34 +339,25 @@ class _Stream:
         self._file = open(self.temporary, "xb")  # noqa: SIM115  # closed in close()
         self._parquet: Any = None
         self.size = 0
+        self.rows = 0
 
     def write_line(self, line: str) -> None:
         self._file.write(line.encode() + b"\n")
         self._file.flush()
         self.size = self._file.tell()
 
-    def write_table(self, policy_id: str, batch: dict[str, np.ndarray], compress: set[str]) -> None:
-        import pyarrow as pa
+    def write_table(self, policy_id: str, table: Any, shapes: dict[str, list[int]], compress: set[str], episodes: bool) -> None:
         import pyarrow.parquet as pq
 
-        arrays, shapes = {}, {}
-        for key, value in batch.items():
-            flat = value.reshape(len(value), -1) if value.ndim > 1 else value
-            if key == SampleBatch.INFOS:  # JSON text: info dicts hold anything
-                empty = not any(value)  # None, or {} (what most envs return)
-                arrays[key] = pa.array(["{}"] * len(value) if empty else [json.dumps(plain_info(i)) for i in value], pa.string())
-            elif value.ndim > 1:
-                shapes[key] = list(value.shape[1:])
-                arrays[key] = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), flat.shape[1])
-            else:
-                arrays[key] = pa.array(flat)
-        table = pa.table(arrays)
         if self._parquet is None:
             metadata = {b"corral.policy_id": policy_id.encode(), b"corral.shapes": json.dumps(shapes).encode()}
+            if episodes:
+                metadata[EPISODES_KEY] = b"1"
             schema = table.schema.with_metadata(metadata)
             codecs = {key: "zstd" if key in compress else "snappy" for key in table.column_names}
             self._parquet = pq.ParquetWriter(self._file, schema, compression=codecs)
         self._parquet.write_table(table.cast(self._parquet.schema))
+        self.rows += table.num_rows
         self._file.flush()
         self.size = self._file.tell()
 

@@ -41,6 +41,8 @@ class ExperienceReader:
         rng: the generator of file order and shuffling.
         columns: corral column name -> the files' column name.
         ray_data: read the (Parquet) files through Ray Data.
+        ray_data_options: ``map_batches`` resources of the read tasks and ``prefetch_batches``
+            (see :func:`~corral.integrations.offline.ray_data_input.ray_data_blocks`).
     """
 
     def __init__(
@@ -51,6 +53,7 @@ class ExperienceReader:
         rng: np.random.Generator,
         columns: Mapping[str, str] | None = None,
         ray_data: bool = False,
+        ray_data_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.files = list(files)
         self.prepare = prepare
@@ -58,6 +61,7 @@ class ExperienceReader:
         self.rng = rng
         self.columns = dict(columns or {})
         self.ray_data = ray_data
+        self.ray_data_options = dict(ray_data_options or {})
         self.epoch = 0
         self._order = list(range(len(self.files)))
         self._consumed = 0  # blocks of this epoch already read
@@ -129,7 +133,7 @@ class ExperienceReader:
         from corral.integrations.offline.ray_data_input import ray_data_blocks
 
         paths = [self.files[index][0] for index in self._order]
-        for number, block in enumerate(ray_data_blocks(paths, self.columns)):
+        for number, block in enumerate(ray_data_blocks(paths, self.columns, **self.ray_data_options)):
             if number >= skip:
                 yield block
 

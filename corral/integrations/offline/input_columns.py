@@ -46,6 +46,9 @@ NUMBERS = (
 )
 """columns a policy reads as float32 even where a file holds whole numbers (a JSON line's rewards of 1)"""
 
+EPISODES_KEY = b"corral.episodes"
+"""the Parquet metadata key of a file written with ``output_write_episodes=True`` (one row per episode)"""
+
 
 def standard_names(batch: Columns) -> Columns:
     """``batch`` under corral's column names: RLlib's ``dones`` as ``terminateds``, and ``truncateds`` where it lacks one.

@@ -24,7 +24,7 @@ from corral.core.common import state_codec
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.errors import ConfigError
 from corral.integrations.offline.experience_output import OUTPUT_FORMATS
-from corral.integrations.offline.input_columns import Columns
+from corral.integrations.offline.input_columns import EPISODES_KEY, Columns
 
 SAMPLER = "sampler"
 INPUT_SUFFIXES = {".parquet": "parquet", ".json": "json", ".jsonl": "json"}
@@ -128,6 +128,23 @@ def file_format_of(path: Path, file_format: str | None) -> str:
     return found
 
 
+def holds_episodes(path: Path, file_format: str) -> bool:
+    """Whether an input file holds one row per episode (``output_write_episodes=True``), not one per step.
+
+    Args:
+        path: the file.
+        file_format: ``"parquet"`` or ``"json"`` (JSON lines hold sample batches: never episodes).
+
+    Returns:
+        True for a Parquet file corral wrote with ``output_write_episodes=True``.
+    """
+    if file_format != "parquet":
+        return False
+    import pyarrow.parquet as pq
+
+    return EPISODES_KEY in (pq.read_schema(path).metadata or {})
+
+
 def read_experiences(
     path: Path, file_format: str, columns: Mapping[str, str] | None = None, head: bool = False
 ) -> dict[str, Columns]:
@@ -179,7 +196,8 @@ def table_columns(path: Path, table: Any, metadata: Mapping[bytes, bytes] | None
     Args:
         path: the file (for messages).
         table: its rows (all of them, or some).
-        metadata: the file's schema metadata (``corral.policy_id``, ``corral.shapes``), or None.
+        metadata: the file's schema metadata (``corral.policy_id``, ``corral.shapes``, and
+            :data:`EPISODES_KEY` when a row is an episode), or None.
 
     Returns:
         ``(policy_id, columns)``: ``default_policy`` for files without corral's metadata;
@@ -191,6 +209,8 @@ def table_columns(path: Path, table: Any, metadata: Mapping[bytes, bytes] | None
     import pyarrow as pa
 
     metadata = metadata or {}
+    if EPISODES_KEY in metadata:  # one row per episode, each column a list over its steps: the steps' rows
+        table = pa.table({name: table.column(name).combine_chunks().flatten() for name in table.column_names})
     policy_id = metadata.get(b"corral.policy_id", DEFAULT_POLICY_ID.encode()).decode()
     shapes = json.loads(metadata.get(b"corral.shapes", b"{}"))
     out: Columns = {}

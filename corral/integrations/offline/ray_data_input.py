@@ -23,7 +23,12 @@ RAY_DATA_BLOCK_ROWS = 8192
 _PATH = "path"
 
 
-def ray_data_blocks(paths: list[Path], columns: Mapping[str, str] | None) -> Iterator[tuple[Path, dict[str, Columns]]]:
+def ray_data_blocks(
+    paths: list[Path],
+    columns: Mapping[str, str] | None,
+    map_batches_kwargs: Mapping[str, Any] | None = None,
+    prefetch_batches: int | None = None,
+) -> Iterator[tuple[Path, dict[str, Columns]]]:
     """The files' rows in blocks, read by Ray Data tasks in parallel and yielded in file order.
 
     A Ray Data dataset of the file names, mapped by a reading function that
@@ -34,6 +39,9 @@ def ray_data_blocks(paths: list[Path], columns: Mapping[str, str] | None) -> Ite
     Args:
         paths: the Parquet files, in the order to read them.
         columns: corral column name -> the files' column name.
+        map_batches_kwargs: the read tasks' ``concurrency`` and resources (``num_cpus``, ``num_gpus``,
+            ``memory``), as ``offline_data(map_batches_kwargs=...)`` gives them; None: Ray Data's defaults.
+        prefetch_batches: blocks fetched ahead of the one being read; None: Ray Data's default.
 
     Yields:
         ``(path, {policy_id: columns})`` for each block of each file.
@@ -45,10 +53,13 @@ def ray_data_blocks(paths: list[Path], columns: Mapping[str, str] | None) -> Ite
     names = [os.path.abspath(p) for p in paths]
     metadata = {name: pq.read_schema(name).metadata for name in names}
     names_dataset = ray.data.from_items([{_PATH: name} for name in names], override_num_blocks=len(names))
-    dataset = names_dataset.map_batches(_read_blocks, batch_size=1, batch_format="pyarrow", zero_copy_batch=True)
+    dataset = names_dataset.map_batches(
+        _read_blocks, batch_size=1, batch_format="pyarrow", zero_copy_batch=True, **(map_batches_kwargs or {})
+    )
     dataset.context.execution_options.preserve_order = True  # the same rows in the same order, run after run
     dataset.context.enable_progress_bars = False
-    for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
+    prefetch: dict[str, Any] = {} if prefetch_batches is None else {"prefetch_batches": prefetch_batches}
+    for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow", **prefetch):
         table: Any = batch  # a pyarrow Table, as batch_format asks
         source = table.column(_PATH)[0].as_py()  # one file per block (see _read_blocks)
         policy_id, read = table_columns(Path(source), table.drop_columns([_PATH]), metadata[source])

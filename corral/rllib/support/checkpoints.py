@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 
-from corral.core.persistence.checkpoints import CheckpointPath, copy_without_pickles
+from corral.core.persistence.checkpoints import MODULES_PATH, CheckpointPath, copy_without_pickles
+
+COMPONENT_LEARNER_GROUP, COMPONENT_LEARNER, COMPONENT_RL_MODULE = MODULES_PATH
+"""RLlib's names of an algorithm's parts (``ray.rllib.core``), as ``restore_from_path(component=...)`` and
+``RLModule.from_checkpoint`` take them: corral restores the whole algorithm, or its models alone"""
 
 
 def convert_to_msgpack_checkpoint(checkpoint: CheckpointPath, msgpack_checkpoint_dir: str | os.PathLike[str]) -> str:

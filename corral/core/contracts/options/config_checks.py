@@ -41,6 +41,7 @@ def check_config(config: AlgorithmConfig) -> None:
             f"input_config has no key {unknown[0]!r}; it takes 'format', 'columns' and 'use_ray_data' (other keys are "
             "for an input creator's reader, input_=lambda ioctx: ..., which reads them from ioctx.input_config)"
         )
+    check_offline_options(config)
     config.get_rollout_fragment_length()
     check_batch_sizes(config)
     exploration_type = config.exploration_config.get("type")
@@ -157,4 +158,40 @@ def check_env_runners(config: AlgorithmConfig) -> None:
         raise ConfigError(
             "recreate_failed_env_runners and ignore_env_runner_failures exclude each other: "
             "choose to replace a failed runner or to go on without it"
+        )
+
+
+def check_offline_options(config: AlgorithmConfig) -> None:
+    """Refuse offline options that this run's input or output cannot honour, naming what would.
+
+    Args:
+        config: the config.
+
+    Raises:
+        ConfigError: an option for Parquet output with JSON output, updates on input without input files,
+            Ray Data's reading options with ``use_ray_data=False``, or two different shuffle buffers.
+    """
+    if config.output_config.get("format") == "json":
+        for name in ("output_write_episodes", "output_max_rows_per_file"):
+            if getattr(config, name):
+                raise ConfigError(
+                    f"{name} shapes Parquet files, but output_config asks for JSON lines (one sample batch per line); "
+                    "write Parquet (output_config={'format': 'parquet'}) or leave it out"
+                )
+    reads_files = config.input_ != "sampler" and input_creator(config.input_) is None
+    if config.dataset_num_iters_per_learner is not None and not reads_files and not config._is_evaluation_copy:
+        raise ConfigError(
+            "dataset_num_iters_per_learner counts updates on input files, but this run samples its env "
+            f"(input_={config.input_!r}); name the files in offline_data(input_=...) or leave it out"
+        )
+    ray_data_options = [name for name in ("map_batches_kwargs", "iter_batches_kwargs") if getattr(config, name)]
+    if ray_data_options and config.input_config.get("use_ray_data") is False:
+        raise ConfigError(
+            f"{ray_data_options[0]} tunes reading through Ray Data, but input_config sets use_ray_data=False; drop one of them"
+        )
+    shuffle = config.iter_batches_kwargs.get("local_shuffle_buffer_size") or 0
+    if shuffle and config.shuffle_buffer_size and shuffle != config.shuffle_buffer_size:
+        raise ConfigError(
+            f"iter_batches_kwargs local_shuffle_buffer_size={shuffle} and shuffle_buffer_size="
+            f"{config.shuffle_buffer_size} name two sizes of one shuffle buffer; set one of them"
         )

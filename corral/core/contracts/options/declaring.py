@@ -95,6 +95,8 @@ def option(default: Any, group: str, **constraints: Any) -> Any:
 
 OUTPUT_FORMATS = ("parquet", "json")
 """the file formats of offline output and input (``output_config`` / ``input_config`` ``format``)"""
+MAP_BATCHES_KEYS = ("concurrency", "num_cpus", "num_gpus", "memory")
+"""the Ray Data ``map_batches`` arguments corral passes to the tasks that read input files"""
 
 MAX_NESTING = 32
 """How deep dicts and lists inside a config may nest."""

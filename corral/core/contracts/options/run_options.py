@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from corral.core.common.import_paths import import_object
 from corral.core.contracts.options.declaring import (
+    MAP_BATCHES_KEYS,
     MAX_SEED,
     OPTIONS_MODEL_CONFIG,
     OUTPUT_FORMATS,
@@ -177,9 +178,23 @@ class RunOptions(BaseModel):
     them; False: they are in the env's units, and are normalized when normalize_actions is on"""
     postprocess_inputs: bool = option(False, "offline_data")
     """run the policy's postprocessing (returns, advantages) over the input's episodes, as over sampled ones"""
+    input_read_episodes: bool = option(False, "offline_data")
+    """whether the input files hold whole episodes, one per row, as output_write_episodes=True writes them (RLlib's
+    new stack); False: one row per step. A file of the other layout is refused before training starts"""
+    map_batches_kwargs: dict[str, Any] = option({}, "offline_data")
+    """Ray Data's map_batches resources for reading the input files: 'concurrency' (read tasks at once),
+    'num_cpus', 'num_gpus', 'memory' (each task's). Setting it reads the Parquet files through Ray Data"""
+    iter_batches_kwargs: dict[str, Any] = option({}, "offline_data")
+    """how input blocks stream from Ray Data: 'prefetch_batches' (blocks fetched ahead) and
+    'local_shuffle_buffer_size' (RLlib's name for shuffle_buffer_size; None: no shuffle). Setting
+    'prefetch_batches' reads the Parquet files through Ray Data"""
+    dataset_num_iters_per_learner: int | None = option(None, "offline_data", ge=1, le=2**31 - 1)
+    """updates on input batches in each training iteration, when the algorithm learns from input files; None:
+    as many as the min_*_per_iteration options ask (one, by default; RLlib's new stack makes one pass over the data)"""
     output: str | None = option(None, "offline_data")
     """write every sampled transition of the training env runners to files: 'logdir' (the experiment folder)
-    or a folder; None writes nothing"""
+    or a folder; None writes nothing. Evaluation episodes are not written (RLlib's evaluation runners write
+    theirs too; corral says so when it evaluates)"""
     output_config: dict[str, Any] = option({}, "offline_data")
     """how output is written: {'format': 'parquet'} (the default; needs pyarrow) or {'format': 'json'} (JSON lines,
     one sample batch per line, as RLlib's JsonWriter)"""
@@ -187,6 +202,14 @@ class RunOptions(BaseModel):
     """columns written compressed: zstd in Parquet, zlib and base64 in JSON (RLlib's reader takes only the others)"""
     output_max_file_size: int = option(64 * 1024 * 1024, "offline_data", ge=1, le=2**40)
     """bytes after which an output file is closed and the next one begun"""
+    output_max_rows_per_file: int | None = option(None, "offline_data", ge=1, le=2**40)
+    """rows (steps, or episodes with output_write_episodes) after which a Parquet file is closed and the next one
+    begun; None: only output_max_file_size bounds a file"""
+    output_write_episodes: bool = option(False, "offline_data")
+    """write one Parquet row per episode (the part of it each sample call ends; whole episodes with
+    batch_mode='complete_episodes'), each column a list over its steps; input_read_episodes=True reads them.
+    False: one row per step. RLlib's new stack defaults to True; corral keeps the step rows that RLlib's old
+    stack and other tools read unless asked"""
 
     @field_validator("learner_class", mode="before")
     @classmethod
@@ -218,6 +241,27 @@ class RunOptions(BaseModel):
             raise ValueError(f"output_config has no key {unknown[0]!r}; it takes 'format'")
         if value.get("format", "parquet") not in OUTPUT_FORMATS:
             raise ValueError(f"output_config format {value['format']!r} is not one of {', '.join(map(repr, OUTPUT_FORMATS))}")
+        return value
+
+    @field_validator("map_batches_kwargs", mode="after")
+    @classmethod
+    def _check_map_batches_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(value) - set(MAP_BATCHES_KEYS))
+        if unknown:
+            raise ValueError(
+                f"map_batches_kwargs has no key {unknown[0]!r}; corral's read tasks take {', '.join(map(repr, MAP_BATCHES_KEYS))}"
+            )
+        return value
+
+    @field_validator("iter_batches_kwargs", mode="after")
+    @classmethod
+    def _check_iter_batches_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(value) - {"prefetch_batches", "local_shuffle_buffer_size"})
+        if unknown:
+            raise ValueError(
+                f"iter_batches_kwargs has no key {unknown[0]!r}; corral takes 'prefetch_batches' and "
+                "'local_shuffle_buffer_size' (batch sizes follow train_batch_size)"
+            )
         return value
 
     @field_validator("logger_config", mode="before")

@@ -197,6 +197,14 @@ class PolicyState(PolicyPart):
             state["observation_filter"] = self.observation_filter.get_state()
         return state
 
+    def set_weights_from_state(self, state: dict[str, Any]) -> None:
+        """Load only the model weights of what :meth:`get_state` returned (RLlib's restore of an RLModule alone).
+
+        Raises:
+            ValueError: the weights are not finite tensors; RuntimeError: they do not fit the model.
+        """
+        load_finite_weights(self.model, state["weights"])
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`get_state` returned.
 
