@@ -72,3 +72,19 @@ def test_ray_data_reads_parquet_only(tmp_path: Path) -> None:
     algo.stop()
     with pytest.raises(ConfigError, match="use_ray_data=True reads Parquet files, but the input holds JSON lines"):
         bc(use_ray_data=True).offline_data(input_=str(tmp_path / "json")).build()
+
+
+def test_rllib_s_map_batches_and_iter_batches_kwargs_read_through_ray_data(make_algo: Callable[..., Any]) -> None:
+    """RLlib's new stack tunes its Ray Data reading with these; corral reads through Ray Data with them, same rows."""
+    tuned = make_algo(
+        bc().offline_data(
+            map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
+            iter_batches_kwargs={"prefetch_batches": 1, "local_shuffle_buffer_size": None},
+        )
+    )
+    reader = tuned.experience_input.sources[0][2]
+    assert reader.ray_data and reader.ray_data_options == {
+        "map_batches_kwargs": {"concurrency": 1, "num_cpus": 1},
+        "prefetch_batches": 1,
+    }
+    np.testing.assert_array_equal(rows(tuned, 3), rows(make_algo(bc(use_ray_data=False)), 3))
