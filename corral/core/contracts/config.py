@@ -406,10 +406,10 @@ class AlgorithmConfig(RLlibConfigMethods, RunOptions, LearningOptions, SamplingO
     def get_evaluation_config(self) -> AlgorithmConfig:
         """This config with ``evaluation_config`` applied, for the evaluation runner.
 
-        The evaluation runner samples its env whatever ``input_`` says, and writes no ``output``.
+        The evaluation runner samples its env whatever ``input_`` says, and writes ``output`` as
+        RLlib's do (``evaluation_config={"output": None}`` keeps its episodes out of the files).
         """
         evaluation = self.copy().update_from_dict(self.evaluation_config)
-        evaluation.output = None
         evaluation.input_ = "sampler"
         evaluation._is_evaluation_copy = True
         return evaluation

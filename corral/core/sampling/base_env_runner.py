@@ -127,6 +127,8 @@ class BaseEnvRunner:
         # the high bits tell the algorithm's runners apart; the low ones count this runner's episodes
         self.next_episode_id = (2 * worker_index + (stream == "evaluation")) << 48
         self.output = experience_output_for(config, worker_index)
+        self._training_rows = True
+        """whether recorded rows are training's (they move the policies' timesteps and filters), not an evaluation's"""
         """where this runner's sampled transitions are written (``offline_data(output=...)``), or None"""
         self._obs: Any = None
         """the observations the policies act on next; None until the sub-environments are reset"""
@@ -346,9 +348,10 @@ class BaseEnvRunner:
     ) -> list[EpisodeSummary]:
         """Evaluate: run from fresh resets until ``num_episodes`` episodes end (or ``num_steps`` steps pass).
 
-        Nothing is recorded for training and the policies' timesteps do not move.
-        With both limits given, both must be reached; with neither, nothing is run
-        (but the sub-environments are still reset).
+        Nothing is recorded for training and the policies' timesteps and observation
+        filters do not move. With ``output`` the steps are written there, as RLlib's
+        evaluation runners write theirs. With both limits given, both must be reached;
+        with neither, nothing is run (but the sub-environments are still reset).
 
         Args:
             num_episodes: stop once this many episodes have ended.
@@ -364,8 +367,23 @@ class BaseEnvRunner:
         self._reset_all()
         self._completed = []
         steps = 0
-        while (num_episodes is not None and len(self._completed) < num_episodes) or (num_steps is not None and steps < num_steps):
-            steps += self._step(explore, None, 0)[0]
+        recording = self.output is not None
+        t, horizon = 0, self.config.get_rollout_fragment_length()
+        self._training_rows = False  # rows recorded for the output only: no timestep or filter moves
+        try:
+            while (num_episodes is not None and len(self._completed) < num_episodes) or (
+                num_steps is not None and steps < num_steps
+            ):
+                steps += self._step(explore, t if recording else None, horizon)[0]
+                if recording:
+                    t += 1
+                    if t == horizon:  # a fragment's worth of rows: out to the files, as a sample call's
+                        self._write_output(self._fragments(t))
+                        t = 0
+            if t:
+                self._write_output(self._fragments(t))
+        finally:
+            self._training_rows = True
         episodes = self._completed[:num_episodes] if num_episodes is not None else self._completed
         self._completed = []
         self._evaluated()

@@ -217,7 +217,8 @@ class EnvRunner(BaseEnvRunner):
         The rows of sub-environments left out by ``include`` are recorded as invalid.
         """
         policy = self.policy
-        obs = policy.preprocess(self._obs, update_filter=t is not None)  # training samples update the filter
+        training = t is not None and self._training_rows
+        obs = policy.preprocess(self._obs, update_filter=training)  # training samples update the filter
         carry = self._recurrent_carry(policy)
         if carry is None:
             actions, extras = policy.compute_actions(obs, explore=explore)
@@ -256,7 +257,7 @@ class EnvRunner(BaseEnvRunner):
                 if infos:  # most vector envs return none: then no row needs one
                     for k in range(self.num_envs):
                         buf[SampleBatch.INFOS][t, k] = _info_row(infos, k)
-            policy.global_timestep += n_valid
+            policy.global_timestep += n_valid if training else 0
             if self.callbacks.has_postprocess_trajectory:  # the episode each sub-environment's trajectory ends in
                 for i in np.flatnonzero(recorded):
                     self._last_episodes[i] = self._episodes[i]

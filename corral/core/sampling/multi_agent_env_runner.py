@@ -255,7 +255,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
             policy = self.policies[policy_id]
             raw = [obs for _, _, obs in items]
             stacked = stack_observations(raw, policy.observation_space)
-            obs = policy.preprocess(stacked, update_filter=record)
+            obs = policy.preprocess(stacked, update_filter=record and self._training_rows)
             if carries_state(policy):
                 keys = [(i, agent) for i, agent, _ in items]
                 inputs = self._carry.inputs(policy_id, policy, keys)
@@ -277,7 +277,7 @@ class MultiAgentEnvRunner(BaseEnvRunner):
                 if self.output is not None:
                     extras = {**extras, **self._collector.output_context(keys, self._episodes, self._possible_agents)}
                 self._collector.act(policy_id, keys, raw, obs, actions, extras)
-                policy.global_timestep += len(items)
+                policy.global_timestep += len(items) if self._training_rows else 0
             agent_steps += len(items)
         for i in stepping:
             self._step_env(i, action_dicts[i], record and (include is None or bool(include[i])))

@@ -8,7 +8,6 @@ recorded episodes, reported under ``evaluation``.
 from __future__ import annotations
 
 import functools
-import logging
 from typing import Any
 
 from corral.core.common.import_paths import object_path
@@ -19,8 +18,6 @@ from corral.core.sampling.metrics import summarize_episodes
 from corral.core.sampling.multi_agent_env_runner import make_env_runner
 from corral.core.training.part import AlgorithmPart
 from corral.errors import ConfigError
-
-logger = logging.getLogger("corral")
 
 
 class Evaluation(AlgorithmPart):
@@ -57,13 +54,6 @@ class Evaluation(AlgorithmPart):
 
     def _evaluation_runners(self) -> EnvRunnerGroup:
         if self._eval_group is None:
-            output = self.config.evaluation_config.get("output", self.config.output)
-            if output is not None:
-                logger.warning(
-                    "evaluation episodes are not written to output %r: corral writes the training env runners' samples "
-                    "(RLlib's evaluation runners write theirs too); record with algo.train() instead",
-                    output,
-                )
             eval_config = self._runner_config(self.config.get_evaluation_config())
             num_envs = eval_config.evaluation_num_envs or eval_config.num_envs_per_env_runner
             if eval_config.evaluation_duration_unit == "episodes" and eval_config.evaluation_duration != "auto":

@@ -178,6 +178,7 @@ class ExperienceWriter:
         worker_index: the env runner's index, in every file name.
         max_rows: Parquet rows after which a file is closed (None: no bound but the size).
         write_episodes: one Parquet row per episode, each column a list over its steps.
+        label: before ``worker-<i>`` in every file name (``evaluation-`` for an evaluation runner's).
 
     Raises:
         ConfigError: Parquet without pyarrow, or a folder that cannot be created.
@@ -192,6 +193,7 @@ class ExperienceWriter:
         worker_index: int,
         max_rows: int | None = None,
         write_episodes: bool = False,
+        label: str = "",
     ) -> None:
         check_output_format(output_format)
         self.folder = Path(folder).expanduser()
@@ -205,6 +207,7 @@ class ExperienceWriter:
         self.worker_index = worker_index
         self.max_rows = max_rows
         self.write_episodes = write_episodes
+        self.label = label
         self._streams: dict[str | None, _Stream] = {}
         self._thread: ThreadPoolExecutor | None = None
         self._pending: Future[None] | None = None
@@ -235,6 +238,7 @@ class ExperienceWriter:
             worker_index,
             config.output_max_rows_per_file,
             config.output_write_episodes,
+            "evaluation-" if getattr(config, "_is_evaluation_copy", False) else "",
         )
 
     def write_fragments(self, fragments: Mapping[str, tuple[Mapping[str, np.ndarray], np.ndarray]]) -> None:
@@ -288,7 +292,7 @@ class ExperienceWriter:
             stream = None
         if stream is None:
             label = "" if policy_id is None else f"_policy-{re.sub(r'[^A-Za-z0-9_.-]', '_', policy_id)}"
-            stream = self._streams[policy_id] = _Stream(self.folder, f"worker-{self.worker_index}{label}", suffix)
+            stream = self._streams[policy_id] = _Stream(self.folder, f"{self.label}worker-{self.worker_index}{label}", suffix)
         return stream
 
     def _json_line(self, batches: Mapping[str, dict[str, np.ndarray]]) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -111,10 +110,35 @@ def test_offline_options_that_the_run_cannot_honour_are_refused(tmp_path: Path) 
         bc(tmp_path, iter_batches_kwargs={"local_shuffle_buffer_size": 100}, shuffle_buffer_size=50).validate()
 
 
-def test_evaluating_a_run_that_writes_output_says_its_episodes_are_not_written(
-    tmp_path: Path, make_algo: Any, caplog: pytest.LogCaptureFixture
+def test_evaluation_writes_its_episodes_as_rllib_s_evaluation_runners_do_without_moving_training(
+    tmp_path: Path, make_algo: Any
 ) -> None:
-    algo = make_algo(ppo(tmp_path / "out").evaluation(evaluation_duration=1, evaluation_duration_unit="episodes"))
-    with caplog.at_level(logging.WARNING, logger="corral"):
-        algo.evaluate()
-    assert "evaluation episodes are not written to output" in caplog.text
+    config = (
+        ppo(tmp_path / "out", output_write_episodes=True)
+        .env_runners(observation_filter="MeanStdFilter")
+        .evaluation(evaluation_duration=3, evaluation_duration_unit="episodes")
+    )
+    algo = make_algo(config)
+    algo.train()
+    policy = algo.get_policy()
+    timestep, statistics = policy.global_timestep, policy.observation_filter.get_state()
+    algo.evaluate()
+    algo.stop()
+    # the evaluation's recorded steps are not training's: the timestep and the filter stay
+    assert policy.global_timestep == timestep
+    np.testing.assert_array_equal(policy.observation_filter.get_state()["mean"], statistics["mean"])
+    assert policy.observation_filter.get_state()["count"] == statistics["count"]
+    (file,) = (tmp_path / "out").glob("output-*_evaluation-worker-0_*.parquet")
+    episodes = pq.read_table(file)
+    ended = [
+        terminated[-1] or truncated[-1]
+        for terminated, truncated in zip(
+            episodes.column("terminateds").to_pylist(), episodes.column("truncateds").to_pylist(), strict=True
+        )
+    ]
+    assert sum(ended) >= 3
+    # evaluation_config={"output": None} keeps an evaluation's episodes out of the files
+    quiet = make_algo(config.copy(copy_frozen=False).evaluation(evaluation_config={"output": None}))
+    quiet.evaluate()
+    quiet.stop()
+    assert len(list((tmp_path / "out").glob("output-*_evaluation-*"))) == 1

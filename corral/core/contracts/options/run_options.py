@@ -192,9 +192,9 @@ class RunOptions(BaseModel):
     """updates on input batches in each training iteration, when the algorithm learns from input files; None:
     as many as the min_*_per_iteration options ask (one, by default; RLlib's new stack makes one pass over the data)"""
     output: str | None = option(None, "offline_data")
-    """write every sampled transition of the training env runners to files: 'logdir' (the experiment folder)
-    or a folder; None writes nothing. Evaluation episodes are not written (RLlib's evaluation runners write
-    theirs too; corral says so when it evaluates)"""
+    """write every sampled transition of the env runners to files: 'logdir' (the experiment folder) or a folder;
+    None writes nothing. Evaluation runners write theirs too (files named evaluation-worker-<i>), as RLlib's;
+    evaluation_config={'output': None} keeps them out"""
     output_config: dict[str, Any] = option({}, "offline_data")
     """how output is written: {'format': 'parquet'} (the default; needs pyarrow) or {'format': 'json'} (JSON lines,
     one sample batch per line, as RLlib's JsonWriter)"""
