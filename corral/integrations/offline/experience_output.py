@@ -1,8 +1,8 @@
 """Sampled experiences out to files (``offline_data(output=...)``): Parquet or JSON lines, each file whole or absent.
 
-Every sample call of a training env runner hands its fragments (before
-postprocessing) to an :class:`ExperienceWriter`, which writes one row per
-transition: ``obs``, ``new_obs``, ``actions``, ``rewards``, ``terminateds``,
+Every sample call of an env runner (and each fragment an evaluation runner
+plays) hands its fragments (before postprocessing) to an
+:class:`ExperienceWriter`, which writes one row per transition: ``obs``, ``new_obs``, ``actions``, ``rewards``, ``terminateds``,
 ``truncateds``, the action's extras (``action_logp``, ``action_dist_inputs``,
 ``vf_preds``, ...), ``eps_id``, ``agent_index``, ``t`` (the agent's step in
 its episode) and ``infos`` (the env's info dict of the step, as JSON data; a
@@ -13,6 +13,9 @@ An agent's rows stay together, in time order.
   group per sample call; a multi-dimensional column is stored flat, its row
   shape in the schema metadata (``corral.shapes``). Columns named in
   ``output_compress_columns`` are compressed with zstd, the others with snappy.
+  With ``output_write_episodes`` a row is one episode's steps in a sample call,
+  each column a list over them (RLlib's new stack writes episodes), marked by
+  :data:`~corral.integrations.offline.input_columns.EPISODES_KEY` in the metadata.
 - **JSON lines**: one sample batch per line in the layout of RLlib's
   ``JsonWriter`` (``{"type": "SampleBatch", ...}``, or ``"MultiAgentBatch"``
   with ``policy_batches`` when a runner has several policies), columns as
@@ -22,8 +25,9 @@ An agent's rows stay together, in time order.
   ``output_compress_columns=[]``.
 
 A file is written under a hidden temporary name (``.output-...tmp``) and
-renamed to ``output-<time>_worker-<i>[_policy-<id>]_<n>.<ext>`` when it is
-closed: when it reaches ``output_max_file_size``, and when the runner stops.
+renamed to ``output-<time>_[evaluation-]worker-<i>[_policy-<id>]_<n>.<ext>`` when
+it is closed: when it reaches ``output_max_file_size`` (or Parquet's
+``output_max_rows_per_file``), and when the runner stops.
 A crash leaves every closed file complete and readable; the file being
 written stays hidden.
 """
