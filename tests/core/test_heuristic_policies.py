@@ -151,3 +151,32 @@ def test_the_single_agent_runner_acts_with_a_heuristic_the_algorithm_names_too(m
     ended = int((batch["terminateds"] | batch["truncateds"]).sum())
     assert ended >= 10 and len(PushOneWay.drawn) >= ended, "a new direction is drawn at each episode's start"
     assert set(batch["actions"].tolist()) == {0, 1}
+
+
+def test_rllib_s_loss_and_per_trajectory_postprocessing_overrides_are_refused_naming_corral_s_ways(make_algo) -> None:
+    """A corral policy never calls RLlib's Policy.loss(...) or postprocess_trajectory(sample_batch, ...): refused."""
+    from corral.plugins.ppo import PPOPolicy
+
+    class CentralLoss(PPOPolicy):
+        def loss(self, model, dist_class, train_batch):
+            return super().loss(model, dist_class, train_batch)
+
+    class CentralPostprocessing(PPOPolicy):
+        def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
+            return sample_batch
+
+    class BeatTheLastMoveAsIs(BeatTheLastMove):  # a heuristic postprocesses as RLlib's do: left alone
+        def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
+            return sample_batch
+
+    def build(policy_class: type) -> Any:
+        policies = {"custom": PolicySpec(policy_class=policy_class), "learned": PolicySpec()}
+        return make_algo(_config(policies, lambda agent_id, *a, **k: "custom" if agent_id == "player1" else "learned"))
+
+    with pytest.raises(ConfigError, match=r"CentralLoss overrides RLlib's Policy.loss\(model, dist_class, train_batch\).*"
+                       r"compute_loss_for_module"):  # fmt: skip
+        build(CentralLoss)
+    with pytest.raises(ConfigError, match=r"CentralPostprocessing overrides RLlib's postprocess_trajectory\(sample_batch, "
+                       r"other_agent_batches, episode\).*on_postprocess_trajectory"):  # fmt: skip
+        build(CentralPostprocessing)
+    assert build(BeatTheLastMoveAsIs).get_policy("custom") is not None

@@ -17,6 +17,12 @@ RLlib's ``state_batches`` second follows RLlib's protocol
 - ``prev_action_batch``, ``prev_reward_batch``, ``explore`` and ``timestep``,
   as RLlib passes them.
 
+A subclass of one of corral's learning policies that overrides RLlib's
+``loss(model, dist_class, train_batch)`` or per-trajectory
+``postprocess_trajectory(sample_batch, other_agent_batches, episode)`` is
+refused once built (:func:`check_rllib_overrides`), naming what does that
+work in corral: a silent difference would train something else.
+
 Such a policy may also declare ``view_requirements`` (:class:`ViewRequirement`)
 as RLlib's do. Corral's samplers provide a fixed set of views, so each declared
 one is checked once the policy is built (:func:`check_view_requirements`): one
@@ -127,6 +133,41 @@ def check_view_requirements(policy: Policy) -> None:
             f"{type(policy).__name__}.view_requirements[{name!r}] asks for {column!r} at shift {view.shift!r}"
             f"{'' if view.index is None else f', index {view.index}'}: corral's samplers provide {provided}, and "
             "state_in_k from state_out_k at shift -1 (a recurrent model's longer windows: model={'use_attention': True})"
+        )
+
+
+def check_rllib_overrides(policy: Policy) -> None:
+    """Refuse a subclass of a corral policy that overrides what RLlib's policies call and corral's do not.
+
+    RLlib's ``Policy.loss(model, dist_class, train_batch)`` and its per-trajectory
+    ``postprocess_trajectory(sample_batch, other_agent_batches, episode)`` have no
+    counterpart in a corral policy's update (it computes ``compute_loss(batch,
+    fwd_out)`` and postprocesses a whole ``[T, K]`` fragment): an override would
+    be ignored, or called with other arguments. A heuristic written to RLlib's
+    acting protocol (see the module) postprocesses as RLlib's do and is left alone.
+
+    Args:
+        policy: the built policy.
+
+    Raises:
+        ConfigError: naming the override and what does its work in corral.
+    """
+    policy_class: Any = type(policy)
+    loss = getattr(policy_class, "loss", None)
+    if callable(loss) and {"dist_class", "train_batch"} & set(inspect.signature(loss).parameters):
+        raise ConfigError(
+            f"{policy_class.__name__} overrides RLlib's Policy.loss(model, dist_class, train_batch), which corral's "
+            "policies never call: give the loss to a Learner (learner_class= a TorchLearner subclass overriding "
+            "compute_loss_for_module), or add a term with a custom model's custom_loss(policy_loss, loss_inputs)"
+        )
+    postprocess = getattr(policy_class, "postprocess_trajectory", None)
+    parameters = set(inspect.signature(postprocess).parameters) if callable(postprocess) else set()
+    if "other_agent_batches" in parameters and not follows_rllib_protocol(policy):
+        raise ConfigError(
+            f"{policy_class.__name__} overrides RLlib's postprocess_trajectory(sample_batch, other_agent_batches, "
+            "episode), but corral's policy postprocesses a whole fragment with postprocess_trajectory(fragment, "
+            "bootstrap_obs): rewrite a trajectory (other agents' batches included, as original_batches) in a "
+            "callbacks class's on_postprocess_trajectory, which corral calls as RLlib does"
         )
 
 

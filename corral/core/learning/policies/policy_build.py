@@ -11,7 +11,7 @@ import torch
 from corral.core.common.sample_batch import DEFAULT_POLICY_ID
 from corral.core.contracts.config import AlgorithmConfig
 from corral.core.devices import policies_on
-from corral.core.learning.policies.heuristic_policies import check_view_requirements
+from corral.core.learning.policies.heuristic_policies import check_rllib_overrides, check_view_requirements
 from corral.core.seeding import int_seed, isolated_torch_seed
 
 if TYPE_CHECKING:  # a type only: the policy module re-exports this one's names
@@ -62,6 +62,7 @@ def build_policy(
         BUILDING_WORKER_INDEX.reset(worker_token)
     policy.seed_rngs(config.seed, *path)
     check_view_requirements(policy)
+    check_rllib_overrides(policy)
     return policy
 
 
