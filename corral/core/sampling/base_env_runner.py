@@ -127,9 +127,9 @@ class BaseEnvRunner:
         # the high bits tell the algorithm's runners apart; the low ones count this runner's episodes
         self.next_episode_id = (2 * worker_index + (stream == "evaluation")) << 48
         self.output = experience_output_for(config, worker_index)
+        """where this runner's sampled transitions are written (``offline_data(output=...)``), or None"""
         self._training_rows = True
         """whether recorded rows are training's (they move the policies' timesteps and filters), not an evaluation's"""
-        """where this runner's sampled transitions are written (``offline_data(output=...)``), or None"""
         self._obs: Any = None
         """the observations the policies act on next; None until the sub-environments are reset"""
         self._reset_pending = np.zeros(self.num_envs, dtype=bool)

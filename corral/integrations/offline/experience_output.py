@@ -2,11 +2,12 @@
 
 Every sample call of an env runner (and each fragment an evaluation runner
 plays) hands its fragments (before postprocessing) to an
-:class:`ExperienceWriter`, which writes one row per transition: ``obs``, ``new_obs``, ``actions``, ``rewards``, ``terminateds``,
-``truncateds``, the action's extras (``action_logp``, ``action_dist_inputs``,
-``vf_preds``, ...), ``eps_id``, ``agent_index``, ``t`` (the agent's step in
-its episode) and ``infos`` (the env's info dict of the step, as JSON data; a
-value JSON cannot hold is left out). Observations are the policy's: preprocessed and filtered.
+:class:`ExperienceWriter`, which writes one row per transition: ``obs``,
+``new_obs``, ``actions``, ``rewards``, ``terminateds``, ``truncateds``, the
+action's extras (``action_logp``, ``action_dist_inputs``, ``vf_preds``, ...),
+``eps_id``, ``agent_index``, ``t`` (the agent's step in its episode) and
+``infos`` (the env's info dict of the step, as JSON data; a value JSON cannot
+hold is left out). Observations are the policy's: preprocessed and filtered.
 An agent's rows stay together, in time order.
 
 - **Parquet** (the default; pyarrow): one file stream per policy, one row

@@ -13,16 +13,7 @@ import corral
 from corral import ConfigError
 from corral.integrations.offline.input_files import read_experiences
 
-
-def ppo(folder: Path, **offline: Any) -> Any:
-    return (
-        corral.get_config("PPO")
-        .environment("CartPole-v1")
-        .env_runners(num_envs_per_env_runner=2)
-        .training(train_batch_size=400, minibatch_size=100, num_epochs=1)
-        .offline_data(output=str(folder), **offline)
-        .debugging(seed=0)
-    )
+from .test_experience_output import ppo
 
 
 def record(folder: Path, iterations: int = 2, **offline: Any) -> list[Path]:
