@@ -289,13 +289,16 @@ def split_module_path(path: CheckpointPath, component: str | None = None) -> tup
     """
     folder, policy_id = checkpoint_folder(path), None
     parts = [] if component is None else component.strip("/").split("/")
-    if parts and parts[-1] not in MODULES_PATH[-1:] and parts[:-1] in ([MODULES_PATH[-1]], list(MODULES_PATH)):
-        policy_id = parts.pop()
-    if parts not in ([], [MODULES_PATH[-1]], list(MODULES_PATH)):
-        raise CheckpointError(
-            f"component {component!r} is not one corral restores alone: give component='rl_module' (every policy's "
-            "model), 'learner_group/learner/rl_module/<policy id>' (one), or no component (the whole algorithm)"
-        )
+    for modules in (list(MODULES_PATH), list(MODULES_PATH[-1:])):  # RLlib's whole path, or its last part
+        if parts[: len(modules)] == modules and len(parts) <= len(modules) + 1:
+            policy_id = parts[len(modules)] if len(parts) > len(modules) else None
+            break
+    else:
+        if parts:
+            raise CheckpointError(
+                f"component {component!r} is not one corral restores alone: give component='rl_module' (every "
+                "policy's model), 'learner_group/learner/rl_module/<policy id>' (one), or no component (the whole algorithm)"
+            )
     if folder.parent.name == "rl_module" and folder.parents[1].name == "learner":
         return folder.parents[3], policy_id or folder.name
     if folder.name == "rl_module" and folder.parent.name == "learner":

@@ -416,8 +416,10 @@ def check_layout(path: Path, file_format: str, read_episodes: bool) -> None:
 
 
 def _ray_data_options(config: Any) -> dict[str, Any]:
-    """The Ray Data options of the config's ``map_batches_kwargs`` and ``iter_batches_kwargs``."""
-    options: dict[str, Any] = {"map_batches_kwargs": dict(config.map_batches_kwargs)}
+    """The Ray Data options of the config's ``map_batches_kwargs`` and ``iter_batches_kwargs`` (empty: none set)."""
+    options: dict[str, Any] = {}
+    if config.map_batches_kwargs:
+        options["map_batches_kwargs"] = dict(config.map_batches_kwargs)
     if config.iter_batches_kwargs.get("prefetch_batches") is not None:
         options["prefetch_batches"] = config.iter_batches_kwargs["prefetch_batches"]
     return options
@@ -431,7 +433,7 @@ def _reads_through_ray_data(config: Any, formats: list[str]) -> bool:
         ConfigError: ``use_ray_data=True`` for JSON lines files (Ray Data reads corral's Parquet).
     """
     wanted = config.input_config.get("use_ray_data")
-    if wanted is None and (config.map_batches_kwargs or config.iter_batches_kwargs.get("prefetch_batches") is not None):
+    if wanted is None and _ray_data_options(config):
         wanted = True  # the user tuned Ray Data's reading
     if wanted and "json" in formats:
         raise ConfigError(
