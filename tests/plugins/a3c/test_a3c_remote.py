@@ -56,10 +56,11 @@ def test_with_two_runners_the_learner_applies_whichever_gradients_arrived(make_a
     result = algo.train()
     assert result["num_healthy_env_runners"] == 2
     assert algo.num_updates >= 2 and 15 * algo.num_updates <= result["num_env_steps_trained"] <= 20 * algo.num_updates
-    # the updates the other runner's gradients made meanwhile: one when both keep pace, more when one runner is
-    # slowed (a CI run beside other tests saw 2); never more than the updates before this one
+    # the mean, over the updates of the last step, of the updates the other runner's gradients made meanwhile:
+    # about one when both keep pace, more when one is slowed (CI runs beside other tests saw 2, and 0.5 for a
+    # step that applied lags 0 and 1); never as many as the updates before it
     lag = result["info"]["learner"]["default_policy"]["learner_stats"]["policy_lag"]
-    assert lag == int(lag) and 0 <= lag < algo.num_updates
+    assert 0 <= lag < algo.num_updates
 
 
 class Recreated(DefaultCallbacks):
