@@ -112,6 +112,50 @@ def test_an_episode_without_training_is_acted_for_and_reported_but_never_trained
     assert lengths[-1] == 7 and set(lengths[:-1]) == {3}
 
 
+class LoggedBurst(ExternalEnv):
+    """Logs four countdowns of 3 itself (action 1; ``logp`` when given, else no probability), sets ``logged``, and plays
+    no more until its runner closes it."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(gym.spaces.Discrete(2), SPACE)
+        self.logp = config.get("logp")
+        self.logged, self.closed = threading.Event(), threading.Event()
+
+    def run(self) -> None:
+        for _ in range(4):
+            episode = self.start_episode()
+            for count in (3, 2, 1):
+                self.log_action(episode, np.array([count], np.float32), 1, action_logp=self.logp)
+                self.log_returns(episode, float(count))
+            self.end_episode(episode, np.zeros(1, np.float32))
+        self.logged.set()
+        self.closed.wait()  # returning would end the application
+
+    def close(self) -> None:
+        super().close()
+        self.closed.set()
+
+
+@pytest.mark.parametrize("logp", [None, -0.5], ids=["policy-s-likelihood", "given"])
+def test_logged_steps_taken_together_are_weighed_in_one_forward_pass_as_each_alone(make_algo: Any, logp: Any) -> None:
+    config = PPOConfig().environment(LoggedBurst, env_config={"logp": logp}).env_runners(rollout_fragment_length=12)
+    algo = make_algo(config.training(train_batch_size=12, minibatch_size=12, num_epochs=1).debugging(seed=0))
+    runner, policy = algo.env_runner_group.local_env_runner, algo.get_policy()
+    compute_actions, passes = policy.compute_actions, []
+    policy.compute_actions = lambda obs, **kwargs: passes.append(len(obs)) or compute_actions(obs, **kwargs)
+    runner.base_env.start()  # the application logs every step before the runner polls (one poll takes them all)
+    assert runner.base_env.logged.wait(timeout=30)
+    batch = runner.sample().policy_batches[DEFAULT_POLICY_ID]
+    assert passes == [12], "one pass for the twelve logged steps, not one per step"
+    # the last episode's last row waits for the episode's end, which is beyond this call's twelve steps
+    assert len(batch) == 11 and np.all(batch[SampleBatch.ACTIONS] == 1)
+    assert sorted(batch[SampleBatch.OBS][:, 0]) == [1] * 3 + [2] * 4 + [3] * 4
+    alone = [compute_actions(obs[None], explore=True)[1] for obs in batch[SampleBatch.OBS]]
+    np.testing.assert_allclose(batch[SampleBatch.VF_PREDS], [extras[SampleBatch.VF_PREDS][0] for extras in alone], rtol=1e-5)
+    expected = policy.compute_log_likelihoods(batch[SampleBatch.OBS], np.ones(11, np.int64)) if logp is None else -0.5
+    np.testing.assert_allclose(batch[SampleBatch.ACTION_LOGP], expected, rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     ("settings", "match"),
     [

@@ -48,6 +48,7 @@ from corral.core.sampling.agent_policies import PolicyModels
 from corral.core.sampling.base_env_runner import BaseEnvRunner
 from corral.core.sampling.env_runner import Episode
 from corral.core.sampling.external.io_context import IOContext
+from corral.core.sampling.external.logged_ahead import NOTHING_AHEAD, LoggedAhead, with_logged_actions
 from corral.core.sampling.metrics import EpisodeSummary, hist_lists
 from corral.core.sampling.multi_agent_env_runner import MultiAgentEpisode
 from corral.core.sampling.runner_state import built_for, restore_generator, state_fits
@@ -143,6 +144,8 @@ class ExternalEnvRunner(BaseEnvRunner):
         """what the episodes said beyond the last sample call's steps"""
         self._carry = AgentCarry()
         """a recurrent policy's state, previous action and reward in each running episode"""
+        self._ahead = NOTHING_AHEAD
+        """the logged steps' outputs computed ahead while a poll's steps are handled"""
         self._forget_open_rows()
 
     @property
@@ -208,6 +211,8 @@ class ExternalEnvRunner(BaseEnvRunner):
             )
         if not self._backlog:
             self._backlog.extend(self.base_env.poll(timeout=POLL_S))
+        policy = None if self._by_agent else self.policies[DEFAULT_POLICY_ID]
+        self._ahead = LoggedAhead.forward(policy, self._backlog, explore, limit)
         acting: list[tuple[ExternalStep, Any]] = []
         waiting: set[str] = set()
         recorded = agent_steps = 0
@@ -223,6 +228,7 @@ class ExternalEnvRunner(BaseEnvRunner):
                 counted = record and step.training_enabled
                 recorded, agent_steps = recorded + counted, agent_steps + counted * len(agents)
         self._act(acting, explore, record)
+        self._ahead = NOTHING_AHEAD
         return recorded, agent_steps
 
     def _observe(self, step: ExternalStep) -> list[Any]:
@@ -323,15 +329,19 @@ class ExternalEnvRunner(BaseEnvRunner):
         policy = self.policies[policy_id]
         kept = [j for j, (step, _) in enumerate(items) if record and step.training_enabled]
         raw = [step.observation[agent] if by_agent else step.observation for step, agent in items]
-        obs = policy.preprocess(stack_observations(raw, policy.observation_space), update_filter=bool(kept))
         keys = [_key(step.episode_id, agent) for step, agent in items]
         inputs = self._carry.inputs(policy_id, policy, keys) if policy.is_recurrent else {}
-        actions, extras = policy.compute_actions(obs, explore=explore, **inputs)
-        logged = {
-            j: step.action[agent] if by_agent else step.action for j, (step, agent) in enumerate(items) if step.action is not None
-        }
-        if logged:
-            actions, extras = self._logged(policy, items, logged, obs, actions, extras, inputs)
+        ahead = self._ahead.rows_of([step for step, _ in items])
+        if ahead is not None:  # logged steps, weighed in one pass with the steps ahead
+            obs, actions, extras = self._ahead.outputs(ahead)
+        else:
+            obs = policy.preprocess(stack_observations(raw, policy.observation_space), update_filter=bool(kept))
+            actions, extras = policy.compute_actions(obs, explore=explore, **inputs)
+            logged = [j for j, (step, _) in enumerate(items) if step.action is not None]
+            if logged:
+                taken = [items[j][0].action[items[j][1]] if by_agent else items[j][0].action for j in logged]
+                logps = [items[j][0].action_logp for j in logged]
+                actions, extras = with_logged_actions(policy, logged, taken, logps, obs, actions, extras, inputs)
         if inputs:  # the state moves on with the action taken, the application's own included
             self._carry.advance(policy_id, keys, extras, actions)
             extras = {**extras, **recorded_inputs(inputs)}
@@ -368,26 +378,6 @@ class ExternalEnvRunner(BaseEnvRunner):
             SampleBatch.T: np.array([e.length for e in episodes], np.int64),
         }
 
-    @staticmethod
-    def _logged(
-        policy: Any, items: list[tuple[ExternalStep, Any]], logged: dict[int, Any], obs: np.ndarray, actions: np.ndarray,
-        extras: dict[str, np.ndarray], inputs: dict[str, Any],
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:  # fmt: skip
-        """The actions with the application's own in place, and their log-likelihoods (or its probabilities) beside them."""
-        rows = list(logged)
-        actions = actions.copy()
-        actions[rows] = policy.action_adapter.policy_actions(list(logged.values()))
-        if SampleBatch.ACTION_LOGP in extras:
-            logp = extras[SampleBatch.ACTION_LOGP].copy()
-            given = [j for j in rows if items[j][0].action_logp is not None]
-            logp[given] = [items[j][0].action_logp for j in given]
-            unknown = [j for j in rows if items[j][0].action_logp is None]
-            if unknown:  # a second forward pass only for what the application did not weigh itself
-                recurrent = {key: _rows(value, unknown) for key, value in inputs.items()}
-                logp[unknown] = policy.compute_log_likelihoods(obs[unknown], actions[unknown], **recurrent)
-            extras = {**extras, SampleBatch.ACTION_LOGP: logp}
-        return actions, extras
-
     # ------------------------------------------------------------------ #
     # state and lifecycle
     # ------------------------------------------------------------------ #
@@ -415,11 +405,6 @@ class ExternalEnvRunner(BaseEnvRunner):
         if self.base_env is not None:
             self.base_env.close()
         self.close_output()
-
-
-def _rows(value: Any, rows: list[int]) -> Any:
-    """Rows of a recurrent input: an array's, or each state part's."""
-    return [part[rows] for part in value] if isinstance(value, list) else value[rows]
 
 
 def _env_spaces(config: Any, worker_index: int) -> tuple[gym.Space[Any] | None, gym.Space[Any] | None]:
