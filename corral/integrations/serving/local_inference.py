@@ -168,15 +168,3 @@ class LocalInference:
         messages, continued = self._messages, self._continued - self._started
         self._messages, self._size, self._actions, self._started, self._continued = [], 0, 0, set(), set()
         return messages, continued
-
-
-def report_body(messages: list[bytes]) -> bytes:
-    """A ``REPORT_SAMPLES`` request of encoded messages, in order.
-
-    Args:
-        messages: each message as :func:`~corral.integrations.serving.protocol.encode` wrote it.
-
-    Returns:
-        The request's body.
-    """
-    return b'{"command":"REPORT_SAMPLES","samples":[' + b",".join(messages) + b"]}"

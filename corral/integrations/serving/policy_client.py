@@ -5,7 +5,9 @@ The application keeps its loop and calls the same methods as an
 ``get_action``, ``log_action`` (the application acted itself),
 ``log_returns``, ``end_episode``. In remote inference mode each is a JSON
 POST (:mod:`~corral.integrations.serving.protocol`) over one kept-alive
-connection, and the server's policy acts. In local mode (RLlib's default) a
+connection, and the server's policy acts; the returns an episode logs wait
+for its next call and go in the same request (the server needs them only
+with the next observation), so a step is one round trip. In local mode (RLlib's default) a
 copy of the policy acts in this process and the calls are reported in
 batches (:mod:`~corral.integrations.serving.local_inference`); only the
 local mode imports torch.
@@ -39,6 +41,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("corral")
 
+MAX_QUEUED_RETURNS = 64
+"""in remote mode, the returns an episode may log before they are sent without waiting for its next call"""
+
 _RETRYABLE = (ConnectionError, http.client.HTTPException, TimeoutError, OSError)
 """what a connection that failed or was refused raises (a restarting server)"""
 
@@ -50,7 +55,7 @@ class PolicyClient:
         address: the server's URL (``"http://localhost:9900"``; ``"localhost:9900"`` is read the same).
         inference_mode: ``"local"`` (RLlib's default): a copy of the server's policy in this process acts, and what
             the application did is reported in batches (:mod:`~corral.integrations.serving.local_inference`);
-            ``"remote"``: the server's policy computes each action, one request per call.
+            ``"remote"``: the server's policy computes each action, one request per call (returns go with the next).
         update_interval: in local mode, the seconds between pulls of the server's weights (checked when a report is
             sent); None: only :meth:`update_policy_weights` pulls them.
         auth_token: the server's token, sent as ``Authorization: Bearer <token>``.
@@ -89,6 +94,8 @@ class PolicyClient:
         self._connection: http.client.HTTPConnection | None = None
         self._training: dict[str, bool] = {}
         """each episode this client started, and whether it is trained on (to start it again on a restarted server)"""
+        self._returns: dict[str, list[bytes]] = {}
+        """in remote mode, the returns each episode logged since its last call, sent with its next one"""
         self._local: LocalInference | None = None
         self._updated = 0.0
         if inference_mode == "local":
@@ -178,7 +185,13 @@ class PolicyClient:
             fields["info"] = info
         if multiagent_done_dict is not None:
             fields["dones"] = {str(agent): bool(done) for agent, done in multiagent_done_dict.items()}
-        self._episode_call(protocol.LOG_RETURNS, episode_id, fields)
+        if self._local is not None:
+            self._episode_call(protocol.LOG_RETURNS, episode_id, fields)
+            return
+        queued = self._returns.setdefault(episode_id, [])
+        queued.append(protocol.encode({"command": protocol.LOG_RETURNS, "episode_id": episode_id, **fields}))
+        if len(queued) >= MAX_QUEUED_RETURNS:  # an application that logs many returns between its calls
+            self._send_returns(episode_id)
 
     def end_episode(self, episode_id: str, observation: Any) -> None:
         """Close the episode with its last observation.
@@ -211,13 +224,11 @@ class PolicyClient:
         """
         if self._local is None:
             return
-        from corral.integrations.serving.local_inference import report_body  # loaded with the local copy
-
         messages, continued = self._local.take_report()
         if not messages:
             return
         try:
-            self._send_body(protocol.REPORT_SAMPLES, report_body(messages))
+            self._send_body(protocol.REPORT_SAMPLES, protocol.report_body(messages))
         except ProtocolError as refused:
             if refused.status != 404:
                 raise
@@ -228,13 +239,15 @@ class PolicyClient:
                 )
                 for e in sorted(continued)
             ]
-            self._send_body(protocol.REPORT_SAMPLES, report_body(starts + messages))
+            self._send_body(protocol.REPORT_SAMPLES, protocol.report_body(starts + messages))
         if self.update_interval is not None and time.monotonic() - self._updated >= self.update_interval:
             self.update_policy_weights()
 
     def close(self) -> None:
-        """Send what is still queued (local mode), and close the connection (the next call opens a new one)."""
+        """Send what is still queued, and close the connection (the next call opens a new one)."""
         self.report()
+        for episode_id in list(self._returns):
+            self._send_returns(episode_id)
         self._close_connection()
 
     # ---------------------------------------------------------------- inside
@@ -243,8 +256,10 @@ class PolicyClient:
         if self._local is not None:
             self._local.queue({"command": command, "episode_id": episode_id, **fields})
             return {}
+        messages = [*self._returns.pop(episode_id, []), protocol.encode({"command": command, "episode_id": episode_id, **fields})]
+        body = messages[0] if len(messages) == 1 else protocol.report_body(messages)
         try:
-            return self._send(command, {"episode_id": episode_id, **fields})
+            return self._send_body(command, body)
         except ProtocolError as refused:
             if refused.status != 404 or episode_id not in self._training:
                 raise
@@ -253,7 +268,19 @@ class PolicyClient:
             return {}
         logger.warning("the server at %s no longer knows episode %s: it goes on there as a new episode", self.address, episode_id)
         self._send(protocol.START_EPISODE, {"episode_id": episode_id, "training_enabled": self._training[episode_id]})
-        return self._send(command, {"episode_id": episode_id, **fields})
+        return self._send_body(command, body)
+
+    def _send_returns(self, episode_id: str) -> None:
+        """Send the returns an episode logged (remote mode) now, not with its next call."""
+        messages = self._returns.pop(episode_id, [])
+        if not messages:
+            return
+        try:
+            self._send_body(protocol.LOG_RETURNS, protocol.report_body(messages))
+        except ProtocolError as refused:
+            if refused.status != 404:
+                raise
+            logger.warning("the server at %s no longer knew episode %s: its last returns are not used", self.address, episode_id)
 
     def _report_if_full(self) -> None:
         if self._local is not None and self._local.full:

@@ -132,7 +132,7 @@ class PolicyServerInput(ExternalEnv):
                 raise ProtocolError(409, str(exc)) from None
             self._seen(started)
             return {"episode_id": started}
-        if self._BY_AGENT and command in (protocol.GET_WORKER_ARGS, protocol.GET_WEIGHTS, protocol.REPORT_SAMPLES):
+        if self._BY_AGENT and command in (protocol.GET_WORKER_ARGS, protocol.GET_WEIGHTS):
             raise ProtocolError(
                 400,
                 f"{command}: this server's episodes have several agents, whose policies the server script's "
@@ -142,11 +142,12 @@ class PolicyServerInput(ExternalEnv):
             return self._worker_args()
         if command == protocol.GET_WEIGHTS:
             return {"state": state_codec.encode(self._policy().get_sampling_state(), compress=True)}
-        if command == protocol.REPORT_SAMPLES:  # a client that acts itself: what it did, in order
+        if command == protocol.REPORT_SAMPLES:  # what a client did, in order; the answer is the last message's
             self._check_report(fields["samples"])
+            answer: dict[str, Any] = {}
             for sample in fields["samples"]:
-                self._answer(sample)
-            return {}
+                answer = self._answer(sample)
+            return answer
         episode_id: str = fields["episode_id"]  # every other command names its episode
         with self._activity:  # an episode with a request under way is not silent, however long the request waits
             if self._last_seen.pop(episode_id, None) is None:

@@ -10,6 +10,12 @@ and nothing of it is used. The commands are RLlib's (``START_EPISODE``,
 ``GET_ACTION``, ``LOG_ACTION``, ``LOG_RETURNS``, ``END_EPISODE``; and for local
 inference ``GET_WORKER_ARGS``, ``GET_WEIGHTS``, ``REPORT_SAMPLES``).
 
+``REPORT_SAMPLES`` carries several messages, handled in order: what a client
+that acts itself did, or, from a client whose server acts, the returns it
+logged since its last call followed by the call itself (one request a step
+where RLlib's client makes two). It may end with a ``GET_ACTION``, and its
+answer is its last message's.
+
 A request body is one JSON object::
 
     {"command": "GET_ACTION", "episode_id": "a1b2", "observation": [0.01, -0.2, 0.03, 0.1]}
@@ -129,7 +135,19 @@ def decode_request(body: bytes, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> R
 
 
 REPORTED = frozenset({START_EPISODE, LOG_ACTION, LOG_RETURNS, END_EPISODE})
-"""the commands a REPORT_SAMPLES request carries: what a client that acts itself did, in order"""
+"""the commands a REPORT_SAMPLES request carries: what a client did, in order (it may end with a GET_ACTION)"""
+
+
+def report_body(messages: list[bytes]) -> bytes:
+    """A ``REPORT_SAMPLES`` request of encoded messages, in order.
+
+    Args:
+        messages: each message as :func:`encode` wrote it.
+
+    Returns:
+        The request's body.
+    """
+    return b'{"command":"REPORT_SAMPLES","samples":[' + b",".join(messages) + b"]}"
 
 
 def check_message(message: Any, within: str = "") -> Request:
@@ -169,8 +187,11 @@ def check_message(message: Any, within: str = "") -> Request:
         if not isinstance(samples, list):
             raise ProtocolError(400, "REPORT_SAMPLES: samples must be a list of START_EPISODE, LOG_ACTION, ... messages")
         message["samples"] = [check_message(sample, f"REPORT_SAMPLES' samples[{i}]: ") for i, sample in enumerate(samples)]
-        if not {sample.command for sample in message["samples"]} <= REPORTED:
-            raise ProtocolError(400, f"REPORT_SAMPLES carries only {sorted(REPORTED)}")
+        commands = [sample.command for sample in message["samples"]]
+        if not set(commands[:-1]) <= REPORTED or (commands[-1:] and commands[-1] not in REPORTED | {GET_ACTION}):
+            raise ProtocolError(
+                400, f"REPORT_SAMPLES carries only {sorted(REPORTED)}, and may end with a GET_ACTION (whose answer is its own)"
+            )
     return Request(command, message)
 
 

@@ -219,6 +219,16 @@ MALFORMED = {
     ),
     "an episode id with a path in it": (_json(command="START_EPISODE", episode_id="../../etc/passwd"), 400),
     "a non-boolean training flag": (_json(command="START_EPISODE", training_enabled="yes"), 400),
+    "a report with a GET_ACTION before its end": (
+        _json(
+            command="REPORT_SAMPLES",
+            samples=[
+                {"command": "GET_ACTION", "episode_id": "e1", "observation": OBS},
+                {"command": "LOG_RETURNS", "episode_id": "e1", "reward": 1.0},
+            ],
+        ),
+        400,
+    ),
     "an episode never started": (_json(command="GET_ACTION", episode_id="e2", observation=OBS), 404),
     "a body over the limit": (_json(command="GET_ACTION", episode_id="e1", observation=[0.0] * 5000), 413),
 }
@@ -234,6 +244,17 @@ def test_a_malformed_request_gets_its_4xx_and_nothing_of_it_is_used(server: Poli
     client = PolicyClient(server.address, "remote", auth_token="s3cret")
     client.log_action(started, np.asarray(OBS, np.float32), np.zeros(2, np.float32))  # and the server serves on
     assert len(server.poll(timeout=5)) == 1
+
+
+def test_the_returns_a_remote_client_logged_reach_the_step_they_lead_to(server: PolicyServerInput) -> None:
+    client = PolicyClient(server.address, "remote", auth_token="s3cret")
+    episode, obs, action = client.start_episode(), np.asarray(OBS, np.float32), np.zeros(2, np.float32)
+    client.log_action(episode, obs, action)
+    client.log_returns(episode, 1.5)
+    client.log_returns(episode, 2.0)
+    client.log_action(episode, obs, action)
+    first, second = server.poll(timeout=5) + server.poll(timeout=5)
+    assert (first.reward, second.reward) == (0.0, 3.5)
 
 
 @pytest.mark.parametrize("token", [None, "guess"], ids=["no token", "a wrong token"])
