@@ -257,7 +257,7 @@ def test_batch_columns_and_model_outputs_are_named_by_their_constants() -> None:
     from corral.core import SampleBatch
 
     columns = {v for k, v in vars(SampleBatch).items() if k.isupper() and isinstance(v, str)}
-    # Keys of checkpoint state that share a column's name but are not columns.
+    # Keys that share a column's name but are not columns: checkpoint state, a wire field.
     state_keys = {
         "core/learning/policies/state.py": {"weights"},
         "core/sampling/runner_state.py": {"obs"},  # both env runners' state (it was in their modules)
@@ -265,6 +265,9 @@ def test_batch_columns_and_model_outputs_are_named_by_their_constants() -> None:
         "core/environments/multi_agent_guard.py": {"actions"},
         "core/learning/replay/replay_buffers.py": {"priorities"},  # a prioritized buffer's checkpoint
         "testing/example_envs/games.py": {"obs"},  # a key of TwoStepGame's observation dict, as RLlib's env has it
+        # a multi-agent LOG_RETURNS' agents done (RLlib's multiagent_done_dict), not the batch column
+        "integrations/serving/protocol.py": {"dones"},
+        "integrations/serving/policy_client.py": {"dones"},
     }
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):

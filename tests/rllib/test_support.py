@@ -178,3 +178,15 @@ def test_an_example_experiment_without_tune_trains_until_a_stop_and_as_test_rais
     args = test_utils.add_rllib_example_script_args().parse_args([*flags, "--as-test", "--stop-reward", "1000"])
     with pytest.raises(ValueError, match=r"`episode_reward_mean` of 1000.0 not reached!"):
         test_utils.run_rllib_example_script_experiment(config, args)
+
+
+def test_a_batch_s_dones_are_its_terminations_or_truncations_as_rllib_s_and_no_other_column_is_made_up() -> None:
+    from corral.core.common.sample_batch import SampleBatch
+
+    batch = SampleBatch(terminateds=np.array([False, True, False]), truncateds=np.array([False, False, True]))
+    np.testing.assert_array_equal(batch[SampleBatch.DONES], [False, True, True])
+    assert SampleBatch.DONES not in batch and set(batch) == {"terminateds", "truncateds"}, "derived, never stored"
+    with pytest.raises(KeyError, match="rewards"):
+        batch["rewards"]
+    with pytest.raises(KeyError, match="dones"):
+        SampleBatch(terminateds=np.zeros(2, bool))["dones"]

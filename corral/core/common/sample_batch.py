@@ -57,6 +57,8 @@ class SampleBatch(dict[str, Any]):
     REWARDS = "rewards"
     TERMINATEDS = "terminateds"
     TRUNCATEDS = "truncateds"
+    DONES = "dones"
+    """RLlib's older name for an episode's end: read from a batch, ``terminateds | truncateds`` (never stored)"""
     ACTION_LOGP = "action_logp"
     ACTION_DIST_INPUTS = "action_dist_inputs"
     VF_PREDS = "vf_preds"
@@ -109,6 +111,16 @@ class SampleBatch(dict[str, Any]):
 
     def __len__(self) -> int:  # len() of a batch is its row count, as in RLlib
         return self.count
+
+    def __missing__(self, key: str) -> Any:
+        """RLlib's derived ``"dones"`` column (``terminateds | truncateds``); any other missing key is a KeyError.
+
+        Raises:
+            KeyError: the batch has no such column.
+        """
+        if key == self.DONES and self.TERMINATEDS in self and self.TRUNCATEDS in self:
+            return np.logical_or(self[self.TERMINATEDS], self[self.TRUNCATEDS])
+        raise KeyError(key)
 
     @property
     def env_steps(self) -> StepCount:

@@ -32,7 +32,7 @@ from corral.core.common.sample_batch import SampleBatch
 from corral.errors import ConfigError
 
 Columns = dict[str, np.ndarray]
-RLLIB_NAMES = {"dones": SampleBatch.TERMINATEDS}
+RLLIB_NAMES = {SampleBatch.DONES: SampleBatch.TERMINATEDS}
 """RLlib's older column names and corral's: ``dones`` (Ray before 2.3) ended an episode, truncated or not"""
 FLAGS = (SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS)
 OBSERVATIONS = (SampleBatch.OBS, SampleBatch.NEXT_OBS)
