@@ -95,8 +95,13 @@ def test_offline_options_that_the_run_cannot_honour_are_refused(tmp_path: Path) 
         bc(tmp_path, map_batches_kwargs={"fn": len})
     with pytest.raises(ConfigError, match=r"iter_batches_kwargs has no key 'batch_size'"):
         bc(tmp_path, iter_batches_kwargs={"batch_size": 10})
+    in_process = {"input_config": {"use_ray_data": False}}
     with pytest.raises(ConfigError, match=r"map_batches_kwargs tunes reading through Ray Data, but .*use_ray_data=False"):
-        bc(tmp_path, map_batches_kwargs={"concurrency": 2}, input_config={"use_ray_data": False}).validate()
+        bc(tmp_path, map_batches_kwargs={"concurrency": 2}, **in_process).validate()
+    with pytest.raises(ConfigError, match=r"iter_batches_kwargs prefetch_batches tunes reading through Ray Data"):
+        bc(tmp_path, iter_batches_kwargs={"prefetch_batches": 2}, **in_process).validate()
+    # a shuffle buffer is also this process's reading's: RLlib's name for it is taken without Ray Data
+    bc(tmp_path, iter_batches_kwargs={"local_shuffle_buffer_size": 100}, **in_process).validate()
     with pytest.raises(ConfigError, match=r"local_shuffle_buffer_size=100 and shuffle_buffer_size=50 name two sizes"):
         bc(tmp_path, iter_batches_kwargs={"local_shuffle_buffer_size": 100}, shuffle_buffer_size=50).validate()
 

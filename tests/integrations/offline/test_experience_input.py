@@ -107,6 +107,18 @@ def test_file_order_and_shuffling_are_seeded_and_rows_are_drawn_without_replacem
     assert len(np.unique(np.concatenate([first, expert_obs]), axis=0)) == len(expert_obs)
 
 
+def test_rllib_s_local_shuffle_buffer_size_shuffles_this_process_s_reading_as_shuffle_buffer_size(
+    make_algo: Callable[..., Any],
+) -> None:
+    def first_rows(**shuffle: Any) -> np.ndarray:
+        algo = make_algo(offline(str(EXPERT), input_config={"use_ray_data": False}, **shuffle))
+        return algo.sample().policy_batches["default_policy"]["obs"]
+
+    by_rllib_s_name = first_rows(iter_batches_kwargs={"local_shuffle_buffer_size": 2000})
+    np.testing.assert_array_equal(by_rllib_s_name, first_rows(shuffle_buffer_size=2000))
+    assert not np.array_equal(by_rllib_s_name, first_rows())
+
+
 def test_reading_resumes_exactly_from_a_checkpoint(tmp_path: Path, make_algo: Callable[..., Any]) -> None:
     config = offline({"sampler": 0.5, str(EXPERT): 0.5}, shuffle_buffer_size=1000)
     algo = make_algo(config)

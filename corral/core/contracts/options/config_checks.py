@@ -184,7 +184,14 @@ def check_offline_options(config: AlgorithmConfig) -> None:
             "dataset_num_iters_per_learner counts updates on input files, but this run samples its env "
             f"(input_={config.input_!r}); name the files in offline_data(input_=...) or leave it out"
         )
-    ray_data_options = [name for name in ("map_batches_kwargs", "iter_batches_kwargs") if getattr(config, name)]
+    ray_data_options = [  # iter_batches_kwargs' local_shuffle_buffer_size is this process's shuffle_buffer_size too
+        name
+        for name, is_set in [
+            ("map_batches_kwargs", bool(config.map_batches_kwargs)),
+            ("iter_batches_kwargs prefetch_batches", config.iter_batches_kwargs.get("prefetch_batches") is not None),
+        ]
+        if is_set
+    ]
     if ray_data_options and config.input_config.get("use_ray_data") is False:
         raise ConfigError(
             f"{ray_data_options[0]} tunes reading through Ray Data, but input_config sets use_ray_data=False; drop one of them"

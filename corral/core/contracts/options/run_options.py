@@ -186,8 +186,8 @@ class RunOptions(BaseModel):
     'num_cpus', 'num_gpus', 'memory' (each task's). Setting it reads the Parquet files through Ray Data"""
     iter_batches_kwargs: dict[str, Any] = option({}, "offline_data")
     """how input blocks stream from Ray Data: 'prefetch_batches' (blocks fetched ahead) and
-    'local_shuffle_buffer_size' (RLlib's name for shuffle_buffer_size; None: no shuffle). Setting
-    'prefetch_batches' reads the Parquet files through Ray Data"""
+    'local_shuffle_buffer_size' (RLlib's name for shuffle_buffer_size, with or without Ray Data; None: no shuffle).
+    Setting 'prefetch_batches' reads the Parquet files through Ray Data"""
     dataset_num_iters_per_learner: int | None = option(None, "offline_data", ge=1, le=2**31 - 1)
     """updates on input batches in each training iteration, when the algorithm learns from input files; None:
     as many as the min_*_per_iteration options ask (one, by default; RLlib's new stack makes one pass over the data)"""
