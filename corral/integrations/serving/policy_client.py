@@ -7,10 +7,10 @@ The application keeps its loop and calls the same methods as an
 POST (:mod:`~corral.integrations.serving.protocol`) over one kept-alive
 connection, and the server's policy acts; the returns an episode logs wait
 for its next call and go in the same request (the server needs them only
-with the next observation), so a step is one round trip. In local mode (RLlib's default) a
-copy of the policy acts in this process and the calls are reported in
-batches (:mod:`~corral.integrations.serving.local_inference`); only the
-local mode imports torch.
+with the next observation), so a step is one round trip. In local mode
+(RLlib's default) a copy of the policy acts in this process and the calls
+are reported in batches (:mod:`~corral.integrations.serving.local_inference`);
+only the local mode imports torch.
 
 A server that cannot be reached, or says it is stopping (503), is tried
 again with exponential backoff for ``max_retry_s``. A server that answers that it does
