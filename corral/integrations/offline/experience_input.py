@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from corral.core.common.sample_batch import MultiAgentBatch, SampleBatch, state_in_key, state_out_key
+from corral.core.contracts.options.config_checks import ray_data_reading_options
 from corral.core.learning.recurrent.sequences import step_inputs
 from corral.core.seeding import numpy_generator
 from corral.errors import ConfigError
@@ -271,6 +272,7 @@ def build_experience_input(config: Any, policies: Mapping[str, Any], input_reade
     columns = config.input_config.get("columns") or {}
     # RLlib's iter_batches_kwargs name the shuffle buffer too (the config refuses two different sizes)
     shuffle = config.shuffle_buffer_size or config.iter_batches_kwargs.get("local_shuffle_buffer_size") or 0
+    ray_data_options = ray_data_reading_options(config)
     sources: list[tuple[str, float, ExperienceReader | None]] = []
     for source, share in entries:
         name = str(source)
@@ -285,9 +287,9 @@ def build_experience_input(config: Any, policies: Mapping[str, Any], input_reade
             for pid, batch in read_experiences(path, fmt, columns, head=True).items():
                 check_for(path, pid).check(path, pid, batch)
             check_layout(path, fmt, config.input_read_episodes)
-        ray_data = _reads_through_ray_data(config, [fmt for _, fmt in files])
+        ray_data = _reads_through_ray_data(config, [fmt for _, fmt in files], bool(ray_data_options))
         rng = numpy_generator(config.seed, "input", len(sources))  # each reader its own: its state is saved with it
-        reader = ExperienceReader(files, prepare, shuffle, rng, columns, ray_data, _ray_data_options(config))
+        reader = ExperienceReader(files, prepare, shuffle, rng, columns, ray_data, ray_data_options)
         sources.append((name, share, reader))
     if input_reader is not None:
         rng = numpy_generator(config.seed, "input", 0)
@@ -415,25 +417,15 @@ def check_layout(path: Path, file_format: str, read_episodes: bool) -> None:
     )
 
 
-def _ray_data_options(config: Any) -> dict[str, Any]:
-    """The Ray Data options of the config's ``map_batches_kwargs`` and ``iter_batches_kwargs`` (empty: none set)."""
-    options: dict[str, Any] = {}
-    if config.map_batches_kwargs:
-        options["map_batches_kwargs"] = dict(config.map_batches_kwargs)
-    if config.iter_batches_kwargs.get("prefetch_batches") is not None:
-        options["prefetch_batches"] = config.iter_batches_kwargs["prefetch_batches"]
-    return options
-
-
-def _reads_through_ray_data(config: Any, formats: list[str]) -> bool:
-    """Whether a reader goes through Ray Data: when asked (``use_ray_data``, or Ray Data's own reading options),
-    or by default on a Ray cluster (remote env runners).
+def _reads_through_ray_data(config: Any, formats: list[str], tuned: bool) -> bool:
+    """Whether a reader goes through Ray Data: when asked (``use_ray_data``, or ``tuned``: the config sets Ray Data's
+    own reading options), or by default on a Ray cluster (remote env runners).
 
     Raises:
         ConfigError: ``use_ray_data=True`` for JSON lines files (Ray Data reads corral's Parquet).
     """
     wanted = config.input_config.get("use_ray_data")
-    if wanted is None and _ray_data_options(config):
+    if wanted is None and tuned:
         wanted = True  # the user tuned Ray Data's reading
     if wanted and "json" in formats:
         raise ConfigError(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from corral.core.contracts.options.input_names import input_creator
 from corral.core.contracts.plugin_classes import check_estimation_methods, validate_exploration_config
@@ -184,21 +184,34 @@ def check_offline_options(config: AlgorithmConfig) -> None:
             "dataset_num_iters_per_learner counts updates on input files, but this run samples its env "
             f"(input_={config.input_!r}); name the files in offline_data(input_=...) or leave it out"
         )
-    ray_data_options = [  # iter_batches_kwargs' local_shuffle_buffer_size is this process's shuffle_buffer_size too
-        name
-        for name, is_set in [
-            ("map_batches_kwargs", bool(config.map_batches_kwargs)),
-            ("iter_batches_kwargs prefetch_batches", config.iter_batches_kwargs.get("prefetch_batches") is not None),
-        ]
-        if is_set
-    ]
-    if ray_data_options and config.input_config.get("use_ray_data") is False:
-        raise ConfigError(
-            f"{ray_data_options[0]} tunes reading through Ray Data, but input_config sets use_ray_data=False; drop one of them"
-        )
+    tuned = ray_data_reading_options(config)
+    if tuned and config.input_config.get("use_ray_data") is False:
+        name = "map_batches_kwargs" if "map_batches_kwargs" in tuned else "iter_batches_kwargs prefetch_batches"
+        raise ConfigError(f"{name} tunes reading through Ray Data, but input_config sets use_ray_data=False; drop one of them")
     shuffle = config.iter_batches_kwargs.get("local_shuffle_buffer_size") or 0
     if shuffle and config.shuffle_buffer_size and shuffle != config.shuffle_buffer_size:
         raise ConfigError(
             f"iter_batches_kwargs local_shuffle_buffer_size={shuffle} and shuffle_buffer_size="
             f"{config.shuffle_buffer_size} name two sizes of one shuffle buffer; set one of them"
         )
+
+
+def ray_data_reading_options(config: AlgorithmConfig) -> dict[str, Any]:
+    """The Ray Data reading options a config sets; setting any reads the Parquet input through Ray Data.
+
+    They are the read tasks' ``map_batches_kwargs`` and ``iter_batches_kwargs``' ``prefetch_batches``. Its
+    ``local_shuffle_buffer_size`` is not one: it is RLlib's name for ``shuffle_buffer_size``, which reading in one
+    process takes too.
+
+    Args:
+        config: the config.
+
+    Returns:
+        ``map_batches_kwargs`` and ``prefetch_batches`` where set, as Ray Data's reading takes them; empty: none.
+    """
+    options: dict[str, Any] = {}
+    if config.map_batches_kwargs:
+        options["map_batches_kwargs"] = dict(config.map_batches_kwargs)
+    if config.iter_batches_kwargs.get("prefetch_batches") is not None:
+        options["prefetch_batches"] = config.iter_batches_kwargs["prefetch_batches"]
+    return options
