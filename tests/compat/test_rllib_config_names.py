@@ -142,18 +142,24 @@ def test_is_multi_agent_reads_as_rllib_s_method_and_as_its_property() -> None:
     assert single.is_multi_agent == False and multi.is_multi_agent == True  # noqa: E712  (as a bool compares)
 
 
-def test_a_base_config_with_algo_class_builds_that_algorithm_on_its_defaults(caplog: pytest.LogCaptureFixture) -> None:
-    config = AlgorithmConfig(algo_class=PPO).environment("CartPole-v1").training(lr=0.01, train_batch_size=256).debugging(seed=0)
+def test_a_base_config_with_algo_class_builds_that_algorithm_with_the_base_config_s_values(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = AlgorithmConfig(algo_class=PPO).environment("CartPole-v1").training(train_batch_size=256).debugging(seed=0)
     with caplog.at_level(logging.INFO, logger="corral"):
         algo = config.build()
     try:
         assert isinstance(algo, PPO) and isinstance(algo.config, PPOConfig)
-        assert algo.config.lr == 0.01 and algo.config.train_batch_size == 256
+        assert algo.config.train_batch_size == 256
+        # RLlib updates PPO's defaults with the whole base config: its lr default (0.001) replaces PPO's
+        assert PPOConfig().lr != AlgorithmConfig().lr and algo.config.lr == AlgorithmConfig().lr
         assert algo.config.clip_param == PPOConfig().clip_param, "PPO's own options keep PPO's defaults"
         assert algo.train()["training_iteration"] == 1
     finally:
         algo.stop()
-    assert any("applied to PPOConfig's defaults" in r.getMessage() for r in caplog.records)
+    said = [r.getMessage() for r in caplog.records if "with algo_class" in r.getMessage()]
+    assert said and f"lr=0.001 (where PPOConfig's is {PPOConfig().lr})" in said[0]
+    assert "train_batch_size" not in said[0], "a value the config was given is no replaced default"
     with pytest.raises(ConfigError, match="PPO needs a PPOConfig, got DQNConfig"):
         PPO(config=DQNConfig().environment("CartPole-v1"))
 

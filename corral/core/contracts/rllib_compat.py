@@ -13,9 +13,9 @@ for these (``experimental()``, ``api_stack()``, ``rl_module()``),
 ``is_multi_agent``, which RLlib has had both as a method and as a property,
 and RLlib's names that read corral's options (``total_train_batch_size``,
 ``build_algo()``).
-A config object where RLlib takes one, as an algorithm's config of a base class
-(``AlgorithmConfig(algo_class=PPO)``) or as ``evaluation_config``, stands for
-the options it was given (:func:`options_set`).
+A config object of a base class given to an algorithm (``AlgorithmConfig(algo_class=PPO)``)
+brings every option of that class, defaults included, as in RLlib (:func:`as_config_of`);
+one given as ``evaluation_config`` stands for the options it was given (:func:`options_set`).
 """
 
 from __future__ import annotations
@@ -129,10 +129,12 @@ def options_set(config: AlgorithmConfig) -> dict[str, Any]:
 def as_config_of(config: AlgorithmConfig, config_class: type[AlgorithmConfig]) -> AlgorithmConfig | None:
     """``config`` as a ``config_class``, when it is of a base class (``AlgorithmConfig(algo_class=PPO)``).
 
-    RLlib builds an algorithm from any config by copying its settings into the
-    algorithm's own default config. corral copies the options the config was
-    given onto ``config_class``'s defaults, so the algorithm's own defaults hold
-    for the rest (said at INFO).
+    RLlib's rule: the algorithm's default config is updated with the whole
+    given config, defaults included. So every option the base class defines
+    takes the given config's value (``AlgorithmConfig``'s ``lr`` of 0.001 where
+    PG's own default is 0.0004), and only the options the algorithm adds (PPO's
+    ``clip_param``) keep the algorithm's defaults. Where a base default replaces
+    one of the algorithm's, INFO names it.
 
     Args:
         config: the config given to the algorithm.
@@ -147,9 +149,18 @@ def as_config_of(config: AlgorithmConfig, config_class: type[AlgorithmConfig]) -
     if not issubclass(config_class, type(config)):
         return None
     converted = config_class()
-    for name, value in options_set(config).items():
+    replaced = []
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        if name not in config.model_fields_set and value != getattr(converted, name):
+            replaced.append(f"{name}={short_repr(value)} (where {config_class.__name__}'s is {short_repr(getattr(converted, name))})")
         setattr(converted, name, value)
-    logger.info("%s with algo_class: its options are applied to %s's defaults", type(config).__name__, config_class.__name__)
+    for name, value in config.search_space.items():
+        setattr(converted, name, value)
+    logger.info(
+        "%s with algo_class: its options, defaults included, replace %s's, as in RLlib%s",
+        type(config).__name__, config_class.__name__, f"; its defaults: {', '.join(replaced)}" if replaced else "",
+    )  # fmt: skip
     return converted
 
 
