@@ -26,5 +26,7 @@ class GAEConfig(ActorCriticConfig):
 
     lambda_: float = option(1.0, "training", ge=0, le=1)
     """the GAE lambda: 1 gives Monte-Carlo (n-step) returns within the fragment, 0 one-step TD errors"""
+    use_gae: bool = option(True, "training")
+    """advantages by GAE(lambda_); False: the n-step return within the fragment less the value (GAE with lambda 1)"""
     normalize_advantages: bool = option(True, "training")
     """standardise advantages over each train batch"""

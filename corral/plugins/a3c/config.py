@@ -41,8 +41,6 @@ class A3CConfig(
     use_critic: bool = option(True, "training")
     """learn a value function and use it as the baseline; False: the advantage is the discounted return and the
     value loss is left out"""
-    use_gae: bool = option(True, "training")
-    """advantages by GAE(lambda_); False: the n-step return within the fragment less the value (GAE with lambda 1)"""
 
     def validate(self) -> None:  # type: ignore[override]  # replaces pydantic's deprecated classmethod, as AlgorithmConfig's does
         """A3C's rules first, then the actor-critic checks."""

@@ -25,11 +25,6 @@ class A3CPolicy(ActorCriticPolicy):
         # the value loss reads value_targets; without a critic it is left out of the loss
         return self.training_rows(SampleBatch({**with_returns, SampleBatch.VALUE_TARGETS: with_returns[SampleBatch.ADVANTAGES]}))
 
-    @property
-    def gae_lambda(self) -> float:
-        """``lambda_``; without ``use_gae``, 1: the n-step return within the fragment less the value."""
-        return self.config.lambda_ if self.config.use_gae else 1.0
-
     def compute_loss(
         self, batch: dict[str, torch.Tensor], fwd_out: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -43,8 +43,9 @@ class ActorCriticPolicy(Policy):
 
     @property
     def gae_lambda(self) -> float:
-        """The lambda of the advantages: the config's ``lambda_`` (an algorithm may make it depend on more)."""
-        return self.config.lambda_
+        """The lambda of the advantages: the config's ``lambda_``; without ``use_gae``, 1 (RLlib's advantages then are
+        the n-step return within the fragment less the value, which is GAE with lambda 1)."""
+        return self.config.lambda_ if self.config.use_gae else 1.0
 
     def compute_loss(
         self, batch: dict[str, torch.Tensor], fwd_out: dict[str, torch.Tensor]
