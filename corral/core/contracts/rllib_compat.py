@@ -151,9 +151,9 @@ def as_config_of(config: AlgorithmConfig, config_class: type[AlgorithmConfig]) -
     converted = config_class()
     replaced = []
     for name in type(config).model_fields:
-        value = getattr(config, name)
-        if name not in config.model_fields_set and value != getattr(converted, name):
-            replaced.append(f"{name}={short_repr(value)} (where {config_class.__name__}'s is {short_repr(getattr(converted, name))})")
+        value, own = getattr(config, name), getattr(converted, name)
+        if name not in config.model_fields_set and value != own:
+            replaced.append(f"{name}={short_repr(value)} (where {config_class.__name__}'s is {short_repr(own)})")
         setattr(converted, name, value)
     for name, value in config.search_space.items():
         setattr(converted, name, value)
