@@ -67,6 +67,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from corral.core.learning.learners.learner_thread import LearnerThread as LearnerThread
     from corral.core.learning.nonfinite import saturate as saturate
     from corral.core.learning.off_policy import OffPolicyConfig as OffPolicyConfig, OffPolicyPolicy as OffPolicyPolicy
+    from corral.core.learning.policies.heuristic_policies import (
+        overrides_rllib_loss as overrides_rllib_loss,
+        update_loss as update_loss,
+    )
     from corral.core.learning.policies.optimizer_set import Optimizer as Optimizer, OptimizerSet as OptimizerSet
     from corral.core.learning.policies.target_networks import (
         TargetNetworkPolicy as TargetNetworkPolicy,
@@ -189,6 +193,8 @@ _EXPORTS = {
     "to_floats": "corral.core.learning.policy",
     "joint_norm": "corral.core.learning.policy",
     "POLICY_GRADIENT_COLUMNS": "corral.core.learning.policy",
+    "update_loss": "corral.core.learning.policies.heuristic_policies",
+    "overrides_rllib_loss": "corral.core.learning.policies.heuristic_policies",
     "Model": "corral.core.networks.default_models",
     "ActorCriticModel": "corral.core.networks.default_models",
     "QModel": "corral.core.networks.default_models",

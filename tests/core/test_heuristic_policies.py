@@ -153,11 +153,13 @@ def test_the_single_agent_runner_acts_with_a_heuristic_the_algorithm_names_too(m
     assert set(batch["actions"].tolist()) == {0, 1}
 
 
-def test_rllib_s_loss_and_per_trajectory_postprocessing_overrides_are_refused_naming_corral_s_ways(make_algo) -> None:
-    """A corral policy never calls RLlib's Policy.loss(...) or postprocess_trajectory(sample_batch, ...): refused."""
+def test_rllib_overrides_corral_cannot_honour_are_refused_naming_corral_s_ways(make_algo) -> None:
+    """RLlib's loss(...) on a policy whose update has no such loss, and per-trajectory postprocessing with a recurrent
+    model (it learns on sequences cut from whole fragments): refused. A heuristic's postprocessing is called."""
+    from corral.plugins.a2c import A2CPolicy
     from corral.plugins.ppo import PPOPolicy
 
-    class CentralLoss(PPOPolicy):
+    class CentralLoss(A2CPolicy):
         def loss(self, model, dist_class, train_batch):
             return super().loss(model, dist_class, train_batch)
 
@@ -165,18 +167,23 @@ def test_rllib_s_loss_and_per_trajectory_postprocessing_overrides_are_refused_na
         def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
             return sample_batch
 
-    class BeatTheLastMoveAsIs(BeatTheLastMove):  # a heuristic postprocesses as RLlib's do: left alone
+    class BeatTheLastMoveAsIs(BeatTheLastMove):  # a heuristic postprocesses as RLlib's do
+        calls: ClassVar[list[int]] = []
+
         def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
+            BeatTheLastMoveAsIs.calls.append(sample_batch.count)
             return sample_batch
 
-    def build(policy_class: type) -> Any:
-        policies = {"custom": PolicySpec(policy_class=policy_class), "learned": PolicySpec()}
+    def build(policy_class: type, **custom: Any) -> Any:
+        policies = {"custom": PolicySpec(policy_class=policy_class, config=custom), "learned": PolicySpec()}
         return make_algo(_config(policies, lambda agent_id, *a, **k: "custom" if agent_id == "player1" else "learned"))
 
-    with pytest.raises(ConfigError, match=r"CentralLoss overrides RLlib's Policy.loss\(model, dist_class, train_batch\).*"
-                       r"compute_loss_for_module"):  # fmt: skip
+    with pytest.raises(ConfigError, match=r"CentralLoss overrides RLlib's Policy.loss\(model, dist_class, train_batch\), "
+                       r"which A2CPolicy does not compute its update with.*compute_loss_for_module"):  # fmt: skip
         build(CentralLoss)
     with pytest.raises(ConfigError, match=r"CentralPostprocessing overrides RLlib's postprocess_trajectory\(sample_batch, "
-                       r"other_agent_batches, episode\).*on_postprocess_trajectory"):  # fmt: skip
-        build(CentralPostprocessing)
-    assert build(BeatTheLastMoveAsIs).get_policy("custom") is not None
+                       r"other_agent_batches, episode\) and has a recurrent model.*on_postprocess_trajectory"):  # fmt: skip
+        build(CentralPostprocessing, model={"use_lstm": True})
+    algo = build(BeatTheLastMoveAsIs)
+    algo.train()
+    assert BeatTheLastMoveAsIs.calls and max(BeatTheLastMoveAsIs.calls) <= 10, "called per episode (10 moves each)"

@@ -87,8 +87,8 @@ class _Chunk:
     after: Any = None
     """the raw observation that follows the last row (the final one if ``done``)"""
     done: bool = False
-    episode: Any = None
-    """the episode the last row belongs to (for ``on_postprocess_trajectory``)"""
+    episodes: list[Any] = field(default_factory=list)
+    """the episodes its rows belong to, in order (for per-trajectory postprocessing and ``on_postprocess_trajectory``)"""
 
 
 @dataclass
@@ -101,8 +101,9 @@ class PolicyFragment:
     """``[K, ...]`` preprocessed observations after each column's last row"""
     agents: list[AgentKey]
     """the (sub-environment, agent) of each column"""
-    episodes: list[Any] = field(default_factory=list)
-    """the episode each column's last row belongs to, as given to :meth:`AgentCollector.close`"""
+    episodes: list[list[Any]] = field(default_factory=list)
+    """the episodes each column's rows belong to, in order (the last: its last row's), as given to
+    :meth:`AgentCollector.close`; a column's rows split at each episode end are one episode each"""
 
 
 class AgentCollector:
@@ -207,8 +208,9 @@ class AgentCollector:
         chunk.valid.append(True)
         chunk.infos.append(info)
         chunk.after = pending.raw_obs if next_raw_obs is None else next_raw_obs
+        if chunk.done or not chunk.episodes:
+            chunk.episodes.append(episode)
         chunk.done = terminated or truncated
-        chunk.episode = episode
 
     def longest_chunk(self) -> int:
         """The most rows one column of the next fragment has: the horizon :meth:`build` needs at least."""
@@ -294,7 +296,7 @@ class AgentCollector:
             }
         )
         bootstrap = policy.preprocess(stack_observations([chunk.after for _, chunk in chunks], policy.observation_space))
-        return PolicyFragment(fragment, bootstrap, [key for key, _ in chunks], [chunk.episode for _, chunk in chunks])
+        return PolicyFragment(fragment, bootstrap, [key for key, _ in chunks], [chunk.episodes for _, chunk in chunks])
 
     def _carry_over_open_rows(self) -> None:
         """Move the open rows' records into fresh stores: they close in the next sample call."""

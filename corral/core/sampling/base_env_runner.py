@@ -25,6 +25,7 @@ from corral.core.contracts.config import AlgorithmConfig
 from corral.core.contracts.integrations import implemented, integration_hooks
 from corral.core.environments.envs import EnvContext
 from corral.core.environments.task_settable_env import set_tasks
+from corral.core.learning.policies.heuristic_policies import postprocesses_trajectories
 from corral.core.learning.policy import Policy
 from corral.core.learning.postprocessing import episode_ends
 from corral.core.sampling.agent_collector import PolicyFragment
@@ -290,13 +291,23 @@ class BaseEnvRunner:
             for pid, part in parts.items()
         }
         runner = cast("AnyEnvRunner", self)
-        if self.callbacks.has_postprocess_trajectory:
+        if any(self.per_trajectory(self.policies[pid]) for pid in parts):
             batches = postprocess_for_hook(runner, parts)
         else:
             batches = {pid: self.policies[pid].postprocess_trajectory(p.fragment, p.bootstrap_obs) for pid, p in parts.items()}
         samples = MultiAgentBatch(batches, env_steps, agent_steps)
         self.callbacks.sample_end(runner, samples)
         return samples
+
+    def per_trajectory(self, policy: Policy) -> bool:
+        """Whether a policy's samples are postprocessed one trajectory at a time (see
+        :mod:`corral.core.sampling.trajectories`): for an ``on_postprocess_trajectory`` hook, or a policy whose
+        ``postprocess_trajectory`` takes RLlib's per-trajectory arguments.
+
+        Args:
+            policy: the policy.
+        """
+        return self.callbacks.has_postprocess_trajectory or postprocesses_trajectories(policy)
 
     def _sample_truncated(self, explore: bool, steps: int, agent_target: int | None) -> tuple[int, int, int]:
         """Step ``steps`` times (or until ``agent_target`` agent steps): ``batch_mode="truncate_episodes"``.

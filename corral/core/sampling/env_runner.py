@@ -128,8 +128,8 @@ class EnvRunner(BaseEnvRunner):
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._episodes: list[Episode | None] = [None] * self.num_envs
-        self._last_episodes: list[Episode | None] = [None] * self.num_envs
-        """with an ``on_postprocess_trajectory`` hook: the episode of each sub-environment's last row in the fragment"""
+        self._fragment_episodes: list[list[Episode]] = [[] for _ in range(self.num_envs)]
+        """where trajectories are postprocessed one by one: the episodes of each sub-environment's rows in the fragment"""
         self._episode_ids = np.full(self.num_envs, -1, dtype=np.int64)
         """each sub-environment's episode id, kept while output is written (its rows name their episode)"""
         self._buffers: dict[str, np.ndarray] = {}
@@ -205,7 +205,7 @@ class EnvRunner(BaseEnvRunner):
         """The policy's ``[horizon, N]`` fragment: a column per sub-environment."""
         fragment = SampleBatch({key: column[:horizon] for key, column in self._buffers.items()})
         agents: list[tuple[int, Hashable]] = [(k, None) for k in range(self.num_envs)]
-        episodes, self._last_episodes = self._last_episodes, [None] * self.num_envs
+        episodes, self._fragment_episodes = self._fragment_episodes, [[] for _ in range(self.num_envs)]
         return {DEFAULT_POLICY_ID: PolicyFragment(fragment, self.policy.preprocess(self._obs), agents, episodes)}
 
     def _episode_lengths(self) -> np.ndarray:
@@ -258,9 +258,11 @@ class EnvRunner(BaseEnvRunner):
                     for k in range(self.num_envs):
                         buf[SampleBatch.INFOS][t, k] = _info_row(infos, k)
             policy.global_timestep += n_valid if training else 0
-            if self.callbacks.has_postprocess_trajectory:  # the episode each sub-environment's trajectory ends in
+            if self.per_trajectory(policy):  # the episodes each sub-environment's rows belong to
                 for i in np.flatnonzero(recorded):
-                    self._last_episodes[i] = self._episodes[i]
+                    seen, episode = self._fragment_episodes[i], self._episodes[i]
+                    if episode is not None and (not seen or seen[-1] is not episode):
+                        seen.append(episode)
         self._track_episodes(rewards, terminateds, truncateds, valid, next_obs, actions, infos)
         if carry is not None:
             carry.advance(extras, actions, recorded_rewards, starting=~valid)  # after a reset row, an episode starts

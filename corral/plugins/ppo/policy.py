@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-import torch
+from typing import Any
 
-from corral.core import ActorCriticPolicy, SampleBatch, TorchLearner, joint_norm, saturate, standardize
+import torch
+from torch import nn
+
+from corral.core import (
+    ActorCriticPolicy,
+    SampleBatch,
+    TorchLearner,
+    joint_norm,
+    overrides_rllib_loss,
+    saturate,
+    standardize,
+    update_loss,
+)
 from corral.core.learning.policies.kl_penalty import AdaptiveKLPolicy
 from corral.plugins.ppo.config import PPOConfig
 
@@ -20,7 +32,14 @@ _TRAIN_COLUMNS = [
 
 
 class PPOPolicy(AdaptiveKLPolicy, ActorCriticPolicy):
-    """Actor-critic policy trained by several epochs of clipped-surrogate minibatch SGD."""
+    """Actor-critic policy trained by several epochs of clipped-surrogate minibatch SGD.
+
+    RLlib's ``PPOTorchPolicy`` protocol holds: a subclass may override
+    :meth:`loss` (each minibatch's loss then comes from it) and the
+    per-trajectory ``postprocess_trajectory(sample_batch, other_agent_batches,
+    episode)``, whose extra columns reach the train batch, as RLlib's
+    centralized-critic example does.
+    """
 
     config: PPOConfig
     thread_safe_learning = True
@@ -60,6 +79,26 @@ class PPOPolicy(AdaptiveKLPolicy, ActorCriticPolicy):
             total = total + self.kl_coeff * terms["kl"]
         return total, terms
 
+    @update_loss
+    def loss(self, model: nn.Module, dist_class: Any, train_batch: SampleBatch) -> torch.Tensor:
+        """RLlib's ``PPOTorchPolicy.loss``: PPO's total loss on a minibatch, for a subclass's override to call.
+
+        The model's training pass runs on ``train_batch`` as PPO's own update
+        runs it, so an override that swaps ``model.value_function`` before
+        calling this (a centralized critic) gets PPO's loss over its values.
+
+        Args:
+            model: the policy's model (``self.model``, as RLlib passes it).
+            dist_class: the action distribution class (the policy's own is used).
+            train_batch: the minibatch's columns as tensors.
+
+        Returns:
+            The total loss.
+        """
+        out, rows = self.train_forward(dict(train_batch))
+        self.__dict__["_rllib_forward"] = (out, rows)  # the stats pass reads the outputs the override's loss used
+        return self._loss_terms(rows, out, every_term=False)[0]
+
     def _vf_loss(self, values: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
         targets = t[SampleBatch.VALUE_TARGETS]
         vf_loss = (values - targets).pow(2)
@@ -73,7 +112,10 @@ class PPOPolicy(AdaptiveKLPolicy, ActorCriticPolicy):
     @torch.no_grad()
     def _batch_stats(self, t: dict[str, torch.Tensor]) -> dict[str, float]:
         """Loss terms of the updated policy on the whole train batch, in one pass."""
-        out, rows = self.train_forward(t)
+        self.__dict__.pop("_rllib_forward", None)
+        if overrides_rllib_loss(self):  # the subclass's loss, which may swap the values PPO's loss reads
+            self.loss(self.model, self.rllib_dist_class, SampleBatch(t))
+        out, rows = self.__dict__.pop("_rllib_forward", None) or self.train_forward(t)
         total, terms = self._loss_terms(rows, out, every_term=True)
         targets = rows[SampleBatch.VALUE_TARGETS]
         explained = 1.0 - torch.var(targets - out[SampleBatch.VF_PREDS]) / torch.var(targets)
@@ -88,7 +130,9 @@ class PPOPolicy(AdaptiveKLPolicy, ActorCriticPolicy):
         """
         cfg = self.config
         lr = self.update_lr()
-        t = self.to_tensors(batch, _TRAIN_COLUMNS)
+        # a subclass's own loss may read the columns its postprocessing added
+        columns = [k for k, v in batch.items() if v.dtype != object] if overrides_rllib_loss(self) else _TRAIN_COLUMNS
+        t = self.to_tensors(batch, columns)
         if cfg.normalize_advantages:
             t[SampleBatch.ADVANTAGES] = standardize(t[SampleBatch.ADVANTAGES], self.step_mask(t))
         n = batch.count

@@ -17,11 +17,13 @@ RLlib's ``state_batches`` second follows RLlib's protocol
 - ``prev_action_batch``, ``prev_reward_batch``, ``explore`` and ``timestep``,
   as RLlib passes them.
 
-A subclass of one of corral's learning policies that overrides RLlib's
-``loss(model, dist_class, train_batch)`` or per-trajectory
-``postprocess_trajectory(sample_batch, other_agent_batches, episode)`` is
-refused once built (:func:`check_rllib_overrides`), naming what does that
-work in corral: a silent difference would train something else.
+A subclass of one of corral's learning policies may override RLlib's
+``loss(model, dist_class, train_batch)`` where its policy computes its update
+through one (PPO's), and RLlib's per-trajectory ``postprocess_trajectory(
+sample_batch, other_agent_batches, episode)`` (env runners then call it per
+agent and episode). Where corral cannot honour an override it is refused once
+built (:func:`check_rllib_overrides`), naming what does that work in corral:
+a silent difference would train something else.
 
 Such a policy may also declare ``view_requirements`` (:class:`ViewRequirement`)
 as RLlib's do. Corral's samplers provide a fixed set of views, so each declared
@@ -137,14 +139,15 @@ def check_view_requirements(policy: Policy) -> None:
 
 
 def check_rllib_overrides(policy: Policy) -> None:
-    """Refuse a subclass of a corral policy that overrides what RLlib's policies call and corral's do not.
+    """Refuse a subclass of a corral policy that overrides RLlib's ``loss`` where its policy has no such loss, or
+    postprocesses in RLlib's per-trajectory form with a recurrent model.
 
-    RLlib's ``Policy.loss(model, dist_class, train_batch)`` and its per-trajectory
-    ``postprocess_trajectory(sample_batch, other_agent_batches, episode)`` have no
-    counterpart in a corral policy's update (it computes ``compute_loss(batch,
-    fwd_out)`` and postprocesses a whole ``[T, K]`` fragment): an override would
-    be ignored, or called with other arguments. A heuristic written to RLlib's
-    acting protocol (see the module) postprocesses as RLlib's do and is left alone.
+    RLlib's ``Policy.loss(model, dist_class, train_batch)`` is called in place
+    of the update's own loss where the policy class defines one in RLlib's form
+    (PPO's); elsewhere an override would be ignored. The per-trajectory
+    ``postprocess_trajectory(sample_batch, other_agent_batches, episode)`` is
+    called as RLlib calls it (see :mod:`corral.core.sampling.trajectories`), for a
+    feed-forward model: a recurrent one learns on sequences cut from whole fragments.
 
     Args:
         policy: the built policy.
@@ -153,22 +156,75 @@ def check_rllib_overrides(policy: Policy) -> None:
         ConfigError: naming the override and what does its work in corral.
     """
     policy_class: Any = type(policy)
-    loss = getattr(policy_class, "loss", None)
-    if callable(loss) and {"dist_class", "train_batch"} & set(inspect.signature(loss).parameters):
+    if overrides_rllib_loss(policy) and not _has_rllib_loss(policy_class):
         raise ConfigError(
-            f"{policy_class.__name__} overrides RLlib's Policy.loss(model, dist_class, train_batch), which corral's "
-            "policies never call: give the loss to a Learner (learner_class= a TorchLearner subclass overriding "
-            "compute_loss_for_module), or add a term with a custom model's custom_loss(policy_loss, loss_inputs)"
+            f"{policy_class.__name__} overrides RLlib's Policy.loss(model, dist_class, train_batch), which "
+            f"{policy_class.__mro__[1].__name__} does not compute its update with (PPO's policy does): give the loss "
+            "to a Learner (learner_class= a TorchLearner subclass overriding compute_loss_for_module), or add a term "
+            "with a custom model's custom_loss(policy_loss, loss_inputs)"
         )
-    postprocess = getattr(policy_class, "postprocess_trajectory", None)
-    parameters = set(inspect.signature(postprocess).parameters) if callable(postprocess) else set()
-    if "other_agent_batches" in parameters and not follows_rllib_protocol(policy):
+    if postprocesses_trajectories(policy) and not follows_rllib_protocol(policy) and policy.is_recurrent:
         raise ConfigError(
             f"{policy_class.__name__} overrides RLlib's postprocess_trajectory(sample_batch, other_agent_batches, "
-            "episode), but corral's policy postprocesses a whole fragment with postprocess_trajectory(fragment, "
-            "bootstrap_obs): rewrite a trajectory (other agents' batches included, as original_batches) in a "
-            "callbacks class's on_postprocess_trajectory, which corral calls as RLlib does"
+            "episode) and has a recurrent model, which learns on sequences cut from whole fragments: use a "
+            "feed-forward model, or rewrite each trajectory in a callbacks class's on_postprocess_trajectory"
         )
+
+
+def overrides_rllib_loss(policy: object) -> bool:
+    """Whether a policy's class overrides RLlib's ``loss(model, dist_class, train_batch)``.
+
+    Args:
+        policy: the policy.
+    """
+    policy_class: Any = type(policy)
+    return _overrides_loss(policy_class)
+
+
+@functools.cache
+def _overrides_loss(policy_class: Any) -> bool:
+    loss = getattr(policy_class, "loss", None)
+    if not callable(loss) or not {"dist_class", "train_batch"} & set(inspect.signature(loss).parameters):
+        return False
+    return not getattr(loss, _UPDATE_LOSS, False)
+
+
+_UPDATE_LOSS = "_computes_the_update"
+
+
+def update_loss(method: Any) -> Any:
+    """Mark a policy's ``loss(model, dist_class, train_batch)``, in RLlib's form, as the loss its update computes
+    when a subclass overrides it (and never otherwise: the update keeps its faster path).
+
+    Args:
+        method: the policy class's ``loss``.
+
+    Returns:
+        The method, marked.
+    """
+    setattr(method, _UPDATE_LOSS, True)
+    return method
+
+
+def _has_rllib_loss(policy_class: Any) -> bool:
+    return any(getattr(vars(klass).get("loss"), _UPDATE_LOSS, False) for klass in policy_class.__mro__)
+
+
+def postprocesses_trajectories(policy: object) -> bool:
+    """Whether a policy postprocesses in RLlib's per-trajectory form, ``postprocess_trajectory(sample_batch,
+    other_agent_batches, episode)``, rather than a whole fragment with ``(fragment, bootstrap_obs)``.
+
+    Args:
+        policy: the policy.
+    """
+    policy_class: Any = type(policy)
+    return _takes_other_agent_batches(policy_class)
+
+
+@functools.cache
+def _takes_other_agent_batches(policy_class: Any) -> bool:
+    method = getattr(policy_class, "postprocess_trajectory", None)
+    return callable(method) and "other_agent_batches" in inspect.signature(method).parameters
 
 
 def follows_rllib_protocol(policy: object) -> bool:

@@ -18,6 +18,7 @@ import torch
 from corral.core.common.sample_batch import STATE_IN_PREFIX, SampleBatch, state_columns
 from corral.core.learning.nonfinite import UpdateGuard
 from corral.core.learning.policies.acting import overriding
+from corral.core.learning.policies.heuristic_policies import overrides_rllib_loss
 from corral.core.learning.policies.part import PolicyPart
 from corral.core.learning.recurrent.sequences import is_step_column
 from corral.core.networks.model_v2 import TorchModelV2
@@ -265,11 +266,27 @@ class Updates(PolicyPart):
 
         Returns:
             The total loss, and the terms :meth:`compute_loss` gave (none if a Learner's loss did not ask for them).
+            Where the policy's class overrides RLlib's ``loss(model, dist_class, train_batch)`` (see
+            :func:`~corral.core.learning.policies.heuristic_policies.update_loss`), that gives the total loss, from
+            the minibatch's columns as a :class:`SampleBatch` of tensors (columns postprocessing added included).
         """
+        if overrides_rllib_loss(self):  # a subclass's RLlib loss(model, dist_class, train_batch) replaces the update's
+            total = cast(Any, self).loss(self.model, self.rllib_dist_class, SampleBatch(t))
+            return total, {"total_loss": total}
         out, rows = self.train_forward(t)
         if self.learner is None:
             return self.compute_loss(rows, out)
         return self.learner.minibatch_loss(rows, out)
+
+    @property
+    def rllib_dist_class(self) -> type:
+        """The action distribution as RLlib's losses build it: ``dist_class(inputs, model)``."""
+        built = self.__dict__.get("_rllib_dist_class")
+        if built is None:
+            base: Any = self.dist_class
+            built = type(base.__name__, (base,), {"__init__": lambda dist, inputs, model=None: base.__init__(dist, inputs)})
+            self.__dict__["_rllib_dist_class"] = built
+        return built
 
     def learn_and_report(self, batch: SampleBatch) -> dict[str, Any]:
         """:meth:`learn_on_batch` and everything the update's stats hold beside what it returns.
