@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -146,6 +147,18 @@ def test_corral_export_writes_the_model_from_a_checkpoint(run_cli: Any, tmp_path
     proc = run_cli("export", checkpoint, "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     assert "Wrote" in proc.stdout and (tmp_path / "out" / "model.pt").is_file()
+
+
+def test_onnx_true_as_rllib_s_documentation_writes_it_exports_with_the_default_opset_and_says_which(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    algo = corral.get_config("PPO").environment("CartPole-v1").training(train_batch_size=64, minibatch_size=64).build()
+    with caplog.at_level(logging.INFO, logger="corral"):
+        algo.get_policy().export_model(tmp_path / "export", onnx=True)
+    algo.stop()
+    assert json.loads((tmp_path / "export" / "model.json").read_text())["onnx_opset"] == 17
+    assert (tmp_path / "export" / "model.onnx").is_file()
+    assert any("onnx=True: model.onnx is written with opset 17" in r.getMessage() for r in caplog.records)
 
 
 def test_an_onnx_opset_torch_cannot_write_or_a_missing_onnx_package_is_refused_before_any_file(

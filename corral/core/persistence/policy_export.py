@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import logging
 import os
 import warnings
 from collections.abc import Callable
@@ -48,12 +49,16 @@ from corral.errors import ConfigError
 if TYPE_CHECKING:
     from corral.core.learning.policy import Policy
 
+logger = logging.getLogger("corral")
+
 MODEL_FILE = "model.pt"
 EXPORTED_PROGRAM_FILE = "model.pt2"
 ONNX_FILE = "model.onnx"
 DESCRIPTION_FILE = "model.json"
 ONNX_OPSETS = range(9, 21)
 """the ONNX opsets torch's TorchScript-based exporter writes (up to 20 in torch 2.13)"""
+DEFAULT_ONNX_OPSET = 17
+"""the opset ``onnx=True`` asks for: one every ONNX runtime of the last years reads"""
 
 
 def observation_leaves(space: gym.Space[Any], name: str = SampleBatch.OBS) -> list[tuple[str, gym.Space[Any]]]:
@@ -247,7 +252,9 @@ def _leaf_encoding(space: gym.Space[Any]) -> list[tuple[int, int]] | None:
     return None
 
 
-def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], policy_id: str, onnx: int | None = None) -> Path:
+def export_policy_model(
+    policy: Policy, export_dir: str | os.PathLike[str], policy_id: str, onnx: int | bool | None = None
+) -> Path:
     """Write ``model.pt`` (TorchScript), ``model.pt2`` (torch.export), with ``onnx`` also ``model.onnx``, and ``model.json``.
 
     A model that torch.export cannot capture gets no ``model.pt2``, with a warning that says why.
@@ -256,8 +263,8 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
         policy: the policy to export.
         export_dir: the folder to write into (created if missing); files already there of the same names are replaced.
         policy_id: the policy's id, recorded in ``model.json``.
-        onnx: the ONNX opset to write ``model.onnx`` with; None (or False, as RLlib's scripts pass it) writes
-            no ONNX file.
+        onnx: the ONNX opset to write ``model.onnx`` with; True (as RLlib's documentation writes it) takes
+            :data:`DEFAULT_ONNX_OPSET`, said at INFO; None (or False, as RLlib's scripts pass it) writes no ONNX file.
 
     Returns:
         The path of ``model.pt``.
@@ -267,6 +274,9 @@ def export_policy_model(policy: Policy, export_dir: str | os.PathLike[str], poli
     """
     if onnx is False:
         onnx = None
+    if onnx is True:
+        logger.info("onnx=True: model.onnx is written with opset %d", DEFAULT_ONNX_OPSET)
+        onnx = DEFAULT_ONNX_OPSET
     if onnx is not None:
         check_onnx_opset(onnx)
     path = InferencePath(policy)

@@ -45,7 +45,7 @@ class PolicySet(AlgorithmPart):
         return cls.policy_class
 
     def export_policy_model(
-        self, export_dir: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID, onnx: int | None = None
+        self, export_dir: str | os.PathLike[str], policy_id: str = DEFAULT_POLICY_ID, onnx: int | bool | None = None
     ) -> Path:
         """Write a policy's deterministic acting as files that run with torch alone (and as ONNX).
 
@@ -58,7 +58,7 @@ class PolicySet(AlgorithmPart):
         Args:
             export_dir: the folder to write into (created if missing).
             policy_id: the policy to export.
-            onnx: an ONNX opset (e.g. 17) to also write ``model.onnx``; needs the ``onnx`` extra.
+            onnx: an ONNX opset (e.g. 17; True: 17) to also write ``model.onnx``; needs the ``onnx`` extra.
 
         Returns:
             The path of ``model.pt``.

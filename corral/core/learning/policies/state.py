@@ -169,14 +169,14 @@ class PolicyState(PolicyPart):
         state = self.get_state() if policy_state is None else policy_state
         return str(checkpoints.write_checkpoint(export_dir, meta, self.config.to_dict(), {}, {self.policy_id: state}))
 
-    def export_model(self, export_dir: str | os.PathLike[str], onnx: int | None = None) -> None:
+    def export_model(self, export_dir: str | os.PathLike[str], onnx: int | bool | None = None) -> None:
         """RLlib's ``policy.export_model``: this policy's acting as files that run with torch alone (and ONNX).
 
         The files of ``algo.export_policy_model`` (see :mod:`corral.core.persistence.policy_export`).
 
         Args:
             export_dir: the folder to write into (created if missing).
-            onnx: the ONNX opset to write ``model.onnx`` with too; None writes none.
+            onnx: the ONNX opset to write ``model.onnx`` with too (True: 17); None writes none.
 
         Raises:
             ConfigError: the opset is not one torch writes, or ``onnx`` is asked without the ``onnx`` package.
