@@ -23,7 +23,7 @@ class ActorCriticPolicy(Policy):
 
     Shared by the on-policy actor-critic algorithms (PPO, A2C, third-party ones
     such as REINFORCE). Their config must define ``lambda_`` (1.0 gives Monte
-    Carlo returns over the fragment), and ``vf_loss_coeff`` and
+    Carlo returns over the fragment; a ``use_gae`` of False, where it defines one, makes it 1), and ``vf_loss_coeff`` and
     ``entropy_coeff`` to use :meth:`policy_gradient_loss`.
     """
 
@@ -45,7 +45,8 @@ class ActorCriticPolicy(Policy):
     def gae_lambda(self) -> float:
         """The lambda of the advantages: the config's ``lambda_``; without ``use_gae``, 1 (RLlib's advantages then are
         the n-step return within the fragment less the value, which is GAE with lambda 1)."""
-        return self.config.lambda_ if self.config.use_gae else 1.0
+        # a plugin's own config may define lambda_ without use_gae (the scaffold's does): it keeps GAE
+        return self.config.lambda_ if getattr(self.config, "use_gae", True) else 1.0
 
     def compute_loss(
         self, batch: dict[str, torch.Tensor], fwd_out: dict[str, torch.Tensor]
