@@ -23,8 +23,9 @@ class ActorCriticPolicy(Policy):
 
     Shared by the on-policy actor-critic algorithms (PPO, A2C, third-party ones
     such as REINFORCE). Their config must define ``lambda_`` (1.0 gives Monte
-    Carlo returns over the fragment; a ``use_gae`` of False, where it defines one, makes it 1), and ``vf_loss_coeff`` and
-    ``entropy_coeff`` to use :meth:`policy_gradient_loss`.
+    Carlo returns over the fragment; ``use_gae=False``, where the config has
+    that option, makes it 1), and ``vf_loss_coeff`` and ``entropy_coeff`` to
+    use :meth:`policy_gradient_loss`.
     """
 
     required_model_outputs = (SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS)
