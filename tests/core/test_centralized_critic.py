@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import corral
-from corral import PolicySpec, SampleBatch
+from corral import ConfigError, PolicySpec, SampleBatch
 from corral.core.networks.model_v2 import TorchModelV2
 from corral.plugins.ppo import PPOPolicy
 from corral.rllib.evaluation.postprocessing import Postprocessing, compute_advantages
@@ -133,6 +133,14 @@ def test_the_opponent_s_rows_are_those_of_the_same_episode(make_algo) -> None:
         own_first = 0 if policy is algo.get_policy("pol1") else 3
         assert rows[SampleBatch.OBS].shape == (2, 6)
         assert int(np.argmax(rows[SampleBatch.OBS][0])) == 3 - own_first, "the other agent's first step, in state 0"
+
+
+def test_a_loss_override_beside_a_learner_class_is_refused_since_each_replaces_the_loss(make_algo) -> None:
+    from corral.plugins.ppo import PPOTorchLearner
+
+    with pytest.raises(ConfigError, match=r"CentralizedCriticPolicy overrides RLlib's Policy.loss.*learner_class "
+                       r"\(PPOTorchLearner\).*keep one"):  # fmt: skip
+        make_algo(_config(learner_class=PPOTorchLearner))
 
 
 @pytest.mark.slow

@@ -153,7 +153,8 @@ def check_rllib_overrides(policy: Policy) -> None:
         policy: the built policy.
 
     Raises:
-        ConfigError: naming the override and what does its work in corral.
+        ConfigError: naming the override and what does its work in corral, or an override beside a
+            ``learner_class`` (both would replace the update's loss).
     """
     policy_class: Any = type(policy)
     if overrides_rllib_loss(policy) and not _has_rllib_loss(policy_class):
@@ -162,6 +163,11 @@ def check_rllib_overrides(policy: Policy) -> None:
             f"{policy_class.__mro__[1].__name__} does not compute its update with (PPO's policy does): give the loss "
             "to a Learner (learner_class= a TorchLearner subclass overriding compute_loss_for_module), or add a term "
             "with a custom model's custom_loss(policy_loss, loss_inputs)"
+        )
+    if overrides_rllib_loss(policy) and policy.learner is not None:
+        raise ConfigError(
+            f"{policy_class.__name__} overrides RLlib's Policy.loss(model, dist_class, train_batch) and the config "
+            f"gives a learner_class ({type(policy.learner).__name__}): each replaces the update's loss; keep one"
         )
     if postprocesses_trajectories(policy) and not follows_rllib_protocol(policy) and policy.is_recurrent:
         raise ConfigError(
