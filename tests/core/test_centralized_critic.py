@@ -135,6 +135,32 @@ def test_the_opponent_s_rows_are_those_of_the_same_episode(make_algo) -> None:
         assert int(np.argmax(rows[SampleBatch.OBS][0])) == 3 - own_first, "the other agent's first step, in state 0"
 
 
+def test_a_single_agent_run_postprocesses_each_episode_s_rows_with_its_episode(make_algo) -> None:
+    calls: list[tuple[int, bool, Any, dict[Any, Any]]] = []
+
+    class PerEpisode(PPOPolicy):
+        def postprocess_trajectory(self, sample_batch: Any, other_agent_batches: Any = None, episode: Any = None) -> Any:
+            ended = bool((sample_batch[SampleBatch.TERMINATEDS] | sample_batch[SampleBatch.TRUNCATEDS])[-1])
+            calls.append((sample_batch.count, ended, episode, dict(other_agent_batches)))
+            return compute_advantages(sample_batch, 0.0, 0.99, 0.95)
+
+    config = (
+        corral.get_config("PPO")
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=100)
+        .training(train_batch_size=200, minibatch_size=100, num_epochs=1)
+        .multi_agent(policies={"default_policy": PolicySpec(PerEpisode)})
+        .debugging(seed=0)
+    )
+    algo = make_algo(config)
+    algo.train()
+    assert sum(count for count, *_ in calls) == algo.counters["num_env_steps_sampled"]
+    assert all(episode is not None and others == {} for _, _, episode, others in calls)
+    ended = [call for call in calls if call[1]]
+    assert ended and all(count == episode.length for count, _, episode, _ in ended), "a finished episode's rows, whole"
+    assert len({id(episode) for _, _, episode, _ in ended}) == len(ended), "each finished episode postprocessed once"
+
+
 def test_a_loss_override_beside_a_learner_class_is_refused_since_each_replaces_the_loss(make_algo) -> None:
     from corral.plugins.ppo import PPOTorchLearner
 

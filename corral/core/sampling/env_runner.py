@@ -38,7 +38,7 @@ from corral.core.environments.envs import (
 from corral.core.environments.external_env import ExternalEnv
 from corral.core.environments.multi_agent_env import probe_env
 from corral.core.environments.remote_sub_environments import RemoteVectorEnv
-from corral.core.learning.policies.heuristic_policies import carries_state, stateful_actions
+from corral.core.learning.policies.heuristic_policies import carries_state, postprocesses_trajectories, stateful_actions
 from corral.core.learning.policy import Policy
 from corral.core.learning.recurrent.carry import RecurrentCarry
 from corral.core.memory import check_fits
@@ -312,11 +312,18 @@ class EnvRunner(BaseEnvRunner):
 
     def _begin_episodes(self, indexes: Iterable[int], first_obs: Any) -> None:
         """New episodes in these sub-environments: an Episode for the callbacks that want one, or an id for the output."""
+        keeps_episodes = self._keeps_episodes
         for i in indexes:
-            if self.callbacks.needs_episodes:
+            if keeps_episodes:
                 self._start_episode(int(i), _row(first_obs, i))
             elif self.output is not None:
                 self._episode_ids[i] = self.new_episode_id()
+
+    @property
+    def _keeps_episodes(self) -> bool:
+        """Whether episodes are kept as :class:`Episode` objects: for callbacks that want them, or a policy that
+        postprocesses each episode in RLlib's form (it is given the episode)."""
+        return self.callbacks.needs_episodes or postprocesses_trajectories(self.policy)
 
     def _start_episode(self, index: int, first_obs: Any, episode_id: int | None = None) -> None:
         episode = Episode(index, first_obs, self.new_episode_id() if episode_id is None else episode_id)
@@ -339,7 +346,7 @@ class EnvRunner(BaseEnvRunner):
         self._ep_len += valid
         done = (terminateds | truncateds) & valid
         callbacks = self.callbacks
-        if callbacks.needs_episodes or self.output is not None:
+        if self._keeps_episodes or self.output is not None:
             self._begin_episodes(np.flatnonzero(~valid), next_obs)  # reset rows: a new episode begins with next_obs
         if callbacks.has_episode_step:
             for i in np.flatnonzero(valid):
@@ -374,7 +381,7 @@ class EnvRunner(BaseEnvRunner):
         Raises:
             ValueError: a saved id is not an integer.
         """
-        if self.callbacks.needs_episodes:
+        if self._keeps_episodes:
             for i in range(self.num_envs):
                 episode_id = episode_ids[i]
                 self._start_episode(i, _row(self._obs, i), None if episode_id is None else saved_episode_id(episode_id))
