@@ -84,14 +84,9 @@ def episode_pieces(trajectory: Trajectory, episodes: list[Any]) -> list[Trajecto
     count = len(bounds) - 1
     matched = [None] * max(0, count - len(episodes)) + list(episodes[-count:])
     return [
-        Trajectory(trajectory.env_index, trajectory.agent_id, episode, _rows(rows, start, stop))
+        Trajectory(trajectory.env_index, trajectory.agent_id, episode, SampleBatch({k: v[start:stop] for k, v in rows.items()}))
         for (start, stop), episode in zip(itertools.pairwise(bounds), matched, strict=True)
     ]
-
-
-def _rows(batch: SampleBatch, start: int, stop: int) -> SampleBatch:
-    """Rows ``start:stop`` of a flat batch, as copies (what a postprocessing call is given is its own)."""
-    return SampleBatch({key: value[start:stop].copy() for key, value in batch.items()})
 
 
 def postprocess_for_hook(runner: AnyEnvRunner, parts: Mapping[str, PolicyFragment]) -> dict[str, SampleBatch]:
@@ -145,7 +140,8 @@ def postprocess_for_hook(runner: AnyEnvRunner, parts: Mapping[str, PolicyFragmen
             for t in pieces[pid]:
                 episode_rows = by_episode[(t.env_index, id(t.episode))]
                 others = {agent: entry for agent, entry in episode_rows.items() if agent != t.agent_id}
-                t.postprocessed = policy.postprocess_trajectory(_rows(t.original, 0, t.original.count), others, t.episode)
+                own = SampleBatch({key: value.copy() for key, value in t.original.items()})  # others' entries are views of it
+                t.postprocessed = policy.postprocess_trajectory(own, others, t.episode)
         else:
             trajectories[pid] = columns[pid]
             for k, t in enumerate(columns[pid]):

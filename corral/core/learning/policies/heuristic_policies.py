@@ -183,16 +183,15 @@ def overrides_rllib_loss(policy: object) -> bool:
     Args:
         policy: the policy.
     """
-    policy_class: Any = type(policy)
+    policy_class: Any = type(policy)  # any class: the cache keys on it
     return _overrides_loss(policy_class)
 
 
 @functools.cache
 def _overrides_loss(policy_class: Any) -> bool:
-    loss = getattr(policy_class, "loss", None)
-    if not callable(loss) or not {"dist_class", "train_batch"} & set(inspect.signature(loss).parameters):
+    if not {"dist_class", "train_batch"} & set(_parameters(policy_class, "loss")):
         return False
-    return not getattr(loss, _UPDATE_LOSS, False)
+    return not getattr(policy_class.loss, _UPDATE_LOSS, False)
 
 
 _UPDATE_LOSS = "_computes_the_update"
@@ -223,14 +222,8 @@ def postprocesses_trajectories(policy: object) -> bool:
     Args:
         policy: the policy.
     """
-    policy_class: Any = type(policy)
-    return _takes_other_agent_batches(policy_class)
-
-
-@functools.cache
-def _takes_other_agent_batches(policy_class: Any) -> bool:
-    method = getattr(policy_class, "postprocess_trajectory", None)
-    return callable(method) and "other_agent_batches" in inspect.signature(method).parameters
+    policy_class: Any = type(policy)  # any class: the cache keys on it
+    return "other_agent_batches" in _parameters(policy_class, "postprocess_trajectory")
 
 
 def follows_rllib_protocol(policy: object) -> bool:
@@ -240,16 +233,15 @@ def follows_rllib_protocol(policy: object) -> bool:
         policy: the policy.
     """
     policy_class: Any = type(policy)  # any class: the cache keys on it
-    return _takes_state_batches(policy_class)
+    parameters = _parameters(policy_class, "compute_actions")
+    return len(parameters) > 2 and parameters[2] == "state_batches"
 
 
 @functools.cache
-def _takes_state_batches(policy_class: Any) -> bool:
-    method = getattr(policy_class, "compute_actions", None)
-    if method is None:
-        return False
-    parameters = list(inspect.signature(method).parameters)
-    return len(parameters) > 2 and parameters[2] == "state_batches"
+def _parameters(policy_class: Any, name: str) -> tuple[str, ...]:
+    """The parameter names of a policy class's method, ``self`` first (none where it has no such method), read once."""
+    method = getattr(policy_class, name, None)
+    return tuple(inspect.signature(method).parameters) if callable(method) else ()
 
 
 def carries_state(policy: Policy) -> bool:
