@@ -31,9 +31,12 @@ class MeanStdFilter:
         self._delta = _empty_stats(shape)
         self.keeps_delta = False  # set in remote runners only: gathering the delta costs a second update per batch
 
-    def __call__(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
-        """Normalised ``obs``; first folds them into the running statistics when ``update``."""
-        if update:
+    def __call__(self, obs: np.ndarray, update: bool | np.ndarray = True) -> np.ndarray:
+        """Normalised ``obs``; first folds them into the running statistics when ``update`` (or, given a boolean
+        mask of the rows, the rows it marks: episodes side by side, some already over)."""
+        if isinstance(update, np.ndarray):
+            self.update(obs[update])
+        elif update:
             self.update(obs)
         out = (obs - self.mean) / np.sqrt(self.var + self.epsilon)
         return np.clip(out, -self.clip, self.clip).astype(np.float32)

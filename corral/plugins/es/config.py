@@ -5,7 +5,7 @@ from __future__ import annotations
 from corral.core import AlgorithmConfig, ConfigError, option
 
 
-class EvolutionConfig(AlgorithmConfig, defaults={"observation_filter": "MeanStdFilter", "num_envs_per_env_runner": 1}):
+class EvolutionConfig(AlgorithmConfig, defaults={"observation_filter": "MeanStdFilter"}):
     """What ES and ARS share: the perturbations, the shared noise table, the episodes that report the return."""
 
     noise_stdev: float = option(0.02, "training", gt=0)
@@ -26,11 +26,6 @@ class EvolutionConfig(AlgorithmConfig, defaults={"observation_filter": "MeanStdF
             ConfigError: an option asks for something ES and ARS cannot do.
         """
         problems = (
-            (
-                self.num_envs_per_env_runner != 1,
-                f"num_envs_per_env_runner={self.num_envs_per_env_runner}: each perturbation plays whole episodes in "
-                f"one sub-environment; set it to 1 and add env runners (num_env_runners) to play more at once",
-            ),
             (
                 self.num_learners > 0,
                 "num_learners > 0: ES and ARS update the weights from episode returns, with no gradient to share "

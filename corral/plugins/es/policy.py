@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import nn
 
-from corral.core import ConfigError, Optimizer, Policy, SampleBatch, build_model, build_optimizer
+from corral.core import ConfigError, Model, Optimizer, Policy, SampleBatch, build_model, build_optimizer
 from corral.plugins.es.config import EvolutionConfig
+from corral.plugins.es.slot_model import SlotModel
 
 
 class ESPolicy(Policy):
@@ -62,6 +64,42 @@ class ESPolicy(Policy):
             for param in self.model.parameters():  # copied in: vector_to_parameters would make them views of `weights`
                 param.copy_(flat[start : start + param.numel()].view_as(param))
                 start += param.numel()
+
+    def side_by_side(self, weights: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        """How to act in several episodes at once, each with its own weights (ES's perturbations, side by side).
+
+        A model of linear layers acts once a step for all rows (a :class:`SlotModel`
+        copy); any other model acts row by row, its weights set before each row.
+
+        Args:
+            weights: ``[rows, num_params]``, the weights row ``i`` acts with.
+
+        Returns:
+            A function from ``[rows, ...]`` model inputs to ``[rows, ...]`` actions, sampled
+            from each row's action distribution.
+        """
+        slot_models: dict[int, SlotModel | None] = self.__dict__.setdefault("_slot_models", {})
+        rows = len(weights)
+        if rows not in slot_models:  # one copy per width, made at the first round
+            slot_models[rows] = SlotModel.of(self.model, rows)
+        slot_model = slot_models[rows]
+        if slot_model is not None:
+            slot_model.load(weights)
+
+            def act_at_once(obs: np.ndarray) -> np.ndarray:
+                with self.acting_with(cast(Model, slot_model.module)):
+                    return self.compute_actions(obs, explore=True)[0]
+
+            return act_at_once
+
+        def act_row_by_row(obs: np.ndarray) -> np.ndarray:
+            actions = []
+            for row, row_weights in enumerate(weights):
+                self.set_flat_weights(row_weights)
+                actions.append(self.compute_actions(obs[row : row + 1], explore=True)[0])
+            return np.concatenate(actions)
+
+        return act_row_by_row
 
     def apply_flat_gradient(self, gradient: np.ndarray) -> list[torch.Tensor]:
         """Step the optimizer along one gradient vector (:meth:`get_flat_weights`'s layout), through the NaN guard.

@@ -2,11 +2,14 @@
 
 The algorithm sends each runner a :class:`RolloutRequest` through
 ``foreach_env_runner``; :func:`play_perturbations` runs there, with the
-runner's own sub-environment, policy copy and generator. It plays mirrored
+runner's own sub-environments, policy copy and generator. It plays mirrored
 pairs of episodes (weights plus and minus a perturbation) until it has
 ``pairs`` of them; each slot is, with probability ``eval_prob``, an episode
-with the unperturbed weights instead. The policy's observation filter learns
-from every step; a remote runner sends what it gathered back as a delta.
+with the unperturbed weights instead. The episodes are played side by side,
+one per sub-environment (``num_envs_per_env_runner`` at a time), each with its
+own weights. The policy's observation filter learns from every step of every
+episode (none after an episode's end); a remote runner sends what it gathered
+back as a delta.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from corral.plugins.es.noise import resolve
 from corral.plugins.es.policy import ESPolicy
@@ -57,7 +61,7 @@ def play_perturbations(request: RolloutRequest, runner: Any) -> RolloutResult:
 
     Args:
         request: the round.
-        runner: the env runner whose sub-environment (the only one) and policy copy play.
+        runner: the env runner whose sub-environments and policy copy play.
 
     Returns:
         The returns, lengths and noise indices, and the filter's delta.
@@ -68,44 +72,62 @@ def play_perturbations(request: RolloutRequest, runner: Any) -> RolloutResult:
         filter_.set_state(resolve(request.filter_state))  # a remote copy: the learner's statistics
     theta = resolve(request.weights)
     noise = resolve(request.noise)
-    dim = policy.num_params
-    result = RolloutResult()
-    rng = policy.np_rng
-    while len(result.noise_indices) < request.pairs:
+    # the round's episodes, as (where the perturbation starts, its sign); sign 0 plays theta itself
+    episodes: list[tuple[int, int]] = []
+    rng, pairs = policy.np_rng, 0
+    while pairs < request.pairs:
         if rng.uniform() < request.eval_prob:
-            policy.set_flat_weights(theta)
-            reward, length = _episode(runner, policy, request, noisy=False)
+            episodes.append((0, 0))
+            continue
+        index = int(rng.integers(0, len(noise) - policy.num_params + 1))
+        episodes += [(index, 1), (index, -1)]
+        pairs += 1
+    slots = runner.base_env.num_envs
+    outcomes: list[tuple[float, int]] = []
+    for begin in range(0, len(episodes), slots):
+        outcomes += _side_by_side(runner, policy, request, theta, noise, episodes[begin : begin + slots])
+    policy.set_flat_weights(theta)  # the learner's own copy, without remote runners, keeps its weights
+    result = RolloutResult()
+    for k, ((index, sign), (reward, length)) in enumerate(zip(episodes, outcomes, strict=True)):
+        if sign == 0:
             result.eval_returns.append(reward)
             result.eval_lengths.append(length)
-            continue
-        index = int(rng.integers(0, len(noise) - dim + 1))
-        perturbation = request.noise_stdev * noise[index : index + dim]
-        policy.set_flat_weights(theta + perturbation)
-        plus = _episode(runner, policy, request, noisy=True)
-        policy.set_flat_weights(theta - perturbation)
-        minus = _episode(runner, policy, request, noisy=True)
-        result.noise_indices.append(index)
-        result.returns.append((plus[0], minus[0]))
-        result.lengths.append((plus[1], minus[1]))
-    policy.set_flat_weights(theta)  # the learner's own copy, without remote runners, keeps its weights
+        elif sign > 0:  # its mirror, minus, is the next episode
+            result.noise_indices.append(index)
+            result.returns.append((reward, outcomes[k + 1][0]))
+            result.lengths.append((length, outcomes[k + 1][1]))
     if filter_ is not None and filter_.keeps_delta:
         result.filter_delta = filter_.take_delta()
     return result
 
 
-def _episode(runner: Any, policy: ESPolicy, request: RolloutRequest, noisy: bool) -> tuple[float, int]:
-    """One whole episode in the runner's sub-environment; returns its return (less the offset per step) and length."""
+def _side_by_side(
+    runner: Any, policy: ESPolicy, request: RolloutRequest, theta: np.ndarray, noise: np.ndarray, episodes: list[tuple[int, int]]
+) -> list[tuple[float, int]]:
+    """Whole episodes, one per sub-environment, each with its weights; their returns (less the offset a step) and lengths.
+
+    Sub-environments past ``len(episodes)`` step with the unperturbed weights, and nothing they do counts.
+    """
     env = runner.base_env
+    slots = env.num_envs
+    weights = np.repeat(theta[None, :], slots, axis=0)
+    for row, (index, sign) in enumerate(episodes):
+        if sign:
+            weights[row] += sign * (request.noise_stdev * noise[index : index + policy.num_params])
+    act = policy.side_by_side(weights)
     # seeded from the policy's generator, which checkpoints keep: a resumed run plays the same episodes
     obs, _ = env.reset(seed=int(policy.np_rng.integers(2**31)))
-    total, steps = 0.0, 0
-    box = isinstance(policy.action_space, gym.spaces.Box)
-    while True:
-        actions, _ = policy.compute_actions(policy.preprocess(obs, update_filter=True), explore=True)
-        if noisy and box and request.action_noise_std > 0:
-            actions = actions + policy.np_rng.normal(0.0, request.action_noise_std, actions.shape).astype(actions.dtype)
+    live = np.arange(slots) < len(episodes)
+    noisy = np.array([sign != 0 for _, sign in episodes] + [False] * (slots - len(episodes)))
+    box = isinstance(policy.action_space, gym.spaces.Box) and request.action_noise_std > 0
+    returns, lengths = np.zeros(slots), np.zeros(slots, dtype=np.int64)
+    while live.any():
+        actions = act(policy.preprocess(obs, update_filter=live))
+        if box:  # Gaussian noise on the perturbed episodes' actions
+            mask = noisy.reshape(-1, *[1] * (actions.ndim - 1))
+            actions = actions + (mask * policy.np_rng.normal(0.0, request.action_noise_std, actions.shape)).astype(actions.dtype)
         obs, rewards, terminated, truncated, _ = env.step(policy.action_adapter(actions))
-        total += float(rewards[0]) - abs(request.offset)
-        steps += 1
-        if terminated[0] or truncated[0]:
-            return total, steps
+        returns[live] += np.asarray(rewards, dtype=np.float64)[live] - abs(request.offset)
+        lengths[live] += 1
+        live &= ~(np.asarray(terminated) | np.asarray(truncated))  # an ended episode's sub-environment idles on
+    return [(float(returns[row]), int(lengths[row])) for row in range(len(episodes))]

@@ -49,7 +49,7 @@ def overriding(policy: PolicyPart, key: str, value: Any) -> Iterator[None]:
 class Acting(PolicyPart):
     """What a policy does with observations; part of :class:`~corral.core.learning.policy.Policy`."""
 
-    def preprocess(self, raw_obs: Any, update_filter: bool = False) -> np.ndarray:
+    def preprocess(self, raw_obs: Any, update_filter: bool | np.ndarray = False) -> np.ndarray:
         """Raw observations (a batch) to model inputs, through the observation filter.
 
         Args:
@@ -57,7 +57,8 @@ class Acting(PolicyPart):
                 with a leading batch axis, or dicts/tuples of such arrays for Dict and
                 Tuple spaces).
             update_filter: fold the batch into the observation filter's running
-                statistics first; True only for observations that become training samples.
+                statistics first; True only for observations that become training samples
+                (a boolean mask: only the rows it marks).
 
         Returns:
             ``[B, *preprocessor.shape]``: float32, or the image's own dtype for image
