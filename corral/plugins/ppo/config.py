@@ -14,7 +14,7 @@ AUTO_MINIBATCH_SIZE = 512
 
 class PPOConfig(
     GAEConfig,
-    defaults={"lr": 2e-3, "train_batch_size": 4000, "lambda_": 0.95},
+    defaults={"lr": 2e-3, "train_batch_size": 4000, "lambda_": 0.95, "vf_loss_coeff": 0.25},
 ):
     """Config of :class:`~corral.plugins.ppo.PPO`: the shared options plus PPO's own (set with ``.training()``).
 
@@ -28,13 +28,17 @@ class PPOConfig(
     to a goal: on CartPole-v1 (seeds 0-2), 68k-72k env steps to 475 in 2.6-2.7 s
     of training against 76k-92k in 5.3-6.4 s; no worse on Acrobot-v1 and
     Pendulum-v1 (``benchmarks/ppo_defaults_sweep.py``). The adaptive KL penalty
-    holds the larger steps back.
+    holds the larger steps back. The value loss is RLlib's, the mean squared
+    error (each row's clamped at ``vf_clip_param`` where it is set; RLlib's 10
+    is off by default here), weighed by ``vf_loss_coeff`` 0.25 (RLlib's is 1.0):
+    the weight Stable-Baselines3's 0.5 on half the squared error gives.
     """
 
     clip_param: float = option(0.3, "training", gt=0)
     """the PPO clipping range: the probability ratio is clipped to [1 - clip_param, 1 + clip_param]"""
     vf_clip_param: float | None = option(None, "training", gt=0)
-    """clip value predictions to within this distance of the old ones (PPO2 style); None does not clip"""
+    """clamp each row's squared value error at this (RLlib's meaning: a larger error then teaches the value function
+    nothing, so it is sensitive to the scale of the returns); None does not clamp"""
     kl_coeff: float = option(0.2, "training", ge=0)
     """initial weight of the KL penalty; adapted towards kl_target after each update (0 disables it)"""
     kl_target: float = option(0.01, "training", gt=0)

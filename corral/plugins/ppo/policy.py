@@ -100,14 +100,11 @@ class PPOPolicy(AdaptiveKLPolicy, ActorCriticPolicy):
         return self._loss_terms(rows, out, every_term=False)[0]
 
     def _vf_loss(self, values: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
-        targets = t[SampleBatch.VALUE_TARGETS]
-        vf_loss = (values - targets).pow(2)
+        """RLlib's value loss: the mean squared error, each row's clamped at ``vf_clip_param`` where it is set."""
+        vf_loss = (values - t[SampleBatch.VALUE_TARGETS]).pow(2)
         if self.config.vf_clip_param is not None:
-            old = t[SampleBatch.VF_PREDS]
-            bound = saturate(self.config.vf_clip_param)
-            clipped = old + (values - old).clamp(-bound, bound)
-            vf_loss = torch.max(vf_loss, (clipped - targets).pow(2))
-        return 0.5 * vf_loss.mean()
+            vf_loss = vf_loss.clamp(max=saturate(self.config.vf_clip_param))
+        return vf_loss.mean()
 
     @torch.no_grad()
     def _batch_stats(self, t: dict[str, torch.Tensor]) -> dict[str, float]:
