@@ -79,7 +79,7 @@ def play_perturbations(request: RolloutRequest, runner: Any) -> RolloutResult:
         if rng.uniform() < request.eval_prob:
             episodes.append((0, 0))
             continue
-        index = int(rng.integers(0, len(noise) - policy.num_params + 1))
+        index = int(rng.integers(0, len(noise) - theta.size + 1))  # theta: the policy's weights, flat
         episodes += [(index, 1), (index, -1)]
         pairs += 1
     slots = runner.base_env.num_envs
@@ -113,7 +113,7 @@ def _side_by_side(
     weights = np.repeat(theta[None, :], slots, axis=0)
     for row, (index, sign) in enumerate(episodes):
         if sign:
-            weights[row] += sign * (request.noise_stdev * noise[index : index + policy.num_params])
+            weights[row] += sign * (request.noise_stdev * noise[index : index + theta.size])
     act = policy.side_by_side(weights)
     # seeded from the policy's generator, which checkpoints keep: a resumed run plays the same episodes
     obs, _ = env.reset(seed=int(policy.np_rng.integers(2**31)))

@@ -55,6 +55,7 @@ class SlotModel:
     def __init__(self, module: nn.Module, layout: list[tuple[str, str, int]], slots: int) -> None:
         self.module = module
         self._layout = layout
+        self._size = sum(size for _, _, size in layout)
         self.slots = slots
 
     @classmethod
@@ -92,9 +93,8 @@ class SlotModel:
         Raises:
             ValueError: the shape is not that.
         """
-        total = sum(size for _, _, size in self._layout)
-        if weights.shape != (self.slots, total):
-            raise ValueError(f"weights of shape {weights.shape} for {self.slots} slots of {total} weights")
+        if weights.shape != (self.slots, self._size):
+            raise ValueError(f"weights of shape {weights.shape} for {self.slots} slots of {self._size} weights")
         flat = torch.as_tensor(weights)
         start = 0
         with torch.no_grad():
